@@ -1,0 +1,71 @@
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Lower
+
+
+class Account(models.Model):
+    """The tenant. Every resource and every API key belongs to exactly one account.
+
+    It is also what DRF sees as `request.user` once a key authenticates.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    email = models.EmailField(max_length=254)
+    name = models.CharField(max_length=200, blank=True, default="")
+    plan = models.ForeignKey("plans.Plan", on_delete=models.PROTECT, related_name="accounts")
+    psp_customer_id = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    psp_subscription_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    psp_subscription_status = models.CharField(max_length=32, blank=True, default="")
+    psp_current_period_start = models.DateTimeField(null=True, blank=True)
+    psp_current_period_end = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # DRF's IsAuthenticated reads these from request.user.
+    is_authenticated = True
+    is_anonymous = False
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(Lower("email"), name="account_email_ci_unique")]
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class ApiKey(models.Model):
+    class ClientKind(models.TextChoices):
+        DIRECT = "direct"
+        MCP = "mcp"
+        SDK = "sdk"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="api_keys")
+    prefix = models.CharField(
+        max_length=12, help_text="First 12 characters of the token; safe to log."
+    )
+    # SHA-256 hex digest of the full token. The plaintext is never stored.
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    label = models.CharField(max_length=200, blank=True, default="")
+    client_kind = models.CharField(
+        max_length=10, choices=ClientKind.choices, default=ClientKind.DIRECT
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["account"], name="apikey_active_idx", condition=Q(revoked_at__isnull=True)
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.label or 'unlabelled'})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,116 @@
+"""One exception handler for DRF, and the Django-level error views, all
+rendering the envelope of config.api.errors."""
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from config.api.errors import ERROR_CODES, PayloadTooLarge, RateLimited, ServiceError, error_body
+
+logger = logging.getLogger(__name__)
+
+# DRF's built-in exceptions, by the code this API gives them.
+_DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
+    (exceptions.ParseError, "invalid_json"),
+    (exceptions.NotAuthenticated, "authentication_required"),
+    (exceptions.AuthenticationFailed, "invalid_api_key"),
+    (exceptions.PermissionDenied, "permission_denied"),
+    (exceptions.NotFound, "not_found"),
+    (exceptions.MethodNotAllowed, "method_not_allowed"),
+    (exceptions.NotAcceptable, "not_acceptable"),
+    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
+    (exceptions.Throttled, "rate_limited"),
+]
+
+
+def flatten_errors(detail, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as {"a.b.0.c": ["message", ...]}."""
+    fields: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            fields.update(flatten_errors(value, path))
+    elif isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            fields[prefix or "non_field_errors"] = [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                if item:
+                    fields.update(
+                        flatten_errors(item, f"{prefix}.{index}" if prefix else str(index))
+                    )
+    else:
+        fields[prefix or "non_field_errors"] = [str(detail)]
+    return fields
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+
+    if not isinstance(exc, exceptions.APIException):
+        return None  # Django's handler500 renders internal_error.
+
+    headers = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header
+
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after)
+        body = error_body(exc.code, exc.message, exc.details)
+    elif isinstance(exc, ServiceError):
+        body = error_body(exc.code, exc.message, exc.details)
+    elif isinstance(exc, exceptions.ValidationError):
+        fields = flatten_errors(exc.detail)
+        first_field, first_messages = next(iter(fields.items()))
+        message = (
+            first_messages[0]
+            if first_field == "non_field_errors"
+            else f"{first_field}: {first_messages[0]}"
+        )
+        body = error_body("validation_failed", message, {"fields": fields})
+        exc.status_code = 422
+    else:
+        code = next((c for cls, c in _DRF_CODES if isinstance(exc, cls)), None)
+        if code is None:
+            code = exc.default_code if exc.default_code in ERROR_CODES else "internal_error"
+        message = str(exc.detail) if isinstance(exc.detail, str) else None
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            headers["Retry-After"] = str(max(1, int(exc.wait)))
+        body = error_body(code, message)
+        if code in ("authentication_required", "invalid_api_key"):
+            # Missing credentials are 401 with the scheme named, never 403.
+            exc.status_code = 401
+            headers.setdefault("WWW-Authenticate", "Bearer")
+
+    set_rollback()
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+def _json_error(code: str, status: int) -> JsonResponse:
+    return JsonResponse(error_body(code), status=status)
+
+
+def bad_request(request, exception=None):
+    return _json_error("bad_request", 400)
+
+
+def permission_denied(request, exception=None):
+    return _json_error("permission_denied", 403)
+
+
+def not_found(request, exception=None):
+    return _json_error("not_found", 404)
+
+
+def server_error(request):
+    return _json_error("internal_error", 500)

@@ -1,0 +1,29 @@
+"""drf-spectacular hook: the error envelope as a component, on every operation."""
+
+from config.api.errors import ERROR_CODES
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["code", "type", "message"],
+    "properties": {
+        "code": {"type": "string", "enum": sorted(ERROR_CODES)},
+        "type": {"type": "string", "format": "uri"},
+        "message": {"type": "string"},
+        "details": {"type": "object", "additionalProperties": True},
+    },
+}
+
+
+def add_error_envelope(result, generator, request, public):
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    components["Error"] = ERROR_SCHEMA
+    ref = {"$ref": "#/components/schemas/Error"}
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            operation["responses"].setdefault(
+                "default",
+                {"description": "Error envelope", "content": {"application/json": {"schema": ref}}},
+            )
+    return result

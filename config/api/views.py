@@ -1,0 +1,78 @@
+"""Service-level endpoints: health and the error-code pages."""
+
+import logging
+
+from django.conf import settings
+from django.db import connection
+from django.http import Http404
+from django.shortcuts import render
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api.errors import ERROR_CODES
+
+logger = logging.getLogger(__name__)
+
+
+def _database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        logger.warning("health: database unreachable", exc_info=True)
+        return False
+
+
+def _broker_ok() -> bool:
+    from config.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+        return True
+    except Exception:
+        logger.warning("health: broker unreachable", exc_info=True)
+        return False
+
+
+class HealthView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        summary="Service health",
+        responses={
+            (200, "application/json"): inline_serializer(
+                "Health",
+                {"status": serializers.CharField(), "checks": serializers.DictField()},
+            ),
+            (503, "application/json"): inline_serializer(
+                "HealthDown",
+                {"status": serializers.CharField(), "checks": serializers.DictField()},
+            ),
+        },
+    )
+    def get(self, request):
+        checks = {"database": _database_ok(), "broker": _broker_ok()}
+        healthy = all(checks.values())
+        body = {
+            "status": "ok" if healthy else "unavailable",
+            "checks": {name: "ok" if ok else "unavailable" for name, ok in checks.items()},
+        }
+        return Response(body, status=200 if healthy else 503)
+
+
+def error_code_page(request, code: str):
+    entry = ERROR_CODES.get(code)
+    if entry is None:
+        raise Http404
+    return render(request, "errors/code.html", {"error": entry, "docs_url": settings.DOCS_URL})
+
+
+def error_index_page(request):
+    codes = sorted(ERROR_CODES.values(), key=lambda e: (e.status, e.code))
+    return render(request, "errors/index.html", {"codes": codes, "docs_url": settings.DOCS_URL})

@@ -1,0 +1,295 @@
+"""Settings: every knob is an environment variable with a working default.
+
+Two modes:
+
+* Embedded (no DATABASE_URL): SQLite under var/, Celery over kombu's filesystem
+  transport under var/, file cache; SECRET_KEY and FIELD_ENCRYPTION_KEY are
+  generated once and kept under var/.
+* Production (DATABASE_URL set): PostgreSQL, and Redis when REDIS_URL is set
+  (broker, cache, rate limits). SECRET_KEY and FIELD_ENCRYPTION_KEY must be given.
+
+The README lists every variable.
+"""
+
+import base64
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlparse
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+
+env = environ.Env()
+
+# Embedded mode is "no database configured": everything lives under var/.
+DATABASE_URL = env.str("DATABASE_URL", default="")
+EMBEDDED = not DATABASE_URL
+if EMBEDDED:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _kept_secret(name: str, make) -> str:
+    """A secret from the environment; in embedded mode, generated once under var/."""
+    value = env.str(name, default="")
+    if value:
+        return value
+    if not EMBEDDED:
+        raise ImproperlyConfigured(f"{name} must be set when DATABASE_URL is set (production).")
+    path = VAR_DIR / name.lower()
+    if not path.exists():
+        # O_EXCL: two processes starting at once agree on one value.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(make())
+    return path.read_text().strip()
+
+
+# Whether to show Django's debug pages. Off unless asked for.
+DEBUG = env.bool("DEBUG", default=False)
+# Signs sessions (admin) and the tracking/unsubscribe tokens.
+SECRET_KEY = _kept_secret("SECRET_KEY", lambda: secrets.token_urlsafe(50))
+# Fernet key (urlsafe base64 of 32 bytes) encrypting stored mailbox passwords.
+FIELD_ENCRYPTION_KEY = _kept_secret(
+    "FIELD_ENCRYPTION_KEY", lambda: base64.urlsafe_b64encode(os.urandom(32)).decode()
+)
+
+# Public address of the service: links in emails, relay webhook URLs, docs links.
+BASE_URL = env.str("BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+# Base of the error `type` URIs ({DOCS_URL}/errors/<code>).
+DOCS_URL = env.str("DOCS_URL", default=f"{BASE_URL}/docs").rstrip("/")
+# Where Stripe Checkout and the customer portal send the user back.
+BILLING_RETURN_URL = env.str("BILLING_RETURN_URL", default=f"{BASE_URL}/billing/return")
+
+_base_host = urlparse(BASE_URL).hostname or "localhost"
+ALLOWED_HOSTS = env.list(
+    "ALLOWED_HOSTS", default=sorted({_base_host, "localhost", "127.0.0.1", "[::1]", "testserver"})
+)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[BASE_URL])
+# Number of reverse proxies in front of the service whose X-Forwarded-For entries are trusted.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "config",
+    "plans",
+    "accounts",
+    "billing",
+    "webhooks",
+    "outreach",
+]
+
+MIDDLEWARE = [
+    "config.api.middleware.BodySizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if EMBEDDED:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "db.sqlite3",
+            "OPTIONS": {
+                # Web, worker and beat share the file: WAL lets readers run beside
+                # the writer, IMMEDIATE takes the write lock up front instead of
+                # failing on upgrade, and the timeout waits for it.
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+else:
+    DATABASES = {"default": env.db_url_config(DATABASE_URL)}
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis: Celery broker, cache and rate limits. Unset: no server is needed.
+REDIS_URL = env.str("REDIS_URL", default="")
+
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = env.path("STATIC_ROOT", default=str(VAR_DIR / "static"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# Request body limits: 413 payload_too_large above them.
+MAX_JSON_BODY_BYTES = env.int("MAX_JSON_BODY_BYTES", default=1024 * 1024)
+MAX_UPLOAD_BODY_BYTES = env.int("MAX_UPLOAD_BODY_BYTES", default=10 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BODY_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BODY_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "config.api.handlers.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "DATETIME_FORMAT": "%Y-%m-%dT%H:%M:%S.%fZ",
+    "COERCE_DECIMAL_TO_STRING": False,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Outreach Service API",
+    "DESCRIPTION": (
+        "Multi-step email outreach over the account's own mailboxes, signed webhooks and "
+        "metered billing. Every error uses the envelope `{code, type, message, details}`."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "ak_live_... API key"}
+        }
+    },
+    "SECURITY": [{"bearer": []}],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.api.schema.add_error_envelope",
+    ],
+}
+
+# Celery: Redis when configured, else kombu's filesystem transport under var/.
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    (BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
+    (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    # Long waits live in the database, never in broker countdowns, so the
+    # visibility timeout only has to outlast the longest task.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=600)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=540)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+# One queue per kind of work, so a flood of one cannot starve the others.
+CELERY_TASK_ROUTES = {
+    "webhooks.*": {"queue": "webhooks"},
+    "outreach.tasks.send_*": {"queue": "sending"},
+    "outreach.tasks.import_*": {"queue": "imports"},
+    "outreach.tasks.intake_*": {"queue": "intake"},
+}
+# Periodic work; each entry's task lives in its app's tasks module.
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+
+# Stripe. Unset STRIPE_SECRET_KEY: the payment provider is not configured.
+STRIPE_SECRET_KEY = env.str("STRIPE_SECRET_KEY", default="")
+STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="")
+# Points the stripe library at another API host (a local fake in tests).
+STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
+STRIPE_PRICE_HOBBY = env.str("STRIPE_PRICE_HOBBY", default="")
+STRIPE_PRICE_PRO = env.str("STRIPE_PRICE_PRO", default="")
+STRIPE_PRICE_SCALE = env.str("STRIPE_PRICE_SCALE", default="")
+
+# Outbound webhooks.
+WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", default=False)
+# Seconds to wait before attempts 2..5; empty means the default polynomial schedule.
+WEBHOOK_RETRY_SCHEDULE = env.list("WEBHOOK_RETRY_SCHEDULE", cast=int, default=[])
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_SECURE = BASE_URL.startswith("https://")
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

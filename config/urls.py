@@ -1,0 +1,24 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from config.api import views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("health", views.HealthView.as_view(), name="health"),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("docs/errors", views.error_index_page, name="error-index"),
+    path("docs/errors/<str:code>", views.error_code_page, name="error-code"),
+    path("", include("plans.urls")),
+    path("", include("accounts.urls")),
+    path("", include("billing.urls")),
+    path("", include("webhooks.urls")),
+    path("", include("outreach.urls")),
+]
+
+handler400 = "config.api.handlers.bad_request"
+handler403 = "config.api.handlers.permission_denied"
+handler404 = "config.api.handlers.not_found"
+handler500 = "config.api.handlers.server_error"

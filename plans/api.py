@@ -1,0 +1,26 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from plans.selectors import plan_list_purchasable
+
+
+class PlanSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    tier = serializers.IntegerField()
+    monthly_limit = serializers.IntegerField()
+    psp_price_id = serializers.CharField(allow_null=True)
+
+
+class PlanListView(APIView):
+    """Public, paid, non-archived plans by tier. Free, private and archived plans are omitted."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(summary="List purchasable plans", responses=PlanSerializer(many=True), auth=[])
+    def get(self, request):
+        return Response(PlanSerializer(plan_list_purchasable(), many=True).data)

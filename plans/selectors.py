@@ -1,0 +1,9 @@
+from plans.models import FREE_PLAN_SLUG, Plan
+
+
+def plan_list_purchasable():
+    return Plan.objects.purchasable().order_by("tier", "slug")
+
+
+def plan_get_free() -> Plan:
+    return Plan.objects.get(slug=FREE_PLAN_SLUG)

@@ -1,0 +1,46 @@
+"""Shared fixtures: an account with a key, and API clients for it, for another
+account, and for nobody."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.services import api_key_create
+from tests.accounts.factories import AccountFactory
+
+
+def client_for(plaintext: str | None) -> APIClient:
+    client = APIClient()
+    if plaintext:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    return client
+
+
+@pytest.fixture
+def account(db):
+    return AccountFactory()
+
+
+@pytest.fixture
+def api_key(account):
+    """The account's key as issued: `.api_key` (the row) and `.plaintext`."""
+    return api_key_create(account=account, label="test")
+
+
+@pytest.fixture
+def api_client(api_key) -> APIClient:
+    return client_for(api_key.plaintext)
+
+
+@pytest.fixture
+def other_account(db):
+    return AccountFactory()
+
+
+@pytest.fixture
+def other_client(other_account) -> APIClient:
+    return client_for(api_key_create(account=other_account, label="other").plaintext)
+
+
+@pytest.fixture
+def anon_client() -> APIClient:
+    return APIClient()

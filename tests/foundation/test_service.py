@@ -1,0 +1,134 @@
+"""Health, schema, docs and the admin."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from drf_spectacular.validation import validate_schema
+
+from plans.models import Plan
+from tests.accounts.factories import AccountFactory
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.django_db
+
+
+def test_health_ok(anon_client):
+    response = anon_client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
+
+
+def _health_in_subprocess(**env_overrides) -> tuple[int, dict]:
+    """GET /health in a fresh process whose settings point at a dead peer."""
+    code = (
+        "import django, json; django.setup();"
+        "from django.test import Client;"
+        "r = Client().get('/health');"
+        "print(json.dumps([r.status_code, r.json()]))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_test", **env_overrides}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    status, body = json.loads(out.stdout.strip().splitlines()[-1])
+    return status, body
+
+
+def test_health_503_when_database_unreachable():
+    # Port 1 on loopback: nothing listens there, so the connection is refused.
+    status, body = _health_in_subprocess(DATABASE_URL="postgres://postgres@127.0.0.1:1/nothing")
+    assert status == 503
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "unavailable"
+
+
+def test_health_503_when_broker_unreachable():
+    status, body = _health_in_subprocess(CELERY_BROKER_URL="redis://127.0.0.1:1/0")
+    assert status == 503
+    assert (
+        body["checks"] == {"database": "ok", "broker": "unavailable"}
+        or body["checks"]["broker"] == "unavailable"
+    )
+
+
+def test_schema_is_valid_openapi_3(anon_client):
+    response = anon_client.get("/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = response.json()
+    validate_schema(schema)
+    assert schema["openapi"].startswith("3.")
+    assert "/plans" in schema["paths"]
+    assert schema["components"]["schemas"]["Error"]["required"] == ["code", "type", "message"]
+    plans_get = schema["paths"]["/plans"]["get"]
+    assert plans_get["responses"]["default"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"
+    }
+
+
+def test_docs_page_renders(anon_client):
+    response = anon_client.get("/docs")
+    assert response.status_code == 200
+    assert b"swagger" in response.content.lower()
+
+
+@pytest.fixture
+def staff_client(client):
+    user = get_user_model().objects.create_superuser(
+        "admin", "admin@example.com", "pw-for-tests-only"
+    )
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize(
+    "url", ["/admin/", "/admin/plans/plan/", "/admin/accounts/account/", "/admin/plans/plan/add/"]
+)
+def test_admin_pages_load_for_staff(staff_client, url):
+    AccountFactory()
+    assert staff_client.get(url).status_code == 200
+
+
+def test_admin_shows_accounts_on_a_plan(staff_client):
+    account = AccountFactory(email="on-free@example.com")
+    free = Plan.objects.get(slug="free")
+    page = staff_client.get(f"/admin/plans/plan/{free.pk}/change/").content.decode()
+    assert account.email in page
+
+
+def test_admin_archives_plans(staff_client):
+    pro = Plan.objects.get(slug="pro")
+    response = staff_client.post(
+        "/admin/plans/plan/", {"action": "archive", "_selected_action": [pro.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    pro.refresh_from_db()
+    assert pro.archived_at is not None
+
+
+def test_admin_creates_a_private_plan(staff_client):
+    response = staff_client.post(
+        "/admin/plans/plan/add/",
+        {
+            "slug": "acme",
+            "name": "Acme",
+            "tier": 4,
+            "monthly_limit": 500000,
+            "psp_price_id": "price_acme",
+        },
+    )
+    assert response.status_code == 302, response.content
+    plan = Plan.objects.get(slug="acme")
+    assert plan.public is False
+    assert plan.monthly_limit == 500000
+
+
+def test_admin_requires_staff(client):
+    response = client.get("/admin/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]

@@ -1,0 +1,51 @@
+import pytest
+from django.utils import timezone
+
+from plans.models import Plan
+from tests.plans.factories import PlanFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lists_paid_public_plans_by_tier(anon_client):
+    Plan.objects.filter(slug="hobby").update(psp_price_id="price_hobby")
+    Plan.objects.filter(slug="pro").update(psp_price_id="price_pro")
+    Plan.objects.filter(slug="scale").update(psp_price_id="price_scale")
+    PlanFactory(slug="enterprise-acme", tier=5, public=False)
+    PlanFactory(slug="legacy", tier=1, archived_at=timezone.now())
+    PlanFactory(slug="team", tier=2, monthly_limit=40000, psp_price_id="price_team")
+
+    response = anon_client.get("/plans")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert [p["slug"] for p in body] == ["hobby", "pro", "team", "scale"]
+    assert body[0] == {
+        "slug": "hobby",
+        "name": "Hobby",
+        "tier": 1,
+        "monthly_limit": 5000,
+        "psp_price_id": "price_hobby",
+    }
+    assert [p["tier"] for p in body] == sorted(p["tier"] for p in body)
+
+
+def test_it_omits_plans_without_a_price(anon_client):
+    # Without STRIPE_PRICE_* the paid catalog plans have no price yet.
+    Plan.objects.exclude(slug="free").update(psp_price_id=None)
+    assert anon_client.get("/plans").json() == []
+
+
+def test_catalog_constants():
+    catalog = {p.slug: (p.tier, p.monthly_limit) for p in Plan.objects.all()}
+    assert catalog == {
+        "free": (0, 100),
+        "hobby": (1, 5000),
+        "pro": (2, 25000),
+        "scale": (3, 150000),
+    }
+
+
+def test_it_needs_no_key_and_ignores_a_bad_one(anon_client):
+    response = anon_client.get("/plans", HTTP_AUTHORIZATION="Bearer junk")
+    assert response.status_code == 200
