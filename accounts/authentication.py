@@ -10,6 +10,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.models import ApiKey
+from accounts.services import api_request_record
 from accounts.tokens import token_hash, token_is_well_formed
 
 INVALID_KEY_MESSAGE = "The API key is not valid."
@@ -40,6 +41,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         now = timezone.now()
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
+        api_request_record(api_key=key, at=now)
         return (key.account, key)
 
     def authenticate_header(self, request):

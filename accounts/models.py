@@ -69,3 +69,23 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class ApiRequestCount(models.Model):
+    """Authenticated requests per account, client_kind and hour: the traffic
+    attribution of GET /billing/usage (by_client_kind)."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="+")
+    client_kind = models.CharField(max_length=10, choices=ApiKey.ClientKind.choices)
+    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "hour", "client_kind"], name="api_request_count_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.client_kind} {self.hour:%Y-%m-%d %H}:00 {self.count}"
