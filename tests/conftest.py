@@ -44,3 +44,6 @@ def other_client(other_account) -> APIClient:
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+pytest_plugins = ["tests.support.localstripe"]
