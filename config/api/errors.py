@@ -19,6 +19,9 @@ class ErrorCode:
 
 ERROR_CODES: dict[str, ErrorCode] = {}
 
+# Django-level error responses render like DRF's JSONRenderer: no spaces.
+COMPACT = {"separators": (",", ":")}
+
 
 def _register(code: str, status: int, message: str, description: str) -> ErrorCode:
     ERROR_CODES[code] = ErrorCode(code, status, message, description)

@@ -10,7 +10,14 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from config.api.errors import ERROR_CODES, PayloadTooLarge, RateLimited, ServiceError, error_body
+from config.api.errors import (
+    COMPACT,
+    ERROR_CODES,
+    PayloadTooLarge,
+    RateLimited,
+    ServiceError,
+    error_body,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +104,7 @@ def exception_handler(exc, context):
 
 
 def _json_error(code: str, status: int) -> JsonResponse:
-    return JsonResponse(error_body(code), status=status)
+    return JsonResponse(error_body(code), status=status, json_dumps_params=COMPACT)
 
 
 def bad_request(request, exception=None):

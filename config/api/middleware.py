@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.http import JsonResponse
 
-from config.api.errors import error_body
+from config.api.errors import COMPACT, error_body
 
 
 class BodySizeLimitMiddleware:
@@ -28,5 +28,5 @@ class BodySizeLimitMiddleware:
                 f"The request body is {length} bytes; the limit is {limit} bytes.",
                 {"limit_bytes": limit},
             )
-            return JsonResponse(body, status=413)
+            return JsonResponse(body, status=413, json_dumps_params=COMPACT)
         return self.get_response(request)
