@@ -4,7 +4,12 @@ import json
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import JSONParser, MultiPartParser
@@ -296,8 +301,8 @@ class CampaignSerializer(serializers.Serializer):
     stop_on_reply = serializers.BooleanField(required=False, default=True)
     stats = serializers.SerializerMethodField()
 
-    @extend_schema(exclude=True)
-    def get_stats(self, obj) -> StatsSerializer:
+    @extend_schema_field(StatsSerializer)
+    def get_stats(self, obj) -> dict:
         stats = self.context.get("stats", {})
         return stats.get(obj.pk) or selectors.campaign_stats(campaign_ids=[obj.pk])[obj.pk]
 
@@ -420,7 +425,10 @@ class CampaignViewSet(
     http_method_names = ["get", "post", "patch", "delete"]
 
     def get_queryset(self):
-        return selectors.campaigns_with_relations(super().get_queryset())
+        queryset = super().get_queryset()
+        if self.action in ("list", "retrieve"):
+            queryset = selectors.campaigns_with_relations(queryset)
+        return queryset
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "account": self.request.user}

@@ -1,7 +1,7 @@
 """Reading an import's source (CSV bytes or a JSON contacts array) into raw rows.
 
 Header mapping (case-insensitive; spaces, hyphens and dots count as underscores):
-- email: email, email_address, e_mail, mail
+- email: email, email_address, e_mail, e_mail_address, emailaddress, mail
 - first_name: first_name, firstname, first, given_name
 - last_name: last_name, lastname, last, surname, family_name
 - company: company, company_name, organization, organisation
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from outreach.contact_data import STANDARD
 
 ALIASES = {
-    "email": ("email", "email_address", "e_mail", "mail"),
+    "email": ("email", "email_address", "e_mail", "e_mail_address", "emailaddress", "mail"),
     "first_name": ("first_name", "firstname", "first", "given_name"),
     "last_name": ("last_name", "lastname", "last", "surname", "family_name"),
     "company": ("company", "company_name", "organization", "organisation"),
