@@ -276,6 +276,10 @@ CELERY_BEAT_SCHEDULE["outreach-import-redrive"] = {
     "task": "outreach.tasks.import_redrive_stale",
     "schedule": 60.0,
 }
+# smtp_security and imap_security share one choice set: one schema enum.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["SecurityEnum"] = (
+    "outreach.models.Security"
+)
 # --- end outreach ---
 
 # Stripe. Unset STRIPE_SECRET_KEY: the payment provider is not configured.

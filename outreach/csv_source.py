@@ -90,7 +90,10 @@ class CsvSource:
         )
 
     def rows(self, skip: int = 0) -> Iterator[Row]:
-        reader = csv.reader(io.StringIO(self.text, newline=""), delimiter=self.delimiter)
+        # strict: an unterminated quote is an error, not the rest of the file in one cell.
+        reader = csv.reader(
+            io.StringIO(self.text, newline=""), delimiter=self.delimiter, strict=True
+        )
         try:
             next(reader)  # header
             number = 1

@@ -152,7 +152,8 @@ def campaign_pause(*, campaign: Campaign) -> Campaign:
     )
     campaign.refresh_from_db()
     if not updated and campaign.status != Campaign.Status.PAUSED:
-        return campaign_pause(campaign=campaign)
+        # It changed state between our read and the update.
+        raise ValidationFailed({"status": [f"The campaign is now {campaign.status}."]})
     return campaign
 
 

@@ -182,6 +182,7 @@ def test_enrolling_keeps_an_existing_enrollment_state(
         (b"name,company\nAda,Engines\n", "No email column"),
         (b'{"contacts": []}', "No email column"),
         (b'email,notes\na@example.org,"' + b"x" * 200_000 + b'"\n', "Malformed CSV"),
+        (b'email,notes\na@example.org,"open quote\nb@example.org,x\n', "Malformed CSV"),
     ],
 )
 def test_malformed_files_end_failed_with_a_reason(
