@@ -191,3 +191,29 @@ def test_put_is_not_allowed(api_client, account):
     credential = CredentialFactory(account=account)
     response = api_client.put(f"/smtp_credentials/{credential.pk}", {}, format="json")
     assert_error(response, 405, "method_not_allowed")
+
+
+def test_patch_imap_host_needs_credentials_unless_stored(api_client, account):
+    credential = CredentialFactory(account=account)
+    assert_fields(
+        api_client.patch(
+            f"/smtp_credentials/{credential.pk}", {"imap_host": "imap.example.com"}, format="json"
+        ),
+        "imap_username",
+        "imap_password",
+    )
+    ok = api_client.patch(
+        f"/smtp_credentials/{credential.pk}",
+        {"imap_host": "imap.example.com", "imap_username": "u", "imap_password": "p"},
+        format="json",
+    )
+    assert ok.status_code == 200 and ok.json()["imap_port"] == 993
+    # Stored secrets satisfy the rule on later PATCHes.
+    again = api_client.patch(
+        f"/smtp_credentials/{credential.pk}", {"imap_security": "starttls"}, format="json"
+    )
+    assert again.status_code == 200 and again.json()["imap_password_set"] is True
+    SmtpCredential.objects.filter(pk=credential.pk).update(imap_last_uid=42, imap_uidvalidity=7)
+    api_client.patch(f"/smtp_credentials/{credential.pk}", {"imap_host": ""}, format="json")
+    credential.refresh_from_db()
+    assert credential.imap_last_uid is None and credential.imap_uidvalidity is None
