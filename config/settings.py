@@ -265,6 +265,23 @@ CELERY_TASK_ROUTES = {
 # Periodic work; each entry's task lives in its app's tasks module.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 
+# --- outreach: contact imports ---
+# Rows per committed batch (one transaction: contacts, enrollments, progress).
+CONTACT_IMPORT_BATCH_SIZE = env.int("CONTACT_IMPORT_BATCH_SIZE", default=1000)
+# An import processing without progress for this long is presumed dead and re-driven.
+CONTACT_IMPORT_STALE_SECONDS = env.int("CONTACT_IMPORT_STALE_SECONDS", default=300)
+# Runs an import may take (re-drives after a dead worker) before it ends failed.
+CONTACT_IMPORT_MAX_ATTEMPTS = env.int("CONTACT_IMPORT_MAX_ATTEMPTS", default=3)
+CELERY_BEAT_SCHEDULE["outreach-import-redrive"] = {
+    "task": "outreach.tasks.import_redrive_stale",
+    "schedule": 60.0,
+}
+# smtp_security and imap_security share one choice set: one schema enum.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["SecurityEnum"] = (
+    "outreach.models.Security"
+)
+# --- end outreach ---
+
 # Stripe. Unset STRIPE_SECRET_KEY: the payment provider is not configured.
 STRIPE_SECRET_KEY = env.str("STRIPE_SECRET_KEY", default="")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="")

@@ -1,1 +1,318 @@
+"""Outreach resources: mailboxes (SMTP credentials), campaigns and their steps,
+contacts, contact imports and enrollments (a contact in a campaign).
 
+The sending engine and intake build on these rows; see docs/outreach.md for the
+state rules.
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from outreach.crypto import EncryptedTextField
+
+
+class Security(models.TextChoices):
+    STARTTLS = "starttls"
+    SSL = "ssl"
+    NONE = "none"
+
+
+class SmtpCredential(models.Model):
+    """A mailbox the account sends from (and, with IMAP settings, reads replies from)."""
+
+    class RelayProvider(models.TextChoices):
+        MAILGUN = "mailgun"
+        SENDGRID = "sendgrid"
+
+    class DisabledReason(models.TextChoices):
+        BOUNCE_RATE_EXCEEDED = "bounce_rate_exceeded"
+        MANUAL = "manual"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="smtp_credentials"
+    )
+    from_email = models.EmailField(max_length=254)
+    from_name = models.CharField(max_length=200, blank=True, default="")
+
+    smtp_host = models.CharField(max_length=255)
+    smtp_port = models.PositiveIntegerField(default=587)
+    smtp_username = models.CharField(max_length=255, blank=True, default="")
+    # Encrypted at rest (outreach.crypto); reading the attribute gives the plaintext.
+    smtp_password = EncryptedTextField(blank=True, default="")
+    smtp_security = models.CharField(max_length=10, choices=Security.choices, default="starttls")
+
+    imap_host = models.CharField(max_length=255, blank=True, default="")
+    imap_port = models.PositiveIntegerField(null=True, blank=True)
+    imap_username = models.CharField(max_length=255, blank=True, default="")
+    imap_password = EncryptedTextField(blank=True, default="")
+    imap_security = models.CharField(max_length=10, choices=Security.choices, default="ssl")
+    # IMAP polling state (intake): UIDs are only comparable under one UIDVALIDITY.
+    imap_uidvalidity = models.BigIntegerField(null=True, blank=True)
+    imap_last_uid = models.BigIntegerField(null=True, blank=True)
+    imap_last_polled_at = models.DateTimeField(null=True, blank=True)
+    imap_last_error = models.TextField(blank=True, default="")
+    imap_last_error_at = models.DateTimeField(null=True, blank=True)
+
+    daily_limit = models.PositiveIntegerField(default=50)
+    # Sends on `daily_sent_on` (UTC date); the engine resets it when the date changes.
+    daily_sent_count = models.PositiveIntegerField(default=0)
+    daily_sent_on = models.DateField(null=True, blank=True)
+
+    relay_provider = models.CharField(
+        max_length=10, choices=RelayProvider.choices, blank=True, default=""
+    )
+    # Mailgun: the HTTP webhook signing key. SendGrid: the signed-event-webhook public key.
+    relay_signing_key = EncryptedTextField(blank=True, default="")
+
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(
+        max_length=32, choices=DisabledReason.choices, blank=True, default=""
+    )
+    sent_count = models.PositiveBigIntegerField(default=0)
+    bounced_count = models.PositiveBigIntegerField(default=0)
+    # Last SMTP failure that is not a bounce (authentication, connection), for the API and admin.
+    last_error = models.TextField(blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["account", "created_at"], name="credential_account_idx")]
+
+    def __str__(self) -> str:
+        return self.from_email
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.disabled_at is None
+
+
+class Campaign(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        ACTIVE = "active"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+
+    class PausedReason(models.TextChoices):
+        MANUAL = "manual"
+        ALL_CREDENTIALS_DISABLED = "all_credentials_disabled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="campaigns"
+    )
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    paused_reason = models.CharField(
+        max_length=32, choices=PausedReason.choices, blank=True, default=""
+    )
+    paused_at = models.DateTimeField(null=True, blank=True)
+    credentials = models.ManyToManyField(SmtpCredential, blank=True, related_name="campaigns")
+    timezone = models.CharField(max_length=64, default="UTC")
+    # {"start": "09:00", "end": "17:00", "days": [1, 2, 3, 4, 5]} (ISO weekdays), or null:
+    # always open. Read it through outreach.windows.SendWindow.from_json.
+    send_window = models.JSONField(null=True, blank=True)
+    bounce_threshold_percent = models.FloatField(default=5.0)
+    track_opens = models.BooleanField(default=True)
+    stop_on_reply = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["account", "created_at"], name="campaign_account_idx"),
+            models.Index(fields=["status"], name="campaign_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CampaignStep(models.Model):
+    """One email of the sequence. `position` is 1-based; Enrollment.current_step counts
+    steps sent, so the next step to send is position current_step + 1."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveSmallIntegerField()
+    # Empty on a later step: sent as a reply in the thread ("Re: <previous subject>").
+    subject = models.CharField(max_length=998, blank=True, default="")
+    body_text = models.TextField()
+    body_html = models.TextField(blank=True, default="")
+    # Step 1: from dispatch; later steps: from the previous step's send.
+    delay_minutes = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["campaign", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "position"], name="step_position_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id} step {self.position}"
+
+
+class Contact(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="contacts"
+    )
+    email = models.EmailField(max_length=254)
+    # lower(email): the per-account uniqueness key, a plain column so imports can
+    # upsert on it (ON CONFLICT needs columns, not expressions).
+    email_lower = models.CharField(max_length=254, editable=False)
+    first_name = models.CharField(max_length=200, blank=True, default="")
+    last_name = models.CharField(max_length=200, blank=True, default="")
+    company = models.CharField(max_length=200, blank=True, default="")
+    fields = models.JSONField(default=dict, blank=True)
+    # Either one suppresses the contact: never enrolled or sent to again.
+    unsubscribed_at = models.DateTimeField(null=True, blank=True)
+    bounced_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "email_lower"], name="contact_email_ci_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["account", "created_at"], name="contact_account_idx")]
+
+    def __str__(self) -> str:
+        return self.email
+
+    def save(self, *args, **kwargs):
+        self.email_lower = self.email.lower()
+        super().save(*args, **kwargs)
+
+    @property
+    def is_suppressed(self) -> bool:
+        return self.unsubscribed_at is not None or self.bounced_at is not None
+
+
+class ContactImport(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PROCESSING = "processing"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    class Format(models.TextChoices):
+        CSV = "csv"
+        JSON = "json"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="contact_imports"
+    )
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.SET_NULL, null=True, blank=True, related_name="imports"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    source_format = models.CharField(max_length=4, choices=Format.choices)
+    filename = models.CharField(max_length=255, blank=True, default="")
+    # The uploaded bytes (CSV, or the JSON contacts array), kept in the database so any
+    # worker can process them; emptied once the import ends.
+    source_data = models.BinaryField(default=b"")
+    total_rows = models.PositiveIntegerField(null=True, blank=True)
+    processed_rows = models.PositiveIntegerField(default=0)
+    created_count = models.PositiveIntegerField(default=0)
+    updated_count = models.PositiveIntegerField(default=0)
+    skipped_count = models.PositiveIntegerField(default=0)
+    # First 100 {row, email, message} of the rows skipped as invalid.
+    errors = models.JSONField(default=list, blank=True)
+    failure_reason = models.TextField(blank=True, default="")
+    # Worker runs that claimed it; each batch is committed only by the current run.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["account", "created_at"], name="import_account_idx"),
+            models.Index(
+                fields=["status", "heartbeat_at"],
+                name="import_unfinished_idx",
+                condition=Q(status__in=["pending", "processing"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"import {self.id} ({self.status})"
+
+
+class Enrollment(models.Model):
+    """A contact in a campaign, and where it is in the sequence."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # enrolled, not dispatched
+        SCHEDULED = "scheduled"  # dispatched, no step sent yet
+        SENT = "sent"  # a step was sent, more may follow
+        COMPLETED = "completed"  # all steps sent
+        REPLIED = "replied"
+        BOUNCED = "bounced"
+        UNSUBSCRIBED = "unsubscribed"
+        FAILED = "failed"
+
+    ACTIVE_STATUSES = (Status.PENDING, Status.SCHEDULED, Status.SENT)
+    # Statuses whose next_send_at the scheduler watches.
+    DUE_STATUSES = (Status.SCHEDULED, Status.SENT)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="enrollments")
+    contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="enrollments")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    # Number of steps sent; the next one is CampaignStep.position == current_step + 1.
+    current_step = models.PositiveSmallIntegerField(default=0)
+    next_send_at = models.DateTimeField(null=True, blank=True)
+    # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
+    credential = models.ForeignKey(
+        SmtpCredential,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="enrollments",
+    )
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)  # last step sent
+    opened_at = models.DateTimeField(null=True, blank=True)
+    replied_at = models.DateTimeField(null=True, blank=True)
+    bounced_at = models.DateTimeField(null=True, blank=True)
+    bounce_reason = models.TextField(null=True, blank=True)
+    unsubscribed_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    # Temporary send failures (4xx, connection) so far, and the last one; `failed` past a bound.
+    send_attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "contact"], name="enrollment_unique")
+        ]
+        indexes = [
+            models.Index(fields=["campaign", "status"], name="enrollment_campaign_status_idx"),
+            models.Index(fields=["campaign", "created_at"], name="enrollment_campaign_idx"),
+            # The scheduler's scan: due enrollments by next_send_at.
+            models.Index(
+                fields=["next_send_at"],
+                name="enrollment_due_idx",
+                condition=Q(status__in=["scheduled", "sent"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contact_id} in {self.campaign_id} ({self.status})"

@@ -1,0 +1,255 @@
+"""Back office: read-mostly views of the outreach resources, searchable by email.
+
+Secrets (SMTP/IMAP passwords, relay signing keys) are excluded from every form and
+list: the admin shows only whether one is set. Changes that have rules (dispatch,
+pause, imports) go through the API, so the admin only edits harmless attributes.
+"""
+
+from django.contrib import admin
+
+from outreach.models import (
+    Campaign,
+    CampaignStep,
+    Contact,
+    ContactImport,
+    Enrollment,
+    SmtpCredential,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        shown = [f for f in self.get_fields(request, obj) if f not in self.editable]
+        return shown
+
+    editable: tuple[str, ...] = ()
+
+
+@admin.register(SmtpCredential)
+class SmtpCredentialAdmin(ReadOnlyAdmin):
+    list_display = (
+        "from_email",
+        "account",
+        "smtp_host",
+        "daily_limit",
+        "sent_count",
+        "bounced_count",
+        "disabled_at",
+        "disabled_reason",
+        "last_error_at",
+    )
+    list_filter = ("smtp_security", "relay_provider", ("disabled_at", admin.EmptyFieldListFilter))
+    search_fields = ("from_email", "account__email", "smtp_host")
+    list_select_related = ("account",)
+    fields = (
+        "id",
+        "account",
+        "from_email",
+        "from_name",
+        "smtp_host",
+        "smtp_port",
+        "smtp_username",
+        "smtp_security",
+        "smtp_password_set",
+        "imap_host",
+        "imap_port",
+        "imap_username",
+        "imap_security",
+        "imap_password_set",
+        "imap_uidvalidity",
+        "imap_last_uid",
+        "imap_last_polled_at",
+        "imap_last_error",
+        "imap_last_error_at",
+        "relay_provider",
+        "relay_signing_key_set",
+        "daily_limit",
+        "daily_sent_count",
+        "daily_sent_on",
+        "sent_count",
+        "bounced_count",
+        "disabled_at",
+        "disabled_reason",
+        "last_error",
+        "last_error_at",
+        "created_at",
+    )
+    editable = ("daily_limit", "from_name")
+
+    @admin.display(boolean=True, description="SMTP password set")
+    def smtp_password_set(self, obj):
+        return bool(obj.smtp_password)
+
+    @admin.display(boolean=True, description="IMAP password set")
+    def imap_password_set(self, obj):
+        return bool(obj.imap_password)
+
+    @admin.display(boolean=True, description="Relay signing key set")
+    def relay_signing_key_set(self, obj):
+        return bool(obj.relay_signing_key)
+
+
+class CampaignStepInline(admin.StackedInline):
+    model = CampaignStep
+    extra = 0
+    fields = ("position", "subject", "body_text", "body_html", "delay_minutes")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Campaign)
+class CampaignAdmin(ReadOnlyAdmin):
+    list_display = ("name", "account", "status", "paused_reason", "timezone", "created_at")
+    list_filter = ("status", "paused_reason")
+    search_fields = ("name", "account__email")
+    list_select_related = ("account",)
+    inlines = (CampaignStepInline,)
+    fields = (
+        "id",
+        "account",
+        "name",
+        "status",
+        "paused_reason",
+        "paused_at",
+        "credential_list",
+        "timezone",
+        "send_window",
+        "bounce_threshold_percent",
+        "track_opens",
+        "stop_on_reply",
+        "created_at",
+        "updated_at",
+    )
+    editable = ("name",)
+
+    @admin.display(description="Credentials")
+    def credential_list(self, obj):
+        return ", ".join(c.from_email for c in obj.credentials.all()) or "none"
+
+
+@admin.register(Contact)
+class ContactAdmin(ReadOnlyAdmin):
+    list_display = (
+        "email",
+        "account",
+        "first_name",
+        "last_name",
+        "company",
+        "unsubscribed_at",
+        "bounced_at",
+    )
+    list_filter = (
+        ("unsubscribed_at", admin.EmptyFieldListFilter),
+        ("bounced_at", admin.EmptyFieldListFilter),
+    )
+    search_fields = ("email_lower", "account__email", "company")
+    list_select_related = ("account",)
+    show_full_result_count = False
+    fields = (
+        "id",
+        "account",
+        "email",
+        "first_name",
+        "last_name",
+        "company",
+        "fields",
+        "unsubscribed_at",
+        "bounced_at",
+        "created_at",
+        "updated_at",
+    )
+    editable = ("first_name", "last_name", "company")
+
+    def get_search_results(self, request, queryset, search_term):
+        # Emails are stored lower-cased in email_lower: search it lower-cased too.
+        return super().get_search_results(request, queryset, search_term.lower())
+
+
+@admin.register(ContactImport)
+class ContactImportAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "account",
+        "status",
+        "filename",
+        "processed_rows",
+        "total_rows",
+        "created_count",
+        "updated_count",
+        "skipped_count",
+        "created_at",
+    )
+    list_filter = ("status", "source_format")
+    search_fields = ("account__email", "filename")
+    list_select_related = ("account",)
+    fields = (
+        "id",
+        "account",
+        "campaign",
+        "status",
+        "source_format",
+        "filename",
+        "total_rows",
+        "processed_rows",
+        "created_count",
+        "updated_count",
+        "skipped_count",
+        "errors",
+        "failure_reason",
+        "attempts",
+        "heartbeat_at",
+        "created_at",
+        "started_at",
+        "completed_at",
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("source_data")
+
+
+@admin.register(Enrollment)
+class EnrollmentAdmin(ReadOnlyAdmin):
+    list_display = (
+        "contact",
+        "campaign",
+        "status",
+        "current_step",
+        "next_send_at",
+        "sent_at",
+        "replied_at",
+    )
+    list_filter = ("status",)
+    search_fields = ("contact__email_lower", "campaign__name", "campaign__account__email")
+    list_select_related = ("contact", "campaign")
+    raw_id_fields = ("campaign", "contact", "credential")
+    show_full_result_count = False
+    fields = (
+        "id",
+        "campaign",
+        "contact",
+        "status",
+        "current_step",
+        "next_send_at",
+        "credential",
+        "dispatched_at",
+        "sent_at",
+        "opened_at",
+        "replied_at",
+        "bounced_at",
+        "bounce_reason",
+        "unsubscribed_at",
+        "completed_at",
+        "send_attempts",
+        "last_error",
+        "created_at",
+        "updated_at",
+    )
+
+    def get_search_results(self, request, queryset, search_term):
+        return super().get_search_results(request, queryset, search_term.lower())

@@ -1,0 +1,755 @@
+"""HTTP API of the outreach resources (API.md section 2): thin views over services."""
+
+import json
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from accounts.idempotency import idempotent
+from config.api.errors import (
+    CampaignNotFound,
+    ContactImportNotFound,
+    ContactNotFound,
+    CredentialNotFound,
+    ValidationFailed,
+)
+from config.api.pagination import StartingAfterPagination
+from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
+from outreach import selectors, services
+from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
+from outreach.emails import InvalidEmail, email_clean
+from outreach.models import (
+    Campaign,
+    Contact,
+    ContactImport,
+    Enrollment,
+    Security,
+    SmtpCredential,
+)
+from outreach.rendering import template_errors
+from outreach.windows import send_window_errors, timezone_valid
+
+MAX_STEPS = 20
+MAX_DISPATCH_IDS = 10_000
+DEFAULT_PORTS = {"smtp": {"starttls": 587, "ssl": 465, "none": 25}, "imap": {"ssl": 993}}
+
+
+class BlankAsNullChoiceField(serializers.ChoiceField):
+    """A choice stored as "" when absent, shown and accepted as null."""
+
+    def __init__(self, **kwargs):
+        super().__init__(allow_null=True, **kwargs)
+
+    def to_representation(self, value):
+        return value or None
+
+    def to_internal_value(self, data):
+        return "" if data is None else super().to_internal_value(data)
+
+
+def _validate_email_value(value: str) -> str:
+    try:
+        return email_clean(value)
+    except InvalidEmail as exc:
+        raise serializers.ValidationError(str(exc)) from None
+
+
+def _secret_field(max_length: int) -> serializers.CharField:
+    return serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=max_length,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+    )
+
+
+# --- SMTP credentials ------------------------------------------------------------------
+
+
+class CredentialSerializer(serializers.ModelSerializer):
+    from_email = serializers.CharField(max_length=254)
+    smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
+    smtp_password = _secret_field(1000)
+    imap_port = serializers.IntegerField(
+        min_value=1, max_value=65535, required=False, allow_null=True
+    )
+    imap_password = _secret_field(1000)
+    relay_provider = BlankAsNullChoiceField(
+        choices=SmtpCredential.RelayProvider.choices, required=False
+    )
+    relay_signing_key = _secret_field(10_000)
+    relay_webhook_url = serializers.SerializerMethodField()
+    daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    disabled_at = serializers.DateTimeField(required=False, allow_null=True)
+    disabled_reason = BlankAsNullChoiceField(
+        choices=SmtpCredential.DisabledReason.choices, read_only=True
+    )
+    smtp_password_set = serializers.SerializerMethodField()
+    imap_password_set = serializers.SerializerMethodField()
+    relay_signing_key_set = serializers.SerializerMethodField()
+    last_error = serializers.SerializerMethodField()
+    imap_last_error = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SmtpCredential
+        fields = [
+            "id",
+            "created_at",
+            "from_email",
+            "from_name",
+            "smtp_host",
+            "smtp_port",
+            "smtp_username",
+            "smtp_password",
+            "smtp_password_set",
+            "smtp_security",
+            "imap_host",
+            "imap_port",
+            "imap_username",
+            "imap_password",
+            "imap_password_set",
+            "imap_security",
+            "daily_limit",
+            "relay_provider",
+            "relay_signing_key",
+            "relay_signing_key_set",
+            "relay_webhook_url",
+            "disabled_at",
+            "disabled_reason",
+            "sent_count",
+            "bounced_count",
+            "last_error",
+            "last_error_at",
+            "imap_last_polled_at",
+            "imap_last_error",
+            "imap_last_error_at",
+        ]
+        read_only_fields = [
+            "id",
+            "created_at",
+            "sent_count",
+            "bounced_count",
+            "last_error_at",
+            "imap_last_polled_at",
+            "imap_last_error_at",
+        ]
+
+    def get_relay_webhook_url(self, obj) -> str:
+        return f"{settings.BASE_URL}/inbound/relay/{obj.pk}"
+
+    def get_smtp_password_set(self, obj) -> bool:
+        return bool(obj.smtp_password)
+
+    def get_imap_password_set(self, obj) -> bool:
+        return bool(obj.imap_password)
+
+    def get_relay_signing_key_set(self, obj) -> bool:
+        return bool(obj.relay_signing_key)
+
+    def get_last_error(self, obj) -> str | None:
+        return obj.last_error or None
+
+    def get_imap_last_error(self, obj) -> str | None:
+        return obj.imap_last_error or None
+
+    def validate_from_email(self, value):
+        return _validate_email_value(value)
+
+    def validate(self, attrs):
+        creating = self.instance is None
+        errors: dict[str, list[str]] = {}
+        security = attrs.get(
+            "smtp_security", self.instance.smtp_security if self.instance else Security.STARTTLS
+        )
+        if creating and "smtp_port" not in attrs:
+            attrs["smtp_port"] = DEFAULT_PORTS["smtp"][security]
+        imap_host = attrs.get("imap_host", self.instance.imap_host if self.instance else "")
+        if imap_host:
+            imap_security = attrs.get(
+                "imap_security", self.instance.imap_security if self.instance else Security.SSL
+            )
+            if not (
+                attrs.get("imap_port") or (self.instance is not None and self.instance.imap_port)
+            ):
+                attrs["imap_port"] = DEFAULT_PORTS["imap"].get(imap_security, 143)
+            if not attrs.get("imap_username", getattr(self.instance, "imap_username", "")):
+                errors["imap_username"] = ["Required when imap_host is set."]
+            if not attrs.get("imap_password", getattr(self.instance, "imap_password", "")):
+                errors["imap_password"] = ["Required when imap_host is set."]
+        provider = attrs.get("relay_provider", getattr(self.instance, "relay_provider", ""))
+        if provider and not attrs.get(
+            "relay_signing_key", getattr(self.instance, "relay_signing_key", "")
+        ):
+            errors["relay_signing_key"] = ["Required when relay_provider is set."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class CredentialViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    AccountScopedViewSet,
+):
+    """Mailboxes the account sends from. Passwords and signing keys are write-only."""
+
+    queryset = SmtpCredential.objects.all()
+    serializer_class = CredentialSerializer
+    not_found_error = CredentialNotFound
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    def get_queryset(self):
+        return super().get_queryset().order_by("-created_at", "-pk")
+
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        credential = services.credential_create(
+            account=request.user, data=serializer.validated_data
+        )
+        return Response(self.get_serializer(credential).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        credential = self.get_object()
+        serializer = self.get_serializer(credential, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        credential = services.credential_update(
+            credential=credential, data=serializer.validated_data
+        )
+        return Response(self.get_serializer(credential).data)
+
+
+# --- Campaigns -------------------------------------------------------------------------
+
+
+def _template_validator(value: str) -> str:
+    problems = template_errors(value)
+    if problems:
+        raise serializers.ValidationError(problems)
+    return value
+
+
+class StepSerializer(serializers.Serializer):
+    subject = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=998,
+        trim_whitespace=False,
+        validators=[_template_validator],
+    )
+    body_text = serializers.CharField(trim_whitespace=False, validators=[_template_validator])
+    body_html = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        default="",
+        trim_whitespace=False,
+        validators=[_template_validator],
+    )
+    delay_minutes = serializers.IntegerField(
+        min_value=0, max_value=366 * 24 * 60, required=False, default=0
+    )
+
+    def to_representation(self, instance):
+        return {
+            "subject": instance.subject,
+            "body_text": instance.body_text,
+            "body_html": instance.body_html or None,
+            "delay_minutes": instance.delay_minutes,
+        }
+
+
+class StatsSerializer(serializers.Serializer):
+    enrolled = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    replied = serializers.IntegerField()
+    bounced = serializers.IntegerField()
+    unsubscribed = serializers.IntegerField()
+
+
+class CampaignSerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    name = serializers.CharField(max_length=200)
+    created_at = serializers.DateTimeField(read_only=True)
+    status = serializers.CharField(read_only=True)
+    paused_reason = BlankAsNullChoiceField(choices=Campaign.PausedReason.choices, read_only=True)
+    steps = StepSerializer(many=True, required=False)
+    credential_ids = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=100
+    )
+    timezone = serializers.CharField(required=False, default="UTC", max_length=64)
+    send_window = serializers.JSONField(required=False, allow_null=True, default=None)
+    bounce_threshold_percent = serializers.FloatField(
+        required=False, default=5.0, min_value=0, max_value=100
+    )
+    track_opens = serializers.BooleanField(required=False, default=True)
+    stop_on_reply = serializers.BooleanField(required=False, default=True)
+    stats = serializers.SerializerMethodField()
+
+    @extend_schema_field(StatsSerializer)
+    def get_stats(self, obj) -> dict:
+        stats = self.context.get("stats", {})
+        return stats.get(obj.pk) or selectors.campaign_stats(campaign_ids=[obj.pk])[obj.pk]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["steps"] = [StepSerializer().to_representation(s) for s in instance.steps.all()]
+        data["credential_ids"] = [str(c.pk) for c in instance.credentials.all()]
+        return data
+
+    def validate_timezone(self, value):
+        if not timezone_valid(value):
+            raise serializers.ValidationError(
+                f"{value!r} is not an IANA time zone name (e.g. Europe/Paris)."
+            )
+        return value
+
+    def validate_send_window(self, value):
+        errors = send_window_errors(value)
+        if errors:
+            raise serializers.ValidationError(
+                {key or "non_field_errors": msgs for key, msgs in errors.items()}
+            )
+        return value
+
+    def validate_steps(self, steps):
+        if len(steps) > MAX_STEPS:
+            raise serializers.ValidationError(f"At most {MAX_STEPS} steps.")
+        if steps and not steps[0].get("subject", "").strip():
+            raise serializers.ValidationError({0: {"subject": ["The first step needs a subject."]}})
+        for step in steps:
+            step["body_html"] = step.get("body_html") or ""
+        instance = self.instance
+        if not steps and instance is not None and instance.status != Campaign.Status.DRAFT:
+            raise serializers.ValidationError(
+                f"A {instance.status} campaign keeps at least one step."
+            )
+        return steps
+
+    def validate_credential_ids(self, ids):
+        owned = selectors.credentials_owned(account=self.context["account"], credential_ids=ids)
+        missing = {
+            index: ["No such SMTP credential."] for index, cid in enumerate(ids) if cid not in owned
+        }
+        if missing:
+            raise serializers.ValidationError(missing)
+        # Keep the given order, drop repeats.
+        return list(dict.fromkeys(owned[cid] for cid in ids))
+
+    def validate(self, attrs):
+        if "credential_ids" in attrs:
+            attrs["credentials"] = attrs.pop("credential_ids")
+        return attrs
+
+
+def _campaign_response(campaign, *, status_code=status.HTTP_200_OK, context=None) -> Response:
+    campaign = selectors.campaigns_with_relations(Campaign.objects.filter(pk=campaign.pk)).get()
+    return Response(CampaignSerializer(campaign, context=context or {}).data, status=status_code)
+
+
+class DispatchSerializer(serializers.Serializer):
+    contact_ids = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=MAX_DISPATCH_IDS
+    )
+    all_pending = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, attrs):
+        if attrs.get("all_pending") and "contact_ids" in attrs:
+            raise serializers.ValidationError(
+                {"all_pending": ["Give either contact_ids or all_pending: true, not both."]}
+            )
+        if not attrs.get("all_pending") and "contact_ids" not in attrs:
+            raise serializers.ValidationError(
+                {"contact_ids": ["Give contact_ids, or all_pending: true."]}
+            )
+        if "contact_ids" in attrs:
+            ids = attrs["contact_ids"]
+            owned = selectors.contacts_owned(account=self.context["account"], contact_ids=ids)
+            missing = {
+                index: ["No such contact."] for index, cid in enumerate(ids) if cid not in owned
+            }
+            if missing:
+                raise serializers.ValidationError({"contact_ids": missing})
+        return attrs
+
+
+class EnrollmentSerializer(serializers.ModelSerializer):
+    campaign_id = serializers.UUIDField(read_only=True)
+    contact_id = serializers.UUIDField(read_only=True)
+    contact_email = serializers.EmailField(source="contact.email", read_only=True)
+
+    class Meta:
+        model = Enrollment
+        fields = [
+            "id",
+            "campaign_id",
+            "contact_id",
+            "contact_email",
+            "status",
+            "current_step",
+            "next_send_at",
+            "sent_at",
+            "opened_at",
+            "replied_at",
+            "bounce_reason",
+            "unsubscribed_at",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class CampaignViewSet(
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    AccountScopedViewSet,
+):
+    queryset = Campaign.objects.all()
+    serializer_class = CampaignSerializer
+    not_found_error = CampaignNotFound
+    pagination_class = StartingAfterPagination
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if self.action in ("list", "retrieve"):
+            queryset = selectors.campaigns_with_relations(queryset)
+        return queryset
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "account": self.request.user}
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        stats = selectors.campaign_stats(campaign_ids=[c.pk for c in page])
+        data = CampaignSerializer(page, many=True, context={"stats": stats}).data
+        return self.get_paginated_response(data)
+
+    @idempotent
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        campaign = services.campaign_create(account=request.user, data=serializer.validated_data)
+        return _campaign_response(campaign, status_code=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        campaign = self.get_object()
+        serializer = self.get_serializer(campaign, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        campaign = services.campaign_update(campaign=campaign, data=serializer.validated_data)
+        return _campaign_response(campaign)
+
+    @extend_schema(
+        request=DispatchSerializer,
+        responses=inline_serializer(
+            "DispatchResult",
+            {"campaign_id": serializers.UUIDField(), "dispatched": serializers.IntegerField()},
+        ),
+    )
+    # Not named `dispatch`: that is APIView's request entry point.
+    @action(detail=True, methods=["post"], url_path="dispatch", url_name="dispatch")
+    def dispatch_enrollments(self, request, pk=None):
+        campaign = self.get_object()
+        serializer = DispatchSerializer(data=request.data, context={"account": request.user})
+        serializer.is_valid(raise_exception=True)
+        dispatched = services.campaign_dispatch(
+            campaign=campaign, contact_ids=serializer.validated_data.get("contact_ids")
+        )
+        return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
+
+    @extend_schema(request=None, responses=CampaignSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request, pk=None):
+        campaign = services.campaign_pause(campaign=self.get_object())
+        return _campaign_response(campaign)
+
+    @extend_schema(request=None, responses=CampaignSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        campaign = services.campaign_resume(campaign=self.get_object())
+        return _campaign_response(campaign)
+
+    @extend_schema(
+        responses=EnrollmentSerializer(many=True),
+        parameters=[
+            OpenApiParameter("status", OpenApiTypes.STR, enum=[s.value for s in Enrollment.Status])
+        ],
+    )
+    @action(detail=True, methods=["get"])
+    def enrollments(self, request, pk=None):
+        campaign = self.get_object()
+        queryset = Enrollment.objects.filter(campaign=campaign).select_related("contact")
+        wanted = request.query_params.get("status")
+        if wanted:
+            if wanted not in Enrollment.Status.values:
+                raise ValidationFailed(
+                    {"status": [f"Must be one of {', '.join(Enrollment.Status.values)}."]}
+                )
+            queryset = queryset.filter(status=wanted)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(EnrollmentSerializer(page, many=True).data)
+
+
+# --- Contacts --------------------------------------------------------------------------
+
+
+def _custom_fields_validator(value):
+    problem = fields_errors(value)
+    if problem:
+        raise serializers.ValidationError(problem)
+    return value
+
+
+class CustomFieldsMixin:
+    """Adds the `fields` object. It cannot be a class attribute: Serializer.fields is DRF's."""
+
+    def get_fields(self):
+        declared = super().get_fields()
+        declared["fields"] = serializers.JSONField(
+            required=False, validators=[_custom_fields_validator]
+        )
+        return declared
+
+
+class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
+    email = serializers.CharField(max_length=254)
+
+    class Meta:
+        model = Contact
+        fields = [
+            "id",
+            "created_at",
+            "email",
+            "first_name",
+            "last_name",
+            "company",
+            "fields",
+            "unsubscribed_at",
+            "bounced_at",
+        ]
+        read_only_fields = ["id", "created_at", "unsubscribed_at", "bounced_at"]
+
+    def validate_email(self, value):
+        return _validate_email_value(value)
+
+
+def _bool_param(request, name: str) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw.lower() in ("true", "1"):
+        return True
+    if raw.lower() in ("false", "0"):
+        return False
+    raise ValidationFailed({name: ["Must be true or false."]})
+
+
+class ContactViewSet(
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    AccountScopedViewSet,
+):
+    queryset = Contact.objects.all()
+    serializer_class = ContactSerializer
+    not_found_error = ContactNotFound
+    pagination_class = StartingAfterPagination
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("email", OpenApiTypes.STR, description="Exact, case-insensitive."),
+            OpenApiParameter("unsubscribed", OpenApiTypes.BOOL),
+            OpenApiParameter("bounced", OpenApiTypes.BOOL),
+        ]
+    )
+    def list(self, request):
+        queryset = self.get_queryset()
+        email = request.query_params.get("email")
+        if email:
+            queryset = queryset.filter(email_lower=email.strip().lower())
+        unsubscribed = _bool_param(request, "unsubscribed")
+        if unsubscribed is not None:
+            queryset = queryset.filter(unsubscribed_at__isnull=not unsubscribed)
+        bounced = _bool_param(request, "bounced")
+        if bounced is not None:
+            queryset = queryset.filter(bounced_at__isnull=not bounced)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(ContactSerializer(page, many=True).data)
+
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        contact = services.contact_create(
+            account=request.user, data=contact_data_clean(serializer.validated_data)
+        )
+        return Response(ContactSerializer(contact).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        contact = self.get_object()
+        serializer = self.get_serializer(contact, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        contact = services.contact_update(contact=contact, changes=serializer.validated_data)
+        return Response(ContactSerializer(contact).data)
+
+
+# --- Contact imports -------------------------------------------------------------------
+
+
+class ContactImportSerializer(serializers.ModelSerializer):
+    campaign_id = serializers.UUIDField(read_only=True, allow_null=True)
+    failure_reason = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ContactImport
+        fields = [
+            "id",
+            "created_at",
+            "completed_at",
+            "campaign_id",
+            "status",
+            "source_format",
+            "filename",
+            "total_rows",
+            "processed_rows",
+            "created_count",
+            "updated_count",
+            "skipped_count",
+            "errors",
+            "failure_reason",
+        ]
+        read_only_fields = fields
+
+    def get_failure_reason(self, obj) -> str | None:
+        return obj.failure_reason or None
+
+
+def _campaign_id_field():
+    return serializers.UUIDField(required=False, allow_null=True)
+
+
+def _owned_campaign(account, campaign_id, field: str = "campaign_id"):
+    if campaign_id is None:
+        return None
+    campaign = Campaign.objects.filter(account=account, pk=campaign_id).first()
+    if campaign is None:
+        raise ValidationFailed({field: ["No such campaign."]})
+    return campaign
+
+
+class ContactImportJsonSerializer(serializers.Serializer):
+    contacts = serializers.ListField(child=serializers.JSONField(), allow_empty=False)
+    campaign_id = _campaign_id_field()
+
+
+class ContactImportUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=True)
+    campaign_id = _campaign_id_field()
+
+
+class ContactImportViewSet(
+    mixins.RetrieveModelMixin,
+    AccountScopedViewSet,
+):
+    queryset = ContactImport.objects.defer("source_data")
+    serializer_class = ContactImportSerializer
+    not_found_error = ContactImportNotFound
+    pagination_class = StartingAfterPagination
+    parser_classes = [JSONParser, MultiPartParser]
+    http_method_names = ["get", "post"]
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(ContactImportSerializer(page, many=True).data)
+
+    @extend_schema(
+        request={
+            "application/json": ContactImportJsonSerializer,
+            "multipart/form-data": ContactImportUploadSerializer,
+        },
+        responses={201: ContactImportSerializer},
+    )
+    @idempotent
+    def create(self, request):
+        if request.content_type.startswith("multipart/"):
+            serializer = ContactImportUploadSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            upload = serializer.validated_data["file"]
+            source_format, data, filename = "csv", upload.read(), upload.name or ""
+        else:
+            serializer = ContactImportJsonSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            source_format = "json"
+            data = json.dumps(serializer.validated_data["contacts"]).encode()
+            filename = ""
+        campaign = _owned_campaign(request.user, serializer.validated_data.get("campaign_id"))
+        contact_import = services.contact_import_create(
+            account=request.user,
+            source_format=source_format,
+            data=data,
+            campaign=campaign,
+            filename=filename,
+        )
+        return Response(
+            ContactImportSerializer(contact_import).data, status=status.HTTP_201_CREATED
+        )
+
+
+# --- Outreaches ------------------------------------------------------------------------
+
+
+class OutreachContactSerializer(CustomFieldsMixin, serializers.Serializer):
+    email = serializers.CharField(max_length=254)
+    first_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    last_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    company = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+    def validate_email(self, value):
+        return _validate_email_value(value)
+
+
+class OutreachSerializer(serializers.Serializer):
+    campaign_id = serializers.UUIDField()
+    contact = OutreachContactSerializer()
+
+
+class OutreachView(AccountScopedAPIView):
+    """The one-call path: upsert the contact, enroll it, dispatch that enrollment."""
+
+    queryset = Campaign.objects.all()
+    not_found_error = CampaignNotFound
+    serializer_class = OutreachSerializer
+
+    @extend_schema(
+        request=OutreachSerializer,
+        responses={201: EnrollmentSerializer, 200: EnrollmentSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        serializer = OutreachSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        campaign = _owned_campaign(request.user, serializer.validated_data["campaign_id"])
+        try:
+            contact = contact_data_clean(serializer.validated_data["contact"])
+        except InvalidContactData as exc:  # pragma: no cover - the serializer checked it
+            raise ValidationFailed({f"contact.{exc.field_name}": [exc.message]}) from None
+        enrollment, changed = services.outreach_create(
+            account=request.user, campaign=campaign, contact=contact
+        )
+        return Response(
+            EnrollmentSerializer(enrollment).data,
+            status=status.HTTP_201_CREATED if changed else status.HTTP_200_OK,
+        )

@@ -1,0 +1,88 @@
+"""Personalisation of subjects and bodies: substitution only, no template code.
+
+Variables: {{first_name}}, {{last_name}}, {{company}}, {{email}},
+{{fields.<name>}}, each with an optional fallback used when the value is empty:
+{{first_name|there}}. Whitespace inside the braces is allowed. Campaign saves call
+`template_errors` so an unknown variable is a 422 at save time; the sending engine
+calls `template_render` with the contact.
+"""
+
+import html
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+CONTACT_VARIABLES = ("first_name", "last_name", "company", "email")
+FIELD_NAME = r"[A-Za-z0-9_\-]+"
+
+# {{ name }} or {{ name | fallback }}; a fallback cannot contain braces.
+_VARIABLE = re.compile(r"\{\{\s*([^{}|]*?)\s*(?:\|([^{}]*))?\}\}")
+_FIELD_VARIABLE = re.compile(rf"fields\.({FIELD_NAME})")
+
+Kind = Literal["text", "html", "header"]
+
+
+def _is_known(name: str) -> bool:
+    return name in CONTACT_VARIABLES or _FIELD_VARIABLE.fullmatch(name) is not None
+
+
+def template_errors(text: str) -> list[str]:
+    """What is wrong with a template, as messages for the field; [] when it is fine."""
+    errors = []
+    for match in _VARIABLE.finditer(text):
+        name = match.group(1)
+        if not _is_known(name):
+            errors.append(
+                f"Unknown variable {{{{{name}}}}}. Use first_name, last_name, company, email "
+                "or fields.<name>."
+            )
+    leftover = _VARIABLE.sub("", text)
+    if "{{" in leftover or "}}" in leftover:
+        errors.append("Unbalanced braces: a variable is written {{name}} or {{name|fallback}}.")
+    return errors
+
+
+def contact_values(contact) -> dict[str, object]:
+    """The values a template can name, from a Contact (or anything with those attributes)."""
+    return {
+        "first_name": contact.first_name,
+        "last_name": contact.last_name,
+        "company": contact.company,
+        "email": contact.email,
+        "fields": contact.fields or {},
+    }
+
+
+def _lookup(name: str, values: Mapping[str, object]) -> str:
+    field = _FIELD_VARIABLE.fullmatch(name)
+    if field:
+        custom = values.get("fields") or {}
+        value = custom.get(field.group(1), "") if isinstance(custom, Mapping) else ""
+    else:
+        value = values.get(name, "")
+    return "" if value is None else str(value)
+
+
+def template_render(text: str, values: Mapping[str, object], *, kind: Kind = "text") -> str:
+    """Substitute the variables of a validated template.
+
+    kind="html" escapes the values (and fallbacks) for an HTML body; kind="header"
+    folds line breaks into spaces so a value cannot inject a header. An unknown
+    variable renders as the empty string (templates are validated at save time).
+    """
+
+    def replace(match: re.Match) -> str:
+        name, fallback = match.group(1), match.group(2)
+        value = _lookup(name, values) if _is_known(name) else ""
+        if not value.strip() and fallback is not None:
+            value = fallback.strip()
+        if kind == "html":
+            return html.escape(value)
+        if kind == "header":
+            return " ".join(value.splitlines())
+        return value
+
+    rendered = _VARIABLE.sub(replace, text)
+    if kind == "header":
+        rendered = " ".join(rendered.splitlines())
+    return rendered

@@ -1,0 +1,65 @@
+import factory
+
+from outreach.models import Campaign, CampaignStep, Contact, Enrollment, SmtpCredential
+from tests.accounts.factories import AccountFactory
+
+
+class CredentialFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = SmtpCredential
+
+    account = factory.SubFactory(AccountFactory)
+    from_email = factory.Sequence(lambda n: f"sender{n}@example.com")
+    smtp_host = "smtp.example.com"
+    smtp_username = factory.LazyAttribute(lambda o: o.from_email)
+    smtp_password = "smtp-secret"
+
+
+class CampaignFactory(factory.django.DjangoModelFactory):
+    """A campaign with one step and one enabled credential of its account (steps=0 / no
+    credential: pass with_steps=0, with_credential=False)."""
+
+    class Meta:
+        model = Campaign
+        skip_postgeneration_save = True
+
+    account = factory.SubFactory(AccountFactory)
+    name = factory.Sequence(lambda n: f"Campaign {n}")
+
+    @factory.post_generation
+    def with_steps(self, create, extracted, **kwargs):
+        count = 1 if extracted is None else extracted
+        for position in range(1, count + 1):
+            CampaignStep.objects.create(
+                campaign=self,
+                position=position,
+                subject=f"Hello {{{{first_name|there}}}} {position}" if position == 1 else "",
+                body_text=f"Step {position} for {{{{company}}}}",
+                delay_minutes=0 if position == 1 else 60 * 24,
+            )
+
+    @factory.post_generation
+    def with_credential(self, create, extracted, **kwargs):
+        if extracted is False:
+            return
+        self.credentials.add(CredentialFactory(account=self.account))
+
+
+class ContactFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Contact
+
+    account = factory.SubFactory(AccountFactory)
+    email = factory.Sequence(lambda n: f"contact{n}@example.org")
+    first_name = "Ada"
+    company = "Acme"
+
+
+class EnrollmentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Enrollment
+
+    campaign = factory.SubFactory(CampaignFactory)
+    contact = factory.SubFactory(
+        ContactFactory, account=factory.SelfAttribute("..campaign.account")
+    )
