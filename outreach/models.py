@@ -316,3 +316,33 @@ class Enrollment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.contact_id} in {self.campaign_id} ({self.status})"
+
+
+class Message(models.Model):
+    """One email accepted by an SMTP server for one step of one enrollment.
+
+    Its Message-ID is what replies (In-Reply-To / References), delivery status
+    reports and relay-provider events are matched against.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    enrollment = models.ForeignKey(Enrollment, on_delete=models.CASCADE, related_name="messages")
+    credential = models.ForeignKey(
+        SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
+    # Step position (1-based) at send time; steps can be edited or removed later.
+    step = models.PositiveSmallIntegerField()
+    # The Message-ID header without angle brackets, e.g. "abc123@sender.example".
+    message_id = models.CharField(max_length=255, unique=True)
+    to_email = models.EmailField(max_length=254)
+    subject = models.CharField(max_length=998, blank=True, default="")
+    sent_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at"]
+        indexes = [models.Index(fields=["enrollment", "step"], name="message_enrollment_step_idx")]
+
+    def __str__(self) -> str:
+        return f"<{self.message_id}> step {self.step} to {self.to_email}"
