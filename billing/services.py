@@ -17,7 +17,13 @@ from accounts.models import Account
 from billing import psp
 from billing.models import PspEvent, UsageRecord
 from billing.periods import ACTIVE_SUBSCRIPTION_STATUSES, period_bounds
-from config.api.errors import NoPspCustomer, PlanLimitReached, PlanNotFound, PlanNotPurchasable
+from config.api.errors import (
+    NoPspCustomer,
+    PlanLimitReached,
+    PlanNotFound,
+    PlanNotPurchasable,
+    PspUnavailable,
+)
 from plans.models import FREE_PLAN_SLUG, Plan
 
 logger = logging.getLogger(__name__)
@@ -78,6 +84,17 @@ def plan_limit_enforce(*, account) -> None:
         )
 
 
+def _account_lock(account_pk) -> Account:
+    """Lock the account row for this transaction.
+
+    FOR NO KEY UPDATE on PostgreSQL: it serializes billing writers of the
+    account without blocking inserts that reference the account (their foreign
+    key check takes KEY SHARE), such as the per-request counting. Never held
+    across a call to Stripe.
+    """
+    return Account.objects.select_for_update(no_key=True).get(pk=account_pk)
+
+
 def _record_containing(account, at: datetime) -> UsageRecord | None:
     return (
         UsageRecord.objects.filter(account=account, period_start__lte=at, period_end__gt=at)
@@ -96,7 +113,7 @@ def _record_settle(*, account, at: datetime, start: datetime, end: datetime) -> 
     for _attempt in range(3):
         try:
             with transaction.atomic():
-                Account.objects.select_for_update().filter(pk=account.pk).first()
+                _account_lock(account.pk)
                 return _record_settle_locked(account=account, at=at, start=start, end=end)
         except IntegrityError:
             # Another process created the record between our read and insert.
@@ -305,19 +322,43 @@ def subscription_apply(*, account: Account, state: SubscriptionState) -> tuple[s
 
 
 def subscription_sync(*, account: Account) -> tuple[str, str]:
-    """Re-read the account's subscription from Stripe and apply it (reconcile).
-
-    The account row stays locked while Stripe is read, so a notification
-    handled at the same moment cannot interleave a staler state.
-    """
+    """Re-read the account's subscription from Stripe and apply it (reconcile)."""
+    subscription_id = account.psp_subscription_id
+    if not subscription_id:
+        return PspEvent.Outcome.IGNORED, "no subscription"
+    subscription = psp.subscription_retrieve(subscription_id)
+    if subscription is None:
+        return PspEvent.Outcome.UNMAPPED, f"Stripe does not know subscription {subscription_id}"
+    state = subscription_state(subscription)
     with transaction.atomic():
-        locked = Account.objects.select_for_update().get(pk=account.pk)
-        if not locked.psp_subscription_id:
-            return PspEvent.Outcome.IGNORED, "no subscription"
-        subscription = psp.subscription_retrieve(locked.psp_subscription_id)
-        if subscription is None:
-            return PspEvent.Outcome.UNMAPPED, "Stripe does not know the subscription"
-        return subscription_apply(account=locked, state=subscription_state(subscription))
+        locked = _account_lock(account.pk)
+        result = subscription_apply(account=locked, state=state)
+    _subscription_settle(account_pk=account.pk, applied=state)
+    return result
+
+
+def _subscription_settle(*, account_pk, applied: SubscriptionState) -> None:
+    """Read the subscription again after applying it, and apply again if Stripe
+    moved meanwhile.
+
+    Stripe is never called with a database lock held, so two handlers can read
+    Stripe in one order and commit in the other. Whichever commits last reads
+    Stripe after its commit here, so the account always ends on Stripe's latest
+    state. A failure here changes nothing: the event is applied and recorded,
+    and billing_reconcile is the safety net.
+    """
+    for _attempt in range(2):
+        try:
+            fresh = psp.subscription_retrieve(applied.id)
+        except PspUnavailable:
+            logger.warning("could not re-check subscription %s after applying it", applied.id)
+            return
+        state = subscription_state(fresh) if fresh is not None else None
+        if state is None or state == applied:
+            return
+        with transaction.atomic():
+            subscription_apply(account=_account_lock(account_pk), state=state)
+        applied = state
 
 
 def account_plan_assign(*, account: Account, plan: Plan) -> None:
@@ -360,10 +401,12 @@ def psp_event_handle(*, event: dict) -> str:
     """Handle one verified Stripe event; returns the outcome recorded for it.
 
     Each event id is recorded once: a repeat returns "duplicate" and changes
-    nothing. The subscription is re-read from Stripe under a lock on the
-    account row, so events applied in any order end in Stripe's current state.
-    A Stripe failure while re-reading raises PspUnavailable and records nothing,
-    so Stripe's retry of the event is processed.
+    nothing. The event's payload is not trusted for state: the subscription is
+    re-read from Stripe, applied under a lock on the account row, and checked
+    again after commit (_subscription_settle), so events handled in any order,
+    even concurrently, end in Stripe's current state. A Stripe failure while
+    re-reading raises PspUnavailable and records nothing, so Stripe's retry of
+    the event is processed.
     """
     event_id, event_type = event["id"], event["type"]
     if PspEvent.objects.filter(pk=event_id).exists():
@@ -404,8 +447,11 @@ def psp_event_handle(*, event: dict) -> str:
             detail="no account has this customer",
         )
 
+    # Stripe is read before any lock is taken; a failure here records nothing,
+    # so Stripe's retry of the event is processed.
+    subscription = psp.subscription_retrieve(subscription_id)
     with transaction.atomic():
-        account = Account.objects.select_for_update().get(pk=account.pk)
+        account = _account_lock(account.pk)
         try:
             with transaction.atomic():
                 row = PspEvent.objects.create(
@@ -413,38 +459,53 @@ def psp_event_handle(*, event: dict) -> str:
                 )
         except IntegrityError:
             return "duplicate"  # A concurrent delivery of the same event won.
-        outcome, detail = _psp_event_apply(
-            account=account, event_type=event_type, obj=obj, subscription_id=subscription_id
+        outcome, detail, applied = _psp_event_apply(
+            account=account,
+            event_type=event_type,
+            obj=obj,
+            subscription_id=subscription_id,
+            subscription=subscription,
         )
         if outcome == PspEvent.Outcome.UNMAPPED:
             logger.warning("psp event %s (%s) not mapped: %s", event_id, event_type, detail)
         row.outcome, row.detail = outcome, detail[:500]
         row.save(update_fields=["outcome", "detail"])
+    if applied is not None and subscription is not None:
+        _subscription_settle(account_pk=account.pk, applied=applied)
     return outcome
 
 
 def _psp_event_apply(
-    *, account: Account, event_type: str, obj: dict, subscription_id: str
-) -> tuple[str, str]:
-    subscription = psp.subscription_retrieve(subscription_id)
+    *,
+    account: Account,
+    event_type: str,
+    obj: dict,
+    subscription_id: str,
+    subscription: dict | None,
+) -> tuple[str, str, SubscriptionState | None]:
+    """Apply the re-read subscription; returns (outcome, detail, state applied)."""
     if subscription is None:
         if event_type == "customer.subscription.deleted":
             # Stripe no longer has it at all: it has certainly ended.
             state = subscription_state({**obj, "status": "canceled"})
-            return subscription_apply(account=account, state=state)
-        return PspEvent.Outcome.UNMAPPED, f"Stripe does not know subscription {subscription_id}"
+            return (*subscription_apply(account=account, state=state), None)
+        return (
+            PspEvent.Outcome.UNMAPPED,
+            f"Stripe does not know subscription {subscription_id}",
+            None,
+        )
     state = subscription_state(subscription)
     if state.customer_id and state.customer_id != account.psp_customer_id:
-        return PspEvent.Outcome.UNMAPPED, "the subscription belongs to another customer"
+        return PspEvent.Outcome.UNMAPPED, "the subscription belongs to another customer", None
 
     if event_type == "invoice.payment_failed" and state.status not in ENDED_SUBSCRIPTION_STATUSES:
         # The plan stays while Stripe retries the payment; only the status moves.
         if account.psp_subscription_id != state.id:
-            return PspEvent.Outcome.IGNORED, "not the account's current subscription"
+            return PspEvent.Outcome.IGNORED, "not the account's current subscription", None
         account.psp_subscription_status = "past_due"
         account.save(update_fields=["psp_subscription_status"])
-        return PspEvent.Outcome.PROCESSED, "status past_due, plan unchanged"
-    return subscription_apply(account=account, state=state)
+        return PspEvent.Outcome.PROCESSED, "status past_due, plan unchanged", None
+    return (*subscription_apply(account=account, state=state), state)
 
 
 def _psp_event_record(**fields) -> str:

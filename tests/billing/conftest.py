@@ -55,7 +55,11 @@ class RecordedStripe:
     requests: list = field(default_factory=list)
 
     def answer(self, method: str, path: str, body: dict, status: int = 200) -> None:
-        self.routes[(method, path)] = (status, body)
+        self.routes[(method, path)] = [(status, body)]
+
+    def answer_in_turn(self, method: str, path: str, *bodies: dict) -> None:
+        """Each request gets the next body (200); the last one repeats."""
+        self.routes[(method, path)] = [(200, body) for body in bodies]
 
 
 def _handler_for(stub: RecordedStripe):
@@ -72,10 +76,11 @@ def _handler_for(stub: RecordedStripe):
                     form=dict(parse_qsl(raw, keep_blank_values=True)),
                 )
             )
-            status, body = stub.routes.get(
+            answers = stub.routes.get(
                 (self.command, path),
-                (404, {"error": {"type": "invalid_request_error", "message": "Unrecorded"}}),
+                [(404, {"error": {"type": "invalid_request_error", "message": "Unrecorded"}})],
             )
+            status, body = answers.pop(0) if len(answers) > 1 else answers[0]
             payload = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -97,7 +102,7 @@ def recorded_stripe(settings):
     """Stripe at the HTTP boundary: recorded responses, captured requests."""
     stub = RecordedStripe()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(stub))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     stub.url = f"http://127.0.0.1:{server.server_address[1]}"
     settings.STRIPE_SECRET_KEY = "sk_test_recorded"

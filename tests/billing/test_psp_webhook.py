@@ -478,8 +478,28 @@ def test_current_api_invoice_and_item_level_period(
     assert account.plan.slug == "pro"
     assert account.psp_current_period_start == ts(item["current_period_start"])
     assert account.psp_current_period_end == ts(item["current_period_end"])
-    [read] = [r for r in recorded_stripe.requests if r.method == "GET"]
-    assert read.path == f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}"
+    reads = {r.path for r in recorded_stripe.requests if r.method == "GET"}
+    assert reads == {f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}"}
+
+
+def test_a_change_at_stripe_while_applying_is_caught_after_commit(
+    anon_client, recorded_stripe, current_api_account
+):
+    """The handler reads Stripe before it locks the account, so another handler
+    may commit in between; the read after commit puts the account on Stripe's
+    latest state."""
+    canceled = {**CURRENT_SUBSCRIPTION, "status": "canceled"}
+    recorded_stripe.answer_in_turn(
+        "GET", f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}", CURRENT_SUBSCRIPTION, canceled
+    )
+
+    response = signed_event_post(
+        anon_client, stripe_event("customer.subscription.created", CURRENT_SUBSCRIPTION)
+    )
+
+    assert response.json()["outcome"] == "processed"
+    account = reload(current_api_account)
+    assert (account.plan.slug, account.psp_subscription_status) == ("free", "canceled")
 
 
 def test_a_stripe_outage_records_nothing_so_the_retry_is_processed(
