@@ -5,17 +5,19 @@ or repetition of the events."""
 
 import json
 import logging
+import threading
 import time
 from datetime import UTC, datetime
 
 import pytest
 import stripe
+from django.db import connection, connections
 from django.test import Client
 
 from accounts.models import Account
 from billing import psp
 from billing.models import PspEvent
-from billing.services import account_plan_assign
+from billing.services import account_plan_assign, psp_event_handle
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory
 from tests.billing.conftest import (
@@ -559,3 +561,37 @@ def test_trialing_and_past_due_keep_the_paid_plan(
     signed_event_post(anon_client, stripe_event("customer.subscription.updated", live))
     account = reload(current_api_account)
     assert (account.plan.slug, account.psp_subscription_status) == ("pro", status)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="concurrent writers need PostgreSQL",
+)
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_deliveries_of_one_event_are_processed_once(recorded_stripe):
+    subscription = CURRENT_SUBSCRIPTION
+    Plan.objects.filter(slug="pro").update(
+        psp_price_id=subscription["items"]["data"][0]["price"]["id"]
+    )
+    recorded_stripe.answer("GET", f"/v1/subscriptions/{subscription['id']}", subscription)
+    account = AccountFactory(psp_customer_id=subscription["customer"])
+    event = stripe_event("customer.subscription.updated", subscription)
+    barrier = threading.Barrier(4)
+    outcomes = []
+
+    def deliver():
+        try:
+            barrier.wait()
+            outcomes.append(psp_event_handle(event=event))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["duplicate", "duplicate", "duplicate", "processed"]
+    assert PspEvent.objects.filter(id=event["id"]).count() == 1
+    assert reload(account).plan.slug == "pro"
