@@ -111,6 +111,18 @@ def test_a_subscription_ending_mid_period_goes_back_to_calendar_months(account):
     ]
 
 
+def test_a_subscription_ending_in_its_first_calendar_month_keeps_counting(account):
+    subscribe(account, utc(2026, 11, 15), utc(2026, 12, 15))
+    usage_record_increment(account=account, at=utc(2026, 11, 16), by=150)
+    account.psp_subscription_status = "canceled"
+    account.save()
+
+    usage_record_increment(account=account, at=utc(2026, 11, 20))
+
+    # Back on calendar months: the record goes on to Dec 1, sends included.
+    assert periods(account) == [(utc(2026, 11, 15), utc(2026, 12, 1), 151)]
+
+
 def test_the_tail_of_an_ended_period_does_not_overlap_the_next(account):
     subscribe(account, utc(2026, 11, 15), utc(2026, 12, 15))
     usage_record_increment(account=account, at=utc(2026, 11, 20), by=2)
