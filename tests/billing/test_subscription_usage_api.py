@@ -108,7 +108,7 @@ def test_usage_current_history_and_by_client_kind(account, django_assert_max_num
     mcp.get("/billing/subscription")
     mcp.get("/billing/subscription")
 
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(6):
         response = direct.get("/billing/usage")
 
     assert response.status_code == 200
