@@ -2,9 +2,15 @@ import uuid
 
 from django.db import models
 
+from accounts.models import Account
+
 
 class UsageRecord(models.Model):
-    """Sends metered in one billing period of one account."""
+    """Sends metered in one billing period of one account.
+
+    An account's records never overlap: each send is counted in exactly one
+    record (see billing.services.usage_record_current and docs/billing.md).
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(
@@ -29,3 +35,50 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.period_start:%Y-%m-%d}: {self.sends_count}"
+
+
+class PspEvent(models.Model):
+    """One payment provider notification (a Stripe event), recorded once by its id.
+
+    The row is what makes a repeated delivery a no-op, and what staff read to see
+    what the provider told us and what came of it.
+    """
+
+    class Outcome(models.TextChoices):
+        PROCESSED = "processed", "Applied to the account"
+        IGNORED = "ignored", "Nothing to do"
+        UNMAPPED = "unmapped", "Could not be mapped (logged)"
+        UNKNOWN_CUSTOMER = "unknown_customer", "No account has this customer"
+
+    id = models.CharField(primary_key=True, max_length=255, help_text="The Stripe event id.")
+    type = models.CharField(max_length=100)
+    account = models.ForeignKey(
+        "accounts.Account",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="psp_events",
+    )
+    psp_customer_id = models.CharField(max_length=255, blank=True, default="")
+    psp_subscription_id = models.CharField(max_length=255, blank=True, default="")
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    detail = models.CharField(max_length=500, blank=True, default="")
+    payload = models.JSONField(help_text="The event as received.")
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+        verbose_name = "payment provider event"
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.type} ({self.outcome})"
+
+
+class BillingAccount(Account):
+    """The billing side of an account in the admin: its plan (staff may assign any
+    plan, private ones included), its subscription and its usage records."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "account billing"
+        verbose_name_plural = "account billing"

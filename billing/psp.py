@@ -44,3 +44,70 @@ def customer_create(*, email: str, name: str, account_id: str) -> str:
         logger.warning("stripe customer create failed: %s", type(exc).__name__)
         raise PspUnavailable() from exc
     return customer.id
+
+
+def checkout_session_create(
+    *,
+    customer_id: str,
+    price_id: str,
+    account_id: str,
+    success_url: str,
+    cancel_url: str,
+    idempotency_key: str,
+) -> str:
+    """A hosted Checkout Session in subscription mode for one price; returns its URL."""
+    try:
+        session = stripe_client().v1.checkout.sessions.create(
+            params={
+                "mode": "subscription",
+                "customer": customer_id,
+                "line_items": [{"price": price_id, "quantity": 1}],
+                "success_url": success_url,
+                "cancel_url": cancel_url,
+                "client_reference_id": account_id,
+            },
+            options={"idempotency_key": idempotency_key},
+        )
+    except stripe.StripeError as exc:
+        logger.warning("stripe checkout session create failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    return _session_url(session)
+
+
+def portal_session_create(*, customer_id: str, return_url: str, idempotency_key: str) -> str:
+    """A Billing Portal session for the customer; returns its URL."""
+    try:
+        session = stripe_client().v1.billing_portal.sessions.create(
+            params={"customer": customer_id, "return_url": return_url},
+            options={"idempotency_key": idempotency_key},
+        )
+    except stripe.StripeError as exc:
+        logger.warning("stripe portal session create failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    return _session_url(session)
+
+
+def _session_url(session) -> str:
+    url = session.to_dict().get("url")
+    if not isinstance(url, str) or not url:
+        # A session without a hosted page is no use to the caller.
+        logger.warning(
+            "stripe session %s came back without a hosted url", session.to_dict().get("id")
+        )
+        raise PspUnavailable()
+    return url
+
+
+def subscription_retrieve(subscription_id: str) -> dict | None:
+    """The subscription as Stripe has it now, as plain data; None if Stripe does not know it."""
+    try:
+        subscription = stripe_client().v1.subscriptions.retrieve(subscription_id)
+    except stripe.InvalidRequestError as exc:
+        if exc.http_status == 404:
+            return None
+        logger.warning("stripe subscription retrieve failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    except stripe.StripeError as exc:
+        logger.warning("stripe subscription retrieve failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    return subscription.to_dict()

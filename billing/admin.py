@@ -1,0 +1,136 @@
+"""Billing in the admin: per-account plan assignment (private plans included) with
+the account's usage records, the usage records themselves, and the provider
+events received.
+
+The accounts admin can link an account to its billing page:
+reverse("admin:billing_billingaccount_change", args=[account.pk]).
+"""
+
+from django import forms
+from django.contrib import admin, messages
+
+from billing import services
+from billing.models import BillingAccount, PspEvent, UsageRecord
+from config.api.errors import PspUnavailable
+from plans.models import Plan
+
+
+class UsageRecordInline(admin.TabularInline):
+    model = UsageRecord
+    fields = ("period_start", "period_end", "sends_count", "created_at")
+    readonly_fields = fields
+    ordering = ("-period_start",)
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class BillingAccountForm(forms.ModelForm):
+    plan = forms.ModelChoiceField(
+        queryset=Plan.objects.order_by("tier", "slug"),
+        help_text=(
+            "Any plan, private ones included. A later subscription notification "
+            "from Stripe overrides a plan assigned here."
+        ),
+    )
+
+    class Meta:
+        model = BillingAccount
+        fields = ("plan",)
+
+
+@admin.register(BillingAccount)
+class BillingAccountAdmin(admin.ModelAdmin):
+    form = BillingAccountForm
+    list_display = (
+        "email",
+        "plan",
+        "psp_customer_id",
+        "psp_subscription_id",
+        "psp_subscription_status",
+        "psp_current_period_end",
+    )
+    list_filter = ("plan", "psp_subscription_status")
+    list_select_related = ("plan",)
+    search_fields = ("email", "name", "psp_customer_id", "psp_subscription_id")
+    fields = (
+        "email",
+        "name",
+        "plan",
+        "psp_customer_id",
+        "psp_subscription_id",
+        "psp_subscription_status",
+        "psp_current_period_start",
+        "psp_current_period_end",
+    )
+    readonly_fields = (
+        "email",
+        "name",
+        "psp_customer_id",
+        "psp_subscription_id",
+        "psp_subscription_status",
+        "psp_current_period_start",
+        "psp_current_period_end",
+    )
+    inlines = [UsageRecordInline]
+    actions = ["resync_from_stripe"]
+
+    def has_add_permission(self, request):
+        return False  # Accounts are made by signup.
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        if "plan" in form.changed_data:
+            services.account_plan_assign(account=obj, plan=form.cleaned_data["plan"])
+
+    @admin.action(description="Re-read the subscription from Stripe")
+    def resync_from_stripe(self, request, queryset):
+        for account in queryset.filter(psp_subscription_id__isnull=False):
+            try:
+                outcome, detail = services.subscription_sync(account=account)
+            except PspUnavailable:
+                self.message_user(request, f"{account}: Stripe unavailable", messages.ERROR)
+                continue
+            self.message_user(request, f"{account}: {outcome} ({detail})", messages.INFO)
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(admin.ModelAdmin):
+    list_display = ("account", "period_start", "period_end", "sends_count")
+    list_select_related = ("account",)
+    search_fields = ("account__email",)
+    date_hierarchy = "period_start"
+    readonly_fields = ("account", "period_start", "period_end", "sends_count", "created_at")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(PspEvent)
+class PspEventAdmin(admin.ModelAdmin):
+    list_display = ("id", "type", "outcome", "account", "psp_customer_id", "received_at")
+    list_filter = ("outcome", "type")
+    list_select_related = ("account",)
+    search_fields = ("id", "psp_customer_id", "psp_subscription_id", "account__email")
+    readonly_fields = (
+        "id",
+        "type",
+        "outcome",
+        "detail",
+        "account",
+        "psp_customer_id",
+        "psp_subscription_id",
+        "payload",
+        "received_at",
+    )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

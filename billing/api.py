@@ -1,0 +1,193 @@
+"""GET /billing/subscription, GET /billing/usage, POST /billing/checkout,
+POST /billing/portal and the inbound POST /webhooks/psp."""
+
+import json
+import logging
+
+import stripe
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.idempotency import idempotent
+from accounts.selectors import api_request_counts
+from billing import services
+from billing.selectors import usage_history
+from config.api.errors import InvalidJson, InvalidSignature
+
+logger = logging.getLogger(__name__)
+
+
+class PlanSummarySerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    tier = serializers.IntegerField()
+    monthly_limit = serializers.IntegerField()
+
+
+class CurrentPeriodSerializer(serializers.Serializer):
+    start = serializers.DateTimeField(source="period_start")
+    end = serializers.DateTimeField(source="period_end")
+    sends_count = serializers.IntegerField()
+
+
+class SubscriptionSerializer(serializers.Serializer):
+    plan = PlanSummarySerializer()
+    current_period = CurrentPeriodSerializer()
+    psp_subscription_id = serializers.CharField(allow_null=True)
+    psp_customer_id = serializers.CharField(allow_null=True)
+
+
+class UsageRecordSerializer(serializers.Serializer):
+    period_start = serializers.DateTimeField()
+    period_end = serializers.DateTimeField()
+    sends_count = serializers.IntegerField()
+
+
+class ClientKindCountsSerializer(serializers.Serializer):
+    direct = serializers.IntegerField()
+    mcp = serializers.IntegerField()
+    sdk = serializers.IntegerField()
+
+
+class UsageSerializer(serializers.Serializer):
+    monthly_limit = serializers.IntegerField()
+    current = UsageRecordSerializer()
+    history = UsageRecordSerializer(many=True)
+    by_client_kind = ClientKindCountsSerializer()
+
+
+class CheckoutRequestSerializer(serializers.Serializer):
+    plan_slug = serializers.CharField(max_length=64)
+
+
+class SessionUrlSerializer(serializers.Serializer):
+    url = serializers.URLField()
+
+
+class SubscriptionView(APIView):
+    """The account's plan (a private plan included: it is the account's own),
+    the current period and its sends."""
+
+    @extend_schema(
+        summary="The account's plan and current period", responses=SubscriptionSerializer
+    )
+    def get(self, request):
+        account = request.user
+        record = services.usage_record_current(account=account)
+        body = {
+            "plan": account.plan,
+            "current_period": record,
+            "psp_subscription_id": account.psp_subscription_id or None,
+            "psp_customer_id": account.psp_customer_id or None,
+        }
+        return Response(SubscriptionSerializer(body).data)
+
+
+class UsageView(APIView):
+    """The current period's running total, the 12 records before it, and the
+    current period's authenticated requests by the key's client_kind."""
+
+    @extend_schema(
+        summary="Usage: current period, history, traffic by client_kind", responses=UsageSerializer
+    )
+    def get(self, request):
+        account = request.user
+        record = services.usage_record_current(account=account)
+        body = {
+            "monthly_limit": account.plan.monthly_limit,
+            "current": record,
+            "history": usage_history(account=account, before=record),
+            "by_client_kind": api_request_counts(
+                account=account, start=record.period_start, end=record.period_end
+            ),
+        }
+        return Response(UsageSerializer(body).data)
+
+
+class CheckoutView(APIView):
+    @extend_schema(
+        summary="Start a hosted Stripe Checkout for a plan",
+        request=CheckoutRequestSerializer,
+        responses={200: SessionUrlSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        serializer = CheckoutRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        url = services.checkout_session_start(
+            account=request.user,
+            plan_slug=serializer.validated_data["plan_slug"],
+            client_key=request.headers.get("Idempotency-Key"),
+        )
+        return Response({"url": url})
+
+
+class PortalView(APIView):
+    @extend_schema(
+        summary="Open the hosted Stripe customer portal",
+        request=None,
+        responses={200: SessionUrlSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        url = services.portal_session_start(
+            account=request.user, client_key=request.headers.get("Idempotency-Key")
+        )
+        return Response({"url": url})
+
+
+class PspWebhookView(APIView):
+    """Stripe's notifications. Authenticated by the Stripe-Signature header (the
+    shared signing secret), not by an API key: no key authentication, no
+    per-key rate limit, no CSRF (DRF's APIView is CSRF-exempt without session
+    authentication)."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes: list = []
+    # Documents the body as JSON; the view reads the raw bytes (what is signed)
+    # and never touches request.data.
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        summary="Inbound Stripe notifications (Stripe-Signature verified)",
+        request=OpenApiTypes.OBJECT,
+        responses={
+            200: inline_serializer(
+                "PspWebhookReceipt",
+                {"id": serializers.CharField(), "outcome": serializers.CharField()},
+            ),
+            400: OpenApiResponse(description="invalid_signature"),
+        },
+        auth=[],
+    )
+    def post(self, request):
+        payload = request.body
+        try:
+            stripe.WebhookSignature.verify_header(
+                payload,
+                request.headers.get("Stripe-Signature"),
+                settings.STRIPE_WEBHOOK_SECRET,
+                stripe.Webhook.DEFAULT_TOLERANCE,
+            )
+        except (stripe.SignatureVerificationError, UnicodeDecodeError):
+            raise InvalidSignature() from None
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            raise InvalidJson() from None
+        if not (
+            isinstance(event, dict)
+            and isinstance(event.get("id"), str)
+            and event["id"]
+            and isinstance(event.get("type"), str)
+        ):
+            raise InvalidJson("The body is not a Stripe event (an object with id and type).")
+        outcome = services.psp_event_handle(event=event)
+        return Response({"id": event["id"], "outcome": outcome})
