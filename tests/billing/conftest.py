@@ -1,7 +1,6 @@
 """Billing test support: a recorded-Stripe HTTP server for the calls localstripe
 lacks (Checkout, Billing Portal, current-API subscriptions), and signed events."""
 
-import importlib
 import json
 import threading
 import time
@@ -13,25 +12,11 @@ from urllib.parse import parse_qsl
 import pytest
 import requests
 import stripe
-from django.apps import apps
-from django.db.models.signals import post_migrate
 
 from tests.support.localstripe import STRIPE_TEST_KEY
 
 RECORDED = Path(__file__).parent / "recorded"
 WEBHOOK_SECRET = "whsec_test_localstripe"
-
-
-def _catalog_restore(sender, **kwargs):
-    """Workaround: a transactional test (live server, threads) ends with a flush
-    that also empties the plan catalog, which only a data migration creates;
-    with --reuse-db the next run would start without it. Flush emits
-    post_migrate, so put the catalog back then."""
-    if sender.name == "plans":
-        importlib.import_module("plans.migrations.0002_catalog").create_catalog(apps, None)
-
-
-post_migrate.connect(_catalog_restore, dispatch_uid="tests.billing.catalog_restore")
 
 
 def recorded(name: str) -> dict:

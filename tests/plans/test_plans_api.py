@@ -49,3 +49,13 @@ def test_catalog_constants():
 def test_it_needs_no_key_and_ignores_a_bad_one(anon_client):
     response = anon_client.get("/plans", HTTP_AUTHORIZATION="Bearer junk")
     assert response.status_code == 200
+
+
+def test_catalog_comes_back_after_a_flush_without_overwriting_staff_changes():
+    from django.core.management import call_command
+
+    Plan.objects.filter(slug="pro").update(name="Pro (renamed by staff)")
+    Plan.objects.filter(slug="hobby").delete()
+    call_command("migrate", verbosity=0)  # post_migrate, as after a flush
+    assert Plan.objects.get(slug="pro").name == "Pro (renamed by staff)"
+    assert Plan.objects.get(slug="hobby").monthly_limit == 5000
