@@ -1,6 +1,8 @@
 """Shared fixtures: an account with a key, and API clients for it, for another
 account, and for nobody."""
 
+import uuid
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -44,6 +46,13 @@ def other_client(other_account) -> APIClient:
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+# accounts: every test gets its own rate-limit namespace, so buckets left in Redis
+# by earlier tests (signups from 127.0.0.1) never count against it.
+@pytest.fixture(autouse=True)
+def _rate_limit_namespace(settings):
+    settings.RATE_LIMIT_KEY_PREFIX = f"rl-test-{uuid.uuid4().hex}"
 
 
 pytest_plugins = ["tests.support.localstripe"]
