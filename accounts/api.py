@@ -72,31 +72,26 @@ class SignupView(APIView):
         return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
-class ApiKeySerializer(serializers.ModelSerializer):
+class ApiKeySerializer(serializers.Serializer):
+    # Declared fields, not a ModelSerializer: this is on the hot path of every
+    # GET /api_keys and ModelSerializer introspects the model on each use.
+    id = serializers.UUIDField(read_only=True)
+    prefix = serializers.CharField(read_only=True, help_text="First 12 characters; safe to log.")
+    label = serializers.CharField(read_only=True)
+    client_kind = serializers.ChoiceField(choices=ApiKey.ClientKind.choices, read_only=True)
     status = serializers.SerializerMethodField(help_text="`active` or `revoked`.")
-
-    class Meta:
-        model = ApiKey
-        fields = [
-            "id",
-            "prefix",
-            "label",
-            "client_kind",
-            "status",
-            "created_at",
-            "last_used_at",
-            "revoked_at",
-        ]
+    created_at = serializers.DateTimeField(read_only=True)
+    last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
     def get_status(self, obj: ApiKey) -> str:
         return "active" if obj.is_active else "revoked"
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):
-    plaintext = serializers.CharField(help_text="The full key. Shown only in this response.")
-
-    class Meta(ApiKeySerializer.Meta):
-        fields = [*ApiKeySerializer.Meta.fields, "plaintext"]
+    plaintext = serializers.CharField(
+        read_only=True, help_text="The full key. Shown only in this response."
+    )
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
