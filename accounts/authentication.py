@@ -17,6 +17,8 @@ last_used_at values and request counts of the last fraction of a second (at most
 keeps the server's setting.
 """
 
+import functools
+
 from django.db import connection
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -39,11 +41,11 @@ def _attnames(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields]
 
 
-def _key_authenticate_postgresql(digest: str, now) -> ApiKey | None:
-    """Lookup, last_used_at and the request count in one statement."""
+@functools.cache
+def _postgresql_statement() -> tuple[str, list[str], list[str], list[str]]:
+    """The statement and the attribute names of its columns, built once per process."""
     key_table = ApiKey._meta.db_table
     count_table = ApiRequestCount._meta.db_table
-    hour = now.replace(minute=0, second=0, microsecond=0)
     key_columns = ", ".join(_columns(ApiKey, key_table))
     sql = (
         f"WITH k AS (UPDATE {key_table} SET last_used_at = %s "  # noqa: S608 (our tables)
@@ -59,16 +61,23 @@ def _key_authenticate_postgresql(digest: str, now) -> ApiKey | None:
         f"FROM s, k JOIN {Account._meta.db_table} a ON a.id = k.account_id "
         f"JOIN {Plan._meta.db_table} p ON p.id = a.plan_id"
     )
+    return sql, _attnames(ApiKey), _attnames(Account), _attnames(Plan)
+
+
+def _key_authenticate_postgresql(digest: str, now) -> ApiKey | None:
+    """Lookup, last_used_at and the request count in one statement."""
+    sql, key_names, account_names, plan_names = _postgresql_statement()
+    hour = now.replace(minute=0, second=0, microsecond=0)
     with connection.cursor() as cursor:
         cursor.execute(sql, [now, digest, hour])
         row = cursor.fetchone()
     if row is None:
         return None
-    n_key, n_account = len(ApiKey._meta.concrete_fields), len(Account._meta.concrete_fields)
+    n_key, n_account = len(key_names), len(account_names)
     db = connection.alias
-    key = ApiKey.from_db(db, _attnames(ApiKey), row[:n_key])
-    account = Account.from_db(db, _attnames(Account), row[n_key : n_key + n_account])
-    account.plan = Plan.from_db(db, _attnames(Plan), row[n_key + n_account :])
+    key = ApiKey.from_db(db, key_names, row[:n_key])
+    account = Account.from_db(db, account_names, row[n_key : n_key + n_account])
+    account.plan = Plan.from_db(db, plan_names, row[n_key + n_account :])
     key.account = account
     return key
 

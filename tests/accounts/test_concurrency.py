@@ -96,3 +96,14 @@ def test_concurrent_signups_with_one_email_make_one_account():
     responses = run_together(*(signup(n) for n in range(4)))
     assert sorted(r.status_code for r in responses) == [201, 422, 422, 422]
     assert Account.objects.filter(email__iexact="race@example.com").count() == 1
+
+
+def test_the_authentication_statement_leaves_the_session_durable():
+    """synchronous_commit is switched off for the authentication statement's own
+    transaction only; the connection's next writes are fully durable again."""
+    account = AccountFactory()
+    plaintext = api_key_create(account=account, label="durable").plaintext
+    assert client_for(plaintext).get("/api_keys").status_code == 200
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
