@@ -178,3 +178,13 @@ def test_unauthenticated_calls_are_401(anon_client, api_key):
         anon_client.delete(f"/api_keys/{api_key.api_key.pk}"),
     ):
         assert_envelope(response, 401, "authentication_required")
+
+
+def test_the_schema_describes_the_accounts_endpoints(anon_client):
+    schema = anon_client.get("/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    create = schema["paths"]["/api_keys"]["post"]
+    assert "Idempotency-Key" in [p["name"] for p in create["parameters"]]
+    assert create["security"] == [{"bearer": []}]
+    assert "Idempotency-Key" not in str(schema["paths"]["/signup"]["post"].get("parameters", []))
+    assert schema["paths"]["/signup"]["post"].get("security", [{}]) in ([], [{}])
+    assert "delete" in schema["paths"]["/api_keys/{id}"]
