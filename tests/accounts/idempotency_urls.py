@@ -3,6 +3,7 @@ writes a row first (an API key labelled `probe-<mode>`) so the tests can see
 whether side effects committed."""
 
 from django.urls import include, path
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -30,7 +31,18 @@ class IdempotentProbe(APIView):
         )
 
 
+class IdempotentUpload(APIView):
+    parser_classes = [MultiPartParser]
+
+    @idempotent
+    def post(self, request):
+        api_key_create(account=request.user, label="probe-upload")
+        upload = request.FILES["file"]
+        return Response({"name": upload.name, "size": upload.size, "note": request.data["note"]})
+
+
 urlpatterns = [
+    path("probe/upload", IdempotentUpload.as_view()),
     path("probe/idempotent/<str:mode>", IdempotentProbe.as_view()),
     path("", include("config.urls")),
 ]

@@ -81,6 +81,36 @@ def test_json_key_order_and_spacing_do_not_matter(api_client):
     assert second.content == first.content
 
 
+@pytest.mark.urls("tests.accounts.idempotency_urls")
+def test_multipart_uploads_are_compared_by_fields_and_file_contents(api_client):
+    def upload(content: bytes, boundary: str):
+        body = (
+            (
+                f"--{boundary}\r\n"
+                'Content-Disposition: form-data; name="note"\r\n\r\nhello\r\n'
+                f"--{boundary}\r\n"
+                'Content-Disposition: form-data; name="file"; filename="c.csv"\r\n'
+                "Content-Type: text/csv\r\n\r\n"
+            ).encode()
+            + content
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        return api_client.post(
+            "/probe/upload",
+            data=body,
+            content_type=f"multipart/form-data; boundary={boundary}",
+            HTTP_IDEMPOTENCY_KEY="upload",
+        )
+
+    first = upload(b"email\na@example.com\n", "AaB03x")
+    assert first.status_code == 200, first.content
+    replay = upload(b"email\na@example.com\n", "ZzY98w")  # Another boundary.
+    assert replay["Idempotent-Replay"] == "true"
+    assert replay.content == first.content
+    assert keys_labelled("probe-upload") == 1
+    assert_envelope(upload(b"email\nb@example.com\n", "AaB03x"), 409, "idempotency_conflict")
+
+
 def test_same_key_with_another_body_is_a_conflict(api_client):
     create_key(api_client, "k", {"label": "one"})
     response = create_key(api_client, "k", {"label": "two"})
