@@ -1,10 +1,93 @@
 from django.contrib import admin
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey, IdempotencyRecord
+
+
+class ApiKeyInline(admin.TabularInline):
+    """Keys are shown, never edited here: their hash is not even displayed, and a
+    key is issued through the API (the plaintext exists only in that response)."""
+
+    model = ApiKey
+    fields = ("prefix", "label", "client_kind", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+    ordering = ("-created_at",)
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ("email", "name", "plan", "psp_customer_id", "created_at")
-    search_fields = ("email", "name", "psp_customer_id")
+    list_display = (
+        "email",
+        "name",
+        "plan",
+        "psp_customer_id",
+        "psp_subscription_status",
+        "created_at",
+    )
+    list_filter = ("plan",)
+    search_fields = (
+        "email",
+        "name",
+        "id",
+        "plan__slug",
+        "plan__name",
+        "psp_customer_id",
+        "psp_subscription_id",
+    )
     list_select_related = ("plan",)
+    ordering = ("-created_at",)
+    # The provider's notifications own these; staff change the plan only.
+    readonly_fields = (
+        "id",
+        "psp_customer_id",
+        "psp_subscription_id",
+        "psp_subscription_status",
+        "psp_current_period_start",
+        "psp_current_period_end",
+        "created_at",
+    )
+    fields = ("id", "email", "name", "plan", *readonly_fields[1:])
+    inlines = [ApiKeyInline]
+
+    def has_add_permission(self, request):
+        # Accounts come from POST /signup, which also issues the first key.
+        return False
+
+
+@admin.register(IdempotencyRecord)
+class IdempotencyRecordAdmin(admin.ModelAdmin):
+    """Read-only view for support: which keys an account used, and with what outcome.
+    The stored body is encrypted and not shown."""
+
+    list_display = ("key", "account", "method", "path", "status", "response_status", "created_at")
+    list_filter = ("status",)
+    search_fields = ("key", "account__email", "path")
+    list_select_related = ("account",)
+    fields = (
+        "account",
+        "key",
+        "method",
+        "path",
+        "status",
+        "response_status",
+        "response_headers",
+        "fingerprint",
+        "locked_at",
+        "created_at",
+        "completed_at",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

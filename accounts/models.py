@@ -89,3 +89,59 @@ class ApiRequestCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.client_kind} {self.hour:%Y-%m-%d %H}:00 {self.count}"
+
+
+class IdempotencyRecord(models.Model):
+    """One Idempotency-Key of one account (SPEC.md section 8).
+
+    The row is claimed (inserted, in progress) before the handler runs; the
+    unique (account, key) makes two concurrent claims race safely. The stored
+    response is written in the same transaction as the handler's side effects.
+    Its body is encrypted: it can hold secrets shown once (API key plaintext,
+    webhook secrets).
+    """
+
+    class Status(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        COMPLETED = "completed"
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # SHA-256 of method, path and body: a reuse with another request is a conflict.
+    fingerprint = models.CharField(max_length=64)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=2048)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IN_PROGRESS)
+    # When the current claim was taken: an in-progress claim older than the lease
+    # belongs to a request that died and may be taken over.
+    locked_at = models.DateTimeField()
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_headers = models.JSONField(default=dict, blank=True)
+    response_body_encrypted = models.BinaryField(default=b"", blank=True, editable=False)
+    created_at = models.DateTimeField(db_index=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "key"], name="idempotency_account_key_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.key} {self.status}"
+
+
+class RateLimitBucket(models.Model):
+    """Fixed-window counters of the SQL rate limiter (embedded mode, or no Redis).
+
+    One row per bucket (`<scope>:<identity>`); an atomic upsert increments it or
+    restarts its window, so several processes sharing the database agree.
+    """
+
+    bucket = models.CharField(max_length=200, primary_key=True)
+    window_started_ms = models.BigIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.bucket} {self.count}"

@@ -1,10 +1,21 @@
+import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
-from accounts.models import Account, ApiKey, ApiRequestCount
+from accounts.models import Account, ApiKey, ApiRequestCount, IdempotencyRecord
 from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
+from billing import psp
+from config.api.errors import CannotRevokeLastKey, ValidationFailed
+from plans.models import Plan
+
+logger = logging.getLogger(__name__)
+
+SIGNUP_KEY_LABEL = "Signup default"
+DUPLICATE_EMAIL_MESSAGE = "An account with this email already exists."
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -24,11 +35,49 @@ def api_key_create(
         label=label,
         client_kind=client_kind,
     )
+    logger.info(
+        "api key created account=%s key=%s prefix=%s", account.pk, api_key.pk, api_key.prefix
+    )
     return IssuedKey(api_key=api_key, plaintext=plaintext)
 
 
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke a key unless it is the account's last active one.
+
+    The account row is locked first, so two requests revoking an account's last
+    two keys at once run one after the other and the second sees it would leave
+    none. Revoking a revoked key changes nothing.
+    """
+    with transaction.atomic():
+        # FOR NO KEY UPDATE: serialises revocations of one account without
+        # blocking the FOR KEY SHARE locks that inserts referencing it take.
+        Account.objects.select_for_update(no_key=True).filter(pk=api_key.account_id).first()
+        current = ApiKey.objects.get(pk=api_key.pk)
+        if current.revoked_at is not None:
+            return current
+        others_active = (
+            ApiKey.objects.filter(account_id=current.account_id, revoked_at__isnull=True)
+            .exclude(pk=current.pk)
+            .exists()
+        )
+        if not others_active:
+            raise CannotRevokeLastKey()
+        current.revoked_at = timezone.now()
+        current.save(update_fields=["revoked_at"])
+    logger.info(
+        "api key revoked account=%s key=%s prefix=%s",
+        current.account_id,
+        current.pk,
+        current.prefix,
+    )
+    return current
+
+
 def api_request_record(*, api_key: ApiKey, at: datetime) -> None:
-    """Count one authenticated request: one upsert, exact under concurrency."""
+    """Count one authenticated request: one upsert, exact under concurrency.
+
+    (On PostgreSQL the authentication class folds this into its lookup statement.)
+    """
     table = ApiRequestCount._meta.db_table
     hour = at.replace(minute=0, second=0, microsecond=0)
     with connection.cursor() as cursor:
@@ -42,3 +91,58 @@ def api_request_record(*, api_key: ApiKey, at: datetime) -> None:
                 connection.ops.adapt_datetimefield_value(hour),
             ],
         )
+
+
+@dataclass(frozen=True)
+class Signup:
+    account: Account
+    issued_key: IssuedKey
+
+
+def account_signup(*, email: str, name: str = "") -> Signup:
+    """Create an account on the free plan with its first key.
+
+    When the payment provider is configured its customer is created inside the
+    same transaction: if the provider fails (PspUnavailable), nothing remains.
+    A provider customer made just before a database failure is left behind at
+    the provider; its metadata names the account id that never committed.
+    """
+    email = email.strip()
+    if Account.objects.filter(email__iexact=email).exists():
+        raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]})
+    try:
+        with transaction.atomic():
+            account = Account.objects.create(
+                email=email, name=name, plan=Plan.objects.get(slug="free")
+            )
+            issued = api_key_create(
+                account=account, label=SIGNUP_KEY_LABEL, client_kind=ApiKey.ClientKind.DIRECT
+            )
+            if psp.psp_configured():
+                account.psp_customer_id = psp.customer_create(
+                    email=email, name=name, account_id=str(account.pk)
+                )
+                account.save(update_fields=["psp_customer_id"])
+    except IntegrityError:
+        # Two signups with one email at once: the unique index decided.
+        if Account.objects.filter(email__iexact=email).exists():
+            raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]}) from None
+        raise
+    logger.info("signup account=%s key prefix=%s", account.pk, issued.api_key.prefix)
+    return Signup(account=account, issued_key=issued)
+
+
+def idempotency_records_prune(*, now: datetime | None = None, batch_size: int = 5000) -> int:
+    """Delete idempotency records older than the 24-hour window, in batches so
+    no single statement holds locks for long. Returns how many were deleted."""
+    cutoff = (now or timezone.now()) - IDEMPOTENCY_WINDOW
+    deleted = 0
+    while True:
+        ids = list(
+            IdempotencyRecord.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[
+                :batch_size
+            ]
+        )
+        if not ids:
+            return deleted
+        deleted += IdempotencyRecord.objects.filter(pk__in=ids).delete()[0]

@@ -105,6 +105,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # accounts: RateLimit-Policy / RateLimit headers from the throttles' decisions.
+    "accounts.middleware.RateLimitHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -151,6 +153,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Redis: Celery broker, cache and rate limits. Unset: no server is needed.
 REDIS_URL = env.str("REDIS_URL", default="")
 
+# accounts: namespace of the rate limiter's Redis keys (lets deployments share one Redis DB).
+RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
+
 if REDIS_URL:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
@@ -191,7 +196,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BODY_BYTES
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": [],
+    # accounts: 60 requests a minute per API key on every authenticated request.
+    "DEFAULT_THROTTLE_CLASSES": ["accounts.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -264,6 +270,15 @@ CELERY_TASK_ROUTES = {
 }
 # Periodic work; each entry's task lives in its app's tasks module.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+# accounts: forget Idempotency-Key records past their 24 hours, and spent SQL rate-limit buckets.
+CELERY_BEAT_SCHEDULE["accounts-idempotency-prune"] = {
+    "task": "accounts.tasks.idempotency_prune",
+    "schedule": 3600.0,
+}
+CELERY_BEAT_SCHEDULE["accounts-rate-limit-prune"] = {
+    "task": "accounts.tasks.rate_limit_buckets_prune",
+    "schedule": 3600.0,
+}
 
 # --- outreach: contact imports ---
 # Rows per committed batch (one transaction: contacts, enrollments, progress).

@@ -1,7 +1,11 @@
 """Shared fixtures: an account with a key, and API clients for it, for another
 account, and for nobody."""
 
+import importlib
+import uuid
+
 import pytest
+from django.apps import apps
 from rest_framework.test import APIClient
 
 from accounts.services import api_key_create
@@ -44,6 +48,26 @@ def other_client(other_account) -> APIClient:
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+def plan_catalog_ensure() -> None:
+    """(Re)create the plan catalog of the data migration: a transactional test
+    flushes the database when it ends, catalog included."""
+    importlib.import_module("plans.migrations.0002_catalog").create_catalog(apps, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _plan_catalog(django_db_setup, django_db_blocker):
+    # A kept (--reuse-db) database may have been flushed by a transactional test.
+    with django_db_blocker.unblock():
+        plan_catalog_ensure()
+
+
+# accounts: every test gets its own rate-limit namespace, so buckets left in Redis
+# by earlier tests (signups from 127.0.0.1) never count against it.
+@pytest.fixture(autouse=True)
+def _rate_limit_namespace(settings):
+    settings.RATE_LIMIT_KEY_PREFIX = f"rl-test-{uuid.uuid4().hex}"
 
 
 pytest_plugins = ["tests.support.localstripe"]

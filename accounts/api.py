@@ -1,0 +1,138 @@
+"""POST /signup and /api_keys: thin views over accounts.services."""
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.idempotency import idempotent
+from accounts.models import ApiKey
+from accounts.services import account_signup, api_key_create, api_key_revoke
+from accounts.throttling import SignupRateThrottle
+from config.api.errors import ApiKeyNotFound
+from config.api.pagination import StartingAfterPagination
+from config.api.viewsets import AccountScopedViewSet
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    name="Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="At most 255 characters. A retry with the same key within 24 hours replays "
+    "the first response (with `Idempotent-Replay: true`) instead of acting twice.",
+)
+
+
+class SignupSerializer(serializers.Serializer):
+    email = serializers.EmailField(max_length=254)
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class SignupKeySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    prefix = serializers.CharField()
+    plaintext = serializers.CharField(help_text="The full key. Shown only in this response.")
+
+
+class SignupResultSerializer(serializers.Serializer):
+    account_id = serializers.UUIDField()
+    plan_slug = serializers.CharField()
+    api_key = SignupKeySerializer()
+
+
+class SignupView(APIView):
+    """Create an account on the free plan, with its first API key."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [SignupRateThrottle]
+
+    @extend_schema(
+        summary="Sign up",
+        description="Public. Limited to 5 attempts per hour per client IP. "
+        "Idempotency-Key is not accepted here (the header is ignored).",
+        request=SignupSerializer,
+        responses={201: SignupResultSerializer},
+        auth=[],
+    )
+    def post(self, request):
+        serializer = SignupSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        signup = account_signup(**serializer.validated_data)
+        key = signup.issued_key
+        body = {
+            "account_id": signup.account.pk,
+            "plan_slug": signup.account.plan.slug,
+            "api_key": {
+                "id": key.api_key.pk,
+                "prefix": key.api_key.prefix,
+                "plaintext": key.plaintext,
+            },
+        }
+        return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeySerializer(serializers.Serializer):
+    # Declared fields, not a ModelSerializer: this is on the hot path of every
+    # GET /api_keys and ModelSerializer introspects the model on each use.
+    id = serializers.UUIDField(read_only=True)
+    prefix = serializers.CharField(read_only=True, help_text="First 12 characters; safe to log.")
+    label = serializers.CharField(read_only=True)
+    client_kind = serializers.ChoiceField(choices=ApiKey.ClientKind.choices, read_only=True)
+    status = serializers.SerializerMethodField(help_text="`active` or `revoked`.")
+    created_at = serializers.DateTimeField(read_only=True)
+    last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    def get_status(self, obj: ApiKey) -> str:
+        return "active" if obj.is_active else "revoked"
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    plaintext = serializers.CharField(
+        read_only=True, help_text="The full key. Shown only in this response."
+    )
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    label = serializers.CharField(max_length=200)
+    client_kind = serializers.ChoiceField(
+        choices=ApiKey.ClientKind.choices, default=ApiKey.ClientKind.DIRECT
+    )
+
+
+class ApiKeyViewSet(AccountScopedViewSet):
+    queryset = ApiKey.objects.all()
+    serializer_class = ApiKeySerializer
+    pagination_class = StartingAfterPagination
+    not_found_error = ApiKeyNotFound
+
+    @extend_schema(summary="List API keys", responses=ApiKeySerializer(many=True))
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(ApiKeySerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Create an API key",
+        request=ApiKeyCreateSerializer,
+        responses={201: ApiKeyCreatedSerializer},
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+    )
+    @idempotent
+    def create(self, request):
+        serializer = ApiKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        issued = api_key_create(account=request.user, **serializer.validated_data)
+        data = ApiKeySerializer(issued.api_key).data
+        data["plaintext"] = issued.plaintext
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Revoke an API key",
+        description="422 cannot_revoke_last_key when it is the account's only active key. "
+        "Revoking a revoked key is a no-op (204).",
+        responses={204: OpenApiResponse(description="Revoked.")},
+    )
+    def destroy(self, request, pk=None):
+        api_key_revoke(api_key=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,142 @@
+"""Fixed-window rate limits, exact across processes.
+
+One atomic operation per hit:
+
+* Redis (settings.REDIS_URL set): a Lua script does INCR and sets the window's
+  expiry on the first hit, and returns the count and the time left.
+* Otherwise an SQL upsert on accounts.RateLimitBucket (SQLite in the embedded
+  mode, shared by every gunicorn worker; PostgreSQL without Redis) increments the
+  bucket or restarts its window, and returns the same two numbers.
+
+A window starts at the first hit of a bucket and lasts `period` seconds; every
+hit inside it counts, refused ones included, so a client hammering through a 429
+does not get a fresh allowance. Retry-After is the time left in the window.
+
+If Redis cannot be reached the limiter fails open (the request goes through, a
+warning is logged): rate limiting protects the service, it must not take it down.
+"""
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+from accounts.models import RateLimitBucket
+
+logger = logging.getLogger(__name__)
+
+# SPEC.md section 8. Rate limits do not vary by plan.
+API_KEY_LIMIT = 60
+API_KEY_PERIOD = 60
+SIGNUP_LIMIT = 5
+SIGNUP_PERIOD = 3600
+
+REDIS_SOCKET_TIMEOUT_SECONDS = 0.5
+
+# KEYS[1] bucket; ARGV[1] window length in ms. Returns {count, ms left}.
+_HIT_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  left = tonumber(ARGV[1])
+end
+return {count, left}
+"""
+
+
+@dataclass(frozen=True)
+class RateLimitDecision:
+    policy: str  # Name in the RateLimit / RateLimit-Policy headers.
+    limit: int
+    period: int  # seconds
+    count: int  # hits in the current window, this one included
+    reset_after: int  # whole seconds until the window ends (at least 1)
+
+    @property
+    def allowed(self) -> bool:
+        return self.count <= self.limit
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.count)
+
+    def headers(self) -> dict[str, str]:
+        """IETF draft-ietf-httpapi-ratelimit-headers fields."""
+        return {
+            "RateLimit-Policy": f'"{self.policy}";q={self.limit};w={self.period}',
+            "RateLimit": f'"{self.policy}";r={self.remaining};t={self.reset_after}',
+        }
+
+
+_redis_clients: dict[str, redis.Redis] = {}
+
+
+def _redis(url: str) -> redis.Redis:
+    # One pool per process (redis-py resets it after a fork).
+    client = _redis_clients.get(url)
+    if client is None:
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=REDIS_SOCKET_TIMEOUT_SECONDS,
+            socket_connect_timeout=REDIS_SOCKET_TIMEOUT_SECONDS,
+        )
+        client.hit_script = client.register_script(_HIT_SCRIPT)
+        _redis_clients[url] = client
+    return client
+
+
+def _hit_redis(url: str, bucket: str, period_ms: int) -> tuple[int, int]:
+    count, left_ms = _redis(url).hit_script(keys=[bucket], args=[period_ms])
+    return int(count), int(left_ms)
+
+
+def _hit_sql(bucket: str, period_ms: int) -> tuple[int, int]:
+    now_ms = int(time.time() * 1000)
+    table = RateLimitBucket._meta.db_table
+    # One statement: insert the bucket, or count the hit in its window, or restart
+    # an expired window. SET expressions read the row as it was before the update.
+    sql = (
+        f"INSERT INTO {table} (bucket, window_started_ms, count) VALUES (%s, %s, 1) "  # noqa: S608 (our table)
+        "ON CONFLICT (bucket) DO UPDATE SET "
+        f"count = CASE WHEN {table}.window_started_ms <= %s THEN 1 ELSE {table}.count + 1 END, "
+        f"window_started_ms = CASE WHEN {table}.window_started_ms <= %s "
+        f"THEN excluded.window_started_ms ELSE {table}.window_started_ms END "
+        "RETURNING count, window_started_ms"
+    )
+    expired_before = now_ms - period_ms
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [bucket, now_ms, expired_before, expired_before])
+        count, started_ms = cursor.fetchone()
+    return int(count), int(started_ms) + period_ms - now_ms
+
+
+def rate_limit_hit(*, policy: str, identity: str, limit: int, period: int) -> RateLimitDecision:
+    """Count one hit on `<policy>:<identity>` and say whether it is within the limit."""
+    bucket = f"{settings.RATE_LIMIT_KEY_PREFIX}:{policy}:{identity}"
+    period_ms = period * 1000
+    if settings.REDIS_URL:
+        try:
+            count, left_ms = _hit_redis(settings.REDIS_URL, bucket, period_ms)
+        except redis.RedisError as exc:
+            logger.warning("rate limiter: redis unavailable (%s), failing open", type(exc).__name__)
+            count, left_ms = 0, period_ms
+    else:
+        count, left_ms = _hit_sql(bucket, period_ms)
+    reset_after = min(period, max(1, math.ceil(left_ms / 1000)))
+    return RateLimitDecision(
+        policy=policy, limit=limit, period=period, count=count, reset_after=reset_after
+    )
+
+
+def rate_limit_buckets_prune(*, now_ms: int | None = None) -> int:
+    """Delete SQL buckets whose window ended more than a day ago (the longest
+    window is an hour). Redis expires its keys by itself."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = now_ms - (SIGNUP_PERIOD + 24 * 3600) * 1000
+    deleted, _ = RateLimitBucket.objects.filter(window_started_ms__lt=cutoff).delete()
+    return deleted

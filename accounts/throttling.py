@@ -1,0 +1,101 @@
+"""DRF throttles: 60 requests a minute per API key on every authenticated
+request (the global default), 5 signups an hour per client IP.
+
+Each throttle leaves its decision on the Django request; the middleware
+accounts.middleware.RateLimitHeadersMiddleware turns it into the IETF
+RateLimit-Policy / RateLimit headers, on 429s and successes alike.
+"""
+
+import ipaddress
+
+from django.conf import settings
+from rest_framework.throttling import BaseThrottle
+
+from accounts.models import ApiKey
+from accounts.ratelimit import (
+    API_KEY_LIMIT,
+    API_KEY_PERIOD,
+    SIGNUP_LIMIT,
+    SIGNUP_PERIOD,
+    RateLimitDecision,
+    rate_limit_hit,
+)
+from config.api.errors import RateLimited
+
+
+def client_ip(request) -> str:
+    """The client's address, honouring settings.TRUSTED_PROXY_COUNT.
+
+    With N trusted proxies in front, each appends the address it received the
+    request from to X-Forwarded-For, so the client is the N-th entry from the
+    right: whatever a client writes into the header itself sits further left and
+    is ignored. With no trusted proxy the header is not read at all. A header
+    with fewer entries than proxies, or a malformed entry, falls back to
+    REMOTE_ADDR.
+    """
+    remote = request.META.get("REMOTE_ADDR", "")
+    trusted = settings.TRUSTED_PROXY_COUNT
+    if trusted > 0:
+        forwarded = [
+            part.strip()
+            for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")
+            if part.strip()
+        ]
+        if len(forwarded) >= trusted:
+            candidate = forwarded[-trusted]
+            try:
+                ipaddress.ip_address(candidate)
+            except ValueError:
+                return remote
+            return candidate
+    return remote
+
+
+def client_ip_bucket(ip: str) -> str:
+    """IPv6 clients are limited per /64 (one host usually owns a whole /64)."""
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
+    return str(address)
+
+
+def _enforce(request, decision: RateLimitDecision) -> bool:
+    request._request.rate_limit = decision
+    if not decision.allowed:
+        raise RateLimited(
+            limit=decision.limit, period=decision.period, retry_after=decision.reset_after
+        )
+    return True
+
+
+class ApiKeyRateThrottle(BaseThrottle):
+    """60 per minute per API key; unauthenticated requests are not counted here."""
+
+    def allow_request(self, request, view):
+        if not isinstance(request.auth, ApiKey):
+            return True
+        decision = rate_limit_hit(
+            policy="api_key",
+            identity=str(request.auth.pk),
+            limit=API_KEY_LIMIT,
+            period=API_KEY_PERIOD,
+        )
+        return _enforce(request, decision)
+
+
+class SignupRateThrottle(BaseThrottle):
+    """5 signup attempts per hour per client IP, failed attempts included."""
+
+    def allow_request(self, request, view):
+        decision = rate_limit_hit(
+            policy="signup",
+            identity=client_ip_bucket(client_ip(request)),
+            limit=SIGNUP_LIMIT,
+            period=SIGNUP_PERIOD,
+        )
+        return _enforce(request, decision)

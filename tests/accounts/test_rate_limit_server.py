@@ -1,0 +1,115 @@
+"""The per-key limit is exact across processes: a real gunicorn with several
+workers, a burst of parallel requests on one key, exactly 60 pass."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+from django.db import connection
+
+from accounts.services import api_key_create
+from tests.accounts.factories import AccountFactory
+from tests.support.ports import free_port, wait_for_port
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+BURST = 80
+WORKERS = 3
+
+
+def _server_env(**overrides) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings_test"
+    env.update({k: v for k, v in overrides.items() if v is not None})
+    return env
+
+
+def _gunicorn(env: dict):
+    port = free_port()
+    process = subprocess.Popen(
+        [str(BIN / "gunicorn"), "config.wsgi", "--workers", str(WORKERS)]
+        + ["--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        wait_for_port(port, timeout=30)
+    except TimeoutError:
+        process.kill()
+        raise
+    return process, f"http://127.0.0.1:{port}"
+
+
+def _burst(base_url: str, plaintext: str) -> Counter:
+    session_headers = {"Authorization": f"Bearer {plaintext}"}
+
+    def call(_):
+        return requests.get(f"{base_url}/api_keys", headers=session_headers, timeout=30).status_code
+
+    with ThreadPoolExecutor(BURST) as pool:
+        return Counter(pool.map(call, range(BURST)))
+
+
+def _stop(process):
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _test_database_url() -> str:
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the gunicorn workers share the PostgreSQL test db"
+)
+
+
+@postgresql_only
+@pytest.mark.usefixtures("live_db")
+@pytest.mark.parametrize("store", ["redis", "sql"])
+def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings):
+    if store == "redis" and not settings.REDIS_URL:
+        pytest.skip("REDIS_URL not set")
+    plaintext = api_key_create(account=AccountFactory(), label="burst").plaintext
+    env = _server_env(
+        DATABASE_URL=_test_database_url(),
+        REDIS_URL=settings.REDIS_URL if store == "redis" else None,
+        RATE_LIMIT_KEY_PREFIX=settings.RATE_LIMIT_KEY_PREFIX,
+    )
+    process, url = _gunicorn(env)
+    try:
+        statuses = _burst(url, plaintext)
+    finally:
+        _stop(process)
+    assert statuses == Counter({200: 60, 429: BURST - 60})
+
+
+def test_exactly_60_of_a_burst_pass_across_workers_in_embedded_mode(tmp_path):
+    """SQLite under VAR_DIR, no Redis: the SQL upsert is the shared counter."""
+    env = _server_env(VAR_DIR=str(tmp_path), CELERY_BROKER_URL=None)
+    env.pop("CELERY_BROKER_URL", None)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    process, url = _gunicorn(env)
+    try:
+        signup = requests.post(f"{url}/signup", json={"email": "burst@example.com"}, timeout=30)
+        assert signup.status_code == 201, signup.text
+        statuses = _burst(url, signup.json()["api_key"]["plaintext"])
+    finally:
+        _stop(process)
+    assert statuses == Counter({200: 60, 429: BURST - 60})
