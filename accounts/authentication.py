@@ -9,12 +9,8 @@ and counts the request for the usage view (ApiRequestCount, one upsert). On
 PostgreSQL the lookup, the UPDATE and the upsert are one statement (one round
 trip); elsewhere (SQLite, embedded) they are three, in-process and cheap.
 
-That PostgreSQL statement commits with synchronous_commit off, for its own
-transaction only: it does not wait for the WAL flush, which under write load is
-most of its cost. The trade: if the database server itself crashes, the
-last_used_at values and request counts of the last fraction of a second (at most
-3 x wal_writer_delay) are lost. Nothing else is affected; every other write
-keeps the server's setting.
+The statement commits like every other write (the server's synchronous_commit):
+last_used_at and request counts are data too, and survive a server crash.
 """
 
 import functools
@@ -53,12 +49,9 @@ def _postgresql_statement() -> tuple[str, list[str], list[str], list[str]]:
         f"c AS (INSERT INTO {count_table} (account_id, client_kind, hour, count) "
         "SELECT k.account_id, k.client_kind, %s, 1 FROM k "
         "ON CONFLICT (account_id, hour, client_kind) "
-        f"DO UPDATE SET count = {count_table}.count + 1), "
-        # Commit without waiting for the WAL flush (this statement's transaction
-        # only): see the module docstring.
-        "s AS (SELECT set_config('synchronous_commit', 'off', true)) "
+        f"DO UPDATE SET count = {count_table}.count + 1) "
         f"SELECT {', '.join(_columns(ApiKey, 'k') + _columns(Account, 'a') + _columns(Plan, 'p'))} "
-        f"FROM s, k JOIN {Account._meta.db_table} a ON a.id = k.account_id "
+        f"FROM k JOIN {Account._meta.db_table} a ON a.id = k.account_id "
         f"JOIN {Plan._meta.db_table} p ON p.id = a.plan_id"
     )
     return sql, _attnames(ApiKey), _attnames(Account), _attnames(Plan)

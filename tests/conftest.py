@@ -1,14 +1,14 @@
 """Shared fixtures: an account with a key, and API clients for it, for another
 account, and for nobody."""
 
-import importlib
 import uuid
 
 import pytest
-from django.apps import apps
 from rest_framework.test import APIClient
 
 from accounts.services import api_key_create
+from plans.catalog import catalog_ensure
+from plans.models import Plan
 from tests.accounts.factories import AccountFactory
 
 
@@ -51,9 +51,10 @@ def anon_client() -> APIClient:
 
 
 def plan_catalog_ensure() -> None:
-    """(Re)create the plan catalog of the data migration: a transactional test
-    flushes the database when it ends, catalog included."""
-    importlib.import_module("plans.migrations.0002_catalog").create_catalog(apps, None)
+    """Create missing catalog plans. The flush that ends a transactional test
+    empties every table; plans' post_migrate hook puts the catalog back then, and
+    this covers a database kept (--reuse-db) from a run that stopped mid-way."""
+    catalog_ensure(Plan)
 
 
 @pytest.fixture(scope="session", autouse=True)

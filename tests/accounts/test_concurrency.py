@@ -99,8 +99,7 @@ def test_concurrent_signups_with_one_email_make_one_account():
 
 
 def test_the_authentication_statement_leaves_the_session_durable():
-    """synchronous_commit is switched off for the authentication statement's own
-    transaction only; the connection's next writes are fully durable again."""
+    """The authentication statement commits with full durability, like every write."""
     account = AccountFactory()
     plaintext = api_key_create(account=account, label="durable").plaintext
     assert client_for(plaintext).get("/api_keys").status_code == 200
