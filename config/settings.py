@@ -296,6 +296,17 @@ WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", defa
 # Seconds to wait before attempts 2..5; empty means the default polynomial schedule.
 WEBHOOK_RETRY_SCHEDULE = env.list("WEBHOOK_RETRY_SCHEDULE", cast=int, default=[])
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# How long a worker owns a claimed delivery; a job whose worker died is re-tried
+# after it. Must outlast the longest attempt (connect + response, each up to the timeout).
+WEBHOOK_CLAIM_LEASE_SECONDS = env.int("WEBHOOK_CLAIM_LEASE_SECONDS", default=300)
+# How often beat sweeps for due deliveries the fast path missed (and for retries).
+WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOK_SWEEP_INTERVAL_SECONDS", default=15.0)
+CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
+    "task": "webhooks.tasks.webhook_sweep",
+    "schedule": WEBHOOK_SWEEP_INTERVAL_SECONDS,
+    # A tick nobody ran in time is superseded by the next one.
+    "options": {"expires": WEBHOOK_SWEEP_INTERVAL_SECONDS},
+}
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

@@ -46,4 +46,8 @@ def anon_client() -> APIClient:
     return APIClient()
 
 
-pytest_plugins = ["tests.support.localstripe"]
+pytest_plugins = [
+    "tests.support.localstripe",
+    "tests.support.receiver",
+    "tests.support.celery_worker",
+]
