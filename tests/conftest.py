@@ -1,7 +1,10 @@
 """Shared fixtures: an account with a key, and API clients for it, for another
 account, and for nobody."""
 
+import importlib
+
 import pytest
+from django.apps import apps
 from rest_framework.test import APIClient
 
 from accounts.services import api_key_create
@@ -44,6 +47,29 @@ def other_client(other_account) -> APIClient:
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+# --- plan catalog for transactional tests (sending) ---
+def plan_catalog_ensure() -> None:
+    """Re-create the plan catalog of the data migration (idempotent). A transactional test
+    (django_db(transaction=True)) flushes every table when it ends, catalog included, and
+    with --reuse-db the next session would start without it."""
+    importlib.import_module("plans.migrations.0002_catalog").create_catalog(apps, None)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        plan_catalog_ensure()
+
+
+@pytest.fixture
+def live_db(transactional_db):
+    """transactional_db (committed rows other processes can see) with the plan catalog."""
+    plan_catalog_ensure()
+
+
+# --- end plan catalog ---
 
 
 pytest_plugins = [
