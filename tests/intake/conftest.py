@@ -11,6 +11,7 @@ binary is absent.
 """
 
 import imaplib
+import ipaddress
 import os
 import pwd
 import shutil
@@ -19,9 +20,14 @@ import tempfile
 import textwrap
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.support.ports import free_port, wait_for_port
 
@@ -35,6 +41,37 @@ requires_dovecot = pytest.mark.skipif(
 )
 
 
+def _self_signed(cert_path: Path, key_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    cert_path.chmod(0o644)
+    key_path.chmod(0o600)
+
+
 USERS = 500  # mailboxes per test session (one per test)
 
 
@@ -42,7 +79,12 @@ class Dovecot:
     def __init__(self):
         self.root = Path(tempfile.mkdtemp(prefix="dovecot-"))
         self.root.chmod(0o755)  # the mail user must reach its maildir
-        self.port = free_port()
+        self.port = free_port()  # IMAP, with STARTTLS
+        self.ssl_port = free_port()  # IMAPS
+        # A throwaway CA-less self-signed certificate for 127.0.0.1: tests that use
+        # TLS trust it through SSL_CERT_FILE (`ca_file`), as an operator would.
+        self.ca_file = self.root / "cert.pem"
+        _self_signed(self.root / "cert.pem", self.root / "key.pem")
         # Users are made up front: passwd-file is re-read on an mtime change, which
         # can miss two writes in the same second.
         self.passwd = self.root / "passwd"
@@ -73,9 +115,13 @@ class Dovecot:
                 base_dir = {self.root}/run
                 state_dir = {self.root}/state
                 log_path = {self.log}
-                ssl = no
+                ssl = yes
+                ssl_cert = <{self.root}/cert.pem
+                ssl_key = <{self.root}/key.pem
                 disable_plaintext_auth = no
                 auth_mechanisms = plain login
+                auth_failure_delay = 0
+                login_trusted_networks = 127.0.0.0/8
                 first_valid_uid = 1
                 passdb {{
                   driver = passwd-file
@@ -93,7 +139,8 @@ class Dovecot:
                     port = {self.port}
                   }}
                   inet_listener imaps {{
-                    port = 0
+                    address = 127.0.0.1
+                    port = {self.ssl_port}
                   }}
                 }}
                 service anvil {{
@@ -112,6 +159,7 @@ class Dovecot:
         )
         try:
             wait_for_port(self.port, timeout=20)
+            wait_for_port(self.ssl_port, timeout=20)
         except TimeoutError:
             self.stop()
             raise RuntimeError(f"dovecot did not start:\n{self.log_text()}") from None
@@ -144,6 +192,14 @@ class Mailbox:
     @property
     def port(self) -> int:
         return self.server.port
+
+    @property
+    def ssl_port(self) -> int:
+        return self.server.ssl_port
+
+    @property
+    def ca_file(self) -> str:
+        return str(self.server.ca_file)
 
     def append(self, raw: bytes) -> None:
         client = imaplib.IMAP4(self.host, self.port, timeout=10)

@@ -326,21 +326,45 @@ def test_an_unreachable_mailbox_is_recorded_and_the_others_are_still_polled(thre
         "failed" in wrong_password.credential.imap_last_error.lower()
     )
 
-    # Fixed: the next round reads it and clears the error.
+    # Fixed: the next round reads them and clears the errors.
     with_imap(broken, mailbox)
+    with_imap(wrong_password, mailbox)
     intake_poll_mailboxes()
-    broken.credential.refresh_from_db()
-    assert broken.credential.imap_last_error == ""
+    for fixed in (broken, wrong_password):
+        fixed.credential.refresh_from_db()
+        assert fixed.credential.imap_last_error == ""
+        assert fixed.credential.imap_last_uid == 1
 
 
-def test_starttls_to_a_server_without_it_is_recorded(thread):
+@pytest.mark.parametrize("security", ["ssl", "starttls"])
+def test_it_polls_over_tls(thread, security, monkeypatch):
     enrollment, credential, mailbox = thread
-    SmtpCredential.objects.filter(pk=credential.pk).update(imap_security="starttls")
+    port = mailbox.ssl_port if security == "ssl" else mailbox.port
+    SmtpCredential.objects.filter(pk=credential.pk).update(imap_security=security, imap_port=port)
+    mailbox.append(
+        reply(
+            sender=enrollment.contact.email,
+            to=credential.from_email,
+            in_reply_to=first_message(enrollment).message_id,
+        )
+    )
+    # The operator's trust store: here, the test server's self-signed certificate.
+    monkeypatch.setenv("SSL_CERT_FILE", mailbox.ca_file)
+    assert [o.kind for o in poll(credential).outcomes] == ["replied"]
+
+
+@pytest.mark.parametrize("security", ["ssl", "starttls"])
+def test_an_untrusted_certificate_is_recorded_and_nothing_is_read(thread, security):
+    enrollment, credential, mailbox = thread
+    port = mailbox.ssl_port if security == "ssl" else mailbox.port
+    SmtpCredential.objects.filter(pk=credential.pk).update(imap_security=security, imap_port=port)
+    mailbox.append(reply(sender=enrollment.contact.email, to=credential.from_email))
     credential.refresh_from_db()
     result = mailbox_poll(credential=credential)
-    assert "TLS not supported" in result.error
+    assert "CERTIFICATE_VERIFY_FAILED" in result.error
     credential.refresh_from_db()
     assert credential.imap_last_error == result.error
+    assert credential.imap_last_uid is None
 
 
 def test_disabled_credentials_and_credentials_without_imap_are_not_polled(thread):
