@@ -297,6 +297,23 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["SecurityEnum"] = (
 )
 # --- end outreach ---
 
+# --- outreach: intake (opens, unsubscribes, relay events, mailbox replies) ---
+# How often beat polls every enabled mailbox with IMAP settings for replies and bounces.
+IMAP_POLL_INTERVAL_SECONDS = env.float("IMAP_POLL_INTERVAL_SECONDS", default=60.0)
+# Socket timeout for each IMAP connection and command.
+IMAP_TIMEOUT_SECONDS = env.float("IMAP_TIMEOUT_SECONDS", default=30.0)
+# Messages fetched per IMAP FETCH, and at most per poll (the rest waits for the next round).
+IMAP_FETCH_BATCH_SIZE = env.int("IMAP_FETCH_BATCH_SIZE", default=100)
+IMAP_MAX_MESSAGES_PER_POLL = env.int("IMAP_MAX_MESSAGES_PER_POLL", default=1000)
+# Bytes of a delivery status report read at most.
+IMAP_MAX_MESSAGE_BYTES = env.int("IMAP_MAX_MESSAGE_BYTES", default=1024 * 1024)
+CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
+    "task": "outreach.tasks.intake_poll_mailboxes",
+    "schedule": IMAP_POLL_INTERVAL_SECONDS,
+    "options": {"expires": IMAP_POLL_INTERVAL_SECONDS},
+}
+# --- end intake ---
+
 # Stripe. Unset STRIPE_SECRET_KEY: the payment provider is not configured.
 STRIPE_SECRET_KEY = env.str("STRIPE_SECRET_KEY", default="")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="")
@@ -311,6 +328,17 @@ WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", defa
 # Seconds to wait before attempts 2..5; empty means the default polynomial schedule.
 WEBHOOK_RETRY_SCHEDULE = env.list("WEBHOOK_RETRY_SCHEDULE", cast=int, default=[])
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# How long a worker owns a claimed delivery; a job whose worker died is re-tried
+# after it. Must outlast the longest attempt (connect + response, each up to the timeout).
+WEBHOOK_CLAIM_LEASE_SECONDS = env.int("WEBHOOK_CLAIM_LEASE_SECONDS", default=300)
+# How often beat sweeps for due deliveries the fast path missed (and for retries).
+WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOK_SWEEP_INTERVAL_SECONDS", default=15.0)
+CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
+    "task": "webhooks.tasks.webhook_sweep",
+    "schedule": WEBHOOK_SWEEP_INTERVAL_SECONDS,
+    # A tick nobody ran in time is superseded by the next one.
+    "options": {"expires": WEBHOOK_SWEEP_INTERVAL_SECONDS},
+}
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {

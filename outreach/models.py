@@ -346,3 +346,63 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"<{self.message_id}> step {self.step} to {self.to_email}"
+
+
+# --- sending engine -------------------------------------------------------------------
+
+
+class CredentialCampaignStats(models.Model):
+    """Send verdicts and bounces of one mailbox in one campaign: the bounce rate that
+    auto-disables a credential (outreach.bounces) is bounces / sends of this row.
+
+    `sends` counts messages the server gave a verdict on: accepted (Message rows) and
+    permanently rejected at send time (a synchronous bounce never becomes a Message, but
+    it was an attempt to that address from this mailbox). Kept as counters, updated with
+    F() in the transactions that send and bounce, so the rate is one row read.
+    """
+
+    credential = models.ForeignKey(
+        SmtpCredential, on_delete=models.CASCADE, related_name="campaign_stats"
+    )
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="credential_stats"
+    )
+    sends = models.PositiveIntegerField(default=0)
+    bounces = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["credential", "campaign"], name="credential_campaign_stats_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.credential_id} in {self.campaign_id}: {self.bounces}/{self.sends}"
+
+    @property
+    def bounce_rate(self) -> float:
+        """Percent; 0 before the first send."""
+        return 100.0 * self.bounces / self.sends if self.sends else 0.0
+
+
+# --- end sending engine ---------------------------------------------------------------
+
+
+# --- intake: relay-provider webhook replay guard ----------------------------------------
+
+
+class RelayWebhookToken(models.Model):
+    """A Mailgun webhook `signature.token` already accepted, so a captured request
+    cannot be replayed. Only needed while its timestamp is inside the 5-minute
+    window; the intake beat task deletes older rows."""
+
+    token = models.CharField(max_length=255, unique=True)
+    credential = models.ForeignKey(SmtpCredential, on_delete=models.CASCADE, related_name="+")
+    received_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"relay token {self.token[:8]}..."
+
+
+# --- end intake ---

@@ -16,3 +16,41 @@ def import_contacts(import_id: str) -> None:
 def import_redrive_stale() -> None:
     """Beat: re-queue imports whose worker died or whose task was lost."""
     services.contact_imports_redrive()
+
+
+# --- intake: mailbox polling (outreach.tasks.intake_* run on the `intake` queue) ---
+
+
+@shared_task(name="outreach.tasks.intake_poll_mailboxes")
+def intake_poll_mailboxes() -> int:
+    """Beat: one poll task per enabled mailbox with IMAP settings, so a slow or
+    unreachable mailbox delays nobody else; also forgets stale relay tokens."""
+    from outreach.intake.mailbox import mailboxes_due
+    from outreach.intake.relay import relay_tokens_prune
+
+    relay_tokens_prune()
+    ids = [str(pk) for pk in mailboxes_due().values_list("pk", flat=True)]
+    for credential_id in ids:
+        intake_poll_mailbox.delay(credential_id)
+    return len(ids)
+
+
+@shared_task(name="outreach.tasks.intake_poll_mailbox", acks_late=True)
+def intake_poll_mailbox(credential_id: str) -> dict:
+    """Poll one mailbox. Mailbox errors are recorded on the credential, not raised."""
+    from outreach.intake.mailbox import mailbox_poll, mailboxes_due
+
+    credential = mailboxes_due().filter(pk=credential_id).first()
+    if credential is None:
+        return {"credential_id": credential_id, "skipped": True}
+    result = mailbox_poll(credential=credential)
+    return {
+        "credential_id": credential_id,
+        "messages": len(result.outcomes),
+        "replied": result.count("replied"),
+        "bounced": result.count("bounced"),
+        "error": result.error,
+    }
+
+
+# --- end intake ---

@@ -71,4 +71,15 @@ def _rate_limit_namespace(settings):
     settings.RATE_LIMIT_KEY_PREFIX = f"rl-test-{uuid.uuid4().hex}"
 
 
-pytest_plugins = ["tests.support.localstripe"]
+@pytest.fixture
+def live_db(transactional_db):
+    """Committed rows that other threads and processes (live server, workers) can see,
+    with the plan catalog present."""
+    plan_catalog_ensure()
+
+
+pytest_plugins = [
+    "tests.support.localstripe",
+    "tests.support.receiver",
+    "tests.support.celery_worker",
+]

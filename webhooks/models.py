@@ -1,1 +1,162 @@
+"""Outbound webhooks: endpoints, the event outbox, delivery jobs and attempts.
 
+Flow (docs/webhooks.md has the whole story):
+
+    emit() ──> Event ──> one DeliveryJob per matching enabled Webhook (same transaction)
+                            │  claimed by a worker (conditional UPDATE), POSTed,
+                            ▼
+                      WebhookDelivery: one row per HTTP attempt
+"""
+
+import uuid
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.db.models import Q
+
+from webhooks.secrets import secret_decrypt
+
+# SPEC.md section 6: the 7 event types of version 1.
+EVENT_TYPES = (
+    "enrollment.sent",
+    "enrollment.opened",
+    "enrollment.replied",
+    "enrollment.bounced",
+    "enrollment.unsubscribed",
+    "credential.disabled",
+    "campaign.paused",
+)
+ALL_EVENTS = "*"
+
+
+class Webhook(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    url = models.URLField(max_length=2048)
+    event_filters = models.JSONField(default=list)
+    # The signing secret, Fernet-encrypted with FIELD_ENCRYPTION_KEY: it must be
+    # recoverable to sign, so it cannot be hashed. Never logged, never in the admin.
+    secret_encrypted = models.TextField(editable=False)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["account"],
+                name="webhook_enabled_idx",
+                condition=Q(disabled_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def secret(self) -> str:
+        return secret_decrypt(self.secret_encrypted)
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.disabled_at is None
+
+    def wants(self, event_type: str) -> bool:
+        return ALL_EVENTS in self.event_filters or event_type in self.event_filters
+
+
+class Event(models.Model):
+    """The outbox row: one per emitted event, written in the producer's transaction."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    type = models.CharField(max_length=64)
+    data = models.JSONField(encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id}"
+
+
+class DeliveryJob(models.Model):
+    """The delivery of one event to one webhook, across all its attempts.
+
+    Its id is the envelope `id` receivers dedupe on: stable across retries.
+    `next_attempt_at` is when a worker may claim it next: the retry time while
+    pending, the lease expiry while delivering (a lost worker's job comes due again).
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERING = "delivering"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        DROPPED = "dropped"  # the webhook was disabled before the job ran
+
+    ACTIVE_STATES = (State.PENDING, State.DELIVERING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="jobs")
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="jobs")
+    state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    # When a deliver task for this job was last put on the broker and not yet
+    # consumed; the sweep re-enqueues only jobs without a recent one.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    claim_token = models.UUIDField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["event", "webhook"], name="deliveryjob_event_webhook")
+        ]
+        indexes = [
+            # The sweep's query: due jobs that still need work.
+            models.Index(
+                fields=["next_attempt_at"],
+                name="deliveryjob_due_idx",
+                condition=Q(state__in=["pending", "delivering"]),
+            ),
+            models.Index(
+                fields=["created_at"], name="deliveryjob_failed_idx", condition=Q(state="failed")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.state}, {self.attempts} attempts)"
+
+
+class WebhookDelivery(models.Model):
+    """One HTTP attempt (SPEC.md section 2)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    # SET_NULL: pruning finished jobs must not take newer attempt rows with it.
+    job = models.ForeignKey(
+        DeliveryJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="deliveries"
+    )
+    event_type = models.CharField(max_length=64)
+    attempt = models.PositiveSmallIntegerField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    # The first bytes of the receiver's answer, for the admin only.
+    response_excerpt = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+        indexes = [
+            models.Index(fields=["webhook", "-created_at"], name="webhookdelivery_list_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} attempt {self.attempt} -> {self.status_code or self.error}"

@@ -61,6 +61,13 @@ for _args in [
         "The key is unknown, malformed or revoked. A lost key cannot be recovered: issue a new one and revoke the old.",
     ),
     (
+        "invalid_relay_signature",
+        401,
+        "The relay provider event could not be verified.",
+        "`POST /inbound/relay/<credential_id>` needs the credential's relay provider and signing key, "
+        "and a valid, fresh (5 minutes), unused provider signature. Nothing was recorded.",
+    ),
+    (
         "plan_limit_reached",
         402,
         "The plan's send limit for this period is reached.",
@@ -252,6 +259,7 @@ ContactImportNotFound = _error("contact_import_not_found")
 CredentialNotFound = _error("credential_not_found")
 EnrollmentNotFound = _error("enrollment_not_found")
 PlanLimitReached = _error("plan_limit_reached")
+InvalidRelaySignature = _error("invalid_relay_signature")
 IdempotencyConflict = _error("idempotency_conflict")
 IdempotencyInProgress = _error("idempotency_in_progress")
 CampaignNotDispatchable = _error("campaign_not_dispatchable")

@@ -1,0 +1,83 @@
+"""The data of the outreach events (SPEC.md section 6), built in one place.
+
+Every producer (the sending engine, the bounce service, intake) emits through these,
+inside the transaction of the state change, so the payloads cannot drift apart.
+Timestamps are ISO 8601 UTC strings with microseconds and `Z`, as the API shows them.
+"""
+
+from datetime import UTC, datetime
+
+from webhooks.events import emit
+
+ENROLLMENT_SENT = "enrollment.sent"
+ENROLLMENT_OPENED = "enrollment.opened"
+ENROLLMENT_REPLIED = "enrollment.replied"
+ENROLLMENT_BOUNCED = "enrollment.bounced"
+ENROLLMENT_UNSUBSCRIBED = "enrollment.unsubscribed"
+CREDENTIAL_DISABLED = "credential.disabled"
+CAMPAIGN_PAUSED = "campaign.paused"
+
+_ENROLLMENT_STATE_EVENTS = (
+    ENROLLMENT_SENT,
+    ENROLLMENT_OPENED,
+    ENROLLMENT_REPLIED,
+    ENROLLMENT_BOUNCED,
+)
+
+
+def timestamp(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def enrollment_event_data(enrollment, *, event_type: str) -> dict:
+    """`data` of an enrollment.* event, from the enrollment's state after the change.
+
+    `enrollment.contact` must be loaded (or loadable); its email is in the payload.
+    """
+    base = {
+        "enrollment_id": str(enrollment.pk),
+        "contact_id": str(enrollment.contact_id),
+        "contact_email": enrollment.contact.email,
+        "campaign_id": str(enrollment.campaign_id),
+    }
+    if event_type == ENROLLMENT_UNSUBSCRIBED:
+        return {**base, "unsubscribed_at": timestamp(enrollment.unsubscribed_at)}
+    if event_type not in _ENROLLMENT_STATE_EVENTS:
+        raise ValueError(f"not an enrollment event: {event_type!r}")
+    return {
+        **base,
+        "status": enrollment.status,
+        "sent_at": timestamp(enrollment.sent_at),
+        "replied_at": timestamp(enrollment.replied_at),
+        "bounce_reason": enrollment.bounce_reason or None,
+    }
+
+
+def enrollment_emit(*, enrollment, event_type: str):
+    """Emit an enrollment.* event for `enrollment` (account from its campaign)."""
+    account_id = enrollment.campaign.account_id
+    return emit(account_id, event_type, enrollment_event_data(enrollment, event_type=event_type))
+
+
+def credential_disabled_emit(*, credential, campaign, bounce_rate: float, threshold: float):
+    return emit(
+        credential.account_id,
+        CREDENTIAL_DISABLED,
+        {
+            "credential_id": str(credential.pk),
+            "from_email": credential.from_email,
+            "campaign_id": str(campaign.pk),
+            "bounce_rate": round(float(bounce_rate), 2),
+            "threshold": float(threshold),
+        },
+    )
+
+
+def campaign_paused_emit(*, campaign, reason: str):
+    return emit(
+        campaign.account_id,
+        CAMPAIGN_PAUSED,
+        {"campaign_id": str(campaign.pk), "name": campaign.name, "reason": reason},
+    )

@@ -1,0 +1,399 @@
+"""IMAP polling: replies and delivery status reports in a credential's mailbox.
+
+One poll of one mailbox, in order:
+1. connect (SSL, STARTTLS or plain, as the credential says) with a timeout, log in,
+   EXAMINE the INBOX (read-only: nothing is marked seen or moved);
+2. compare UIDVALIDITY with the stored one; on the first poll or a change, start
+   again from the messages received since the first message this mailbox sent
+   (UIDs of another UIDVALIDITY mean nothing);
+3. list the UIDs above the last one seen and fetch them in batches of
+   IMAP_FETCH_BATCH_SIZE, at most IMAP_MAX_MESSAGES_PER_POLL per poll (the rest
+   waits for the next round), headers only; full bodies only for delivery reports;
+4. classify each message (delivery report, auto-reply, reply, unrelated) and hand
+   it to its service; the services are idempotent, so a message seen twice after a
+   crash changes nothing more;
+5. after each batch remember the last UID (only ever forward); at the end record
+   the poll time, or the error on the credential (the next round retries).
+"""
+
+import contextlib
+import email
+import email.policy
+import imaplib
+import logging
+import re
+import socket
+import ssl
+from dataclasses import dataclass, field
+from datetime import timedelta
+from email.message import Message as EmailMessage
+from email.utils import parseaddr, parsedate_to_datetime
+
+from django.conf import settings
+from django.db.models import Min, Q
+from django.utils import timezone
+
+from outreach.bounces import enrollment_mark_bounced
+from outreach.intake.selectors import (
+    enrollment_sent_from,
+    message_find,
+    message_id_normalize,
+    message_ids_in_header,
+    message_ids_known,
+)
+from outreach.intake.services import enrollment_mark_replied
+from outreach.models import Message, Security, SmtpCredential
+
+logger = logging.getLogger(__name__)
+
+REPLIED = "replied"
+BOUNCED = "bounced"
+AUTO_REPLY = "auto_reply"
+UNMATCHED = "unmatched"
+IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports
+
+_AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk", "list"}
+# Out-of-office and auto-reply subjects in the languages senders meet most often.
+_AUTO_SUBJECT = re.compile(
+    r"(out of (the )?office|automatic reply|auto[- ]?reply|autoreply|auto[- ]?response|"
+    r"away from (the )?office|on vacation|on holiday|abwesenheit|automatische antwort|"
+    r"r[ée]ponse automatique|absence du bureau|respuesta autom[aá]tica|fuera de la oficina|"
+    r"risposta automatica|fuori sede|afwezig|automatisch antwoord)",
+    re.IGNORECASE,
+)
+_DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
+
+
+class MailboxUnreachable(Exception):
+    """Connecting, logging in or reading failed; recorded on the credential."""
+
+
+@dataclass
+class Outcome:
+    uid: int
+    kind: str
+    enrollment_id: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class PollResult:
+    credential_id: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    error: str = ""
+    more: bool = False  # messages left for the next round
+
+    def count(self, kind: str) -> int:
+        return sum(1 for o in self.outcomes if o.kind == kind)
+
+
+# --- classification ----------------------------------------------------------------------
+
+
+def is_auto_reply(message: EmailMessage) -> bool:
+    """RFC 3834 and the common non-standard markers, then the subject."""
+    auto_submitted = (message.get("Auto-Submitted") or "").strip().lower()
+    if auto_submitted and not auto_submitted.startswith("no"):
+        return True
+    if message.get("X-Autoreply") is not None or message.get("X-Autorespond") is not None:
+        return True
+    if (message.get("Precedence") or "").strip().lower() in _AUTO_PRECEDENCE:
+        return True
+    return bool(_AUTO_SUBJECT.search(str(message.get("Subject") or "")))
+
+
+def is_delivery_report(message: EmailMessage) -> bool:
+    return (
+        message.get_content_type() == "multipart/report"
+        and (message.get_param("report-type") or "").lower() == "delivery-status"
+    )
+
+
+@dataclass(frozen=True)
+class DeliveryFailure:
+    original_message_ids: list[str]
+    status: str
+    reason: str
+
+    @property
+    def permanent(self) -> bool:
+        return self.status.startswith("5")
+
+
+def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
+    """The referenced Message-IDs, the first failed recipient's status and diagnostic
+    of an RFC 3464 report; None when it reports no failure."""
+    ids: list[str] = []
+    status = ""
+    diagnostic = ""
+    for part in message.walk():
+        content_type = part.get_content_type()
+        if content_type == "message/delivery-status":
+            # The email package splits the status body into header blocks:
+            # the per-message block, then one per recipient.
+            for block in part.get_payload() or []:
+                if not isinstance(block, EmailMessage):
+                    continue
+                for name in ("Original-Message-ID", "X-Original-Message-ID"):
+                    if block.get(name):
+                        ids.append(message_id_normalize(block.get(name)))
+                action = (block.get("Action") or "").strip().lower()
+                if block.get("Status") and not status and action in ("", "failed"):
+                    status = block.get("Status").split()[0].strip()
+                    diagnostic = " ".join(str(block.get("Diagnostic-Code") or "").split())
+        elif content_type in ("message/rfc822", "message/global"):
+            payload = part.get_payload()
+            inner = payload[0] if isinstance(payload, list) and payload else None
+            if isinstance(inner, EmailMessage) and inner.get("Message-ID"):
+                ids.append(message_id_normalize(inner.get("Message-ID")))
+        elif content_type in ("text/rfc822-headers", "message/rfc822-headers"):
+            headers = email.message_from_bytes(
+                part.get_payload(decode=True) or b"", policy=email.policy.compat32
+            )
+            if headers.get("Message-ID"):
+                ids.append(message_id_normalize(headers.get("Message-ID")))
+    # Some servers also thread the report to the original message.
+    ids += message_ids_in_header(message.get("In-Reply-To"))
+    ids += message_ids_in_header(message.get("References"))
+    if not status:
+        return None
+    if diagnostic.lower().startswith(("smtp;", "x-postfix;", "x-unix;")):
+        diagnostic = diagnostic.split(";", 1)[1].strip()
+    return DeliveryFailure(
+        original_message_ids=[i for i in ids if i],
+        status=status,
+        reason=f"{status} {diagnostic}".strip() if diagnostic else status,
+    )
+
+
+def _address(value: str | None) -> str:
+    return parseaddr(str(value or ""))[1].strip().lower()
+
+
+def message_handle(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_full) -> Outcome:
+    """Classify one mailbox message and apply it. `raw`: its headers (or all of it);
+    `fetch_full()`: the whole message, for a delivery report."""
+    message = email.message_from_bytes(raw, policy=email.policy.compat32)
+    account_id = credential.account_id
+
+    if message.get_content_type() == "multipart/report":
+        if not is_delivery_report(message):
+            return Outcome(uid, IGNORED, detail="report that is not a delivery status")
+        full = email.message_from_bytes(fetch_full(), policy=email.policy.compat32)
+        failure = delivery_report_parse(full)
+        if failure is None or not failure.permanent:
+            status = failure.status if failure else "no status"
+            return Outcome(uid, IGNORED, detail=f"delivery report, not permanent ({status})")
+        sent = message_find(account_id=account_id, message_ids=failure.original_message_ids)
+        if sent is None:
+            return Outcome(uid, UNMATCHED, detail="delivery report for an unknown message")
+        changed = enrollment_mark_bounced(
+            enrollment=sent.enrollment,
+            reason=failure.reason,
+            credential=sent.credential,
+        )
+        return Outcome(
+            uid,
+            BOUNCED if changed else IGNORED,
+            str(sent.enrollment_id),
+            failure.reason if changed else "already bounced",
+        )
+
+    sender = _address(message.get("From"))
+    if sender == credential.from_email.lower() or message_ids_known(
+        account_id=account_id, message_ids=[message.get("Message-ID") or ""]
+    ):
+        return Outcome(uid, IGNORED, detail="our own message")
+    if sender.split("@")[0] in _DAEMON_LOCALPARTS:
+        return Outcome(uid, IGNORED, detail="mail system notice that is not a delivery report")
+
+    referenced = message_ids_in_header(message.get("In-Reply-To")) + message_ids_in_header(
+        message.get("References")
+    )
+    sent = message_find(account_id=account_id, message_ids=referenced)
+    enrollment = sent.enrollment if sent else None
+    if enrollment is None:
+        enrollment = enrollment_sent_from(credential=credential, email=sender)
+        if enrollment is not None and not _after_first_send(message, enrollment):
+            enrollment = None
+    if enrollment is None:
+        return Outcome(uid, UNMATCHED, detail=f"from {sender or 'unknown'}")
+    if is_auto_reply(message):
+        return Outcome(uid, AUTO_REPLY, str(enrollment.pk), str(message.get("Subject") or ""))
+    recorded = enrollment_mark_replied(enrollment_id=enrollment.pk, at=_received_at(message))
+    return Outcome(
+        uid,
+        REPLIED if recorded else IGNORED,
+        str(enrollment.pk),
+        f"from {sender}" if recorded else "reply already recorded",
+    )
+
+
+def _received_at(message: EmailMessage):
+    """The reply's Date when it is sane (not in the future), else now."""
+    now = timezone.now()
+    try:
+        value = parsedate_to_datetime(str(message.get("Date")))
+    except (TypeError, ValueError, IndexError):
+        return now
+    if value is None or value.tzinfo is None or value > now:
+        return now
+    return value
+
+
+def _after_first_send(message: EmailMessage, enrollment) -> bool:
+    """The From fallback only counts mail written after our first email reached them."""
+    first = Message.objects.filter(enrollment=enrollment).aggregate(first=Min("sent_at"))["first"]
+    return first is not None and _received_at(message) >= first - timedelta(minutes=5)
+
+
+# --- IMAP ------------------------------------------------------------------------------
+
+
+def _connect(credential: SmtpCredential) -> imaplib.IMAP4:
+    host = credential.imap_host
+    timeout = settings.IMAP_TIMEOUT_SECONDS
+    if credential.imap_security == Security.SSL:
+        port = credential.imap_port or 993
+        client: imaplib.IMAP4 = imaplib.IMAP4_SSL(
+            host, port, ssl_context=ssl.create_default_context(), timeout=timeout
+        )
+    else:
+        port = credential.imap_port or 143
+        client = imaplib.IMAP4(host, port, timeout=timeout)
+        if credential.imap_security == Security.STARTTLS:
+            client.starttls(ssl_context=ssl.create_default_context())
+    client.login(credential.imap_username, credential.imap_password)
+    return client
+
+
+def _check(response: tuple, what: str):
+    kind, data = response
+    if kind != "OK":
+        raise MailboxUnreachable(f"{what}: {kind} {data!r}")
+    return data
+
+
+def _uids(data) -> list[int]:
+    return sorted({int(x) for x in (data[0] or b"").split()}) if data else []
+
+
+def _fetch(client: imaplib.IMAP4, uids: list[int], item: str) -> dict[int, bytes]:
+    """UID FETCH of one item for many messages: {uid: bytes}."""
+    data = _check(client.uid("FETCH", ",".join(map(str, uids)), f"(UID {item})"), "FETCH")
+    found: dict[int, bytes] = {}
+    for entry in data:
+        if not isinstance(entry, tuple) or len(entry) < 2:
+            continue
+        match = re.search(rb"UID (\d+)", entry[0])
+        if match:
+            found[int(match.group(1))] = entry[1]
+    return found
+
+
+def _start_uids(client: imaplib.IMAP4, credential: SmtpCredential) -> list[int]:
+    """First poll, or a new UIDVALIDITY: the messages received since this mailbox's
+    first send (a day's margin); none when it has sent nothing yet."""
+    first = Message.objects.filter(credential=credential).aggregate(first=Min("sent_at"))["first"]
+    if first is None:
+        return []
+    since = (first - timedelta(days=1)).strftime("%d-%b-%Y")
+    return _uids(_check(client.uid("SEARCH", None, "SINCE", since), "SEARCH"))
+
+
+def mailbox_poll(*, credential: SmtpCredential) -> PollResult:
+    """Poll one credential's INBOX once (see the module docstring). Never raises for a
+    mailbox problem: the error is recorded on the credential and returned."""
+    result = PollResult(credential_id=str(credential.pk))
+    try:
+        _poll(credential, result)
+    except (OSError, imaplib.IMAP4.error, MailboxUnreachable, ssl.SSLError, EOFError) as exc:
+        result.error = _describe(exc)
+        now = timezone.now()
+        SmtpCredential.objects.filter(pk=credential.pk).update(
+            imap_last_error=result.error[:1000], imap_last_error_at=now, imap_last_polled_at=now
+        )
+        logger.warning("mailbox %s: poll failed: %s", credential.pk, result.error)
+        return result
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        imap_last_error="", imap_last_polled_at=timezone.now()
+    )
+    return result
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return f"timed out after {settings.IMAP_TIMEOUT_SECONDS}s"
+    text = str(exc) or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}"
+
+
+def _poll(credential: SmtpCredential, result: PollResult) -> None:
+    client = _connect(credential)
+    try:
+        _check(client.select("INBOX", readonly=True), "EXAMINE INBOX")
+        validity_data = client.response("UIDVALIDITY")[1]
+        validity = int(validity_data[0]) if validity_data and validity_data[0] else None
+
+        last_uid = credential.imap_last_uid
+        if validity != credential.imap_uidvalidity or last_uid is None:
+            uids = _start_uids(client, credential)
+            if not uids:
+                # Nothing to look at yet: start after the newest message.
+                existing = _uids(_check(client.uid("SEARCH", None, "ALL"), "SEARCH"))
+                last_uid = existing[-1] if existing else 0
+            else:
+                last_uid = uids[0] - 1
+            SmtpCredential.objects.filter(pk=credential.pk).update(
+                imap_uidvalidity=validity, imap_last_uid=last_uid
+            )
+            credential.imap_uidvalidity, credential.imap_last_uid = validity, last_uid
+        else:
+            uids = _uids(_check(client.uid("SEARCH", None, "UID", f"{last_uid + 1}:*"), "SEARCH"))
+        # "n:*" names the newest message even when it is below n.
+        uids = [uid for uid in uids if uid > last_uid]
+        limit = settings.IMAP_MAX_MESSAGES_PER_POLL
+        result.more = len(uids) > limit
+        uids = uids[:limit]
+
+        batch_size = settings.IMAP_FETCH_BATCH_SIZE
+        for start in range(0, len(uids), batch_size):
+            batch = uids[start : start + batch_size]
+            headers = _fetch(client, batch, "BODY.PEEK[HEADER]")
+            for uid in batch:
+                raw = headers.get(uid)
+                if raw is None:
+                    continue  # expunged meanwhile
+                result.outcomes.append(
+                    message_handle(
+                        credential=credential,
+                        uid=uid,
+                        raw=raw,
+                        fetch_full=lambda uid=uid: _fetch_full(client, uid),
+                    )
+                )
+            # Only ever forward, and only under the UIDVALIDITY these UIDs belong to.
+            SmtpCredential.objects.filter(
+                Q(imap_last_uid__isnull=True) | Q(imap_last_uid__lt=batch[-1]),
+                pk=credential.pk,
+                imap_uidvalidity=validity,
+            ).update(imap_last_uid=batch[-1])
+            credential.imap_last_uid = batch[-1]
+    finally:
+        with contextlib.suppress(OSError, imaplib.IMAP4.error):
+            client.logout()
+
+
+def _fetch_full(client: imaplib.IMAP4, uid: int) -> bytes:
+    """The whole message, capped: a delivery report is small; a huge one is not read."""
+    limit = settings.IMAP_MAX_MESSAGE_BYTES
+    data = _check(client.uid("FETCH", str(uid), f"(BODY.PEEK[]<0.{limit}>)"), "FETCH")
+    for entry in data:
+        if isinstance(entry, tuple) and len(entry) >= 2:
+            return entry[1]
+    return b""
+
+
+def mailboxes_due():
+    """Enabled credentials with IMAP settings (the beat task polls each)."""
+    return SmtpCredential.objects.filter(disabled_at__isnull=True).exclude(imap_host="")

@@ -1,0 +1,300 @@
+"""Relay-provider event webhooks: POST /inbound/relay/<credential_id>.
+
+Order, for every request:
+1. find the credential and its provider (unknown, or no provider/key: unverified);
+2. verify the request the way the provider signs it (Mailgun: HMAC-SHA256 of
+   timestamp + token in the body; SendGrid: ECDSA P-256 over timestamp + raw body),
+   refuse a timestamp more than 5 minutes away, and (Mailgun) a token already used;
+3. in ONE transaction: remember the token, then turn each event into its service
+   (permanent bounce -> enrollment_mark_bounced, spam complaint -> contact_unsubscribe).
+   Events for messages we did not send are counted as ignored.
+
+Anything unverified raises RelayUnverified and nothing is written.
+"""
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from config.api.viewsets import is_uuid
+from outreach.bounces import enrollment_mark_bounced
+from outreach.intake.selectors import message_find
+from outreach.intake.services import contact_unsubscribe
+from outreach.models import Contact, RelayWebhookToken, SmtpCredential
+
+logger = logging.getLogger(__name__)
+
+# Requests signed more than this far from now are refused (both providers).
+TIMESTAMP_TOLERANCE_SECONDS = 300
+SENDGRID_SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
+SENDGRID_TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
+
+BOUNCE = "bounce"
+COMPLAINT = "complaint"
+
+
+class RelayUnverified(Exception):
+    """The request cannot be attributed to the credential's provider (401)."""
+
+
+class RelayMalformed(Exception):
+    """Verified, but the body is not the provider's event format (400)."""
+
+
+@dataclass(frozen=True)
+class RelayEvent:
+    kind: str  # BOUNCE or COMPLAINT
+    message_id: str  # as the provider gave it; may be empty
+    recipient: str = ""
+    reason: str = ""
+
+
+@dataclass
+class RelayOutcome:
+    received: int = 0
+    bounced: int = 0
+    unsubscribed: int = 0
+    ignored: int = 0
+    details: list[dict] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return {
+            "received": self.received,
+            "bounced": self.bounced,
+            "unsubscribed": self.unsubscribed,
+            "ignored": self.ignored,
+        }
+
+
+def _fresh(timestamp: str) -> bool:
+    try:
+        value = int(str(timestamp).strip())
+    except ValueError:
+        return False
+    return abs(time.time() - value) <= TIMESTAMP_TOLERANCE_SECONDS
+
+
+# --- Mailgun -----------------------------------------------------------------------------
+
+
+def mailgun_verify(*, signing_key: str, body: bytes) -> tuple[dict, str]:
+    """The event-data of a Mailgun webhook and its token, or RelayUnverified.
+
+    Mailgun signs inside the JSON body: signature = hex HMAC-SHA256(signing key,
+    timestamp + token)."""
+    try:
+        payload = json.loads(body)
+        signature = payload["signature"]
+        timestamp = str(signature["timestamp"])
+        token = str(signature["token"])
+        given = str(signature["signature"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RelayUnverified("no Mailgun signature in the body") from exc
+    expected = hmac.new(
+        signing_key.encode(), f"{timestamp}{token}".encode(), hashlib.sha256
+    ).hexdigest()
+    if not hmac.compare_digest(expected, given.strip().lower()):
+        raise RelayUnverified("Mailgun signature does not verify")
+    if not _fresh(timestamp):
+        raise RelayUnverified("Mailgun timestamp outside the 5-minute window")
+    event_data = payload.get("event-data")
+    if not isinstance(event_data, dict):
+        raise RelayMalformed("Mailgun body without event-data")
+    return event_data, token
+
+
+def mailgun_events(event_data: dict) -> list[RelayEvent]:
+    """`failed` with severity `permanent` is a bounce; `complained` a complaint.
+    Temporary failures (Mailgun retries them) and other events are not ours."""
+    kind = None
+    event = event_data.get("event")
+    if event == "failed" and event_data.get("severity") == "permanent":
+        kind = BOUNCE
+    elif event == "complained":
+        kind = COMPLAINT
+    if kind is None:
+        return []
+    message = event_data.get("message") if isinstance(event_data.get("message"), dict) else {}
+    headers = message.get("headers") if isinstance(message.get("headers"), dict) else {}
+    status = event_data.get("delivery-status")
+    status = status if isinstance(status, dict) else {}
+    detail = status.get("description") or status.get("message") or event_data.get("reason") or ""
+    code = status.get("code")
+    reason = f"{code} {detail}".strip() if code else str(detail)
+    return [
+        RelayEvent(
+            kind=kind,
+            message_id=str(headers.get("message-id") or ""),
+            recipient=str(event_data.get("recipient") or ""),
+            reason=reason or "Permanent failure reported by Mailgun",
+        )
+    ]
+
+
+# --- SendGrid ----------------------------------------------------------------------------
+
+
+def _sendgrid_public_key(value: str) -> ec.EllipticCurvePublicKey:
+    """The verification key as SendGrid shows it (base64 DER), or as PEM."""
+    value = value.strip()
+    try:
+        if "BEGIN PUBLIC KEY" in value:
+            key = serialization.load_pem_public_key(value.encode())
+        else:
+            key = serialization.load_der_public_key(base64.b64decode(value, validate=False))
+    except (ValueError, binascii.Error, UnsupportedAlgorithm) as exc:
+        raise RelayUnverified("the stored SendGrid public key cannot be read") from exc
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        raise RelayUnverified("the stored SendGrid key is not an elliptic-curve public key")
+    return key
+
+
+def sendgrid_verify(*, public_key: str, body: bytes, signature: str, timestamp: str) -> list:
+    """The event array of a signed SendGrid event webhook, or RelayUnverified.
+
+    SendGrid signs timestamp + raw body with ECDSA P-256 / SHA-256; the header
+    carries the base64 DER signature."""
+    if not signature or not timestamp:
+        raise RelayUnverified("SendGrid signature headers missing")
+    key = _sendgrid_public_key(public_key)
+    try:
+        der = base64.b64decode(signature, validate=True)
+        key.verify(der, timestamp.encode() + body, ec.ECDSA(hashes.SHA256()))
+    except (binascii.Error, ValueError, InvalidSignature) as exc:
+        raise RelayUnverified("SendGrid signature does not verify") from exc
+    if not _fresh(timestamp):
+        raise RelayUnverified("SendGrid timestamp outside the 5-minute window")
+    try:
+        events = json.loads(body)
+    except ValueError as exc:
+        raise RelayMalformed("SendGrid body is not JSON") from exc
+    if not isinstance(events, list):
+        raise RelayMalformed("SendGrid body is not an array of events")
+    return events
+
+
+def sendgrid_events(items: list) -> list[RelayEvent]:
+    """`bounce` events (type `bounce`; `blocked` is a rejection of the message, not
+    of the address, and SendGrid does not suppress it) and `spamreport` complaints."""
+    events = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        event = item.get("event")
+        if event == "bounce" and item.get("type", "bounce") != "blocked":
+            status = str(item.get("status") or "")
+            reason = str(item.get("reason") or "")
+            text = f"{status} {reason}".strip() if status and status not in reason else reason
+            kind = BOUNCE
+        elif event == "spamreport":
+            kind, text = COMPLAINT, ""
+        else:
+            continue
+        events.append(
+            RelayEvent(
+                kind=kind,
+                message_id=str(item.get("smtp-id") or ""),
+                recipient=str(item.get("email") or ""),
+                reason=text or "Bounce reported by SendGrid",
+            )
+        )
+    return events
+
+
+# --- processing --------------------------------------------------------------------------
+
+
+def relay_webhook_receive(*, credential_id: str, body: bytes, headers) -> RelayOutcome:
+    """Verify one provider request and apply all its events in one transaction."""
+    credential = (
+        SmtpCredential.objects.filter(pk=credential_id).first() if is_uuid(credential_id) else None
+    )
+    if credential is None or not credential.relay_provider:
+        raise RelayUnverified("unknown credential, or no relay provider configured")
+    key = credential.relay_signing_key
+    if not key:
+        raise RelayUnverified("no signing key stored for the credential")
+
+    token = None
+    if credential.relay_provider == SmtpCredential.RelayProvider.MAILGUN:
+        event_data, token = mailgun_verify(signing_key=key, body=body)
+        events = mailgun_events(event_data)
+    else:
+        items = sendgrid_verify(
+            public_key=key,
+            body=body,
+            signature=headers.get(SENDGRID_SIGNATURE_HEADER, ""),
+            timestamp=headers.get(SENDGRID_TIMESTAMP_HEADER, ""),
+        )
+        events = sendgrid_events(items)
+
+    outcome = RelayOutcome(received=len(events))
+    with transaction.atomic():
+        if token is not None:
+            try:
+                with transaction.atomic():
+                    RelayWebhookToken.objects.create(
+                        token=token[:255], credential=credential, received_at=timezone.now()
+                    )
+            except IntegrityError as exc:
+                raise RelayUnverified("Mailgun token already used (replay)") from exc
+        for event in events:
+            _apply(credential, event, outcome)
+    logger.info(
+        "relay %s for credential %s: %s",
+        credential.relay_provider,
+        credential.pk,
+        outcome.as_json(),
+    )
+    return outcome
+
+
+def _apply(credential: SmtpCredential, event: RelayEvent, outcome: RelayOutcome) -> None:
+    message = message_find(account_id=credential.account_id, message_ids=[event.message_id])
+    if event.kind == BOUNCE:
+        if message is None:
+            outcome.ignored += 1
+            return
+        changed = enrollment_mark_bounced(
+            enrollment=message.enrollment, reason=event.reason, credential=message.credential
+        )
+        outcome.bounced += 1 if changed else 0
+        outcome.ignored += 0 if changed else 1
+        return
+    # A complaint is about the recipient: with no Message-ID in the event, the
+    # account's contact with that address is the one who complained.
+    contact_id = message.enrollment.contact_id if message else None
+    if contact_id is None and not event.message_id and event.recipient:
+        contact_id = (
+            Contact.objects.filter(
+                account_id=credential.account_id, email_lower=event.recipient.strip().lower()
+            )
+            .values_list("pk", flat=True)
+            .first()
+        )
+    if contact_id is None:
+        outcome.ignored += 1
+        return
+    moved = contact_unsubscribe(contact_id=contact_id)
+    outcome.unsubscribed += len(moved)
+    outcome.ignored += 0 if moved else 1
+
+
+def relay_tokens_prune(*, older_than: timedelta = timedelta(minutes=15)) -> int:
+    """Forget Mailgun tokens whose timestamps can no longer pass the freshness check."""
+    deleted, _ = RelayWebhookToken.objects.filter(
+        received_at__lt=timezone.now() - older_than
+    ).delete()
+    return deleted

@@ -1,0 +1,85 @@
+"""Reads for intake: finding the message or enrollment a signal is about."""
+
+import re
+from collections.abc import Iterable
+
+from outreach.models import Enrollment, Message, SmtpCredential
+
+_ANGLE_ID = re.compile(r"<([^<>\s]+)>")
+
+
+def message_id_normalize(value: str | None) -> str:
+    """A Message-ID as stored: no surrounding whitespace or angle brackets."""
+    value = (value or "").strip()
+    if value.startswith("<") and value.endswith(">"):
+        value = value[1:-1].strip()
+    return value
+
+
+def message_ids_in_header(value: str | None) -> list[str]:
+    """Every `<id>` of an In-Reply-To / References header, in order; a bare id
+    (some providers drop the brackets) counts as one."""
+    if not value:
+        return []
+    found = _ANGLE_ID.findall(value)
+    if not found and value.strip() and " " not in value.strip():
+        found = [message_id_normalize(value)]
+    return found
+
+
+def _lookup_keys(ids: Iterable[str]) -> list[str]:
+    # Message-IDs are compared as sent, and lower-cased: some relays and mail clients
+    # change the case of the domain part. Both keys use the unique index.
+    keys: list[str] = []
+    for raw in ids:
+        normalized = message_id_normalize(raw)
+        for key in (normalized, normalized.lower()):
+            if key and key not in keys:
+                keys.append(key)
+    return keys
+
+
+def message_find(*, account_id, message_ids: Iterable[str]) -> Message | None:
+    """The account's stored message named first in `message_ids` (In-Reply-To
+    before References), with its enrollment, campaign and contact; None if none matches."""
+    ordered = list(message_ids)
+    keys = _lookup_keys(ordered)
+    if not keys:
+        return None
+    found = {
+        m.message_id: m
+        for m in Message.objects.filter(account_id=account_id, message_id__in=keys).select_related(
+            "enrollment__campaign", "enrollment__contact", "credential"
+        )
+    }
+    for key in keys:
+        if key in found:
+            return found[key]
+    return None
+
+
+def enrollment_sent_from(*, credential: SmtpCredential, email: str) -> Enrollment | None:
+    """The most recently sent enrollment of this mailbox whose contact is `email`:
+    the reply fallback when a message names none of our Message-IDs."""
+    email = (email or "").strip().lower()
+    if not email:
+        return None
+    return (
+        Enrollment.objects.filter(
+            credential=credential,
+            contact__account_id=credential.account_id,
+            contact__email_lower=email,
+            sent_at__isnull=False,
+        )
+        .select_related("campaign", "contact")
+        .order_by("-sent_at")
+        .first()
+    )
+
+
+def message_ids_known(*, account_id, message_ids: Iterable[str]) -> bool:
+    """Whether any of these ids is a message we sent (our own copies are not replies)."""
+    keys = _lookup_keys(message_ids)
+    return (
+        bool(keys) and Message.objects.filter(account_id=account_id, message_id__in=keys).exists()
+    )

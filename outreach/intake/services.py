@@ -1,0 +1,123 @@
+"""One service per intake signal. Each owns its state rules and emits its events in
+the transaction that changes the state (API.md section 6), so a crash loses neither.
+
+Bounces (SMTP, relay provider, delivery status reports) all go through
+`outreach.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
+"""
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from outreach.events import (
+    ENROLLMENT_OPENED,
+    ENROLLMENT_REPLIED,
+    ENROLLMENT_UNSUBSCRIBED,
+    enrollment_emit,
+)
+from outreach.models import Contact, Enrollment
+
+logger = logging.getLogger(__name__)
+
+
+def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool:
+    """Record the first open of an enrollment and fire enrollment.opened.
+
+    The pixel calls this on every load, so a repeat open is a single UPDATE that
+    matches no row. Returns whether this call was the first open.
+    """
+    at = at or timezone.now()
+    # No savepoint: called from the pixel view outside any transaction, this is one
+    # BEGIN/UPDATE/COMMIT for a repeat open.
+    with transaction.atomic(savepoint=False):
+        first = Enrollment.objects.filter(pk=enrollment_id, opened_at__isnull=True).update(
+            opened_at=at, updated_at=at
+        )
+        if not first:
+            return False
+        enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
+        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_OPENED)
+    return True
+
+
+# Statuses a reply moves to `replied` when the campaign stops on reply; `completed`
+# moves there whatever the setting (there is no sequence left to continue).
+_REPLY_STOPS = (Enrollment.Status.SCHEDULED, Enrollment.Status.SENT, Enrollment.Status.COMPLETED)
+
+
+def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enrollment | None:
+    """Record the contact's reply and fire enrollment.replied, once per enrollment.
+
+    - stop_on_reply (default): status `replied`, next_send_at cleared: no further step.
+    - stop_on_reply false: replied_at is recorded and the event fires, but the status
+      stays (`sent`) and the next step still goes out; a `completed` one becomes `replied`.
+    - bounced, unsubscribed, failed, pending enrollments keep their status (they are
+      already stopped); the reply is still recorded and announced.
+
+    Returns the enrollment when this call recorded the reply, None if it was known.
+    """
+    at = at or timezone.now()
+    with transaction.atomic():
+        enrollment = (
+            Enrollment.objects.select_for_update(of=("self",))
+            .select_related("campaign", "contact")
+            .filter(pk=enrollment_id)
+            .first()
+        )
+        if enrollment is None or enrollment.replied_at is not None:
+            return None
+        enrollment.replied_at = at
+        fields = ["replied_at", "updated_at"]
+        stops = enrollment.status == Enrollment.Status.COMPLETED or (
+            enrollment.campaign.stop_on_reply and enrollment.status in _REPLY_STOPS
+        )
+        if stops:
+            enrollment.status = Enrollment.Status.REPLIED
+            enrollment.next_send_at = None
+            fields += ["status", "next_send_at"]
+        enrollment.save(update_fields=fields)
+        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
+    return enrollment
+
+
+def contact_unsubscribe(*, contact_id, at: datetime | None = None) -> list[Enrollment]:
+    """Unsubscribe a contact: suppress it (never sent to again) and move each of its
+    active enrollments, in every campaign of the account, to `unsubscribed`, with
+    one enrollment.unsubscribed each.
+
+    Idempotent: an already unsubscribed contact with no active enrollment changes
+    nothing and fires nothing. Returns the enrollments this call moved.
+    """
+    at = at or timezone.now()
+    with transaction.atomic():
+        contact = Contact.objects.select_for_update().filter(pk=contact_id).first()
+        if contact is None:
+            return []
+        if contact.unsubscribed_at is None:
+            Contact.objects.filter(pk=contact.pk).update(unsubscribed_at=at, updated_at=at)
+        # Locked, so a concurrent unsubscribe (a double click, a complaint arriving
+        # with the click) cannot announce the same enrollment twice.
+        moved = list(
+            Enrollment.objects.select_for_update(of=("self",))
+            .select_related("campaign")
+            .filter(contact_id=contact.pk, status__in=Enrollment.ACTIVE_STATUSES)
+            .order_by("created_at")
+        )
+        if not moved:
+            return []
+        Enrollment.objects.filter(pk__in=[e.pk for e in moved]).update(
+            status=Enrollment.Status.UNSUBSCRIBED,
+            unsubscribed_at=at,
+            next_send_at=None,
+            updated_at=at,
+        )
+        for enrollment in moved:
+            enrollment.status = Enrollment.Status.UNSUBSCRIBED
+            enrollment.unsubscribed_at = at
+            enrollment.next_send_at = None
+            enrollment.contact = contact
+            enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_UNSUBSCRIBED)
+    logger.info("contact %s unsubscribed: %d enrollment(s) stopped", contact_id, len(moved))
+    return moved

@@ -1,0 +1,58 @@
+"""Each signal fires once even when it arrives several times at once (PostgreSQL:
+separate connections, real row locks)."""
+
+import threading
+
+import pytest
+from django.db import connection, connections
+
+from outreach.intake.services import (
+    contact_unsubscribe,
+    enrollment_mark_opened,
+    enrollment_mark_replied,
+)
+from tests.intake.factories import sent_enrollment
+from tests.intake.helpers import events
+
+needs_postgres = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="row locks between connections need PostgreSQL"
+)
+pytestmark = [needs_postgres]
+
+
+def in_threads(call, count: int = 8) -> None:
+    errors: list[Exception] = []
+    barrier = threading.Barrier(count)
+
+    def run():
+        try:
+            barrier.wait(timeout=10)
+            call()
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+
+
+def test_concurrent_unsubscribes_announce_each_enrollment_once(live_db):
+    first = sent_enrollment()
+    second = sent_enrollment(account=first.campaign.account, contact=first.contact)
+    in_threads(lambda: contact_unsubscribe(contact_id=first.contact_id))
+    assert sorted(e.data["enrollment_id"] for e in events("enrollment.unsubscribed")) == sorted(
+        [str(first.pk), str(second.pk)]
+    )
+
+
+def test_concurrent_replies_and_opens_fire_once(live_db):
+    enrollment = sent_enrollment()
+    in_threads(lambda: enrollment_mark_replied(enrollment_id=enrollment.pk))
+    in_threads(lambda: enrollment_mark_opened(enrollment_id=enrollment.pk))
+    assert len(events("enrollment.replied")) == 1
+    assert len(events("enrollment.opened")) == 1

@@ -1,0 +1,106 @@
+"""GET /t/o/<token>.gif: the open pixel."""
+
+import pytest
+from django.test import Client
+
+from outreach import tokens
+from outreach.models import Enrollment
+from outreach.views_public import PIXEL_GIF
+from tests.intake.factories import sent_enrollment
+from tests.intake.helpers import events
+
+pytestmark = pytest.mark.django_db
+
+
+def pixel_url(enrollment_id) -> str:
+    return f"/t/o/{tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment_id)}.gif"
+
+
+def assert_pixel(response):
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/gif"
+    assert "no-store" in response["Cache-Control"]
+    assert response.content == PIXEL_GIF
+    assert response.content.startswith(b"GIF89a")
+
+
+def test_it_records_the_first_open_and_fires_enrollment_opened():
+    enrollment = sent_enrollment()
+    response = Client().get(pixel_url(enrollment.pk))
+    assert_pixel(response)
+
+    enrollment.refresh_from_db()
+    assert enrollment.opened_at is not None
+    assert enrollment.status == Enrollment.Status.SENT  # an open changes no status
+    [event] = events("enrollment.opened")
+    assert event.account_id == enrollment.campaign.account_id
+    assert event.data == {
+        "enrollment_id": str(enrollment.pk),
+        "contact_id": str(enrollment.contact_id),
+        "contact_email": enrollment.contact.email,
+        "campaign_id": str(enrollment.campaign_id),
+        "status": "sent",
+        "sent_at": enrollment.sent_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "replied_at": None,
+        "bounce_reason": None,
+    }
+
+
+def test_it_records_repeat_opens_once_with_one_query(django_assert_num_queries):
+    enrollment = sent_enrollment()
+    client = Client()
+    client.get(pixel_url(enrollment.pk))
+    enrollment.refresh_from_db()
+    first_open = enrollment.opened_at
+
+    with django_assert_num_queries(1):  # one UPDATE that matches nothing
+        assert_pixel(client.get(pixel_url(enrollment.pk)))
+    enrollment.refresh_from_db()
+    assert enrollment.opened_at == first_open
+    assert len(events("enrollment.opened")) == 1
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/t/o/not-a-token.gif",
+        "/t/o/{valid}x.gif",  # tampered signature
+        "/t/o/{unsubscribe}.gif",  # a token for another purpose
+    ],
+)
+def test_it_answers_the_same_gif_to_bad_tokens_and_records_nothing(path, django_assert_num_queries):
+    enrollment = sent_enrollment()
+    path = path.format(
+        valid=tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk),
+        unsubscribe=tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk),
+    )
+    with django_assert_num_queries(0):
+        assert_pixel(Client().get(path))
+    enrollment.refresh_from_db()
+    assert enrollment.opened_at is None
+    assert events() == []
+
+
+def test_it_answers_the_gif_for_a_deleted_enrollment():
+    enrollment = sent_enrollment()
+    url = pixel_url(enrollment.pk)
+    enrollment.delete()
+    assert_pixel(Client().get(url))
+    assert events() == []
+
+
+def test_it_needs_no_api_key_or_csrf_and_ignores_head():
+    enrollment = sent_enrollment()
+    client = Client(enforce_csrf_checks=True)
+    head = client.head(pixel_url(enrollment.pk))
+    assert head.status_code == 200
+    enrollment.refresh_from_db()
+    assert enrollment.opened_at is None  # probes by scanners are not opens
+
+
+def test_it_refuses_other_methods_with_the_envelope():
+    enrollment = sent_enrollment()
+    response = Client().post(pixel_url(enrollment.pk))
+    assert response.status_code == 405
+    assert response.json()["code"] == "method_not_allowed"
+    assert "GET" in response["Allow"]

@@ -1,0 +1,165 @@
+"""A REAL Celery worker in a subprocess, for end-to-end tests.
+
+It runs `celery -A config worker` with the test settings, against the test
+database pytest-django created (its name is read from the live connection) and
+the Redis broker of REDIS_URL, with CELERY_TASK_ALWAYS_EAGER=false. Only on
+PostgreSQL + Redis: tests using it are skipped otherwise (mark them with
+`requires_live_peers`). They must use `@pytest.mark.django_db(transaction=True)`,
+since the worker only sees committed rows.
+
+    pytestmark = [requires_live_peers, pytest.mark.django_db(transaction=True)]
+
+    def test_it(celery_worker):
+        worker = celery_worker(beat=True, env={"WEBHOOK_SWEEP_INTERVAL_SECONDS": "0.5"})
+        ...                     # the worker consumes all queues; with beat=True it
+        worker.kill()           # also runs the beat schedule. kill() is SIGKILL to
+                                # the whole process group (a machine lost mid-task).
+
+Every worker started is stopped (SIGTERM, then SIGKILL) when the test ends; the
+broker's queues are purged before the first one starts, so no message of an
+earlier test is consumed. The test process itself keeps eager Celery; to put a
+task on the real broker from it, use `send_task(...)` below.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+QUEUES = "celery,webhooks,sending,imports,intake"
+
+requires_live_peers = pytest.mark.skipif(
+    not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")),
+    reason="end-to-end: needs PostgreSQL and Redis (set DATABASE_URL and REDIS_URL); "
+    "the embedded SQLite mode has no server a separate worker process could share",
+)
+
+
+def live_database_url() -> str:
+    """DATABASE_URL naming the database of this test run (test_<name>)."""
+    params = connection.settings_dict
+    user = params.get("USER") or ""
+    password = f":{params['PASSWORD']}" if params.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = params.get("HOST") or "127.0.0.1"
+    port = params.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{params['NAME']}"
+
+
+def broker_purge() -> None:
+    """Empty the queues (and the unacked set) of this run's Redis database."""
+    import redis
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.delete(*QUEUES.split(","), "unacked", "unacked_index", "unacked_mutex")
+    client.close()
+
+
+def send_task(name: str, *args) -> None:
+    """Put a task on the real broker from the (eager) test process."""
+    from config.celery import app
+
+    app.send_task(name, args=args)
+
+
+class Worker:
+    def __init__(self, *, log_path: Path, beat: bool, concurrency: int, pool: str, env: dict):
+        self.log_path = log_path
+        command = [
+            str(Path(sys.executable).with_name("celery")),
+            "-A",
+            "config",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "-Q",
+            QUEUES,
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--hostname",
+            f"e2e-{os.getpid()}-{time.monotonic_ns()}@%h",
+        ]
+        if beat:
+            command += ["--beat", "--schedule", str(log_path.with_suffix(".beat"))]
+        full_env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings_test",
+            "DATABASE_URL": live_database_url(),
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        self._log = open(log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: kill() takes the pool too
+        )
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 60.0) -> "Worker":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if " ready." in self.log:
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"celery worker exited early:\n{self.log[-4000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"celery worker not ready after {timeout}s:\n{self.log[-4000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL to the worker and its pool children, as if the machine died."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def celery_worker(tmp_path):
+    """Factory: `celery_worker(beat=False, concurrency=1, pool="prefork", env={})`
+    starts a worker, waits until it is ready and returns it."""
+    if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
+        pytest.skip("needs PostgreSQL and Redis (DATABASE_URL and REDIS_URL)")
+    broker_purge()
+    workers: list[Worker] = []
+
+    def start(*, beat: bool = False, concurrency: int = 1, pool: str = "prefork", env=None):
+        worker = Worker(
+            log_path=tmp_path / f"worker{len(workers)}.log",
+            beat=beat,
+            concurrency=concurrency,
+            pool=pool,
+            env={key: str(value) for key, value in (env or {}).items()},
+        )
+        workers.append(worker)
+        return worker.wait_ready()
+
+    yield start
+    for worker in workers:
+        worker.stop()

@@ -1,0 +1,149 @@
+"""A real HTTP receiver on 127.0.0.1, for tests that make the service call out.
+
+Fixture `receiver`: a server on a free port, in a thread, for one test.
+
+    receiver.url                      # "http://127.0.0.1:<port>/hook"
+    receiver.script(503, 503, 200)    # answers to the next requests, in order;
+                                      # then `receiver.default` (200) for the rest
+    receiver.script(Reply(200, hold=True))  # keep the request hanging until
+                                      # receiver.release() (or the test ends)
+    receiver.wait_for(3)              # block until 3 requests arrived, return them
+    receiver.requests                 # [Received(method, path, headers, body)]
+
+Headers are a case-insensitive dict; `body` is the raw bytes as sent.
+
+Run as a script (`python -m tests.support.receiver --port N`) it answers 200 to
+everything as fast as it can (the benchmark's peer).
+"""
+
+import argparse
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from requests.structures import CaseInsensitiveDict
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: bytes = b"ok"
+    headers: dict = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    hold: bool = False  # do not answer until release()
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path: str
+    headers: CaseInsensitiveDict
+    body: bytes
+
+
+class Receiver:
+    def __init__(self, *, port: int = 0, record: bool = True):
+        self.default = Reply(200)
+        self.requests: list[Received] = []
+        self._script: list[Reply] = []
+        self._record = record
+        self._lock = threading.Condition()
+        self._released = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> "Receiver":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._released.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def script(self, *replies: "Reply | int") -> None:
+        with self._lock:
+            self._script.extend(r if isinstance(r, Reply) else Reply(r) for r in replies)
+
+    def release(self) -> None:
+        self._released.set()
+
+    def wait_for(self, count: int, *, timeout: float = 15.0) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len(self.requests) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"receiver got {len(self.requests)} requests, expected {count}"
+                    )
+                self._lock.wait(remaining)
+            return list(self.requests)
+
+    def _next_reply(self, received: Received | None) -> Reply:
+        with self._lock:
+            if received is not None:
+                self.requests.append(received)
+            reply = self._script.pop(0) if self._script else self.default
+            self._lock.notify_all()
+            return reply
+
+    def _handler_class(self):
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real receivers do
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                received = None
+                if receiver._record:
+                    received = Received(
+                        method=self.command,
+                        path=self.path,
+                        headers=CaseInsensitiveDict(self.headers.items()),
+                        body=body,
+                    )
+                reply = receiver._next_reply(received)
+                if reply.hold:
+                    receiver._released.wait(timeout=60)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except OSError:
+                    pass  # the client went away (a killed worker)
+
+            do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
+
+            def log_message(self, format, *args):
+                pass
+
+        return Handler
+
+
+@pytest.fixture
+def receiver():
+    server = Receiver().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Answer 200 to every request, fast.")
+    parser.add_argument("--port", type=int, required=True)
+    port = parser.parse_args().port
+    Receiver(port=port, record=False)._server.serve_forever()

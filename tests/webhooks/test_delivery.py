@@ -1,0 +1,391 @@
+"""Emission and delivery against a real local HTTP receiver (eager Celery: the
+task runs in this process when the emitting transaction commits)."""
+
+import json
+from datetime import timedelta
+
+import pytest
+import stripe
+from django.utils import timezone
+
+from tests.support.receiver import Reply
+from tests.webhooks.factories import WebhookFactory
+from webhooks.models import DeliveryJob, Event, WebhookDelivery
+from webhooks.services import (
+    LOST_ATTEMPT_ERROR,
+    delivery_attempt,
+    event_emit,
+    jobs_sweep,
+    retry_delay,
+)
+
+pytestmark = pytest.mark.django_db
+
+DATA = {"enrollment_id": "e1", "contact_email": "ann@example.com", "status": "sent"}
+
+
+@pytest.fixture
+def emit(django_capture_on_commit_callbacks):
+    """Emit in a transaction and run what happens after its commit (the fast path)."""
+
+    def run(account, event_type="enrollment.sent", data=DATA, *, after_commit=True):
+        with django_capture_on_commit_callbacks(execute=after_commit):
+            return event_emit(account=account, event_type=event_type, data=data)
+
+    return run
+
+
+@pytest.fixture
+def webhook(account, receiver):
+    return WebhookFactory(account=account, url=receiver.url)
+
+
+def rows(webhook):
+    return list(WebhookDelivery.objects.filter(webhook=webhook).order_by("created_at", "attempt"))
+
+
+def test_it_delivers_a_signed_envelope(emit, account, webhook, receiver):
+    event = emit(account, data={**DATA, "sent_at": timezone.now()})
+
+    (request,) = receiver.wait_for(1)
+    job = DeliveryJob.objects.get(event=event)
+    assert request.method == "POST"
+    assert request.path == "/hook"
+    assert request.headers["Content-Type"] == "application/json"
+    assert request.headers["User-Agent"] == "service-webhooks/1.0"
+    envelope = json.loads(request.body)
+    assert set(envelope) == {"id", "type", "created_at", "account_id", "data"}
+    assert envelope["id"] == str(job.id)
+    assert envelope["type"] == "enrollment.sent"
+    assert envelope["account_id"] == str(account.id)
+    assert envelope["created_at"].endswith("Z")
+    assert envelope["data"]["contact_email"] == "ann@example.com"
+    assert envelope["data"]["sent_at"].endswith("Z")
+
+    header = request.headers["X-Service-Signature"]
+    assert header.startswith("t=") and ",v1=" in header
+    assert stripe.WebhookSignature.verify_header(
+        request.body.decode(), header, webhook.secret, tolerance=300
+    )
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(
+            request.body.decode(), header, "whsec_wrong", tolerance=300
+        )
+
+    (row,) = rows(webhook)
+    assert (row.attempt, row.status_code, row.error, row.event_type) == (
+        1,
+        200,
+        None,
+        "enrollment.sent",
+    )
+    assert row.delivered_at is not None
+    job.refresh_from_db()
+    assert job.state == "succeeded" and job.attempts == 1
+
+
+def test_the_old_secret_stops_verifying_after_rotation(
+    emit, account, webhook, receiver, api_client
+):
+    old_secret = webhook.secret
+    emit(account)
+    new_secret = api_client.post(f"/webhooks/{webhook.id}/rotate_secret").json()["secret"]
+    emit(account)
+
+    first, second = receiver.wait_for(2)
+    assert stripe.WebhookSignature.verify_header(
+        first.body.decode(), first.headers["X-Service-Signature"], old_secret, tolerance=300
+    )
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(
+            second.body.decode(), second.headers["X-Service-Signature"], old_secret, tolerance=300
+        )
+    assert stripe.WebhookSignature.verify_header(
+        second.body.decode(), second.headers["X-Service-Signature"], new_secret, tolerance=300
+    )
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 429])
+def test_it_retries_server_errors_timeouts_and_rate_limits(
+    emit, account, webhook, receiver, status
+):
+    receiver.script(status, status, 200)
+    emit(account)
+
+    requests = receiver.wait_for(3)
+    assert len({json.loads(r.body)["id"] for r in requests}) == 1  # stable across retries
+    assert [(r.attempt, r.status_code) for r in rows(webhook)] == [
+        (1, status),
+        (2, status),
+        (3, 200),
+    ]
+    assert rows(webhook)[0].error == f"HTTP {status}"
+    assert rows(webhook)[0].delivered_at is None
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 0
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 422, 301, 302])
+def test_it_does_not_retry_other_client_errors_or_redirects(
+    emit, account, webhook, receiver, status
+):
+    receiver.script(*[Reply(status, headers={"Location": receiver.url + "/moved"})])
+    emit(account)
+
+    receiver.wait_for(1)
+    (row,) = rows(webhook)
+    assert row.status_code == status and row.delivered_at is None
+    assert "not retried" in row.error or "redirects are not followed" in row.error
+    assert len(receiver.requests) == 1  # no retry, and the redirect was not followed
+    assert DeliveryJob.objects.get().state == "failed"
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 1
+
+
+def test_it_gives_up_after_five_attempts(emit, account, webhook, receiver):
+    receiver.default = Reply(503)
+    emit(account)
+
+    assert [r.attempt for r in rows(webhook)] == [1, 2, 3, 4, 5]
+    assert len(receiver.requests) == 5
+    assert DeliveryJob.objects.get().state == "failed"
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 1  # one failed delivery, not five
+    assert webhook.disabled_at is None
+
+
+def test_network_errors_are_retried(emit, account):
+    from tests.support.ports import free_port
+
+    webhook = WebhookFactory(account=account, url=f"http://127.0.0.1:{free_port()}/hook")
+    emit(account)
+
+    attempts = rows(webhook)
+    assert [r.attempt for r in attempts] == [1, 2, 3, 4, 5]
+    assert all(r.status_code is None for r in attempts)
+    assert attempts[0].error.startswith("connection failed:")
+    assert "refused" in attempts[0].error.lower()
+
+
+def test_a_slow_receiver_times_out_and_is_retried(emit, account, webhook, receiver, settings):
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.2
+    receiver.script(Reply(200, delay=0.6), 200)
+    emit(account)
+
+    assert [(r.attempt, r.status_code) for r in rows(webhook)] == [(1, None), (2, 200)]
+    assert rows(webhook)[0].error == "timed out after 0.2s"
+
+
+def test_response_bodies_are_read_capped(emit, account, webhook, receiver):
+    receiver.script(Reply(200, body=b"x" * 300_000))
+    emit(account)
+
+    (row,) = rows(webhook)
+    assert row.status_code == 200
+    assert len(row.response_excerpt) == 1024
+
+
+def test_five_failed_deliveries_disable_and_patch_re_enables(
+    emit, account, webhook, receiver, api_client
+):
+    receiver.default = Reply(410)
+    for _ in range(4):
+        emit(account)
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 4 and webhook.disabled_at is None
+
+    emit(account)
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 5 and webhook.disabled_at is not None
+    listed = api_client.get("/webhooks").json()[0]
+    assert listed["disabled_at"] is not None and listed["consecutive_failures"] == 5
+
+    emit(account)  # a disabled webhook gets nothing
+    assert len(receiver.requests) == 5
+    assert DeliveryJob.objects.count() == 5
+
+    response = api_client.patch(
+        f"/webhooks/{webhook.id}", {"webhook": {"disabled_at": None}}, format="json"
+    )
+    assert response.json()["disabled_at"] is None
+    assert response.json()["consecutive_failures"] == 0
+    receiver.default = Reply(200)
+    emit(account)
+    assert len(receiver.requests) == 6
+    assert receiver.requests[-1].headers["X-Service-Signature"]
+
+
+def test_a_2xx_resets_consecutive_failures(emit, account, receiver):
+    webhook = WebhookFactory(account=account, url=receiver.url, consecutive_failures=3)
+    emit(account)
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 0
+
+
+def test_filters_choose_the_webhooks(emit, account, other_account, receiver):
+    sent_only = WebhookFactory(account=account, url=receiver.url, event_filters=["enrollment.sent"])
+    everything = WebhookFactory(account=account, url=receiver.url)
+    paused_only = WebhookFactory(
+        account=account, url=receiver.url, event_filters=["campaign.paused", "enrollment.opened"]
+    )
+    WebhookFactory(account=account, url=receiver.url, disabled_at=timezone.now())
+    WebhookFactory(account=other_account, url=receiver.url)
+
+    event = emit(account, "enrollment.sent")
+    assert set(DeliveryJob.objects.filter(event=event).values_list("webhook", flat=True)) == {
+        sent_only.id,
+        everything.id,
+    }
+    event = emit(account, "campaign.paused", {"campaign_id": "c1", "name": "Q4", "reason": "x"})
+    assert set(DeliveryJob.objects.filter(event=event).values_list("webhook", flat=True)) == {
+        everything.id,
+        paused_only.id,
+    }
+    assert len(receiver.requests) == 4
+    assert {json.loads(r.body)["type"] for r in receiver.requests} == {
+        "enrollment.sent",
+        "campaign.paused",
+    }
+
+
+def test_an_event_without_matching_webhooks_is_still_recorded(emit, account):
+    event = emit(account)
+    assert Event.objects.filter(pk=event.pk).exists()
+    assert not DeliveryJob.objects.exists()
+
+
+def test_unknown_event_types_are_a_programming_error(account):
+    with pytest.raises(ValueError, match="unknown event type"):
+        event_emit(account=account, event_type="enrollment.exploded", data={})
+
+
+def test_an_event_rolled_back_with_its_transaction_is_never_delivered(account, webhook, receiver):
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        event_emit(account=account, event_type="enrollment.sent", data=DATA)
+        raise RuntimeError("the state change failed")
+    assert not Event.objects.exists() and not DeliveryJob.objects.exists()
+    assert receiver.requests == []
+
+
+def test_a_webhook_disabled_meanwhile_is_dropped(emit, account, webhook, receiver):
+    emit(account, after_commit=False)
+    webhook.disabled_at = timezone.now()
+    webhook.save()
+
+    job = DeliveryJob.objects.get()
+    assert delivery_attempt(job_id=job.id) == "dropped"
+    job.refresh_from_db()
+    assert job.state == "dropped"
+    assert receiver.requests == [] and rows(webhook) == []
+
+
+def test_a_webhook_deleted_meanwhile_is_gone(emit, account, webhook, receiver):
+    emit(account, after_commit=False)
+    job_id = DeliveryJob.objects.get().id
+    webhook.delete()
+    assert delivery_attempt(job_id=job_id) == "gone"
+    assert receiver.requests == []
+
+
+def test_a_claimed_job_is_not_sent_twice(emit, account, webhook, receiver):
+    emit(account)
+    job = DeliveryJob.objects.get()
+    assert delivery_attempt(job_id=job.id) == "not_due"  # finished already
+    DeliveryJob.objects.filter(id=job.id).update(
+        state="delivering", next_attempt_at=timezone.now() + timedelta(minutes=5)
+    )
+    assert delivery_attempt(job_id=job.id) == "not_due"  # another worker holds the lease
+    assert len(receiver.requests) == 1
+
+
+def test_a_lapsed_claim_is_taken_over_and_the_lost_attempt_recorded(
+    emit, account, webhook, receiver
+):
+    emit(account, after_commit=False)
+    # As if a worker claimed attempt 1 and died: the lease ran out.
+    DeliveryJob.objects.update(
+        state="delivering",
+        attempts=1,
+        enqueued_at=None,
+        next_attempt_at=timezone.now() - timedelta(seconds=1),
+    )
+
+    assert jobs_sweep() == 1
+    assert [(r.attempt, r.status_code, r.error) for r in rows(webhook)] == [
+        (1, None, LOST_ATTEMPT_ERROR),
+        (2, 200, None),
+    ]
+    assert len(receiver.requests) == 1
+    assert DeliveryJob.objects.get().state == "succeeded"
+
+
+def test_a_lapsed_fifth_attempt_ends_the_delivery(emit, account, webhook, receiver):
+    emit(account, after_commit=False)
+    DeliveryJob.objects.update(
+        state="delivering",
+        attempts=5,
+        enqueued_at=None,
+        next_attempt_at=timezone.now() - timedelta(seconds=1),
+    )
+    jobs_sweep()
+    assert DeliveryJob.objects.get().state == "failed"
+    assert [r.attempt for r in rows(webhook)] == [5]
+    assert receiver.requests == []
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 1
+
+
+def test_a_job_the_broker_refused_is_swept_later(emit, account, webhook, receiver, monkeypatch):
+    from webhooks.tasks import webhook_deliver
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionRefusedError("broker down")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(webhook_deliver, "apply_async", broker_down)
+        emit(account)  # the commit succeeds; the enqueue fails quietly
+    job = DeliveryJob.objects.get()
+    assert job.state == "pending" and job.enqueued_at is None
+    assert receiver.requests == []
+
+    assert jobs_sweep() == 1
+    assert len(receiver.wait_for(1)) == 1
+    assert jobs_sweep() == 0
+
+
+def test_the_sweep_leaves_freshly_enqueued_jobs_to_the_fast_path(emit, account, webhook, receiver):
+    emit(account, after_commit=False)  # committed and enqueued; the task has not run yet
+    assert jobs_sweep() == 0
+    DeliveryJob.objects.update(
+        enqueued_at=timezone.now() - timedelta(minutes=6)
+    )  # lost on the broker
+    assert jobs_sweep() == 1
+    assert len(receiver.requests) == 1
+
+
+def test_later_retries_wait_in_the_database(emit, account, webhook, receiver, settings):
+    settings.WEBHOOK_RETRY_SCHEDULE = []
+    receiver.script(503)
+    before = timezone.now()
+    emit(account)
+
+    job = DeliveryJob.objects.get()
+    assert job.state == "pending" and job.attempts == 1
+    assert (
+        before + timedelta(seconds=59)
+        < job.next_attempt_at
+        < timezone.now() + timedelta(seconds=61)
+    )
+    assert jobs_sweep() == 0  # not due yet
+    DeliveryJob.objects.update(next_attempt_at=timezone.now())
+    assert jobs_sweep() == 1
+    assert [(r.attempt, r.status_code) for r in rows(webhook)] == [(1, 503), (2, 200)]
+
+
+def test_retry_schedule(settings):
+    settings.WEBHOOK_RETRY_SCHEDULE = []
+    assert [retry_delay(n) for n in range(1, 5)] == [60, 480, 1620, 3840]
+    settings.WEBHOOK_RETRY_SCHEDULE = [5, 10]
+    assert [retry_delay(n) for n in range(1, 5)] == [5, 10, 10, 10]

@@ -1,0 +1,17 @@
+"""Reads."""
+
+from django.db.models import QuerySet
+
+from webhooks.models import Webhook, WebhookDelivery
+
+
+def webhook_list(*, account) -> QuerySet[Webhook]:
+    """The account's webhooks, newest first (at most MAX_WEBHOOKS_PER_ACCOUNT)."""
+    return Webhook.objects.filter(account=account).order_by("-created_at", "-id")
+
+
+def delivery_list(*, webhook: Webhook, limit: int) -> list[WebhookDelivery]:
+    """The webhook's attempt rows, newest first."""
+    return list(
+        WebhookDelivery.objects.filter(webhook=webhook).order_by("-created_at", "-id")[:limit]
+    )
