@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Test processes (pytest-xdist); each gets its own test database and Redis database.
+TEST_PROCESSES ?= auto
 
 .PHONY: run test install lint format bench clean
 
@@ -24,7 +26,7 @@ run: $(STAMP)
 ## Install and run the test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set).
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

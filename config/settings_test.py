@@ -5,6 +5,7 @@ DATABASE_URL / REDIS_URL, when set, still choose PostgreSQL and Redis.
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-000000000000")
 os.environ.setdefault("FIELD_ENCRYPTION_KEY", "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=")
@@ -12,6 +13,15 @@ os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
 os.environ.setdefault("WEBHOOK_RETRY_SCHEDULE", "0,0,0,0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("BASE_URL", "http://testserver")
+
+# Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
+# own: its end-to-end Celery workers, queue purges and rate-limit buckets must not
+# meet another process's. Worker subprocesses inherit the rewritten URL.
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
+    _redis = urlsplit(os.environ["REDIS_URL"])
+    _db = 8 + int(_xdist_worker[2:]) % 8
+    os.environ["REDIS_URL"] = urlunsplit(_redis._replace(path=f"/{_db}"))
 
 from config.settings import *  # noqa: E402,F403
 
