@@ -100,6 +100,9 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real receivers do
+            # Headers and body go out in two writes: without this, Nagle plus the
+            # client's delayed ACK stall every response by ~40 ms.
+            disable_nagle_algorithm = True
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
