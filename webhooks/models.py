@@ -40,6 +40,9 @@ class Webhook(models.Model):
     consecutive_failures = models.PositiveIntegerField(default=0)
     disabled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when a drain task for this webhook was put on the broker and has not
+    # started yet: further events need no message of their own (one per burst).
+    drain_enqueued_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -105,9 +108,6 @@ class DeliveryJob(models.Model):
     state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField()
-    # When a deliver task for this job was last put on the broker and not yet
-    # consumed; the sweep re-enqueues only jobs without a recent one.
-    enqueued_at = models.DateTimeField(null=True, blank=True)
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -121,6 +121,12 @@ class DeliveryJob(models.Model):
             models.Index(
                 fields=["next_attempt_at"],
                 name="deliveryjob_due_idx",
+                condition=Q(state__in=["pending", "delivering"]),
+            ),
+            # A drain's claim: one webhook's due jobs, oldest first.
+            models.Index(
+                fields=["webhook", "next_attempt_at"],
+                name="deliveryjob_webhook_due_idx",
                 condition=Q(state__in=["pending", "delivering"]),
             ),
             models.Index(
