@@ -13,6 +13,7 @@ import uuid
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from webhooks.secrets import secret_decrypt
 
@@ -155,7 +156,8 @@ class WebhookDelivery(models.Model):
     response_excerpt = models.TextField(blank=True, default="")
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # When the attempt started (rows are written in batches, after the fact).
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

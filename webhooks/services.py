@@ -34,7 +34,7 @@ MAX_WEBHOOKS_PER_ACCOUNT = 100
 RESPONSE_READ_CAP = 64 * 1024  # bytes of a response body read at most
 RESPONSE_EXCERPT_CHARS = 1024  # of which this much is kept for the admin
 USER_AGENT = "service-webhooks/1.0"
-DRAIN_BATCH_SIZE = 50  # jobs claimed at once by a drain
+DRAIN_BATCH_SIZE = 100  # jobs claimed at once by a drain
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 LOST_ATTEMPT_ERROR = "interrupted: the worker was lost during this attempt; outcome unknown"
 
@@ -218,6 +218,8 @@ def envelope_bytes(*, job: DeliveryJob, event: Event) -> bytes:
 
 @dataclass(frozen=True)
 class AttemptResult:
+    started_at: datetime
+    ended_at: datetime
     status_code: int | None = None
     error: str | None = None
     retryable: bool = False
@@ -257,9 +259,13 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
         ),
     }
     started = time.monotonic()
+    started_at = timezone.now()
 
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
+
+    def result(**fields) -> AttemptResult:
+        return AttemptResult(started_at=started_at, ended_at=timezone.now(), **fields)
 
     try:
         response = delivery_session().post(
@@ -271,15 +277,13 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
             stream=True,
         )
     except UnsafeAddress as e:
-        return AttemptResult(error=f"refused: {e}", duration_ms=elapsed())
+        return result(error=f"refused: {e}", duration_ms=elapsed())
     except requests.Timeout:
-        return AttemptResult(
-            error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed()
-        )
+        return result(error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed())
     except requests.ConnectionError as e:
-        return AttemptResult(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
+        return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
     except requests.RequestException as e:
-        return AttemptResult(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
+        return result(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
 
     code = response.status_code
     try:
@@ -290,13 +294,13 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
         response.close()
     excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")
     if 200 <= code < 300:
-        return AttemptResult(status_code=code, excerpt=excerpt, duration_ms=elapsed())
+        return result(status_code=code, excerpt=excerpt, duration_ms=elapsed())
     retryable = _is_retryable_status(code)
     if 300 <= code < 400:
         error = f"HTTP {code}: redirects are not followed"
     else:
         error = f"HTTP {code}" + ("" if retryable else ": not retried")
-    return AttemptResult(
+    return result(
         status_code=code, error=error, retryable=retryable, excerpt=excerpt, duration_ms=elapsed()
     )
 
@@ -305,6 +309,7 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
 class ClaimedJob:
     job: DeliveryJob
     lost_attempt: int | None  # the attempt a lost worker left unfinished
+    lost_at: datetime | None  # when that attempt's claim was made
     attempt: int | None  # the attempt to make now; None when the job is exhausted
     result: AttemptResult | None = None
     outcome: str = ""  # succeeded, failed, retry, dropped, released
@@ -325,7 +330,7 @@ def jobs_claim(*, webhook_id, limit: int) -> list[ClaimedJob]:
             next_attempt_at__lte=now,
         )
         .order_by("next_attempt_at")
-        .values_list("id", "state")[:limit]
+        .values_list("id", "state", "next_attempt_at")[:limit]
     )
     if not candidates:
         return []
@@ -335,7 +340,7 @@ def jobs_claim(*, webhook_id, limit: int) -> list[ClaimedJob]:
         (DeliveryJob.State.PENDING, fresh_token),
         (DeliveryJob.State.DELIVERING, lost_token),
     ):
-        ids = [pk for pk, s in candidates if s == state]
+        ids = [pk for pk, s, _ in candidates if s == state]
         if ids:
             DeliveryJob.objects.filter(id__in=ids, state=state, next_attempt_at__lte=now).update(
                 state=DeliveryJob.State.DELIVERING,
@@ -343,6 +348,11 @@ def jobs_claim(*, webhook_id, limit: int) -> list[ClaimedJob]:
                 claim_token=token,
                 next_attempt_at=lease_until,
             )
+    # A lapsed claim's due time is its lease's end: the claim was made a lease earlier.
+    lapsed_at = {
+        pk: due - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+        for pk, _, due in candidates
+    }
     claimed = []
     for job in (
         DeliveryJob.objects.select_related("event", "webhook")
@@ -352,7 +362,12 @@ def jobs_claim(*, webhook_id, limit: int) -> list[ClaimedJob]:
         lost = job.attempts - 1 if job.claim_token == lost_token else None
         exhausted = lost is not None and lost >= MAX_ATTEMPTS
         claimed.append(
-            ClaimedJob(job=job, lost_attempt=lost, attempt=None if exhausted else job.attempts)
+            ClaimedJob(
+                job=job,
+                lost_attempt=lost,
+                lost_at=lapsed_at.get(job.id) if lost is not None else None,
+                attempt=None if exhausted else job.attempts,
+            )
         )
     return claimed
 
@@ -405,6 +420,7 @@ def _record(claimed: list[ClaimedJob]) -> None:
                     event_type=event_type,
                     attempt=item.lost_attempt,
                     error=LOST_ATTEMPT_ERROR,
+                    created_at=min(item.lost_at or now, now),
                 )
             )
         if item.result is not None:
@@ -419,7 +435,8 @@ def _record(claimed: list[ClaimedJob]) -> None:
                     error=result.error,
                     response_excerpt=result.excerpt,
                     duration_ms=result.duration_ms,
-                    delivered_at=now if result.ok else None,
+                    delivered_at=result.ended_at if result.ok else None,
+                    created_at=result.started_at,
                 )
             )
     tokens = {item.job.claim_token for item in claimed}
@@ -462,6 +479,8 @@ def _count_failures(*, webhook: Webhook, outcomes: list[str], now) -> None:
     if "succeeded" in ended:
         last_success = len(ended) - 1 - ended[::-1].index("succeeded")
         failures_after = len(ended) - 1 - last_success
+        if failures_after == 0 and webhook.consecutive_failures == 0:
+            return  # nothing to reset (as read at claim time): save the write
         queryset.update(consecutive_failures=failures_after)
     else:
         queryset.update(consecutive_failures=F("consecutive_failures") + len(ended))
