@@ -1,10 +1,15 @@
 """Writes: webhook management, event emission (the outbox) and delivery.
 
-Delivery, in order (docs/webhooks.md):
-1. claim the job with a conditional UPDATE (only one worker wins an attempt);
-2. POST the signed envelope with a timeout, no redirects, a capped read;
-3. record one WebhookDelivery row and the job's next state in one transaction;
-4. count a failed delivery on the webhook, disabling it at the fifth in a row.
+Emission writes an Event and one DeliveryJob per matching enabled webhook in
+the caller's transaction, then rings that webhook's drain task after commit.
+A drain, in order (docs/webhooks.md):
+1. claims a batch of the webhook's due jobs with conditional UPDATEs (a job
+   goes to one worker; the claim is a lease, so a dead worker's jobs come due);
+2. POSTs each signed envelope with a timeout, no redirects, a capped read;
+3. records the attempt rows, the jobs' next states and the webhook's failure
+   count in one transaction;
+4. goes on until nothing is due (retries due at once included).
+The beat sweep rings the drain of any webhook with due jobs the fast path missed.
 """
 
 import json
@@ -36,6 +41,9 @@ RESPONSE_EXCERPT_CHARS = 1024  # of which this much is kept for the admin
 USER_AGENT = "service-webhooks/1.0"
 DRAIN_BATCH_SIZE = 100  # jobs claimed at once by a drain
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
+# A drain re-reads its webhook this often, so a rotated secret, a new URL or a
+# disable reaches the very next attempt after at most this long.
+WEBHOOK_REREAD_SECONDS = 0.25
 LOST_ATTEMPT_ERROR = "interrupted: the worker was lost during this attempt; outcome unknown"
 
 
@@ -378,11 +386,19 @@ def _deliver_claimed(claimed: list[ClaimedJob]) -> None:
     timeout = settings.WEBHOOK_TIMEOUT_SECONDS
     worst_attempt = 2 * timeout + 5  # connect + response, and some slack
     lease_end = time.monotonic() + settings.WEBHOOK_CLAIM_LEASE_SECONDS
-    webhook = claimed[0].job.webhook
-    secret = webhook.secret if webhook.is_enabled else ""
+    webhook: Webhook | None = claimed[0].job.webhook
+    secret = webhook.secret
+    read_at = time.monotonic()
     sent_any = False
     for item in claimed:
-        if item.attempt is None:
+        if webhook is not None and time.monotonic() - read_at > WEBHOOK_REREAD_SECONDS:
+            # A rotated secret, a new URL or a disable applies within this bound.
+            webhook = Webhook.objects.filter(id=webhook.id).first()
+            secret = webhook.secret if webhook is not None else ""
+            read_at = time.monotonic()
+        if webhook is None:
+            item.outcome = "dropped"  # deleted meanwhile (its jobs went with it)
+        elif item.attempt is None:
             item.outcome = "failed"  # a lost fifth attempt: nothing left to try
         elif not webhook.is_enabled:
             item.outcome = "dropped"
