@@ -418,3 +418,64 @@ def test_retry_schedule(settings):
     assert [retry_delay(n) for n in range(1, 5)] == [60, 480, 1620, 3840]
     settings.WEBHOOK_RETRY_SCHEDULE = [5, 10]
     assert [retry_delay(n) for n in range(1, 5)] == [5, 10, 10, 10]
+
+
+def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
+    emit, account, webhook, receiver, monkeypatch
+):
+    from webhooks import services
+
+    monkeypatch.setattr(services, "WEBHOOK_REREAD_SECONDS", 0)
+    old_secret = webhook.secret
+    new_secrets = []
+    real_post = services.http_post_signed
+
+    def post_then_rotate(**kwargs):
+        result = real_post(**kwargs)
+        if not new_secrets:  # right after the first attempt of the batch
+            new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
+        return result
+
+    monkeypatch.setattr(services, "http_post_signed", post_then_rotate)
+    for _ in range(2):
+        emit(account, after_commit=False)
+    webhook_drain(webhook_id=webhook.id)
+
+    first, second = receiver.wait_for(2)
+    header = second.headers["X-Service-Signature"]
+    assert stripe.WebhookSignature.verify_header(
+        first.body.decode(), first.headers["X-Service-Signature"], old_secret, tolerance=300
+    )
+    assert stripe.WebhookSignature.verify_header(
+        second.body.decode(), header, new_secrets[0], tolerance=300
+    )
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(
+            second.body.decode(), header, old_secret, tolerance=300
+        )
+
+
+def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
+    emit, account, webhook, receiver, monkeypatch
+):
+    from webhooks import services
+
+    monkeypatch.setattr(services, "WEBHOOK_REREAD_SECONDS", 0)
+    real_post = services.http_post_signed
+
+    def post_then_disable(**kwargs):
+        result = real_post(**kwargs)
+        services.webhook_update(webhook=webhook, disabled_at=timezone.now())
+        return result
+
+    monkeypatch.setattr(services, "http_post_signed", post_then_disable)
+    for _ in range(3):
+        emit(account, after_commit=False)
+    webhook_drain(webhook_id=webhook.id)
+
+    assert len(receiver.requests) == 1
+    assert sorted(DeliveryJob.objects.values_list("state", flat=True)) == [
+        "dropped",
+        "dropped",
+        "succeeded",
+    ]
