@@ -116,7 +116,6 @@ class DeliveryJobAdmin(ReadOnlyAdmin):
         "state",
         "attempts",
         "next_attempt_at",
-        "enqueued_at",
         "created_at",
         "finished_at",
     ]

@@ -13,6 +13,7 @@ import uuid
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from webhooks.secrets import secret_decrypt
 
@@ -40,6 +41,9 @@ class Webhook(models.Model):
     consecutive_failures = models.PositiveIntegerField(default=0)
     disabled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when a drain task for this webhook was put on the broker and has not
+    # started yet: further events need no message of their own (one per burst).
+    drain_enqueued_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -105,9 +109,6 @@ class DeliveryJob(models.Model):
     state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField()
-    # When a deliver task for this job was last put on the broker and not yet
-    # consumed; the sweep re-enqueues only jobs without a recent one.
-    enqueued_at = models.DateTimeField(null=True, blank=True)
     claim_token = models.UUIDField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -121,6 +122,12 @@ class DeliveryJob(models.Model):
             models.Index(
                 fields=["next_attempt_at"],
                 name="deliveryjob_due_idx",
+                condition=Q(state__in=["pending", "delivering"]),
+            ),
+            # A drain's claim: one webhook's due jobs, oldest first.
+            models.Index(
+                fields=["webhook", "next_attempt_at"],
+                name="deliveryjob_webhook_due_idx",
                 condition=Q(state__in=["pending", "delivering"]),
             ),
             models.Index(
@@ -149,7 +156,8 @@ class WebhookDelivery(models.Model):
     response_excerpt = models.TextField(blank=True, default="")
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # When the attempt started (rows are written in batches, after the fact).
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

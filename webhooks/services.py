@@ -1,10 +1,15 @@
 """Writes: webhook management, event emission (the outbox) and delivery.
 
-Delivery, in order (docs/webhooks.md):
-1. claim the job with a conditional UPDATE (only one worker wins an attempt);
-2. POST the signed envelope with a timeout, no redirects, a capped read;
-3. record one WebhookDelivery row and the job's next state in one transaction;
-4. count a failed delivery on the webhook, disabling it at the fifth in a row.
+Emission writes an Event and one DeliveryJob per matching enabled webhook in
+the caller's transaction, then rings that webhook's drain task after commit.
+A drain, in order (docs/webhooks.md):
+1. claims a batch of the webhook's due jobs with conditional UPDATEs (a job
+   goes to one worker; the claim is a lease, so a dead worker's jobs come due);
+2. POSTs each signed envelope with a timeout, no redirects, a capped read;
+3. records the attempt rows, the jobs' next states and the webhook's failure
+   count in one transaction;
+4. goes on until nothing is due (retries due at once included).
+The beat sweep rings the drain of any webhook with due jobs the fast path missed.
 """
 
 import json
@@ -34,6 +39,11 @@ MAX_WEBHOOKS_PER_ACCOUNT = 100
 RESPONSE_READ_CAP = 64 * 1024  # bytes of a response body read at most
 RESPONSE_EXCERPT_CHARS = 1024  # of which this much is kept for the admin
 USER_AGENT = "service-webhooks/1.0"
+DRAIN_BATCH_SIZE = 100  # jobs claimed at once by a drain
+DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
+# A drain re-reads its webhook this often, so a rotated secret, a new URL or a
+# disable reaches the very next attempt after at most this long.
+WEBHOOK_REREAD_SECONDS = 0.25
 LOST_ATTEMPT_ERROR = "interrupted: the worker was lost during this attempt; outcome unknown"
 
 
@@ -110,9 +120,9 @@ def event_emit(*, account, event_type: str, data: dict) -> Event:
     """Record an event and queue its delivery to every matching enabled webhook.
 
     Call it inside the transaction that makes the state change: the event and
-    its jobs commit or roll back with it. After commit, a task is enqueued per
-    job (the fast path); if that fails (broker down, process killed), the beat
-    sweep finds the job anyway.
+    its jobs commit or roll back with it. After commit, each matching webhook's
+    drain task is rung (the fast path); if that fails (broker down, process
+    killed), the beat sweep finds the due jobs anyway.
     """
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
@@ -123,61 +133,67 @@ def event_emit(*, account, event_type: str, data: dict) -> Event:
         "id", "event_filters"
     )
     jobs = [
-        DeliveryJob(event=event, webhook_id=w.id, next_attempt_at=now, enqueued_at=now)
+        DeliveryJob(event=event, webhook_id=w.id, next_attempt_at=now)
         for w in webhooks
         if w.wants(event_type)
     ]
     if jobs:
         DeliveryJob.objects.bulk_create(jobs)
-        job_ids = [str(job.id) for job in jobs]
-        transaction.on_commit(lambda: delivery_enqueue(job_ids=job_ids), robust=True)
+        webhook_ids = [str(job.webhook_id) for job in jobs]
+        transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
     return event
 
 
 emit = event_emit
 
 
-def delivery_enqueue(*, job_ids: list[str]) -> int:
-    """Put a deliver task on the broker per job; returns how many made it.
+def drains_enqueue(*, webhook_ids: list[str]) -> int:
+    """Make sure a drain task is on its way for each webhook; returns how many
+    messages were sent.
 
-    Never raises: a job whose task could not be sent loses its enqueued_at
-    mark, so the next sweep sends it instead.
+    A webhook whose drain is already enqueued (and not stale) needs no second
+    message: that drain will claim every job due when it starts. Never raises:
+    a message the broker refused clears the mark, so the next sweep rings again.
     """
-    from webhooks.tasks import webhook_deliver
+    from webhooks.tasks import webhook_drain
 
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
     sent = 0
-    for job_id in job_ids:
+    for webhook_id in dict.fromkeys(webhook_ids):
+        rung = Webhook.objects.filter(
+            Q(drain_enqueued_at__isnull=True) | Q(drain_enqueued_at__lte=stale), id=webhook_id
+        ).update(drain_enqueued_at=now)
+        if not rung:
+            continue
         try:
             # retry=False: fail at once if the broker is down, do not hold the caller.
-            webhook_deliver.apply_async((job_id,), retry=False)
+            webhook_drain.apply_async((webhook_id,), retry=False)
             sent += 1
         except Exception:
             logger.warning(
-                "webhook job %s not enqueued; the sweep will pick it up", job_id, exc_info=True
+                "webhook %s drain not enqueued; the sweep will ring again",
+                webhook_id,
+                exc_info=True,
             )
-            DeliveryJob.objects.filter(id=job_id, state=DeliveryJob.State.PENDING).update(
-                enqueued_at=None
-            )
+            Webhook.objects.filter(id=webhook_id).update(drain_enqueued_at=None)
     return sent
 
 
 def jobs_sweep(*, limit: int = 1000) -> int:
-    """Enqueue due jobs the fast path missed: never enqueued (broker down), lost
-    on the broker, retries whose time has come, and claims whose lease lapsed."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
-    due = DeliveryJob.objects.filter(
-        Q(enqueued_at__isnull=True) | Q(enqueued_at__lte=stale),
-        state__in=DeliveryJob.ACTIVE_STATES,
-        next_attempt_at__lte=now,
+    """Ring the drain of every webhook with due jobs the fast path missed:
+    never enqueued (broker down), lost on the broker, retries whose time has
+    come, and claims whose lease lapsed (a worker died)."""
+    due = (
+        DeliveryJob.objects.filter(
+            state__in=DeliveryJob.ACTIVE_STATES, next_attempt_at__lte=timezone.now()
+        )
+        .order_by()
+        .values_list("webhook_id", flat=True)
+        .distinct()
     )
-    job_ids = [
-        str(pk) for pk in due.order_by("next_attempt_at").values_list("id", flat=True)[:limit]
-    ]
-    if not job_ids:
-        return 0
-    DeliveryJob.objects.filter(id__in=job_ids).update(enqueued_at=now)
-    return delivery_enqueue(job_ids=job_ids)
+    webhook_ids = [str(pk) for pk in due[:limit]]
+    return drains_enqueue(webhook_ids=webhook_ids) if webhook_ids else 0
 
 
 # ---------------------------------------------------------------- delivery
@@ -210,6 +226,8 @@ def envelope_bytes(*, job: DeliveryJob, event: Event) -> bytes:
 
 @dataclass(frozen=True)
 class AttemptResult:
+    started_at: datetime
+    ended_at: datetime
     status_code: int | None = None
     error: str | None = None
     retryable: bool = False
@@ -249,9 +267,13 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
         ),
     }
     started = time.monotonic()
+    started_at = timezone.now()
 
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
+
+    def result(**fields) -> AttemptResult:
+        return AttemptResult(started_at=started_at, ended_at=timezone.now(), **fields)
 
     try:
         response = delivery_session().post(
@@ -263,15 +285,13 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
             stream=True,
         )
     except UnsafeAddress as e:
-        return AttemptResult(error=f"refused: {e}", duration_ms=elapsed())
+        return result(error=f"refused: {e}", duration_ms=elapsed())
     except requests.Timeout:
-        return AttemptResult(
-            error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed()
-        )
+        return result(error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed())
     except requests.ConnectionError as e:
-        return AttemptResult(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
+        return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
     except requests.RequestException as e:
-        return AttemptResult(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
+        return result(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
 
     code = response.status_code
     try:
@@ -282,124 +302,242 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
         response.close()
     excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")
     if 200 <= code < 300:
-        return AttemptResult(status_code=code, excerpt=excerpt, duration_ms=elapsed())
+        return result(status_code=code, excerpt=excerpt, duration_ms=elapsed())
     retryable = _is_retryable_status(code)
     if 300 <= code < 400:
         error = f"HTTP {code}: redirects are not followed"
     else:
         error = f"HTTP {code}" + ("" if retryable else ": not retried")
-    return AttemptResult(
+    return result(
         status_code=code, error=error, retryable=retryable, excerpt=excerpt, duration_ms=elapsed()
     )
 
 
-def delivery_attempt(*, job_id) -> str:
-    """Claim the job and make its next attempt. Returns what happened, for logs.
+@dataclass
+class ClaimedJob:
+    job: DeliveryJob
+    lost_attempt: int | None  # the attempt a lost worker left unfinished
+    lost_at: datetime | None  # when that attempt's claim was made
+    attempt: int | None  # the attempt to make now; None when the job is exhausted
+    result: AttemptResult | None = None
+    outcome: str = ""  # succeeded, failed, retry, dropped, released
 
-    Safe to call any number of times for the same job: only a due, unclaimed
-    job (or one whose claim lease lapsed) is worked on, by one caller at a time.
+
+def jobs_claim(*, webhook_id, limit: int) -> list[ClaimedJob]:
+    """Claim up to `limit` due jobs of one webhook, oldest first.
+
+    Conditional UPDATEs (state and due time re-checked by the database), so a
+    job goes to exactly one claimer; a job whose previous claim lapsed is told
+    apart by its own token, so its lost attempt can be recorded.
     """
     now = timezone.now()
-    job = DeliveryJob.objects.select_related("event", "webhook").filter(id=job_id).first()
-    if job is None:
-        return "gone"
-    if job.state not in DeliveryJob.ACTIVE_STATES or job.next_attempt_at > now:
-        return "not_due"
-
-    # 1. Claim: compare-and-set on what we read, so one worker wins this attempt.
-    lost = job.state == DeliveryJob.State.DELIVERING  # the previous claim's lease lapsed
-    exhausted = lost and job.attempts >= MAX_ATTEMPTS
-    attempt = job.attempts if exhausted else job.attempts + 1
-    token = uuid.uuid4()
-    claimed = DeliveryJob.objects.filter(
-        id=job.id, state=job.state, attempts=job.attempts, next_attempt_at__lte=now
-    ).update(
-        state=DeliveryJob.State.DELIVERING,
-        attempts=attempt,
-        claim_token=token,
-        next_attempt_at=now + timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
-        enqueued_at=None,
-    )
-    if not claimed:
-        return "claimed_elsewhere"
-
-    webhook, event = job.webhook, job.event
-    if lost:
-        WebhookDelivery.objects.create(
-            webhook=webhook,
-            job=job,
-            event_type=event.type,
-            attempt=job.attempts,
-            error=LOST_ATTEMPT_ERROR,
+    candidates = list(
+        DeliveryJob.objects.filter(
+            webhook_id=webhook_id,
+            state__in=DeliveryJob.ACTIVE_STATES,
+            next_attempt_at__lte=now,
         )
-        if exhausted:
-            return _finish(job=job, token=token, webhook=webhook, succeeded=False)
-
-    if not webhook.is_enabled:
-        DeliveryJob.objects.filter(id=job.id, claim_token=token).update(
-            state=DeliveryJob.State.DROPPED, finished_at=timezone.now(), claim_token=None
-        )
-        return "dropped"
-
-    # 2. Send, signed with the secret as it is now.
-    result = http_post_signed(
-        url=webhook.url, body=envelope_bytes(job=job, event=event), secret=webhook.secret
+        .order_by("next_attempt_at")
+        .values_list("id", "state", "next_attempt_at")[:limit]
     )
-
-    # 3. Record the attempt and the job's next state together.
-    try:
-        with transaction.atomic():
-            WebhookDelivery.objects.create(
-                webhook=webhook,
-                job=job,
-                event_type=event.type,
-                attempt=attempt,
-                status_code=result.status_code,
-                error=result.error,
-                response_excerpt=result.excerpt,
-                duration_ms=result.duration_ms,
-                delivered_at=timezone.now() if result.ok else None,
+    if not candidates:
+        return []
+    fresh_token, lost_token = uuid.uuid4(), uuid.uuid4()
+    lease_until = now + timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+    for state, token in (
+        (DeliveryJob.State.PENDING, fresh_token),
+        (DeliveryJob.State.DELIVERING, lost_token),
+    ):
+        ids = [pk for pk, s, _ in candidates if s == state]
+        if ids:
+            DeliveryJob.objects.filter(id__in=ids, state=state, next_attempt_at__lte=now).update(
+                state=DeliveryJob.State.DELIVERING,
+                attempts=F("attempts") + 1,
+                claim_token=token,
+                next_attempt_at=lease_until,
             )
-            if result.ok:
-                return _finish(job=job, token=token, webhook=webhook, succeeded=True)
-            if result.retryable and attempt < MAX_ATTEMPTS:
-                DeliveryJob.objects.filter(id=job.id, claim_token=token).update(
-                    state=DeliveryJob.State.PENDING,
-                    next_attempt_at=timezone.now() + timedelta(seconds=retry_delay(attempt)),
-                )
-                return "retry_scheduled"
-            return _finish(job=job, token=token, webhook=webhook, succeeded=False)
-    except IntegrityError:
-        # The webhook was deleted while we were sending: nothing left to record.
-        return "gone"
-
-
-def _finish(*, job: DeliveryJob, token: uuid.UUID, webhook: Webhook, succeeded: bool) -> str:
-    """End the job; count the delivery on the webhook if this claim still owns it."""
-    now = timezone.now()
-    owned = DeliveryJob.objects.filter(id=job.id, claim_token=token).update(
-        state=DeliveryJob.State.SUCCEEDED if succeeded else DeliveryJob.State.FAILED,
-        finished_at=now,
-        claim_token=None,
-    )
-    if not owned:
-        return "superseded"  # our lease lapsed and another worker took over
-    if succeeded:
-        Webhook.objects.filter(id=webhook.id, consecutive_failures__gt=0).update(
-            consecutive_failures=0
+    # A lapsed claim's due time is its lease's end: the claim was made a lease earlier.
+    lapsed_at = {
+        pk: due - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+        for pk, _, due in candidates
+    }
+    claimed = []
+    for job in (
+        DeliveryJob.objects.select_related("event", "webhook")
+        .filter(claim_token__in=[fresh_token, lost_token])
+        .order_by("next_attempt_at", "created_at")
+    ):
+        lost = job.attempts - 1 if job.claim_token == lost_token else None
+        exhausted = lost is not None and lost >= MAX_ATTEMPTS
+        claimed.append(
+            ClaimedJob(
+                job=job,
+                lost_attempt=lost,
+                lost_at=lapsed_at.get(job.id) if lost is not None else None,
+                attempt=None if exhausted else job.attempts,
+            )
         )
-        return "delivered"
-    Webhook.objects.filter(id=webhook.id).update(consecutive_failures=F("consecutive_failures") + 1)
-    disabled = Webhook.objects.filter(
-        id=webhook.id,
-        consecutive_failures__gte=FAILURES_BEFORE_DISABLE,
-        disabled_at__isnull=True,
+    return claimed
+
+
+def _deliver_claimed(claimed: list[ClaimedJob]) -> None:
+    """POST each claimed job in turn (sequentially: one receiver, one keep-alive
+    connection). Jobs the lease no longer covers are released untouched."""
+    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
+    worst_attempt = 2 * timeout + 5  # connect + response, and some slack
+    lease_end = time.monotonic() + settings.WEBHOOK_CLAIM_LEASE_SECONDS
+    webhook: Webhook | None = claimed[0].job.webhook
+    secret = webhook.secret
+    read_at = time.monotonic()
+    sent_any = False
+    for item in claimed:
+        if webhook is not None and time.monotonic() - read_at > WEBHOOK_REREAD_SECONDS:
+            # A rotated secret, a new URL or a disable applies within this bound.
+            webhook = Webhook.objects.filter(id=webhook.id).first()
+            secret = webhook.secret if webhook is not None else ""
+            read_at = time.monotonic()
+        if webhook is None:
+            item.outcome = "dropped"  # deleted meanwhile (its jobs went with it)
+        elif item.attempt is None:
+            item.outcome = "failed"  # a lost fifth attempt: nothing left to try
+        elif not webhook.is_enabled:
+            item.outcome = "dropped"
+        elif sent_any and time.monotonic() + worst_attempt > lease_end:
+            # The first job always goes, so a lease shorter than one attempt
+            # (a misconfiguration) still makes progress.
+            item.outcome = "released"
+        else:
+            sent_any = True
+            item.result = http_post_signed(
+                url=webhook.url,
+                body=envelope_bytes(job=item.job, event=item.job.event),
+                secret=secret,
+            )
+            if item.result.ok:
+                item.outcome = "succeeded"
+            elif item.result.retryable and item.attempt < MAX_ATTEMPTS:
+                item.outcome = "retry"
+            else:
+                item.outcome = "failed"
+
+
+def _record(claimed: list[ClaimedJob]) -> None:
+    """Attempt rows, job states and the webhook's failure count, in one transaction."""
+    now = timezone.now()
+    webhook = claimed[0].job.webhook
+    rows = []
+    for item in claimed:
+        event_type = item.job.event.type
+        if item.lost_attempt is not None:
+            rows.append(
+                WebhookDelivery(
+                    webhook=webhook,
+                    job=item.job,
+                    event_type=event_type,
+                    attempt=item.lost_attempt,
+                    error=LOST_ATTEMPT_ERROR,
+                    created_at=min(item.lost_at or now, now),
+                )
+            )
+        if item.result is not None:
+            result = item.result
+            rows.append(
+                WebhookDelivery(
+                    webhook=webhook,
+                    job=item.job,
+                    event_type=event_type,
+                    attempt=item.attempt,
+                    status_code=result.status_code,
+                    error=result.error,
+                    response_excerpt=result.excerpt,
+                    duration_ms=result.duration_ms,
+                    delivered_at=result.ended_at if result.ok else None,
+                    created_at=result.started_at,
+                )
+            )
+    tokens = {item.job.claim_token for item in claimed}
+
+    def jobs(outcome: str, **where):
+        ids = [item.job.id for item in claimed if item.outcome == outcome]
+        return DeliveryJob.objects.filter(id__in=ids, claim_token__in=tokens, **where)
+
+    with transaction.atomic():
+        WebhookDelivery.objects.bulk_create(rows)
+        done = {"claim_token": None, "finished_at": now}
+        jobs("succeeded").update(state=DeliveryJob.State.SUCCEEDED, **done)
+        jobs("failed").update(state=DeliveryJob.State.FAILED, **done)
+        jobs("dropped").update(state=DeliveryJob.State.DROPPED, **done)
+        exhausted = [item.job.id for item in claimed if item.attempt is None]
+        if exhausted:  # the claim counted an attempt that was never made
+            DeliveryJob.objects.filter(id__in=exhausted).update(attempts=F("attempts") - 1)
+        jobs("released").update(
+            state=DeliveryJob.State.PENDING,
+            attempts=F("attempts") - 1,
+            next_attempt_at=now,
+            claim_token=None,
+        )
+        for attempt in {item.attempt for item in claimed if item.outcome == "retry"}:
+            jobs("retry", attempts=attempt).update(
+                state=DeliveryJob.State.PENDING,
+                next_attempt_at=now + timedelta(seconds=retry_delay(attempt)),
+                claim_token=None,
+            )
+        _count_failures(webhook=webhook, outcomes=[item.outcome for item in claimed], now=now)
+
+
+def _count_failures(*, webhook: Webhook, outcomes: list[str], now) -> None:
+    """A delivery that ends without a 2xx is one failure; a 2xx resets the count;
+    the fifth failure in a row disables the webhook."""
+    ended = [o for o in outcomes if o in ("succeeded", "failed")]
+    if not ended:
+        return
+    queryset = Webhook.objects.filter(id=webhook.id)
+    if "succeeded" in ended:
+        last_success = len(ended) - 1 - ended[::-1].index("succeeded")
+        failures_after = len(ended) - 1 - last_success
+        if failures_after == 0 and webhook.consecutive_failures == 0:
+            return  # nothing to reset (as read at claim time): save the write
+        queryset.update(consecutive_failures=failures_after)
+    else:
+        queryset.update(consecutive_failures=F("consecutive_failures") + len(ended))
+    disabled = queryset.filter(
+        consecutive_failures__gte=FAILURES_BEFORE_DISABLE, disabled_at__isnull=True
     ).update(disabled_at=now)
     if disabled:
         logger.info(
             "webhook %s disabled after %s failed deliveries", webhook.id, FAILURES_BEFORE_DISABLE
         )
-    return "failed"
+
+
+def webhook_drain(*, webhook_id, batch_size: int = DRAIN_BATCH_SIZE) -> int:
+    """Deliver every due job of one webhook, a batch at a time; returns how many
+    jobs were worked on.
+
+    The enqueued mark is cleared first, so an event committed from now on rings
+    a new drain instead of being missed. Zero-delay retries come due at once
+    and are made in the same drain; the attempt limit bounds the loop, and a
+    time budget hands what is left to a fresh drain message.
+    """
+    Webhook.objects.filter(id=webhook_id).update(drain_enqueued_at=None)
+    started = time.monotonic()
+    worked = 0
+    while True:
+        claimed = jobs_claim(webhook_id=webhook_id, limit=batch_size)
+        if not claimed:
+            return worked
+        _deliver_claimed(claimed)
+        try:
+            _record(claimed)
+        except IntegrityError:
+            return worked  # the webhook was deleted meanwhile: nothing left to record
+        worked += len(claimed)
+        if all(item.outcome in ("dropped", "released") for item in claimed):
+            if any(item.outcome == "released" for item in claimed):
+                drains_enqueue(webhook_ids=[str(webhook_id)])
+            return worked
+        if time.monotonic() - started > DRAIN_TIME_BUDGET_SECONDS:
+            drains_enqueue(webhook_ids=[str(webhook_id)])
+            return worked
 
 
 # ---------------------------------------------------------------- operations
@@ -416,12 +554,12 @@ def job_redeliver(*, job: DeliveryJob) -> bool:
         state=DeliveryJob.State.PENDING,
         attempts=0,
         next_attempt_at=now,
-        enqueued_at=now,
         finished_at=None,
         claim_token=None,
     )
     if reset:
-        transaction.on_commit(lambda: delivery_enqueue(job_ids=[str(job.id)]), robust=True)
+        webhook_ids = [str(job.webhook_id)]
+        transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
     return bool(reset)
 
 

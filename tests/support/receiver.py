@@ -55,7 +55,9 @@ class Receiver:
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/hook"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def start(self) -> "Receiver":
         self._thread.start()
@@ -98,6 +100,9 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real receivers do
+            # Headers and body go out in two writes: without this, Nagle plus the
+            # client's delayed ACK stall every response by ~40 ms.
+            disable_nagle_algorithm = True
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)

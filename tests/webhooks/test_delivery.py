@@ -10,13 +10,13 @@ from django.utils import timezone
 
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
-from webhooks.models import DeliveryJob, Event, WebhookDelivery
+from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
 from webhooks.services import (
     LOST_ATTEMPT_ERROR,
-    delivery_attempt,
     event_emit,
     jobs_sweep,
     retry_delay,
+    webhook_drain,
 )
 
 pytestmark = pytest.mark.django_db
@@ -274,30 +274,63 @@ def test_a_webhook_disabled_meanwhile_is_dropped(emit, account, webhook, receive
     webhook.disabled_at = timezone.now()
     webhook.save()
 
-    job = DeliveryJob.objects.get()
-    assert delivery_attempt(job_id=job.id) == "dropped"
-    job.refresh_from_db()
-    assert job.state == "dropped"
+    assert webhook_drain(webhook_id=webhook.id) == 1
+    assert DeliveryJob.objects.get().state == "dropped"
     assert receiver.requests == [] and rows(webhook) == []
 
 
 def test_a_webhook_deleted_meanwhile_is_gone(emit, account, webhook, receiver):
     emit(account, after_commit=False)
-    job_id = DeliveryJob.objects.get().id
     webhook.delete()
-    assert delivery_attempt(job_id=job_id) == "gone"
+    assert webhook_drain(webhook_id=webhook.id) == 0
     assert receiver.requests == []
 
 
 def test_a_claimed_job_is_not_sent_twice(emit, account, webhook, receiver):
     emit(account)
     job = DeliveryJob.objects.get()
-    assert delivery_attempt(job_id=job.id) == "not_due"  # finished already
+    assert webhook_drain(webhook_id=webhook.id) == 0  # finished already
     DeliveryJob.objects.filter(id=job.id).update(
         state="delivering", next_attempt_at=timezone.now() + timedelta(minutes=5)
     )
-    assert delivery_attempt(job_id=job.id) == "not_due"  # another worker holds the lease
+    assert webhook_drain(webhook_id=webhook.id) == 0  # another worker holds the lease
     assert len(receiver.requests) == 1
+
+
+def test_one_drain_delivers_a_burst_in_order_over_one_connection(emit, account, webhook, receiver):
+    events = [emit(account, data={"n": n}, after_commit=False) for n in range(3)]
+    assert webhook_drain(webhook_id=webhook.id) == 3
+    assert [json.loads(r.body)["data"]["n"] for r in receiver.requests] == [0, 1, 2]
+    assert {json.loads(r.body)["id"] for r in receiver.requests} == {
+        str(job.id) for job in DeliveryJob.objects.filter(event__in=events)
+    }
+    assert DeliveryJob.objects.filter(state="succeeded").count() == 3
+
+
+def test_a_burst_rings_the_drain_once(
+    account, webhook, monkeypatch, django_capture_on_commit_callbacks
+):
+    from webhooks.tasks import webhook_drain as task
+
+    sent = []
+    monkeypatch.setattr(task, "apply_async", lambda args, **kw: sent.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(3):
+            event_emit(account=account, event_type="enrollment.sent", data=DATA)
+    assert sent == [(str(webhook.id),)]  # the drain, once started, claims all three
+    webhook.refresh_from_db()
+    assert webhook.drain_enqueued_at is not None
+
+
+def test_the_lease_bounds_a_batch(emit, account, webhook, receiver, settings):
+    settings.WEBHOOK_CLAIM_LEASE_SECONDS = 1  # shorter than one worst-case attempt
+    for _ in range(3):
+        emit(account, after_commit=False)
+    # Each batch sends its first job and releases the rest; every job still goes.
+    assert webhook_drain(webhook_id=webhook.id) >= 3
+    assert len(receiver.requests) == 3
+    assert [r.attempt for r in WebhookDelivery.objects.all()] == [1, 1, 1]
+    assert DeliveryJob.objects.filter(state="succeeded").count() == 3
 
 
 def test_a_lapsed_claim_is_taken_over_and_the_lost_attempt_recorded(
@@ -306,10 +339,7 @@ def test_a_lapsed_claim_is_taken_over_and_the_lost_attempt_recorded(
     emit(account, after_commit=False)
     # As if a worker claimed attempt 1 and died: the lease ran out.
     DeliveryJob.objects.update(
-        state="delivering",
-        attempts=1,
-        enqueued_at=None,
-        next_attempt_at=timezone.now() - timedelta(seconds=1),
+        state="delivering", attempts=1, next_attempt_at=timezone.now() - timedelta(seconds=1)
     )
 
     assert jobs_sweep() == 1
@@ -318,19 +348,18 @@ def test_a_lapsed_claim_is_taken_over_and_the_lost_attempt_recorded(
         (2, 200, None),
     ]
     assert len(receiver.requests) == 1
-    assert DeliveryJob.objects.get().state == "succeeded"
+    job = DeliveryJob.objects.get()
+    assert (job.state, job.attempts) == ("succeeded", 2)
 
 
 def test_a_lapsed_fifth_attempt_ends_the_delivery(emit, account, webhook, receiver):
     emit(account, after_commit=False)
     DeliveryJob.objects.update(
-        state="delivering",
-        attempts=5,
-        enqueued_at=None,
-        next_attempt_at=timezone.now() - timedelta(seconds=1),
+        state="delivering", attempts=5, next_attempt_at=timezone.now() - timedelta(seconds=1)
     )
     jobs_sweep()
-    assert DeliveryJob.objects.get().state == "failed"
+    job = DeliveryJob.objects.get()
+    assert (job.state, job.attempts) == ("failed", 5)
     assert [r.attempt for r in rows(webhook)] == [5]
     assert receiver.requests == []
     webhook.refresh_from_db()
@@ -338,16 +367,17 @@ def test_a_lapsed_fifth_attempt_ends_the_delivery(emit, account, webhook, receiv
 
 
 def test_a_job_the_broker_refused_is_swept_later(emit, account, webhook, receiver, monkeypatch):
-    from webhooks.tasks import webhook_deliver
+    from webhooks.tasks import webhook_drain as task
 
     def broker_down(*args, **kwargs):
         raise ConnectionRefusedError("broker down")
 
     with monkeypatch.context() as patch:
-        patch.setattr(webhook_deliver, "apply_async", broker_down)
+        patch.setattr(task, "apply_async", broker_down)
         emit(account)  # the commit succeeds; the enqueue fails quietly
-    job = DeliveryJob.objects.get()
-    assert job.state == "pending" and job.enqueued_at is None
+    assert DeliveryJob.objects.get().state == "pending"
+    webhook.refresh_from_db()
+    assert webhook.drain_enqueued_at is None
     assert receiver.requests == []
 
     assert jobs_sweep() == 1
@@ -355,12 +385,11 @@ def test_a_job_the_broker_refused_is_swept_later(emit, account, webhook, receive
     assert jobs_sweep() == 0
 
 
-def test_the_sweep_leaves_freshly_enqueued_jobs_to_the_fast_path(emit, account, webhook, receiver):
-    emit(account, after_commit=False)  # committed and enqueued; the task has not run yet
+def test_the_sweep_leaves_a_rung_drain_alone_until_it_is_stale(emit, account, webhook, receiver):
+    emit(account, after_commit=False)
+    Webhook.objects.update(drain_enqueued_at=timezone.now())  # a drain is on the broker
     assert jobs_sweep() == 0
-    DeliveryJob.objects.update(
-        enqueued_at=timezone.now() - timedelta(minutes=6)
-    )  # lost on the broker
+    Webhook.objects.update(drain_enqueued_at=timezone.now() - timedelta(minutes=6))  # lost
     assert jobs_sweep() == 1
     assert len(receiver.requests) == 1
 
@@ -389,3 +418,64 @@ def test_retry_schedule(settings):
     assert [retry_delay(n) for n in range(1, 5)] == [60, 480, 1620, 3840]
     settings.WEBHOOK_RETRY_SCHEDULE = [5, 10]
     assert [retry_delay(n) for n in range(1, 5)] == [5, 10, 10, 10]
+
+
+def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
+    emit, account, webhook, receiver, monkeypatch
+):
+    from webhooks import services
+
+    monkeypatch.setattr(services, "WEBHOOK_REREAD_SECONDS", 0)
+    old_secret = webhook.secret
+    new_secrets = []
+    real_post = services.http_post_signed
+
+    def post_then_rotate(**kwargs):
+        result = real_post(**kwargs)
+        if not new_secrets:  # right after the first attempt of the batch
+            new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
+        return result
+
+    monkeypatch.setattr(services, "http_post_signed", post_then_rotate)
+    for _ in range(2):
+        emit(account, after_commit=False)
+    webhook_drain(webhook_id=webhook.id)
+
+    first, second = receiver.wait_for(2)
+    header = second.headers["X-Service-Signature"]
+    assert stripe.WebhookSignature.verify_header(
+        first.body.decode(), first.headers["X-Service-Signature"], old_secret, tolerance=300
+    )
+    assert stripe.WebhookSignature.verify_header(
+        second.body.decode(), header, new_secrets[0], tolerance=300
+    )
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(
+            second.body.decode(), header, old_secret, tolerance=300
+        )
+
+
+def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
+    emit, account, webhook, receiver, monkeypatch
+):
+    from webhooks import services
+
+    monkeypatch.setattr(services, "WEBHOOK_REREAD_SECONDS", 0)
+    real_post = services.http_post_signed
+
+    def post_then_disable(**kwargs):
+        result = real_post(**kwargs)
+        services.webhook_update(webhook=webhook, disabled_at=timezone.now())
+        return result
+
+    monkeypatch.setattr(services, "http_post_signed", post_then_disable)
+    for _ in range(3):
+        emit(account, after_commit=False)
+    webhook_drain(webhook_id=webhook.id)
+
+    assert len(receiver.requests) == 1
+    assert sorted(DeliveryJob.objects.values_list("state", flat=True)) == [
+        "dropped",
+        "dropped",
+        "succeeded",
+    ]
