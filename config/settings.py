@@ -238,7 +238,10 @@ CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesyste
 if CELERY_BROKER_URL == "filesystem://":
     (BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
     (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
+    (BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Where worker and beat keep the transport's control messages (else the cwd).
+        "control_folder": str(BROKER_DIR / "control"),
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
