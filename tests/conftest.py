@@ -72,6 +72,21 @@ def _rate_limit_namespace(settings):
 
 
 @pytest.fixture
+def auth_queries(settings) -> int:
+    """SQL statements every authenticated request costs before its view runs.
+
+    Authentication (key lookup, last_used_at, request count): one statement on
+    PostgreSQL, three elsewhere. The rate limit: a Redis script, or one SQL upsert
+    without Redis. Query budgets of views are `auth_queries + <the view's own>`.
+    """
+    from django.db import connection
+
+    authentication = 1 if connection.vendor == "postgresql" else 3
+    rate_limit = 0 if settings.REDIS_URL else 1
+    return authentication + rate_limit
+
+
+@pytest.fixture
 def live_db(transactional_db):
     """Committed rows that other threads and processes (live server, workers) can see,
     with the plan catalog present."""

@@ -67,26 +67,15 @@ def test_list_is_paginated(api_client, account):
 
 
 def test_list_query_count_does_not_grow_with_keys(
-    api_client, account, django_assert_num_queries, settings
+    api_client, account, django_assert_num_queries, auth_queries
 ):
-    expected = _queries_per_list(settings)
+    expected = auth_queries + 1  # the list: one SELECT
     with django_assert_num_queries(expected):
         assert api_client.get("/api_keys").status_code == 200
     for n in range(30):
         api_key_create(account=account, label=f"k{n}")
     with django_assert_num_queries(expected):
         assert len(api_client.get("/api_keys").json()) == 31
-
-
-def _queries_per_list(settings) -> int:
-    from django.db import connection
-
-    # Authentication (lookup + last_used_at + request count): one statement on
-    # PostgreSQL, three elsewhere. The SQL rate limiter: one upsert unless Redis.
-    # The list: one SELECT.
-    auth = 1 if connection.vendor == "postgresql" else 3
-    limiter = 0 if settings.REDIS_URL else 1
-    return auth + limiter + 1
 
 
 def test_create_returns_the_plaintext_once(api_client, account):

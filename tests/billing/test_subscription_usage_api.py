@@ -81,7 +81,9 @@ def test_a_private_plan_is_shown_to_its_own_account_only(api_client, account, ot
     assert "acme-custom" not in [p["slug"] for p in other_client.get("/plans").json()]
 
 
-def test_usage_current_history_and_by_client_kind(account, django_assert_max_num_queries):
+def test_usage_current_history_and_by_client_kind(
+    account, django_assert_max_num_queries, auth_queries
+):
     direct = client_for(api_key_create(account=account, label="d").plaintext)
     mcp = client_for(api_key_create(account=account, label="m", client_kind="mcp").plaintext)
     # Fourteen past monthly records, oldest first; only the last 12 are history.
@@ -108,7 +110,7 @@ def test_usage_current_history_and_by_client_kind(account, django_assert_max_num
     mcp.get("/billing/subscription")
     mcp.get("/billing/subscription")
 
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(auth_queries + 3):
         response = direct.get("/billing/usage")
 
     assert response.status_code == 200

@@ -174,10 +174,10 @@ def test_patch_disabled_at_timestamp_disables_manually(api_client, account):
     assert body["disabled_reason"] == "manual"
 
 
-def test_list_and_delete(api_client, account, django_assert_max_num_queries):
+def test_list_and_delete(api_client, account, django_assert_max_num_queries, auth_queries):
     for _ in range(5):
         CredentialFactory(account=account)
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(auth_queries + 3):
         response = api_client.get("/smtp_credentials")
     assert response.status_code == 200
     assert len(response.json()) == 5

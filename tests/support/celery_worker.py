@@ -4,19 +4,12 @@ It runs `celery -A config worker` with the test settings, against the test
 database pytest-django created (its name is read from the live connection) and
 the Redis broker of REDIS_URL, with CELERY_TASK_ALWAYS_EAGER=false. Only on
 PostgreSQL + Redis: tests using it are skipped otherwise (mark them with
-`requires_live_peers`). They must use
-`@pytest.mark.django_db(transaction=True, serialized_rollback=True)`: the worker
-only sees committed rows, and the flush after a transactional test would
-otherwise wipe the plan catalog that data migrations put in. The flush after
-the LAST such test would still leave the (reused) test database without it, so
-also request the module-scoped `restore_serialized_db` fixture, which reloads
-the migrations' data once the module's tests are done.
+`requires_live_peers`). They must use `@pytest.mark.django_db(transaction=True)`
+(or the `live_db` fixture): the worker only sees committed rows. The flush that
+ends such a test empties every table; plans' post_migrate hook puts the plan
+catalog back.
 
-    pytestmark = [
-        requires_live_peers,
-        pytest.mark.django_db(transaction=True, serialized_rollback=True),
-        pytest.mark.usefixtures("restore_serialized_db"),
-    ]
+    pytestmark = [requires_live_peers, pytest.mark.django_db(transaction=True)]
 
     def test_it(celery_worker):
         worker = celery_worker(beat=True, env={"WEBHOOK_SWEEP_INTERVAL_SECONDS": "0.5"})
@@ -147,20 +140,6 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
-
-
-@pytest.fixture(scope="module")
-def restore_serialized_db(django_db_blocker):
-    """After the module: reload what serialized_rollback captured at setup (the
-    data migrations' rows), which the last transactional test's flush removed."""
-    yield
-    from django.db import connections
-
-    with django_db_blocker.unblock():
-        for conn in connections.all():
-            contents = getattr(conn, "_test_serialized_contents", None)
-            if contents:
-                conn.creation.deserialize_db_from_string(contents)
 
 
 @pytest.fixture

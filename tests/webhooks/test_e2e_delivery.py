@@ -20,8 +20,7 @@ from webhooks.services import LOST_ATTEMPT_ERROR
 pytestmark = [
     requires_live_peers,
     pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True, serialized_rollback=True),
-    pytest.mark.usefixtures("restore_serialized_db"),
+    pytest.mark.django_db(transaction=True),
 ]
 
 FAST_SWEEP = {"WEBHOOK_SWEEP_INTERVAL_SECONDS": "0.5", "WEBHOOK_CLAIM_LEASE_SECONDS": "2"}
