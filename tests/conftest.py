@@ -76,4 +76,5 @@ pytest_plugins = [
     "tests.support.localstripe",
     "tests.support.receiver",
     "tests.support.celery_worker",
+    "tests.support.smtp",
 ]
