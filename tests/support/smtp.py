@@ -38,8 +38,13 @@ from aiosmtpd.smtp import AuthResult
 
 from tests.support.ports import free_port
 
-# Tests log in over plain SMTP on loopback on purpose (security mode "none").
-warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
+
+class _Controller(Controller):
+    def factory(self):
+        # Tests log in over plain SMTP on loopback on purpose (security mode "none").
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
+            return super().factory()
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,7 @@ class SmtpSink:
                 kwargs["ssl_context"] = context
             else:
                 kwargs.update(tls_context=context, require_starttls=True)
-        self._controller = Controller(self, hostname=self.host, port=self.port, **kwargs)
+        self._controller = _Controller(self, hostname=self.host, port=self.port, **kwargs)
 
     # --- scripting ---
     def reject_rcpt(self, address: str, reply: str = "550 5.1.1 No such user here", times=None):
