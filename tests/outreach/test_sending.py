@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from accounts.services import api_key_create
 from billing.models import UsageRecord
 from billing.services import usage_record_current
 from outreach import tokens
@@ -23,6 +24,7 @@ from outreach.models import (
 )
 from outreach.scheduler import INTERRUPTED_ERROR, schedule_due
 from outreach.sending import batch_send
+from tests.conftest import client_for
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,
@@ -407,6 +409,11 @@ def test_an_authentication_failure_is_recorded_on_the_credential(smtp_sink, sett
         assert enrollment.send_attempts == 0
         assert enrollment.next_send_at == NOW + timedelta(seconds=900)
     assert _events("enrollment.bounced") == []
+    client = client_for(api_key_create(account=campaign.account, label="t").plaintext)
+    shown = client.get(f"/smtp_credentials/{credential.pk}").json()
+    assert shown["last_error"].startswith("authentication failed: 535")
+    assert shown["last_error_at"] == "2026-03-02T10:00:00.000000Z"
+    assert shown["bounced_count"] == 0
 
     # The password is fixed: the next run sends and the error is history.
     credential.smtp_password = "right"
