@@ -684,3 +684,55 @@ def test_the_scan_uses_skip_locked():
     with CaptureQueriesContext(connection) as queries:
         schedule_due(now=NOW)
     assert any("FOR UPDATE SKIP LOCKED" in q["sql"] for q in queries.captured_queries)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent claims need PostgreSQL")
+def test_concurrent_schedulers_claim_each_enrollment_once_within_the_limit(live_db, settings):
+    import threading
+
+    from django.db import connections
+
+    settings.SENDING_BATCH_SIZE = 40
+    campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
+    second = CredentialFactory(account=campaign.account)
+    campaign.credentials.add(second)
+    SmtpCredential.objects.filter(campaigns=campaign).update(daily_limit=75)
+    contacts = Contact.objects.bulk_create(
+        [
+            Contact(
+                account=campaign.account, email=f"p{i}@example.org", email_lower=f"p{i}@example.org"
+            )
+            for i in range(200)
+        ]
+    )
+    Enrollment.objects.bulk_create(
+        [
+            Enrollment(campaign=campaign, contact=c, status="scheduled", next_send_at=NOW)
+            for c in contacts
+        ]
+    )
+    batches, errors = [], []
+    barrier = threading.Barrier(3)
+
+    def run():
+        try:
+            barrier.wait()
+            batches.extend(schedule_due(now=NOW))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    assert sum(b.size for b in batches) == SendClaim.objects.count() == 150  # 2 x 75
+    for credential in SmtpCredential.objects.filter(campaigns=campaign):
+        assert credential.daily_sent_count == 75
+        assert SendClaim.objects.filter(credential=credential).count() == 75
+    deferred = Enrollment.objects.filter(next_send_at=datetime(2026, 3, 3, tzinfo=UTC))
+    assert deferred.count() == 50
