@@ -306,7 +306,7 @@ SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", d
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
 CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
-    "task": "outreach.tasks.send_schedule",
+    "task": "outreach.tasks.schedule_sends",
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
     "options": {"expires": SENDING_SCHEDULE_INTERVAL_SECONDS},
 }

@@ -18,8 +18,8 @@ def import_redrive_stale() -> None:
     services.contact_imports_redrive()
 
 
-@shared_task(name="outreach.tasks.send_schedule", ignore_result=True)
-def send_schedule() -> int:
+@shared_task(name="outreach.tasks.schedule_sends", ignore_result=True)
+def schedule_sends() -> int:
     """Beat (every SENDING_SCHEDULE_INTERVAL_SECONDS): claim due enrollments and queue a
     send_batch per mailbox. Returns the number of batches queued."""
     from outreach.scheduler import schedule_due

@@ -736,3 +736,16 @@ def test_concurrent_schedulers_claim_each_enrollment_once_within_the_limit(live_
         assert SendClaim.objects.filter(credential=credential).count() == 75
     deferred = Enrollment.objects.filter(next_send_at=datetime(2026, 3, 3, tzinfo=UTC))
     assert deferred.count() == 50
+
+
+def test_tasks_route_and_beat_runs_the_scheduler(settings):
+    from config.celery import app
+
+    def queue(name):
+        return app.amqp.router.route({}, name)["queue"].name
+
+    assert queue("outreach.tasks.send_batch") == "sending"
+    assert queue("outreach.tasks.schedule_sends") == "celery"  # never behind SMTP batches
+    entry = settings.CELERY_BEAT_SCHEDULE["outreach-send-schedule"]
+    assert entry["task"] == "outreach.tasks.schedule_sends"
+    assert entry["schedule"] == settings.SENDING_SCHEDULE_INTERVAL_SECONDS
