@@ -29,8 +29,10 @@ import ssl
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
+from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
 from email.utils import format_datetime, formataddr
 
 from django.conf import settings
@@ -169,7 +171,22 @@ class Outgoing:
     message_id: str  # without brackets
     subject: str
     data: bytes
-    to_email: str
+    to_email: str  # the envelope recipient (domain in IDNA form)
+    # A non-ASCII local part can only travel with SMTPUTF8 (RFC 6531).
+    needs_smtputf8: bool = False
+
+
+def ascii_address(address: str) -> str | None:
+    """The address with its domain in IDNA (ASCII) form, as the envelope needs it; None
+    when the local part itself is not ASCII."""
+    local, _, domain = address.rpartition("@")
+    if not local.isascii():
+        return None
+    try:
+        domain = domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        return None
+    return f"{local}@{domain}"
 
 
 def _domain(address: str) -> str:
@@ -206,9 +223,15 @@ def message_build(
     base_url = settings.BASE_URL
 
     msg = EmailMessage(policy=SMTP_POLICY)
-    msg["From"] = formataddr((credential.from_name, credential.from_email))
-    name = " ".join(p for p in (contact.first_name, contact.last_name) if p)
-    msg["To"] = formataddr((name, contact.email))
+    # Display names lose their line breaks: a name cannot add a header.
+    msg["From"] = formataddr((" ".join(credential.from_name.split()), credential.from_email))
+    name = " ".join(f"{contact.first_name} {contact.last_name}".split())
+    recipient = ascii_address(contact.email)
+    if recipient is not None:
+        msg["To"] = formataddr((name, recipient))
+    else:  # SMTPUTF8: the header carries the address as UTF-8
+        local, _, domain = contact.email.rpartition("@")
+        msg["To"] = Address(display_name=name, username=local, domain=domain)
     if step.subject.strip():
         subject = template_render(step.subject, values, kind="header")
     else:
@@ -236,7 +259,11 @@ def message_build(
             html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
         msg.add_alternative(html, subtype="html")
     return Outgoing(
-        message_id=message_id, subject=subject, data=msg.as_bytes(), to_email=contact.email
+        message_id=message_id,
+        subject=subject,
+        data=msg.as_bytes(policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY),
+        to_email=recipient or contact.email,
+        needs_smtputf8=recipient is None,
     )
 
 
@@ -349,6 +376,16 @@ def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, n
             )
 
 
+def _record_undeliverable(*, claim: SendClaim, enrollment, error: str, now) -> None:
+    """No retry can help (the address cannot be expressed to this server): failed."""
+    with transaction.atomic():
+        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES).update(
+                status=Enrollment.Status.FAILED, next_send_at=None, last_error=error, updated_at=now
+            )
+
+
 def _record_bounce(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
     with transaction.atomic():
         SendClaim.objects.filter(pk=claim.pk).delete()
@@ -391,6 +428,7 @@ class BatchResult:
     sent: int = 0
     bounced: int = 0
     retried: int = 0
+    failed: int = 0
     skipped: int = 0
     mailbox_error: str = ""
 
@@ -451,22 +489,51 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                     )
                     credential.last_error = ""
             thread = threads[claim.pk]
-            outgoing = message_build(
-                credential=credential,
-                campaign=campaign,
-                step=step,
-                enrollment=enrollment,
-                thread=thread,
-                first_subject="" if thread else _first_subject(steps[campaign.pk], enrollment),
-                now=now,
-            )
+            try:
+                outgoing = message_build(
+                    credential=credential,
+                    campaign=campaign,
+                    step=step,
+                    enrollment=enrollment,
+                    thread=thread,
+                    first_subject="" if thread else _first_subject(steps[campaign.pk], enrollment),
+                    now=now,
+                )
+            except Exception as exc:  # noqa: BLE001 - one bad row must not stop the batch
+                # Retrying cannot fix it, and it must not crash every batch it lands in.
+                logger.exception("cannot build the message of enrollment %s", claim.pk)
+                _record_undeliverable(
+                    claim=claim,
+                    enrollment=enrollment,
+                    error=f"The message could not be built: {type(exc).__name__}: {exc}"[
+                        :ERROR_MAX_CHARS
+                    ],
+                    now=now,
+                )
+                result.failed += 1
+                continue
             if premarked is not claim and not _mark_started(claim, now):
                 _release_claim(claim, now=now, next_send_at=now)
                 result.skipped += 1
                 continue
             premarked = None
+            options: tuple = ()
+            if outgoing.needs_smtputf8:
+                if not conn.has_extn("smtputf8"):
+                    _record_undeliverable(
+                        claim=claim,
+                        enrollment=enrollment,
+                        error="The address has a non-ASCII local part and the SMTP server "
+                        "does not offer SMTPUTF8.",
+                        now=now,
+                    )
+                    result.failed += 1
+                    continue
+                options = ("SMTPUTF8",)
             try:
-                conn.sendmail(credential.from_email, [outgoing.to_email], outgoing.data)
+                conn.sendmail(
+                    credential.from_email, [outgoing.to_email], outgoing.data, mail_options=options
+                )
             except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
                 failure = _classify(exc)
                 if isinstance(failure, PermanentError):

@@ -209,6 +209,35 @@ def test_it_refuses_a_certificate_it_does_not_trust(smtp_sink):
     assert sink.messages == []
 
 
+def test_it_sends_to_an_internationalised_domain_in_idna_form(sink):
+    campaign = _campaign(sink)
+    _enroll(campaign, email="kim@bücher.example", first_name="Kim")
+    [result] = _run()
+    assert result.sent == 1
+    [received] = sink.messages
+    assert received.rcpt_tos == ["kim@xn--bcher-kva.example"]
+    assert received.message["To"] == "Kim <kim@xn--bcher-kva.example>"
+
+
+def test_a_non_ascii_local_part_needs_smtputf8(smtp_sink):
+    plain = smtp_sink()
+    campaign = _campaign(plain)
+    enrollment = _enroll(campaign, email="jörg@example.org")
+    [result] = _run()
+    assert (result.sent, result.failed) == (0, 1)
+    enrollment.refresh_from_db()
+    assert enrollment.status == "failed"
+    assert "SMTPUTF8" in enrollment.last_error
+    assert plain.messages == []
+
+    capable = smtp_sink(smtputf8=True)
+    other = _campaign(capable)
+    _enroll(other, email="jörg@example.org")
+    [result] = _run()
+    assert result.sent == 1
+    assert capable.messages[0].rcpt_tos == ["jörg@example.org"]
+
+
 # --- what an accepted message records -------------------------------------------------------
 
 
@@ -749,3 +778,44 @@ def test_tasks_route_and_beat_runs_the_scheduler(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["outreach-send-schedule"]
     assert entry["task"] == "outreach.tasks.schedule_sends"
     assert entry["schedule"] == settings.SENDING_SCHEDULE_INTERVAL_SECONDS
+
+
+def test_a_message_that_cannot_be_built_fails_alone(sink, monkeypatch):
+    from outreach import sending
+
+    campaign = _campaign(sink)
+    broken = _enroll(campaign, email="broken@example.org")
+    fine = _enroll(campaign, email="fine@example.org")
+    real = sending.contact_values
+
+    def values(contact):  # fault injection: a bug that hits one contact only
+        if contact.email == "broken@example.org":
+            raise KeyError("boom")
+        return real(contact)
+
+    monkeypatch.setattr(sending, "contact_values", values)
+
+    [result] = _run()
+
+    assert (result.sent, result.failed) == (1, 1)
+    broken.refresh_from_db()
+    assert broken.status == "failed"
+    assert broken.last_error == "The message could not be built: KeyError: 'boom'"
+    fine.refresh_from_db()
+    assert fine.status == "completed"
+    assert [m.rcpt_tos for m in sink.messages] == [["fine@example.org"]]
+    assert SendClaim.objects.count() == 0
+
+
+def test_line_breaks_in_names_cannot_inject_headers(sink):
+    campaign = _campaign(sink)
+    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(
+        from_name="Sales\r\nBcc: spy@evil.example"
+    )
+    _enroll(campaign, email="eve@example.org", first_name="Eve\nBcc: spy@evil.example")
+    [result] = _run()
+    assert result.sent == 1
+    msg = sink.messages[0].message
+    assert msg["Bcc"] is None
+    assert msg["To"] == '"Eve Bcc: spy@evil.example" <eve@example.org>'
+    assert sink.messages[0].rcpt_tos == ["eve@example.org"]

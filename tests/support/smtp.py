@@ -5,6 +5,7 @@ when the test ends.
 
     sink = smtp_sink()                        # plain SMTP, any login accepted
     sink = smtp_sink(username="u", password="p")   # AUTH required; others get 535
+    sink = smtp_sink(smtputf8=True)           # offer SMTPUTF8 (non-ASCII local parts)
     sink = smtp_sink(tls="starttls")          # or "ssl" (implicit TLS); self-signed
                                               # certificate at sink.ca_file (127.0.0.1)
     sink.reject_rcpt("gone@x.org")            # 550 5.1.1 to RCPT TO for that address
@@ -129,6 +130,7 @@ class SmtpSink:
         tls: str | None = None,
         directory: Path | None = None,
         record: bool = True,
+        smtputf8: bool = False,
     ):
         self.messages: list[Received] = []
         self.auth_attempts = 0
@@ -141,7 +143,7 @@ class SmtpSink:
         self.host = "127.0.0.1"
         self.port = free_port()
         self.ca_file: Path | None = None
-        kwargs: dict = {}
+        kwargs: dict = {"enable_SMTPUTF8": smtputf8}
         if username is not None:
             self._credentials = (username, password or "")
             kwargs.update(
