@@ -60,6 +60,13 @@ from outreach.windows import SendWindow, step_send_at
 logger = logging.getLogger(__name__)
 
 ERROR_MAX_CHARS = 1000
+# A batch stops taking new messages this long before its claims' lease ends (60 s, or a
+# quarter of a shorter lease), so no message is in flight when the scheduler may reclaim.
+LEASE_MARGIN_SECONDS = 60
+
+
+def _lease_margin() -> timedelta:
+    return timedelta(seconds=min(LEASE_MARGIN_SECONDS, settings.SENDING_LEASE_SECONDS / 4))
 
 
 # --- failures -------------------------------------------------------------------------------
@@ -463,6 +470,13 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
             enrollment = claim.enrollment
             campaign = enrollment.campaign
             step = steps[campaign.pk].get(claim.step)
+            if now >= claim.lease_until - _lease_margin():
+                # The lease is nearly over: the scheduler may hand these claims to another
+                # batch any moment. Give them back rather than race it.
+                for rest in claims[index:]:
+                    _release_claim(rest, now=now, next_send_at=now)
+                    result.skipped += 1
+                return result
             if credential.disabled_at is not None or step is None:
                 # Disabled by this batch's bounces, or the step was removed: the
                 # scheduler decides again (another mailbox, or completion).

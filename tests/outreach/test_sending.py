@@ -664,7 +664,9 @@ def test_a_claim_whose_contact_unsubscribed_meanwhile_is_not_sent(sink):
     enrollment = _enroll(campaign)
     [batch] = schedule_due(now=NOW)
     Contact.objects.filter(pk=enrollment.contact_id).update(unsubscribed_at=NOW)
-    result = batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id)
+    result = batch_send(
+        batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: NOW
+    )
     assert (result.sent, result.skipped) == (0, 1)
     assert sink.messages == []
     assert SendClaim.objects.count() == 0
@@ -690,7 +692,11 @@ def test_lapsed_claims_are_recovered(sink, settings):
     assert (interrupted.status, interrupted.last_error) == ("failed", INTERRUPTED_ERROR)
     credential.refresh_from_db()
     assert credential.daily_sent_count == 2  # the started one stays counted
-    batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id)
+    batch_send(
+        batch_id=batch.batch_id,
+        credential_id=batch.credential_id,
+        clock=lambda: NOW + timedelta(seconds=60),
+    )
     assert [m.rcpt_tos for m in sink.messages] == [[never_started.contact.email]]
 
 
@@ -819,3 +825,25 @@ def test_line_breaks_in_names_cannot_inject_headers(sink):
     assert msg["Bcc"] is None
     assert msg["To"] == '"Eve Bcc: spy@evil.example" <eve@example.org>'
     assert sink.messages[0].rcpt_tos == ["eve@example.org"]
+
+
+def test_a_batch_running_into_its_lease_gives_the_rest_back(sink, settings):
+    settings.SENDING_LEASE_SECONDS = 600
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    enrollments = [_enroll(campaign) for _ in range(2)]
+    [batch] = schedule_due(now=NOW)
+
+    late = NOW + timedelta(seconds=545)  # 55 s before the lease ends: inside the margin
+    result = batch_send(
+        batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: late
+    )
+
+    assert (result.sent, result.skipped) == (0, 2)
+    assert sink.messages == []
+    assert SendClaim.objects.count() == 0
+    credential.refresh_from_db()
+    assert credential.daily_sent_count == 0
+    for enrollment in enrollments:
+        enrollment.refresh_from_db()
+        assert enrollment.next_send_at == late  # due again at once
