@@ -317,6 +317,36 @@ CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
 }
 # --- end intake ---
 
+# --- outreach: sending engine (docs/sending.md) ---
+# How often beat runs the send scheduler (claims due enrollments, hands batches to workers).
+SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=5.0)
+# Enrollments claimed per scheduler transaction; also the most one sending task sends.
+SENDING_BATCH_SIZE = env.int("SENDING_BATCH_SIZE", default=100)
+# Enrollments one scheduler run examines at most (the rest wait for the next tick).
+SENDING_MAX_PER_TICK = env.int("SENDING_MAX_PER_TICK", default=2000)
+# How long a sending task owns its claims. Must outlast a batch (SENDING_BATCH_SIZE sends
+# plus connection timeouts); a dead worker's unsent claims are due again after it.
+SENDING_LEASE_SECONDS = env.int("SENDING_LEASE_SECONDS", default=900)
+# Timeout of every SMTP connect and command.
+SENDING_SMTP_TIMEOUT_SECONDS = env.float("SENDING_SMTP_TIMEOUT_SECONDS", default=30.0)
+# Temporary failures (4xx, connection) an enrollment step may take before it is failed.
+SENDING_MAX_ATTEMPTS = env.int("SENDING_MAX_ATTEMPTS", default=5)
+# Seconds before attempts 2.. after a temporary failure; the last value repeats.
+SENDING_RETRY_SCHEDULE = env.list(
+    "SENDING_RETRY_SCHEDULE", cast=int, default=[300, 900, 3600, 14400]
+)
+# Seconds before a batch is retried after a mailbox failure (authentication, sender refused).
+SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", default=900)
+# Extra CA certificates (PEM file) trusted for SMTP TLS, e.g. a private relay's CA. Empty:
+# the system's trust store only.
+SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
+CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
+    "task": "outreach.tasks.schedule_sends",
+    "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
+    "options": {"expires": SENDING_SCHEDULE_INTERVAL_SECONDS},
+}
+# --- end outreach: sending engine ---
+
 # Stripe. Unset STRIPE_SECRET_KEY: the payment provider is not configured.
 STRIPE_SECRET_KEY = env.str("STRIPE_SECRET_KEY", default="")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="")

@@ -6,12 +6,14 @@ pause, imports) go through the API, so the admin only edits harmless attributes.
 """
 
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 
 from outreach.models import (
     Campaign,
     CampaignStep,
     Contact,
     ContactImport,
+    CredentialCampaignStats,
     Enrollment,
     SmtpCredential,
 )
@@ -37,6 +39,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "daily_limit",
         "sent_count",
         "bounced_count",
+        "bounce_rate",
         "disabled_at",
         "disabled_reason",
         "last_error_at",
@@ -71,6 +74,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "daily_sent_on",
         "sent_count",
         "bounced_count",
+        "bounce_rate",
         "disabled_at",
         "disabled_reason",
         "last_error",
@@ -78,6 +82,13 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "created_at",
     )
     editable = ("daily_limit", "from_name")
+
+    @admin.display(description="Bounce rate")
+    def bounce_rate(self, obj):
+        # Over all campaigns: bounces / (accepted sends + bounces). Auto-disable judges
+        # each campaign separately: see "Sends by campaign" below.
+        attempts = obj.sent_count + obj.bounced_count
+        return f"{100.0 * obj.bounced_count / attempts:.1f}%" if attempts else "-"
 
     @admin.display(boolean=True, description="SMTP password set")
     def smtp_password_set(self, obj):
@@ -253,3 +264,50 @@ class EnrollmentAdmin(ReadOnlyAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         return super().get_search_results(request, queryset, search_term.lower())
+
+
+# --- sending engine: messages per enrollment, credential health per campaign ---
+# Read-only tables rendered as fields (not inlines), so saving the editable attributes
+# of these pages never needs a formset.
+
+
+def _table(headers, rows) -> str:
+    if not rows:
+        return "none"
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in r)),) for r in rows)
+    )
+    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
+
+
+@admin.display(description="Messages")
+def _enrollment_messages(self, obj):
+    rows = [
+        (m.step, m.sent_at, m.subject, m.to_email, m.message_id, m.credential or "-")
+        for m in obj.messages.select_related("credential").order_by("step", "sent_at")
+    ]
+    return _table(("Step", "Sent at", "Subject", "To", "Message-ID", "Mailbox"), rows)
+
+
+@admin.display(description="Sends by campaign")
+def _credential_campaign_health(self, obj):
+    """The per-campaign rate auto-disable judges (after 20 sends, above the threshold)."""
+    rows = [
+        (
+            s.campaign.name,
+            s.sends,
+            s.bounces,
+            f"{s.bounce_rate:.1f}%",
+            f"{s.campaign.bounce_threshold_percent:.1f}%",
+        )
+        for s in CredentialCampaignStats.objects.filter(credential=obj).select_related("campaign")
+    ]
+    return _table(("Campaign", "Sends", "Bounces", "Bounce rate", "Threshold"), rows)
+
+
+EnrollmentAdmin.messages_sent = _enrollment_messages
+EnrollmentAdmin.fields = (*EnrollmentAdmin.fields, "messages_sent")
+SmtpCredentialAdmin.campaign_health = _credential_campaign_health
+SmtpCredentialAdmin.fields = (*SmtpCredentialAdmin.fields, "campaign_health")
+# --- end sending engine ---

@@ -157,14 +157,23 @@ def _protect(*, credential_id, campaign: Campaign, at: datetime) -> None:
 def campaigns_pause_without_credentials(*, credential_id, at: datetime | None = None) -> list:
     """Pause every active campaign of this credential that has no enabled credential left.
     Returns the campaigns paused. Call it inside the transaction that disabled it."""
+    campaign_ids = Campaign.objects.filter(
+        credentials__id=credential_id, status=Campaign.Status.ACTIVE
+    ).values_list("pk", flat=True)
+    return campaigns_pause_if_unsendable(campaign_ids=list(campaign_ids), at=at)
+
+
+def campaigns_pause_if_unsendable(*, campaign_ids, at: datetime | None = None) -> list:
+    """Pause (all_credentials_disabled, one campaign.paused each) those of these active
+    campaigns whose credentials are all disabled, or that have none. Returns them."""
     at = at or timezone.now()
     paused = []
     with transaction.atomic():
         # Lock first, then look at the credentials in a later statement: a concurrent
         # disabler of a sibling credential waits here and then sees this one disabled.
         campaigns = list(
-            Campaign.objects.select_for_update(of=("self",))
-            .filter(credentials__id=credential_id, status=Campaign.Status.ACTIVE)
+            Campaign.objects.select_for_update()
+            .filter(pk__in=campaign_ids, status=Campaign.Status.ACTIVE)
             .order_by("pk")
         )
         for campaign in campaigns:

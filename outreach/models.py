@@ -386,6 +386,40 @@ class CredentialCampaignStats(models.Model):
         return 100.0 * self.bounces / self.sends if self.sends else 0.0
 
 
+class SendClaim(models.Model):
+    """One enrollment step handed to a sending task: the claim that keeps every other
+    scheduler and worker off it, and the record of how far its send got.
+
+    The scheduler creates it (with the enrollment's next_send_at moved to `lease_until`,
+    so it is not due meanwhile) and reserves a unit of the mailbox's daily limit. The
+    sender sets `sending_at` (a conditional UPDATE) right before the SMTP transaction,
+    and deletes the claim in the transaction that records the outcome. A claim left
+    behind by a dead worker is found when its lease lapses: never started, the
+    enrollment is simply due again; started (`sending_at` set), the outcome is unknown,
+    and the step is not sent again (docs/sending.md, "the duplicate-send window").
+    """
+
+    enrollment = models.OneToOneField(
+        Enrollment, on_delete=models.CASCADE, primary_key=True, related_name="send_claim"
+    )
+    # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
+    batch_id = models.UUIDField()
+    credential = models.ForeignKey(SmtpCredential, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveSmallIntegerField()
+    claimed_at = models.DateTimeField()
+    lease_until = models.DateTimeField()
+    sending_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["batch_id"], name="sendclaim_batch_idx"),
+            models.Index(fields=["lease_until"], name="sendclaim_lease_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"claim of {self.enrollment_id} step {self.step}"
+
+
 # --- end sending engine ---------------------------------------------------------------
 
 

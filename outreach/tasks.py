@@ -54,3 +54,22 @@ def intake_poll_mailbox(credential_id: str) -> dict:
 
 
 # --- end intake ---
+
+
+@shared_task(name="outreach.tasks.schedule_sends", ignore_result=True)
+def schedule_sends() -> int:
+    """Beat (every SENDING_SCHEDULE_INTERVAL_SECONDS): claim due enrollments and queue a
+    send_batch per mailbox. Returns the number of batches queued."""
+    from outreach.scheduler import schedule_due
+
+    return len(schedule_due(enqueue=True))
+
+
+@shared_task(name="outreach.tasks.send_batch", acks_late=True, ignore_result=True)
+def send_batch(batch_id: str, credential_id: str) -> dict:
+    """Send one claimed batch over one SMTP connection. Safe to run twice: a claim is
+    marked started before its send, and only unstarted claims of the batch are sent."""
+    from outreach.sending import batch_send
+
+    result = batch_send(batch_id=batch_id, credential_id=credential_id)
+    return result.__dict__

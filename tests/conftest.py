@@ -97,4 +97,5 @@ pytest_plugins = [
     "tests.support.localstripe",
     "tests.support.receiver",
     "tests.support.celery_worker",
+    "tests.support.smtp",
 ]

@@ -1,0 +1,178 @@
+"""Benchmark: messages per second through the sending engine vs. a plain smtplib loop.
+
+    DATABASE_URL=postgres://... REDIS_URL=redis://... .venv/bin/python bench/bench_sending.py 2000
+
+Both send to the same local aiosmtpd sink (tests/support/smtp.py, in its own process,
+accepting everything). Baseline: one smtplib connection sending the same messages
+(same sizes, already rendered) in a loop, nothing else. Service: one worker's path --
+the scheduler claiming the enrollments (windows, limits, rotation, claims), then
+`batch_send` for each batch (render, conditional start mark, SMTP, and per message the
+recording transaction: Message row, enrollment, counters, usage, enrollment.sent event
+with one webhook's delivery job and its task published to the broker). Goal: the
+service reaches at least 50% of the baseline's rate.
+"""
+
+import os
+import smtplib
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+# Webhook delivery tasks go to the broker as in production, not run inline.
+os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
+
+from _setup import ROOT, account_create, account_drop, prepare  # noqa: E402
+
+
+def main(count: int) -> None:
+    prepare()
+    from django.conf import settings
+    from django.utils import timezone
+
+    from outreach.models import (
+        Campaign,
+        CampaignStep,
+        Contact,
+        Enrollment,
+        Message,
+        SmtpCredential,
+    )
+    from outreach.scheduler import schedule_due
+    from outreach.sending import batch_send, message_build
+    from tests.support.ports import free_port, wait_for_port
+    from webhooks.models import Event, Webhook
+    from webhooks.secrets import secret_encrypt, secret_generate
+
+    port = free_port()
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.smtp", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    account = account_create("sending")
+    try:
+        wait_for_port(port)
+        credential = SmtpCredential.objects.create(
+            account=account,
+            from_email="bench@sender.example",
+            from_name="Bench",
+            smtp_host="127.0.0.1",
+            smtp_port=port,
+            smtp_security="none",
+            daily_limit=count * 2,
+        )
+        campaign = Campaign.objects.create(
+            account=account, name="bench", status=Campaign.Status.ACTIVE
+        )
+        campaign.credentials.add(credential)
+        CampaignStep.objects.create(
+            campaign=campaign,
+            position=1,
+            subject="Quick question, {{first_name|there}}",
+            body_text="Hi {{first_name}},\n\nWould {{company}} like to talk?\n\nBench",
+            body_html="<html><body><p>Hi {{first_name}},</p><p>{{company}}?</p></body></html>",
+            delay_minutes=0,
+        )
+        Webhook.objects.create(
+            account=account,
+            url="http://127.0.0.1:9/never",
+            event_filters=["*"],
+            secret_encrypted=secret_encrypt(secret_generate()),
+        )
+        contacts = Contact.objects.bulk_create(
+            [
+                Contact(
+                    account=account,
+                    email=f"r{i}@bench.example",
+                    email_lower=f"r{i}@bench.example",
+                    first_name=f"Name{i}",
+                    company="Acme",
+                )
+                for i in range(count)
+            ]
+        )
+        now = timezone.now()
+        Enrollment.objects.bulk_create(
+            [
+                Enrollment(
+                    campaign=campaign,
+                    contact=c,
+                    status=Enrollment.Status.SCHEDULED,
+                    next_send_at=now - timedelta(seconds=1),
+                )
+                for c in contacts
+            ]
+        )
+
+        # The same messages, rendered once, for the baseline.
+        step = campaign.steps.get()
+        payloads = [
+            message_build(
+                credential=credential,
+                campaign=campaign,
+                step=step,
+                enrollment=e,
+                thread=[],
+                first_subject="",
+                now=now,
+            )
+            for e in Enrollment.objects.filter(campaign=campaign).select_related("contact")
+        ]
+        started = time.perf_counter()
+        conn = smtplib.SMTP("127.0.0.1", port, timeout=30)
+        conn.ehlo()
+        for outgoing in payloads:
+            conn.sendmail(credential.from_email, [outgoing.to_email], outgoing.data)
+        conn.quit()
+        baseline = time.perf_counter() - started
+
+        started = time.perf_counter()
+        sent = 0
+        claim_seconds = 0.0
+        while True:
+            tick = time.perf_counter()
+            batches = schedule_due(now=timezone.now())
+            claim_seconds += time.perf_counter() - tick
+            if not batches:
+                break
+            for batch in batches:
+                sent += batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id).sent
+        service = time.perf_counter() - started
+
+        assert sent == count, f"sent {sent} of {count}"
+        assert Message.objects.filter(account=account).count() == count
+        base_rate, service_rate = count / baseline, count / service
+        print(
+            f"{count} messages, batches of {settings.SENDING_BATCH_SIZE}, "
+            f"database {os.environ.get('DATABASE_URL', 'sqlite').split('@')[-1]}"
+        )
+        print(f"baseline (plain smtplib loop): {base_rate:,.0f} msg/s ({baseline:.2f} s)")
+        print(
+            f"service (scheduler + batch_send): {service_rate:,.0f} msg/s ({service:.2f} s, "
+            f"of which claiming {claim_seconds:.2f} s)"
+        )
+        print(f"ratio: {100 * service_rate / base_rate:.0f}% (goal: at least 50%)")
+    finally:
+        sink.terminate()
+        sink.wait(timeout=10)
+        Event.objects.filter(account=account).delete()
+        Message.objects.filter(account=account).delete()
+        account_drop(account)
+        _broker_purge()
+
+
+def _broker_purge() -> None:
+    """Drop the webhook delivery tasks the run published (nobody consumes them)."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        import redis
+
+        client = redis.Redis.from_url(url)
+        client.delete("webhooks")
+        client.close()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)

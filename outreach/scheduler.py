@@ -1,0 +1,365 @@
+"""The send scheduler: turns due enrollments into claimed batches per mailbox.
+
+Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in order:
+
+1. recovers the claims of dead workers whose lease lapsed (`claims_recover`);
+2. ends due enrollments whose contact became suppressed meanwhile;
+3. claims due enrollments (status scheduled/sent, next_send_at <= now, campaign active,
+   contact not suppressed) in transactions of SENDING_BATCH_SIZE: `SELECT ... FOR UPDATE
+   SKIP LOCKED` on PostgreSQL, so several schedulers never take the same row; everywhere,
+   the claim is also a conditional UPDATE of next_send_at whose row count must match,
+   and a SendClaim row whose primary key is the enrollment. Per enrollment it decides:
+   - no step left (steps were removed): completed;
+   - the campaign's send window is closed now: next_send_at = the next opening;
+   - the mailbox: the thread's credential when it has one that is still enabled and in
+     the campaign (a thread never changes mailbox while it can be sent from), otherwise
+     the enabled credential of the campaign with the most room left today (rotation);
+     none with room under its daily_limit (UTC day): next_send_at = the next UTC
+     midnight, then the window's next opening;
+   - a campaign without any enabled credential is paused (all_credentials_disabled);
+   - otherwise a claim: next_send_at moves to the lease's end, a unit of the mailbox's
+     daily limit is reserved (daily_sent_count counts reserved and sent sends);
+4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
+   SMTP connection carries the batch.
+
+All waits are next_send_at values in the database; nothing waits on the broker. `now` is
+injectable, so tests drive the clock.
+"""
+
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, Exists, F, OuterRef, Subquery, Value, When
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from outreach.bounces import campaigns_pause_if_unsendable
+from outreach.models import (
+    Campaign,
+    CampaignStep,
+    Contact,
+    Enrollment,
+    SendClaim,
+    SmtpCredential,
+)
+from outreach.windows import SendWindow, send_window_next_open
+
+logger = logging.getLogger(__name__)
+
+INTERRUPTED_ERROR = (
+    "The worker was lost while the SMTP server had this message; whether it was "
+    "accepted is unknown, so it is not sent again (it could arrive twice)."
+)
+SUPPRESSED_BOUNCE_REASON = "The address bounced earlier; the contact is suppressed."
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Claims handed to one sending task: all for one mailbox."""
+
+    batch_id: uuid.UUID
+    credential_id: uuid.UUID
+    size: int
+
+
+def utc_day(at: datetime) -> date:
+    return at.astimezone(UTC).date()
+
+
+def next_utc_midnight(at: datetime) -> datetime:
+    return datetime.combine(utc_day(at) + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+def _room_today(credential: SmtpCredential, today: date) -> int:
+    used = credential.daily_sent_count if credential.daily_sent_on == today else 0
+    return max(0, credential.daily_limit - used)
+
+
+def reservation_release(*, credential_id, at: datetime, count: int = 1) -> None:
+    """Give back `count` reserved sends of the day of `at` (a claim that did not send)."""
+    SmtpCredential.objects.filter(pk=credential_id, daily_sent_on=utc_day(at)).update(
+        daily_sent_count=Greatest(F("daily_sent_count") - count, 0)
+    )
+
+
+def campaigns_complete_if_done(*, campaign_ids, at: datetime) -> int:
+    """Active campaigns without an active enrollment left (pending, scheduled, sent)
+    become completed. Returns how many did."""
+    active_left = Enrollment.objects.filter(
+        campaign_id=OuterRef("pk"), status__in=Enrollment.ACTIVE_STATUSES
+    )
+    return (
+        Campaign.objects.filter(pk__in=list(campaign_ids), status=Campaign.Status.ACTIVE)
+        .exclude(Exists(active_left))
+        .update(status=Campaign.Status.COMPLETED, updated_at=at)
+    )
+
+
+# --- 1. claims of dead workers -----------------------------------------------------------
+
+
+def claims_recover(*, now: datetime) -> int:
+    """Claims whose lease lapsed. Never started: deleted, the reservation given back; the
+    enrollment's next_send_at (the lease end) is already past, so it is due again.
+    Started (`sending_at` set): the worker died during the SMTP transaction or before
+    recording its outcome; the enrollment is failed rather than risk a second copy."""
+    recovered = 0
+    with transaction.atomic():
+        stale = list(
+            SendClaim.objects.select_for_update(skip_locked=True)
+            .filter(lease_until__lte=now)
+            .order_by("lease_until")[:1000]
+        )
+        if not stale:
+            return 0
+        unsent = defaultdict(int)
+        interrupted = []
+        for claim in stale:
+            if claim.sending_at is None:
+                unsent[claim.credential_id] += 1
+            else:
+                interrupted.append(claim.enrollment_id)
+        SendClaim.objects.filter(pk__in=[c.pk for c in stale]).delete()
+        for credential_id, count in unsent.items():
+            reservation_release(credential_id=credential_id, at=now, count=count)
+        if interrupted:
+            Enrollment.objects.filter(
+                pk__in=interrupted, status__in=Enrollment.DUE_STATUSES
+            ).update(
+                status=Enrollment.Status.FAILED,
+                next_send_at=None,
+                last_error=INTERRUPTED_ERROR,
+                updated_at=now,
+            )
+            campaign_ids = set(
+                Enrollment.objects.filter(pk__in=interrupted).values_list("campaign_id", flat=True)
+            )
+            campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
+            logger.warning("%d sends interrupted by a lost worker: failed", len(interrupted))
+        recovered = len(stale)
+    return recovered
+
+
+# --- 2. suppressed contacts -----------------------------------------------------------------
+
+
+def suppressed_end(*, now: datetime) -> int:
+    """Due enrollments of contacts suppressed since they were scheduled (an unsubscribe or
+    a bounce elsewhere) end without a send: unsubscribed or bounced, like their contact.
+    The events for those changes were emitted where the suppression happened."""
+    due = Enrollment.objects.filter(status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now)
+    contact = Contact.objects.filter(pk=OuterRef("contact_id"))
+    ended = due.filter(contact__unsubscribed_at__isnull=False).update(
+        status=Enrollment.Status.UNSUBSCRIBED,
+        unsubscribed_at=Subquery(contact.values("unsubscribed_at")[:1]),
+        next_send_at=None,
+        updated_at=now,
+    )
+    ended += due.filter(contact__bounced_at__isnull=False).update(
+        status=Enrollment.Status.BOUNCED,
+        bounced_at=Subquery(contact.values("bounced_at")[:1]),
+        bounce_reason=SUPPRESSED_BOUNCE_REASON,
+        next_send_at=None,
+        updated_at=now,
+    )
+    return ended
+
+
+# --- 3. claims ------------------------------------------------------------------------------
+
+
+class _LostRace(Exception):
+    """Another scheduler changed a row this one selected (no SKIP LOCKED here)."""
+
+
+def _due_queryset(now: datetime):
+    return Enrollment.objects.filter(
+        status__in=Enrollment.DUE_STATUSES,
+        next_send_at__lte=now,
+        campaign__status=Campaign.Status.ACTIVE,
+        contact__unsubscribed_at__isnull=True,
+        contact__bounced_at__isnull=True,
+    )
+
+
+@dataclass
+class _Plan:
+    complete: list = field(default_factory=list)  # enrollments without a step left
+    defer: dict = field(default_factory=lambda: defaultdict(list))  # when -> enrollment ids
+    claims: list = field(default_factory=list)  # (enrollment, credential id, step)
+    pause: set = field(default_factory=set)  # campaign ids without an enabled credential
+
+
+def _claim_once(*, now: datetime, batch_size: int) -> tuple[list[Batch], int]:
+    """One transaction: select, decide, write. Returns (batches, enrollments examined)."""
+    with transaction.atomic():
+        due = _due_queryset(now).order_by("next_send_at")
+        if connection.features.has_select_for_update_skip_locked:
+            due = due.select_for_update(skip_locked=True, of=("self",))
+        enrollments = list(
+            due.only("id", "campaign_id", "contact_id", "current_step", "credential_id")[
+                :batch_size
+            ]
+        )
+        if not enrollments:
+            return [], 0
+        plan = _decide(enrollments, now=now)
+        batches = _write(plan, now=now)
+    return batches, len(enrollments)
+
+
+def _decide(enrollments: list[Enrollment], *, now: datetime) -> _Plan:
+    campaign_ids = {e.campaign_id for e in enrollments}
+    campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
+    positions = defaultdict(set)
+    for campaign_id, position in CampaignStep.objects.filter(
+        campaign_id__in=campaign_ids
+    ).values_list("campaign_id", "position"):
+        positions[campaign_id].add(position)
+    linked = defaultdict(list)  # campaign -> credential ids, in link order
+    for campaign_id, credential_id in (
+        Campaign.credentials.through.objects.filter(campaign_id__in=campaign_ids)
+        .order_by("id")
+        .values_list("campaign_id", "smtpcredential_id")
+    ):
+        linked[campaign_id].append(credential_id)
+    credential_ids = {c for ids in linked.values() for c in ids}
+    # Locked in one ordered statement: concurrent schedulers queue here, never deadlock,
+    # and the daily counters read below cannot move until this transaction ends.
+    credentials = {
+        c.pk: c
+        for c in SmtpCredential.objects.select_for_update()
+        .filter(pk__in=credential_ids)
+        .order_by("pk")
+    }
+    today = utc_day(now)
+    room = {pk: _room_today(c, today) for pk, c in credentials.items()}
+    window_open_at: dict = {}
+
+    plan = _Plan()
+    for enrollment in enrollments:
+        campaign = campaigns[enrollment.campaign_id]
+        step = enrollment.current_step + 1
+        if step not in positions[campaign.pk]:
+            plan.complete.append(enrollment)
+            continue
+        window = SendWindow.from_json(campaign.send_window)
+        if campaign.pk not in window_open_at:
+            window_open_at[campaign.pk] = send_window_next_open(
+                now, timezone=campaign.timezone, window=window
+            )
+        if window_open_at[campaign.pk] > now:
+            plan.defer[window_open_at[campaign.pk]].append(enrollment.pk)
+            continue
+        enabled = [pk for pk in linked[campaign.pk] if credentials[pk].disabled_at is None]
+        if not enabled:
+            plan.pause.add(campaign.pk)
+            continue
+        # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
+        thread = enrollment.credential_id
+        candidates = [thread] if thread in enabled else enabled
+        chosen = max(candidates, key=lambda pk: room[pk])  # first in link order on a tie
+        if room[chosen] <= 0:
+            tomorrow = send_window_next_open(
+                next_utc_midnight(now), timezone=campaign.timezone, window=window
+            )
+            plan.defer[tomorrow].append(enrollment.pk)
+            continue
+        room[chosen] -= 1
+        plan.claims.append((enrollment, chosen, step))
+    return plan
+
+
+def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
+    if plan.complete:
+        Enrollment.objects.filter(pk__in=[e.pk for e in plan.complete]).update(
+            status=Enrollment.Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now
+        )
+        campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
+    for when, ids in plan.defer.items():
+        Enrollment.objects.filter(pk__in=ids).update(next_send_at=when, updated_at=now)
+    if plan.pause:
+        campaigns_pause_if_unsendable(campaign_ids=plan.pause, at=now)
+    if not plan.claims:
+        return []
+
+    lease_until = now + timedelta(seconds=settings.SENDING_LEASE_SECONDS)
+    ids = [enrollment.pk for enrollment, _, _ in plan.claims]
+    moved = Enrollment.objects.filter(
+        pk__in=ids, status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
+    ).update(next_send_at=lease_until, updated_at=now)
+    if moved != len(ids):
+        raise _LostRace()
+    by_credential = defaultdict(list)
+    for enrollment, credential_id, step in plan.claims:
+        by_credential[credential_id].append((enrollment, step))
+    batches, rows = [], []
+    for credential_id, items in by_credential.items():
+        batch_id = uuid.uuid4()
+        batches.append(Batch(batch_id=batch_id, credential_id=credential_id, size=len(items)))
+        rows += [
+            SendClaim(
+                enrollment_id=enrollment.pk,
+                batch_id=batch_id,
+                credential_id=credential_id,
+                step=step,
+                claimed_at=now,
+                lease_until=lease_until,
+            )
+            for enrollment, step in items
+        ]
+    SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
+    today = utc_day(now)
+    for credential_id, items in by_credential.items():
+        # The row is locked (_decide): the reservation is computed from what was read.
+        SmtpCredential.objects.filter(pk=credential_id).update(
+            daily_sent_count=_used_expression(today) + len(items), daily_sent_on=today
+        )
+    return batches
+
+
+def _used_expression(today: date):
+    return Case(When(daily_sent_on=today, then=F("daily_sent_count")), default=Value(0))
+
+
+def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[Batch]:
+    """One scheduler run (see the module docstring). Returns the batches claimed; with
+    enqueue=True each is queued to a sending task after its transaction commits."""
+    now = now or timezone.now()
+    claims_recover(now=now)
+    suppressed_end(now=now)
+    batch_size = settings.SENDING_BATCH_SIZE
+    examined_total = 0
+    batches: list[Batch] = []
+    while examined_total < settings.SENDING_MAX_PER_TICK:
+        try:
+            claimed, examined = _claim_once(now=now, batch_size=batch_size)
+        except _LostRace:
+            logger.info("send scheduler lost a claim race; the next tick retries")
+            break
+        if enqueue:
+            for batch in claimed:
+                transaction.on_commit(lambda b=batch: batch_enqueue(b))
+        batches += claimed
+        examined_total += examined
+        if examined < batch_size:
+            break
+    return batches
+
+
+def batch_enqueue(batch: Batch) -> None:
+    """Queue the sending task of a committed batch. A failure only delays it: the claims
+    lapse after SENDING_LEASE_SECONDS and are claimed again."""
+    from outreach.tasks import send_batch
+
+    try:
+        send_batch.apply_async((str(batch.batch_id), str(batch.credential_id)), retry=False)
+    except Exception:
+        logger.warning(
+            "send batch %s not queued; its claims lapse and retry", batch.batch_id, exc_info=True
+        )

@@ -1,0 +1,615 @@
+"""SMTP delivery of claimed batches: one connection per batch, one mailbox per batch.
+
+For each claim of the batch, in order:
+1. mark it started (`SendClaim.sending_at`) with a conditional UPDATE that also checks
+   the enrollment is still due, its contact not suppressed and its campaign active --
+   otherwise the claim is given back and nothing is sent;
+2. run the SMTP transaction (MAIL, RCPT, DATA) on the batch's connection;
+3. record the outcome in one transaction:
+   - accepted: Message row (its Message-ID), enrollment state (sent, or completed after
+     the last step; the next step scheduled by outreach.windows.step_send_at), the
+     mailbox's counters, the per-campaign send count, the period's usage +1 (billing)
+     and `enrollment.sent`; the claim is deleted;
+   - 5xx on RCPT or DATA: a permanent bounce (outreach.bounces.enrollment_mark_bounced);
+   - 4xx, or the connection broke: the step is retried after SENDING_RETRY_SCHEDULE;
+     after SENDING_MAX_ATTEMPTS temporary failures the enrollment is failed;
+   - the mailbox itself failed (authentication, STARTTLS, MAIL FROM refused): recorded
+     on the credential (last_error, last_error_at) and the whole rest of the batch is
+     retried after SENDING_CREDENTIAL_RETRY_SECONDS; never a bounce, no attempt counted.
+
+A message the server accepted is recorded before the next one is sent, so a worker that
+dies mid-batch leaves at most the one message in flight undecided (docs/sending.md).
+The plan limit is not checked here: sends already scheduled still fire (a soft cap).
+"""
+
+import contextlib
+import logging
+import smtplib
+import ssl
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
+from email.utils import format_datetime, formataddr
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from billing.services import usage_record_increment
+from outreach import tokens
+from outreach.bounces import enrollment_mark_bounced, stats_increment
+from outreach.events import ENROLLMENT_SENT, enrollment_emit
+from outreach.models import (
+    Campaign,
+    CampaignStep,
+    Enrollment,
+    Message,
+    Security,
+    SendClaim,
+    SmtpCredential,
+)
+from outreach.rendering import contact_values, template_render
+from outreach.scheduler import campaigns_complete_if_done, reservation_release
+from outreach.windows import SendWindow, step_send_at
+
+logger = logging.getLogger(__name__)
+
+ERROR_MAX_CHARS = 1000
+# A batch stops taking new messages this long before its claims' lease ends (60 s, or a
+# quarter of a shorter lease), so no message is in flight when the scheduler may reclaim.
+LEASE_MARGIN_SECONDS = 60
+
+
+def _lease_margin() -> timedelta:
+    return timedelta(seconds=min(LEASE_MARGIN_SECONDS, settings.SENDING_LEASE_SECONDS / 4))
+
+
+# --- failures -------------------------------------------------------------------------------
+
+
+class MailboxError(Exception):
+    """The mailbox cannot send at all (authentication, TLS, sender refused): not the
+    recipient's fault, so never a bounce; the batch waits and retries."""
+
+
+class TemporaryError(Exception):
+    """A 4xx reply or a broken connection: this step is retried later."""
+
+
+class PermanentError(Exception):
+    """A 5xx reply to RCPT or DATA: the address bounced."""
+
+
+def _reply_text(code: int, message) -> str:
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    return f"{code} {message}".strip()[:ERROR_MAX_CHARS]
+
+
+def _classify(exc: Exception) -> Exception:
+    """Map an smtplib failure during one message's transaction to our three kinds."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        code, message = next(iter(exc.recipients.values()))
+        text = _reply_text(code, message)
+        return PermanentError(text) if code >= 500 else TemporaryError(text)
+    if isinstance(exc, smtplib.SMTPSenderRefused):
+        text = _reply_text(exc.smtp_code, exc.smtp_error)
+        if exc.smtp_code >= 500:
+            return MailboxError(f"sender refused: {text}")
+        return TemporaryError(text)
+    if isinstance(exc, smtplib.SMTPServerDisconnected):
+        return TemporaryError(f"connection lost: {exc}"[:ERROR_MAX_CHARS])
+    if isinstance(exc, smtplib.SMTPResponseException):  # DATA and others
+        text = _reply_text(exc.smtp_code, exc.smtp_error)
+        return PermanentError(text) if exc.smtp_code >= 500 else TemporaryError(text)
+    if isinstance(exc, (OSError, smtplib.SMTPException)):
+        return TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS])
+    raise exc
+
+
+# --- the connection -------------------------------------------------------------------------
+
+
+def _tls_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if settings.SENDING_SMTP_CA_FILE:
+        context.load_verify_locations(cafile=settings.SENDING_SMTP_CA_FILE)
+    return context
+
+
+def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
+    """An authenticated connection per the credential's security mode, with the timeout
+    on connect and every command. MailboxError for what retrying soon will not fix
+    (authentication, TLS), TemporaryError when the server cannot be reached."""
+    timeout = settings.SENDING_SMTP_TIMEOUT_SECONDS
+    host, port = credential.smtp_host, credential.smtp_port
+    try:
+        if credential.smtp_security == Security.SSL:
+            conn = smtplib.SMTP_SSL(host, port, timeout=timeout, context=_tls_context())
+        else:
+            conn = smtplib.SMTP(host, port, timeout=timeout)
+    except (ssl.SSLError, ssl.CertificateError) as exc:
+        raise MailboxError(f"TLS failed: {exc}"[:ERROR_MAX_CHARS]) from exc
+    except (OSError, smtplib.SMTPException) as exc:
+        raise TemporaryError(f"cannot connect to {host}:{port}: {exc}"[:ERROR_MAX_CHARS]) from exc
+    try:
+        conn.ehlo()
+        if credential.smtp_security == Security.STARTTLS:
+            conn.starttls(context=_tls_context())
+            conn.ehlo()
+        if credential.smtp_username:
+            conn.login(credential.smtp_username, credential.smtp_password)
+        return conn
+    except smtplib.SMTPAuthenticationError as exc:
+        _close(conn)
+        text = _reply_text(exc.smtp_code, exc.smtp_error)
+        raise MailboxError(f"authentication failed: {text}") from exc
+    except (smtplib.SMTPNotSupportedError, ssl.SSLError, ssl.CertificateError) as exc:
+        _close(conn)
+        raise MailboxError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
+    except smtplib.SMTPResponseException as exc:
+        _close(conn)
+        if exc.smtp_code >= 500:
+            raise MailboxError(_reply_text(exc.smtp_code, exc.smtp_error)) from exc
+        raise TemporaryError(_reply_text(exc.smtp_code, exc.smtp_error)) from exc
+    except (OSError, smtplib.SMTPException) as exc:
+        _close(conn)
+        raise TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
+
+
+def _close(conn) -> None:
+    try:
+        conn.quit()
+    except (OSError, smtplib.SMTPException):
+        with contextlib.suppress(OSError):
+            conn.close()
+
+
+# --- the message ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    message_id: str  # without brackets
+    subject: str
+    data: bytes
+    to_email: str  # the envelope recipient (domain in IDNA form)
+    # A non-ASCII local part can only travel with SMTPUTF8 (RFC 6531).
+    needs_smtputf8: bool = False
+
+
+def ascii_address(address: str) -> str | None:
+    """The address with its domain in IDNA (ASCII) form, as the envelope needs it; None
+    when the local part itself is not ASCII."""
+    local, _, domain = address.rpartition("@")
+    if not local.isascii():
+        return None
+    try:
+        domain = domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        return None
+    return f"{local}@{domain}"
+
+
+def _domain(address: str) -> str:
+    domain = address.rsplit("@", 1)[-1]
+    try:
+        return domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        return domain
+
+
+def _with_pixel(html: str, pixel_url: str) -> str:
+    pixel = f'<img src="{pixel_url}" width="1" height="1" alt="" style="display:none">'
+    index = html.lower().rfind("</body>")
+    if index == -1:
+        return html + pixel
+    return html[:index] + pixel + html[index:]
+
+
+def message_build(
+    *,
+    credential: SmtpCredential,
+    campaign: Campaign,
+    step: CampaignStep,
+    enrollment: Enrollment,
+    thread: list[Message],
+    first_subject: str,
+    now: datetime,
+) -> Outgoing:
+    """The email of one step (API.md section 5). `thread`: the enrollment's earlier
+    messages, oldest first; a step with an empty subject replies to the last of them."""
+    contact = enrollment.contact
+    values = contact_values(contact)
+    message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
+    base_url = settings.BASE_URL
+
+    msg = EmailMessage(policy=SMTP_POLICY)
+    # Display names lose their line breaks: a name cannot add a header.
+    msg["From"] = formataddr((" ".join(credential.from_name.split()), credential.from_email))
+    name = " ".join(f"{contact.first_name} {contact.last_name}".split())
+    recipient = ascii_address(contact.email)
+    if recipient is not None:
+        msg["To"] = formataddr((name, recipient))
+    else:  # SMTPUTF8: the header carries the address as UTF-8
+        local, _, domain = contact.email.rpartition("@")
+        msg["To"] = Address(display_name=name, username=local, domain=domain)
+    if step.subject.strip():
+        subject = template_render(step.subject, values, kind="header")
+    else:
+        previous = thread[-1].subject if thread else first_subject
+        while previous[:4].lower() == "re: ":
+            previous = previous[4:]
+        subject = f"Re: {previous}"
+        if thread:
+            msg["In-Reply-To"] = f"<{thread[-1].message_id}>"
+            msg["References"] = " ".join(f"<{m.message_id}>" for m in thread)
+    msg["Subject"] = subject
+    msg["Date"] = format_datetime(now)
+    msg["Message-ID"] = f"<{message_id}>"
+    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
+    msg["List-Unsubscribe"] = (
+        f"<{base_url}/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>"
+    )
+    msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    msg["X-Auto-Response-Suppress"] = "OOF, AutoReply"
+    msg.set_content(template_render(step.body_text, values, kind="text"))
+    if step.body_html.strip():
+        html = template_render(step.body_html, values, kind="html")
+        if campaign.track_opens:
+            token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+            html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
+        msg.add_alternative(html, subtype="html")
+    return Outgoing(
+        message_id=message_id,
+        subject=subject,
+        data=msg.as_bytes(policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY),
+        to_email=recipient or contact.email,
+        needs_smtputf8=recipient is None,
+    )
+
+
+# --- recording outcomes ---------------------------------------------------------------------
+
+
+def retry_delay(attempts_done: int) -> timedelta:
+    schedule = settings.SENDING_RETRY_SCHEDULE or [300]
+    return timedelta(seconds=schedule[min(attempts_done, len(schedule)) - 1])
+
+
+def _release_claim(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
+    """Give the claim and its reservation back; a still-due enrollment is due at
+    `next_send_at` (None: leave its next_send_at alone)."""
+    with transaction.atomic():
+        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            if next_send_at is not None:
+                Enrollment.objects.filter(pk=claim.pk, status__in=Enrollment.DUE_STATUSES).update(
+                    next_send_at=next_send_at, updated_at=now
+                )
+
+
+def _record_sent(
+    *,
+    claim: SendClaim,
+    enrollment: Enrollment,
+    campaign: Campaign,
+    credential: SmtpCredential,
+    steps: dict[int, CampaignStep],
+    outgoing: Outgoing,
+    now: datetime,
+    mark_next: SendClaim | None = None,
+) -> bool:
+    """Record an accepted message; returns whether `mark_next` was marked started."""
+    next_step = steps.get(claim.step + 1)
+    if next_step is not None:
+        status, completed_at = Enrollment.Status.SENT, None
+        next_send_at = step_send_at(
+            after=now,
+            delay_minutes=next_step.delay_minutes,
+            timezone=campaign.timezone,
+            window=SendWindow.from_json(campaign.send_window),
+        )
+    else:
+        status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
+    with transaction.atomic():
+        Message.objects.create(
+            account_id=campaign.account_id,
+            enrollment_id=enrollment.pk,
+            credential_id=credential.pk,
+            step=claim.step,
+            message_id=outgoing.message_id,
+            to_email=outgoing.to_email,
+            subject=outgoing.subject,
+            sent_at=now,
+        )
+        # Intake may have changed the enrollment since the claim (a reply, an
+        # unsubscribe): then the message is recorded, the sequence is not moved.
+        moved = Enrollment.objects.filter(
+            pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES
+        ).update(
+            status=status,
+            current_step=claim.step,
+            sent_at=now,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            credential_id=credential.pk,
+            send_attempts=0,
+            last_error="",
+            updated_at=now,
+        )
+        SendClaim.objects.filter(pk=claim.pk).delete()
+        SmtpCredential.objects.filter(pk=credential.pk).update(sent_count=F("sent_count") + 1)
+        stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
+        usage_record_increment(account=campaign.account, at=now)
+        if moved:
+            enrollment.status, enrollment.current_step = status, claim.step
+            enrollment.sent_at, enrollment.next_send_at = now, next_send_at
+            enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
+        else:
+            enrollment.refresh_from_db()
+        enrollment.campaign = campaign
+        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
+        # The next claim's start mark rides on this commit: one round trip less per message.
+        return mark_next is not None and _mark_started(mark_next, now)
+
+
+def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
+    attempts = enrollment.send_attempts + 1
+    with transaction.atomic():
+        if not SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            return
+        reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+        rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
+        if attempts >= settings.SENDING_MAX_ATTEMPTS:
+            rows.update(
+                status=Enrollment.Status.FAILED,
+                next_send_at=None,
+                send_attempts=attempts,
+                last_error=error,
+                updated_at=now,
+            )
+        else:
+            rows.update(
+                next_send_at=now + retry_delay(attempts),
+                send_attempts=attempts,
+                last_error=error,
+                updated_at=now,
+            )
+
+
+def _record_undeliverable(*, claim: SendClaim, enrollment, error: str, now) -> None:
+    """No retry can help (the address cannot be expressed to this server): failed."""
+    with transaction.atomic():
+        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES).update(
+                status=Enrollment.Status.FAILED, next_send_at=None, last_error=error, updated_at=now
+            )
+
+
+def _record_bounce(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
+    with transaction.atomic():
+        SendClaim.objects.filter(pk=claim.pk).delete()
+        # The reservation stays used: the server judged an attempt from this mailbox.
+        enrollment_mark_bounced(
+            enrollment=enrollment,
+            reason=error,
+            at=now,
+            credential=credential,
+            rejected_at_send=True,
+        )
+
+
+def credential_error_record(*, credential: SmtpCredential, error: str, now: datetime) -> None:
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        last_error=error[:ERROR_MAX_CHARS], last_error_at=now
+    )
+    credential.last_error, credential.last_error_at = error, now
+
+
+# --- the batch ------------------------------------------------------------------------------
+
+
+def _mark_started(claim: SendClaim, now: datetime) -> bool:
+    return bool(
+        SendClaim.objects.filter(
+            pk=claim.pk,
+            batch_id=claim.batch_id,
+            sending_at__isnull=True,
+            enrollment__status__in=Enrollment.DUE_STATUSES,
+            enrollment__contact__unsubscribed_at__isnull=True,
+            enrollment__contact__bounced_at__isnull=True,
+            enrollment__campaign__status=Campaign.Status.ACTIVE,
+        ).update(sending_at=now)
+    )
+
+
+@dataclass
+class BatchResult:
+    sent: int = 0
+    bounced: int = 0
+    retried: int = 0
+    failed: int = 0
+    skipped: int = 0
+    mailbox_error: str = ""
+
+
+def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
+    """Send the claims of one batch over one connection (module docstring). `clock`
+    gives "now" for each step (tests pass a fixed clock)."""
+    result = BatchResult()
+    claims = list(
+        SendClaim.objects.filter(batch_id=batch_id, credential_id=credential_id, sending_at=None)
+        .select_related("enrollment__contact", "enrollment__campaign__account")
+        .order_by("claimed_at", "pk")
+    )
+    if not claims:
+        return result
+    credential = SmtpCredential.objects.get(pk=credential_id)
+    campaign_ids = {c.enrollment.campaign_id for c in claims}
+    steps: dict = {cid: {} for cid in campaign_ids}
+    for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
+        steps[step.campaign_id][step.position] = step
+    threads: dict = {c.pk: [] for c in claims}
+    for message in Message.objects.filter(enrollment_id__in=list(threads)).order_by(
+        "step", "sent_at"
+    ):
+        threads[message.enrollment_id].append(message)
+
+    conn = None
+    premarked = None  # the claim whose start mark was committed with the previous record
+    try:
+        for index, claim in enumerate(claims):
+            now = clock()
+            enrollment = claim.enrollment
+            campaign = enrollment.campaign
+            step = steps[campaign.pk].get(claim.step)
+            if now >= claim.lease_until - _lease_margin():
+                # The lease is nearly over: the scheduler may hand these claims to another
+                # batch any moment. Give them back rather than race it.
+                for rest in claims[index:]:
+                    _release_claim(rest, now=now, next_send_at=now)
+                    result.skipped += 1
+                return result
+            if credential.disabled_at is not None or step is None:
+                # Disabled by this batch's bounces, or the step was removed: the
+                # scheduler decides again (another mailbox, or completion).
+                _release_claim(claim, now=now, next_send_at=now)
+                result.skipped += 1
+                continue
+            if conn is None:
+                try:
+                    conn = smtp_connect(credential)
+                except MailboxError as exc:
+                    return _batch_abandon(claims[index:], credential, str(exc), now, result)
+                except TemporaryError as exc:
+                    credential_error_record(credential=credential, error=str(exc), now=now)
+                    for rest in claims[index:]:
+                        _record_temporary(
+                            claim=rest, enrollment=rest.enrollment, error=str(exc), now=now
+                        )
+                        result.retried += 1
+                    return result
+                if credential.last_error:
+                    # The mailbox works again: its error is history.
+                    SmtpCredential.objects.filter(pk=credential.pk).update(
+                        last_error="", last_error_at=None
+                    )
+                    credential.last_error = ""
+            thread = threads[claim.pk]
+            try:
+                outgoing = message_build(
+                    credential=credential,
+                    campaign=campaign,
+                    step=step,
+                    enrollment=enrollment,
+                    thread=thread,
+                    first_subject="" if thread else _first_subject(steps[campaign.pk], enrollment),
+                    now=now,
+                )
+            except Exception as exc:  # noqa: BLE001 - one bad row must not stop the batch
+                # Retrying cannot fix it, and it must not crash every batch it lands in.
+                logger.exception("cannot build the message of enrollment %s", claim.pk)
+                _record_undeliverable(
+                    claim=claim,
+                    enrollment=enrollment,
+                    error=f"The message could not be built: {type(exc).__name__}: {exc}"[
+                        :ERROR_MAX_CHARS
+                    ],
+                    now=now,
+                )
+                result.failed += 1
+                continue
+            if premarked is not claim and not _mark_started(claim, now):
+                _release_claim(claim, now=now, next_send_at=now)
+                result.skipped += 1
+                continue
+            premarked = None
+            options: tuple = ()
+            if outgoing.needs_smtputf8:
+                if not conn.has_extn("smtputf8"):
+                    _record_undeliverable(
+                        claim=claim,
+                        enrollment=enrollment,
+                        error="The address has a non-ASCII local part and the SMTP server "
+                        "does not offer SMTPUTF8.",
+                        now=now,
+                    )
+                    result.failed += 1
+                    continue
+                options = ("SMTPUTF8",)
+            try:
+                conn.sendmail(
+                    credential.from_email, [outgoing.to_email], outgoing.data, mail_options=options
+                )
+            except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
+                failure = _classify(exc)
+                if isinstance(failure, PermanentError):
+                    _record_bounce(
+                        claim=claim,
+                        enrollment=enrollment,
+                        credential=credential,
+                        error=str(failure),
+                        now=now,
+                    )
+                    credential.refresh_from_db(fields=["disabled_at"])
+                    result.bounced += 1
+                elif isinstance(failure, MailboxError):
+                    return _batch_abandon(claims[index:], credential, str(failure), now, result)
+                else:
+                    _record_temporary(
+                        claim=claim, enrollment=enrollment, error=str(failure), now=now
+                    )
+                    result.retried += 1
+                    if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
+                        _close(conn)
+                        conn = None  # reconnect for the next message
+                continue
+            following = claims[index + 1] if index + 1 < len(claims) else None
+            if following is not None and (
+                following.step not in steps[following.enrollment.campaign_id]
+            ):
+                following = None
+            if _record_sent(
+                claim=claim,
+                enrollment=enrollment,
+                campaign=campaign,
+                credential=credential,
+                steps=steps[campaign.pk],
+                outgoing=outgoing,
+                now=now,
+                mark_next=following,
+            ):
+                premarked = following
+            result.sent += 1
+    finally:
+        if conn is not None:
+            _close(conn)
+        # Once per batch rather than per message: campaigns left without active work.
+        campaigns_complete_if_done(campaign_ids=campaign_ids, at=clock())
+    return result
+
+
+def _first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> str:
+    first = steps.get(1)
+    if first is None:
+        return ""
+    return template_render(first.subject, contact_values(enrollment.contact), kind="header")
+
+
+def _batch_abandon(claims, credential, error: str, now, result: BatchResult) -> BatchResult:
+    """The mailbox failed: record it, give every remaining claim back to be tried after
+    SENDING_CREDENTIAL_RETRY_SECONDS, without counting an attempt against anyone."""
+    credential_error_record(credential=credential, error=error, now=now)
+    later = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
+    for claim in claims:
+        _release_claim(claim, now=now, next_send_at=later)
+    result.mailbox_error = error
+    logger.warning("mailbox %s cannot send: %s", credential.pk, error)
+    return result

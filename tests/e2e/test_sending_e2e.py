@@ -1,0 +1,207 @@
+"""End to end with real peers: a Celery worker running beat (the send scheduler every
+half second) against PostgreSQL and Redis, an aiosmtpd server receiving the mail, and an
+HTTP receiver getting the signed webhook events."""
+
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+
+from billing.models import UsageRecord
+from billing.services import usage_record_current
+from outreach.models import Campaign, CampaignStep, Enrollment, Message, SmtpCredential
+from outreach.scheduler import INTERRUPTED_ERROR
+from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
+from tests.outreach.helpers import assert_error
+from tests.support.celery_worker import requires_live_peers
+from webhooks.services import webhook_create
+
+pytestmark = [requires_live_peers, pytest.mark.e2e]
+
+WORKER_ENV = {
+    "SENDING_SCHEDULE_INTERVAL_SECONDS": "0.5",
+    "WEBHOOK_SWEEP_INTERVAL_SECONDS": "0.5",
+}
+
+
+def _verified_events(receiver, secret: str, count: int, timeout: float = 30.0) -> list[dict]:
+    """The first `count` deliveries, each with a valid signature, as envelopes."""
+    envelopes = []
+    for request in receiver.wait_for(count, timeout=timeout):
+        header = request.headers["X-Service-Signature"]
+        parts = dict(item.split("=", 1) for item in header.split(","))
+        expected = hmac.new(
+            secret.encode(), f"{parts['t']}.".encode() + request.body, hashlib.sha256
+        ).hexdigest()
+        assert hmac.compare_digest(parts["v1"], expected)
+        assert abs(time.time() - int(parts["t"])) < 300
+        envelopes.append(json.loads(request.body))
+    return envelopes
+
+
+def _campaign_at(sink, account, *, steps: int) -> Campaign:
+    campaign = CampaignFactory(account=account, with_steps=steps)
+    CampaignStep.objects.filter(campaign=campaign).update(delay_minutes=0)
+    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(
+        smtp_host=sink.host, smtp_port=sink.port, smtp_security="none", smtp_username=""
+    )
+    return campaign
+
+
+def _wait_until(predicate, *, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def _dispatch(api_client, campaign, contacts):
+    return api_client.post(
+        f"/campaigns/{campaign.pk}/dispatch", {"contact_ids": [str(c.pk) for c in contacts]}
+    )
+
+
+def test_a_three_step_campaign_sends_three_emails_and_events_per_contact(
+    live_db, account, api_client, smtp_sink, receiver, celery_worker
+):
+    sink = smtp_sink()
+    secret = webhook_create(account=account, url=receiver.url, event_filters=["*"]).secret
+    campaign = _campaign_at(sink, account, steps=3)
+    contacts = [
+        ContactFactory(account=account, email="ada@example.org", first_name="Ada"),
+        ContactFactory(account=account, email="bob@example.org", first_name=""),
+    ]
+    for contact in contacts:
+        EnrollmentFactory(campaign=campaign, contact=contact)
+    # Two sends short of the free plan's cap: the dispatch passes, and steps 2 and 3
+    # still go out after the cap is reached (a soft cap).
+    record = usage_record_current(account=account)
+    UsageRecord.objects.filter(pk=record.pk).update(sends_count=account.plan.monthly_limit - 2)
+    celery_worker(beat=True, env=WORKER_ENV)
+
+    response = _dispatch(api_client, campaign, contacts)
+    assert response.status_code == 200, response.content
+    assert response.json()["dispatched"] == 2
+
+    sink.wait_for(6, timeout=40)
+    envelopes = _verified_events(receiver, secret, 6, timeout=40)
+
+    assert {e["type"] for e in envelopes} == {"enrollment.sent"}
+    for contact in contacts:
+        mine = [e["data"] for e in envelopes if e["data"]["contact_id"] == str(contact.pk)]
+        assert [d["status"] for d in mine] == ["sent", "sent", "completed"]
+        assert {d["contact_email"] for d in mine} == {contact.email}
+    ada = [m.message for m in sink.to("ada@example.org")]
+    assert [m["Subject"] for m in ada] == ["Hello Ada 1", "Re: Hello Ada 1", "Re: Hello Ada 1"]
+    assert [m.message["Subject"] for m in sink.to("bob@example.org")][0] == "Hello there 1"
+    stored = list(
+        Message.objects.filter(to_email="ada@example.org")
+        .order_by("step")
+        .values_list("message_id", flat=True)
+    )
+    assert [m["Message-ID"] for m in ada] == [f"<{i}>" for i in stored]
+    assert ada[2]["In-Reply-To"] == f"<{stored[1]}>"
+    assert ada[0]["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert "Step 2 for Acme" in ada[1].get_body(("plain",)).get_content()
+
+    assert Enrollment.objects.filter(campaign=campaign, status="completed").count() == 2
+    _wait_until(
+        lambda: Campaign.objects.get(pk=campaign.pk).status == "completed",
+        what="campaign completed",
+    )
+    assert usage_record_current(account=account).sends_count == account.plan.monthly_limit + 4
+    newcomer = EnrollmentFactory(campaign=campaign)
+    assert_error(_dispatch(api_client, campaign, [newcomer.contact]), 402, "plan_limit_reached")
+
+
+def test_550s_disable_the_credential_and_pause_the_campaign_once(
+    live_db, account, api_client, smtp_sink, receiver, celery_worker
+):
+    sink = smtp_sink()
+    secret = webhook_create(account=account, url=receiver.url, event_filters=["*"]).secret
+    campaign = _campaign_at(sink, account, steps=1)
+    credential = campaign.credentials.get()
+    good = [ContactFactory(account=account, email=f"ok{i}@example.org") for i in range(20)]
+    bad = [ContactFactory(account=account, email=f"bad{i}@example.org") for i in range(3)]
+    for contact in good + bad:
+        EnrollmentFactory(campaign=campaign, contact=contact)
+        if contact in bad:
+            sink.reject_rcpt(contact.email, "550 5.1.1 User unknown")
+    celery_worker(beat=True, env=WORKER_ENV)
+
+    assert _dispatch(api_client, campaign, good).status_code == 200
+    sink.wait_for(20, timeout=40)
+    _verified_events(receiver, secret, 20, timeout=40)
+    # 20 sends so far; two 550s make 2/22 = 9.1%, over the 5% threshold.
+    assert _dispatch(api_client, campaign, bad[:2]).status_code == 200
+    envelopes = _verified_events(receiver, secret, 24, timeout=40)
+    time.sleep(1.5)  # three scheduler ticks: nothing more may arrive
+    envelopes = _verified_events(receiver, secret, len(receiver.requests))
+
+    types = [e["type"] for e in envelopes]
+    assert types.count("enrollment.sent") == 20
+    assert types.count("enrollment.bounced") == 2
+    assert types.count("credential.disabled") == 1
+    assert types.count("campaign.paused") == 1
+    [disabled] = [e["data"] for e in envelopes if e["type"] == "credential.disabled"]
+    assert disabled == {
+        "credential_id": str(credential.pk),
+        "from_email": credential.from_email,
+        "campaign_id": str(campaign.pk),
+        "bounce_rate": 9.09,
+        "threshold": 5.0,
+    }
+    [paused] = [e["data"] for e in envelopes if e["type"] == "campaign.paused"]
+    assert paused == {
+        "campaign_id": str(campaign.pk),
+        "name": campaign.name,
+        "reason": "all_credentials_disabled",
+    }
+    bounced = [e["data"] for e in envelopes if e["type"] == "enrollment.bounced"]
+    assert {b["bounce_reason"] for b in bounced} == {"550 5.1.1 User unknown"}
+    campaign.refresh_from_db()
+    assert (campaign.status, campaign.paused_reason) == ("paused", "all_credentials_disabled")
+
+    assert len(sink.messages) == 20
+    # Without an enabled mailbox the campaign cannot be dispatched again.
+    assert_error(_dispatch(api_client, campaign, bad[2:]), 409, "campaign_not_dispatchable")
+
+
+def test_a_worker_killed_mid_batch_sends_nothing_twice(
+    live_db, account, api_client, smtp_sink, celery_worker
+):
+    sink = smtp_sink()
+    campaign = _campaign_at(sink, account, steps=1)
+    contacts = [ContactFactory(account=account, email=f"c{i}@example.org") for i in range(6)]
+    for contact in contacts:
+        EnrollmentFactory(campaign=campaign, contact=contact)
+    held = contacts[3]
+    sink.hold_data(held.email)  # the server takes the message and never answers
+    env = {**WORKER_ENV, "SENDING_LEASE_SECONDS": "3"}
+    worker = celery_worker(beat=True, env=env)
+
+    assert _dispatch(api_client, campaign, contacts).status_code == 200
+    _wait_until(lambda: sink.to(held.email), what="the held message")
+    worker.kill()  # mid-batch, with the held message in flight
+    sink.release()
+    celery_worker(beat=True, env=env)
+
+    _wait_until(
+        lambda: (
+            not Enrollment.objects.filter(
+                campaign=campaign, status__in=Enrollment.ACTIVE_STATUSES
+            ).exists()
+        ),
+        timeout=40,
+        what="every enrollment settled",
+    )
+    for contact in contacts:
+        assert len(sink.to(contact.email)) == 1, contact.email
+    failed = Enrollment.objects.get(campaign=campaign, contact=held)
+    assert (failed.status, failed.last_error) == ("failed", INTERRUPTED_ERROR)
+    assert Enrollment.objects.filter(campaign=campaign, status="completed").count() == 5
+    assert Message.objects.filter(enrollment__campaign=campaign).count() == 5

@@ -1,0 +1,58 @@
+"""Back office for the sending engine: messages per enrollment, mailbox health."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.urls import reverse
+
+from outreach.bounces import stats_increment
+from outreach.models import Message, SmtpCredential
+from tests.outreach.factories import CampaignFactory, EnrollmentFactory
+
+pytestmark = pytest.mark.django_db
+
+AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def test_enrollment_page_lists_its_messages(admin_client):
+    enrollment = EnrollmentFactory()
+    for step in (1, 2):
+        Message.objects.create(
+            account=enrollment.campaign.account,
+            enrollment=enrollment,
+            credential=enrollment.campaign.credentials.get(),
+            step=step,
+            message_id=f"step{step}-abc@example.com",
+            to_email=enrollment.contact.email,
+            subject="Re: Hello" if step == 2 else "Hello",
+            sent_at=AT,
+        )
+    page = admin_client.get(reverse("admin:outreach_enrollment_change", args=[enrollment.pk]))
+    assert page.status_code == 200
+    assert b"step1-abc@example.com" in page.content
+    assert b"step2-abc@example.com" in page.content
+    assert b"Re: Hello" in page.content
+
+
+def test_credential_pages_show_health(admin_client):
+    campaign = CampaignFactory(bounce_threshold_percent=5.0)
+    credential = campaign.credentials.get()
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        sent_count=18,
+        bounced_count=2,
+        last_error="authentication failed: 535 5.7.8 Bad credentials",
+        last_error_at=AT,
+    )
+    stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=40, bounces=3)
+
+    listing = admin_client.get(reverse("admin:outreach_smtpcredential_changelist"))
+    assert listing.status_code == 200
+    assert b"10.0%" in listing.content  # 2 bounces in 20 attempts
+
+    page = admin_client.get(reverse("admin:outreach_smtpcredential_change", args=[credential.pk]))
+    assert page.status_code == 200
+    content = page.content.decode()
+    assert "authentication failed: 535 5.7.8 Bad credentials" in content
+    assert "Sends by campaign" in content
+    assert "7.5%" in content  # 3 / 40 in the campaign
+    assert "5.0%" in content  # its threshold

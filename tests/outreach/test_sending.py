@@ -1,0 +1,849 @@
+"""The sending engine against a real SMTP server (aiosmtpd, tests/support/smtp.py):
+scheduler decisions with a controllable clock, the messages on the wire, and what each
+SMTP outcome records."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from accounts.services import api_key_create
+from billing.models import UsageRecord
+from billing.services import usage_record_current
+from outreach import tokens
+from outreach.models import (
+    Campaign,
+    CampaignStep,
+    Contact,
+    CredentialCampaignStats,
+    Enrollment,
+    Message,
+    SendClaim,
+    SmtpCredential,
+)
+from outreach.scheduler import INTERRUPTED_ERROR, schedule_due
+from outreach.sending import batch_send
+from tests.conftest import client_for
+from tests.outreach.factories import (
+    CampaignFactory,
+    ContactFactory,
+    CredentialFactory,
+    EnrollmentFactory,
+)
+from tests.outreach.helpers import assert_error
+from webhooks.models import Event
+
+# A Monday, 10:00 UTC.
+NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+pytestmark = pytest.mark.django_db
+
+
+def _events(event_type: str) -> list[dict]:
+    return [e.data for e in Event.objects.filter(type=event_type).order_by("created_at")]
+
+
+def _point_at(credential: SmtpCredential, sink, **extra) -> SmtpCredential:
+    credential.smtp_host = sink.host
+    credential.smtp_port = sink.port
+    credential.smtp_security = extra.pop("security", "none")
+    for name, value in extra.items():
+        setattr(credential, name, value)
+    credential.save()
+    return credential
+
+
+def _campaign(sink, *, steps=1, **kwargs) -> Campaign:
+    campaign = CampaignFactory(with_steps=steps, status=Campaign.Status.ACTIVE, **kwargs)
+    _point_at(campaign.credentials.get(), sink, smtp_username="", smtp_password="")
+    return campaign
+
+
+def _enroll(campaign, *, at=NOW, **contact) -> Enrollment:
+    return EnrollmentFactory(
+        campaign=campaign,
+        contact=ContactFactory(account=campaign.account, **contact),
+        status=Enrollment.Status.SCHEDULED,
+        next_send_at=at,
+        dispatched_at=at,
+    )
+
+
+def _run(now=NOW) -> list:
+    """One scheduler tick at `now`, then every batch it claimed, sent with that clock."""
+    batches = schedule_due(now=now)
+    return [
+        batch_send(batch_id=b.batch_id, credential_id=b.credential_id, clock=lambda: now)
+        for b in batches
+    ]
+
+
+@pytest.fixture
+def sink(smtp_sink, db):
+    return smtp_sink()
+
+
+# --- on the wire ---------------------------------------------------------------------------
+
+
+def test_it_sends_a_personalised_message_with_the_headers(sink, settings):
+    campaign = _campaign(sink)
+    CampaignStep.objects.filter(campaign=campaign).update(
+        body_html="<html><body><p>Hi {{first_name}} &amp; {{company}}</p></body></html>"
+    )
+    credential = campaign.credentials.get()
+    SmtpCredential.objects.filter(pk=credential.pk).update(from_name="Sam Sender")
+    enrollment = _enroll(campaign, email="ada@example.org", first_name="Ada", company="<Acme>")
+
+    [result] = _run()
+
+    assert result.sent == 1
+    [received] = sink.messages
+    assert received.rcpt_tos == ["ada@example.org"]
+    assert received.mail_from == credential.from_email
+    msg = received.message
+    assert msg["Subject"] == "Hello Ada 1"
+    assert msg["From"] == f"Sam Sender <{credential.from_email}>"
+    assert msg["To"] == "Ada <ada@example.org>"
+    stored = Message.objects.get(enrollment=enrollment)
+    assert msg["Message-ID"] == f"<{stored.message_id}>"
+    assert stored.message_id.endswith("@example.com")  # the sender's domain
+    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
+    assert msg["List-Unsubscribe"] == (
+        f"<http://testserver/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>"
+    )
+    assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert msg["X-Auto-Response-Suppress"] == "OOF, AutoReply"
+    assert msg["In-Reply-To"] is None
+    assert msg.get_body(("plain",)).get_content().strip() == "Step 1 for <Acme>"
+    html = msg.get_body(("html",)).get_content()
+    assert "<p>Hi Ada &amp; &lt;Acme&gt;</p>" in html
+    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+    assert f'<img src="http://testserver/t/o/{pixel}.gif"' in html
+    assert html.index("<img") < html.index("</body>")
+
+
+def test_it_sends_text_only_without_html_and_no_pixel_without_tracking(sink):
+    campaign = _campaign(sink, track_opens=False)
+    _enroll(campaign)
+    EnrollmentFactory(campaign=campaign)  # pending: keeps the campaign active
+    _run()
+    msg = sink.messages[0].message
+    assert msg.get_content_type() == "text/plain"
+    CampaignStep.objects.filter(campaign=campaign).update(body_html="<p>Hi</p>")
+    _enroll(campaign)
+    _run()
+    html = sink.messages[1].message.get_body(("html",)).get_content()
+    assert "/t/o/" not in html
+
+
+def test_it_threads_follow_ups_with_an_empty_subject(sink):
+    campaign = _campaign(sink, steps=3)
+    CampaignStep.objects.filter(campaign=campaign, position__gt=1).update(delay_minutes=0)
+    enrollment = _enroll(campaign, first_name="Grace")
+
+    for _ in range(3):
+        _run()
+
+    first, second, third = (r.message for r in sink.messages)
+    assert first["Subject"] == "Hello Grace 1"
+    assert second["Subject"] == third["Subject"] == "Re: Hello Grace 1"
+    ids = list(
+        Message.objects.filter(enrollment=enrollment)
+        .order_by("step")
+        .values_list("message_id", flat=True)
+    )
+    assert second["In-Reply-To"] == f"<{ids[0]}>"
+    assert second["References"] == f"<{ids[0]}>"
+    assert third["In-Reply-To"] == f"<{ids[1]}>"
+    assert third["References"] == f"<{ids[0]}> <{ids[1]}>"
+    assert len(set(ids)) == 3
+
+
+def test_it_logs_in_with_the_decrypted_password(smtp_sink):
+    sink = smtp_sink(username="mailbox@example.com", password="s3cret pass")
+    campaign = _campaign(sink)
+    _point_at(
+        campaign.credentials.get(),
+        sink,
+        smtp_username="mailbox@example.com",
+        smtp_password="s3cret pass",
+    )
+    _enroll(campaign)
+    [result] = _run()
+    assert result.sent == 1
+    assert len(sink.messages) == 1
+
+
+@pytest.mark.parametrize("security", ["starttls", "ssl"])
+def test_it_speaks_tls_per_security_mode(smtp_sink, settings, security):
+    sink = smtp_sink(tls=security, username="u", password="p")
+    settings.SENDING_SMTP_CA_FILE = str(sink.ca_file)
+    campaign = _campaign(sink)
+    _point_at(
+        campaign.credentials.get(),
+        sink,
+        security=security,
+        smtp_username="u",
+        smtp_password="p",
+    )
+    _enroll(campaign)
+    [result] = _run()
+    assert result.sent == 1
+    assert len(sink.messages) == 1
+
+
+def test_it_refuses_a_certificate_it_does_not_trust(smtp_sink):
+    sink = smtp_sink(tls="ssl")
+    campaign = _campaign(sink)
+    credential = _point_at(campaign.credentials.get(), sink, security="ssl")
+    enrollment = _enroll(campaign)
+    [result] = _run()
+    assert result.sent == 0
+    assert "TLS" in result.mailbox_error or "certificate" in result.mailbox_error.lower()
+    credential.refresh_from_db()
+    assert credential.last_error
+    enrollment.refresh_from_db()
+    assert enrollment.send_attempts == 0
+    assert sink.messages == []
+
+
+def test_it_sends_to_an_internationalised_domain_in_idna_form(sink):
+    campaign = _campaign(sink)
+    _enroll(campaign, email="kim@bücher.example", first_name="Kim")
+    [result] = _run()
+    assert result.sent == 1
+    [received] = sink.messages
+    assert received.rcpt_tos == ["kim@xn--bcher-kva.example"]
+    assert received.message["To"] == "Kim <kim@xn--bcher-kva.example>"
+
+
+def test_a_non_ascii_local_part_needs_smtputf8(smtp_sink):
+    plain = smtp_sink()
+    campaign = _campaign(plain)
+    enrollment = _enroll(campaign, email="jörg@example.org")
+    [result] = _run()
+    assert (result.sent, result.failed) == (0, 1)
+    enrollment.refresh_from_db()
+    assert enrollment.status == "failed"
+    assert "SMTPUTF8" in enrollment.last_error
+    assert plain.messages == []
+
+    capable = smtp_sink(smtputf8=True)
+    other = _campaign(capable)
+    _enroll(other, email="jörg@example.org")
+    [result] = _run()
+    assert result.sent == 1
+    assert capable.messages[0].rcpt_tos == ["jörg@example.org"]
+
+
+# --- what an accepted message records -------------------------------------------------------
+
+
+def test_it_records_an_accepted_step(sink):
+    campaign = _campaign(sink, steps=2)
+    credential = campaign.credentials.get()
+    enrollment = _enroll(campaign, email="lin@example.org")
+
+    _run()
+
+    enrollment.refresh_from_db()
+    assert enrollment.status == "sent"
+    assert enrollment.current_step == 1
+    assert enrollment.sent_at == NOW
+    assert enrollment.credential_id == credential.pk
+    assert enrollment.next_send_at == NOW + timedelta(days=1)  # step 2: 1,440 minutes
+    message = Message.objects.get(enrollment=enrollment)
+    assert (message.step, message.to_email, message.credential_id) == (
+        1,
+        "lin@example.org",
+        credential.pk,
+    )
+    credential.refresh_from_db()
+    assert (credential.sent_count, credential.daily_sent_count) == (1, 1)
+    assert credential.daily_sent_on == NOW.date()
+    assert usage_record_current(account=campaign.account, at=NOW).sends_count == 1
+    assert SendClaim.objects.count() == 0
+    assert _events("enrollment.sent") == [
+        {
+            "enrollment_id": str(enrollment.pk),
+            "contact_id": str(enrollment.contact_id),
+            "contact_email": "lin@example.org",
+            "campaign_id": str(campaign.pk),
+            "status": "sent",
+            "sent_at": "2026-03-02T10:00:00.000000Z",
+            "replied_at": None,
+            "bounce_reason": None,
+        }
+    ]
+
+
+def test_it_completes_the_enrollment_and_the_campaign_after_the_last_step(sink):
+    campaign = _campaign(sink, steps=2)
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    enrollment = _enroll(campaign)
+    _run()
+    _run()
+    enrollment.refresh_from_db()
+    assert enrollment.status == "completed"
+    assert enrollment.completed_at == NOW
+    assert enrollment.next_send_at is None
+    assert [e["status"] for e in _events("enrollment.sent")] == ["sent", "completed"]
+    campaign.refresh_from_db()
+    assert campaign.status == "completed"
+
+
+def test_it_keeps_the_campaign_active_while_enrollments_remain(sink):
+    campaign = _campaign(sink)
+    _enroll(campaign)
+    EnrollmentFactory(campaign=campaign)  # pending: not dispatched yet
+    _run()
+    campaign.refresh_from_db()
+    assert campaign.status == "active"
+
+
+def test_sends_already_scheduled_fire_past_the_plan_limit(sink, api_client, account):
+    campaign = _campaign(sink, account=account, steps=2)
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    now = timezone.now()  # the usage period is the real one: dispatch checks it
+    enrollment = _enroll(campaign, at=now)
+    record = usage_record_current(account=account)
+    UsageRecord.objects.filter(pk=record.pk).update(sends_count=account.plan.monthly_limit - 1)
+    _run(now)
+    _run(now)  # step 2 goes out with the period already at the limit
+
+    assert len(sink.messages) == 2
+    enrollment.refresh_from_db()
+    assert enrollment.status == "completed"
+    assert usage_record_current(account=account).sends_count == account.plan.monthly_limit + 1
+    newcomer = EnrollmentFactory(campaign=campaign)
+    response = api_client.post(
+        f"/campaigns/{campaign.pk}/dispatch", {"contact_ids": [str(newcomer.contact_id)]}
+    )
+    body = assert_error(response, 402, "plan_limit_reached")
+    assert body["details"]["current_period_sends"] == account.plan.monthly_limit + 1
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+
+def test_a_550_on_rcpt_is_a_bounce(sink):
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    sink.reject_rcpt("gone@example.org", "550 5.1.1 <gone@example.org>: no such user")
+    enrollment = _enroll(campaign, email="gone@example.org")
+    ok = _enroll(campaign, email="fine@example.org")
+
+    [result] = _run()
+
+    assert (result.sent, result.bounced) == (1, 1)
+    enrollment.refresh_from_db()
+    assert enrollment.status == "bounced"
+    assert enrollment.bounce_reason == "550 5.1.1 <gone@example.org>: no such user"
+    assert Contact.objects.get(pk=enrollment.contact_id).bounced_at == NOW
+    assert not Message.objects.filter(enrollment=enrollment).exists()
+    credential.refresh_from_db()
+    assert (credential.sent_count, credential.bounced_count) == (1, 1)
+    stats = CredentialCampaignStats.objects.get(credential=credential)
+    assert (stats.sends, stats.bounces) == (2, 1)
+    [bounced] = _events("enrollment.bounced")
+    assert bounced["status"] == "bounced"
+    assert bounced["bounce_reason"].startswith("550 5.1.1")
+    assert [m.rcpt_tos for m in sink.messages] == [["fine@example.org"]]
+    ok.refresh_from_db()
+    assert ok.status == "completed"
+
+
+def test_a_5xx_on_data_is_a_bounce(sink):
+    campaign = _campaign(sink)
+    sink.reject_data("554 5.7.1 Message refused")
+    enrollment = _enroll(campaign)
+    [result] = _run()
+    assert result.bounced == 1
+    enrollment.refresh_from_db()
+    assert enrollment.bounce_reason == "554 5.7.1 Message refused"
+
+
+def test_a_4xx_retries_later_then_fails(sink, settings):
+    settings.SENDING_RETRY_SCHEDULE = [60, 600]
+    settings.SENDING_MAX_ATTEMPTS = 3
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    sink.reject_rcpt("busy@example.org", "451 4.7.1 Greylisted, try later")
+    enrollment = _enroll(campaign, email="busy@example.org")
+
+    [result] = _run()
+    assert result.retried == 1
+    enrollment.refresh_from_db()
+    assert enrollment.status == "scheduled"
+    assert enrollment.send_attempts == 1
+    assert enrollment.last_error == "451 4.7.1 Greylisted, try later"
+    assert enrollment.next_send_at == NOW + timedelta(seconds=60)
+    credential.refresh_from_db()
+    assert credential.daily_sent_count == 0  # the reservation was given back
+    assert _run(NOW + timedelta(seconds=30)) == []  # not due yet
+
+    _run(NOW + timedelta(seconds=60))
+    enrollment.refresh_from_db()
+    assert enrollment.send_attempts == 2
+    assert enrollment.next_send_at == NOW + timedelta(seconds=660)
+
+    _run(NOW + timedelta(seconds=660))
+    enrollment.refresh_from_db()
+    assert enrollment.status == "failed"
+    assert enrollment.next_send_at is None
+    assert enrollment.bounced_at is None
+    assert _events("enrollment.bounced") == []
+    assert sink.messages == []
+
+
+def test_a_temporary_failure_then_success_resets_the_attempts(sink, settings):
+    settings.SENDING_RETRY_SCHEDULE = [60]
+    campaign = _campaign(sink)
+    sink.reject_rcpt("busy@example.org", "452 4.2.2 Mailbox full", times=1)
+    enrollment = _enroll(campaign, email="busy@example.org")
+    _run()
+    _run(NOW + timedelta(seconds=60))
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.send_attempts, enrollment.last_error) == (
+        "completed",
+        0,
+        "",
+    )
+
+
+def test_an_authentication_failure_is_recorded_on_the_credential(smtp_sink, settings):
+    settings.SENDING_CREDENTIAL_RETRY_SECONDS = 900
+    sink = smtp_sink(username="mailbox", password="right")
+    campaign = _campaign(sink)
+    credential = _point_at(
+        campaign.credentials.get(), sink, smtp_username="mailbox", smtp_password="wrong"
+    )
+    enrollments = [_enroll(campaign) for _ in range(2)]
+
+    [result] = _run()
+
+    assert result.sent == 0
+    assert result.mailbox_error.startswith("authentication failed: 535")
+    credential.refresh_from_db()
+    assert credential.last_error.startswith("authentication failed: 535")
+    assert credential.last_error_at == NOW
+    assert credential.bounced_count == 0
+    assert credential.daily_sent_count == 0
+    assert credential.disabled_at is None
+    for enrollment in enrollments:
+        enrollment.refresh_from_db()
+        assert enrollment.status == "scheduled"
+        assert enrollment.send_attempts == 0
+        assert enrollment.next_send_at == NOW + timedelta(seconds=900)
+    assert _events("enrollment.bounced") == []
+    client = client_for(api_key_create(account=campaign.account, label="t").plaintext)
+    shown = client.get(f"/smtp_credentials/{credential.pk}").json()
+    assert shown["last_error"].startswith("authentication failed: 535")
+    assert shown["last_error_at"] == "2026-03-02T10:00:00.000000Z"
+    assert shown["bounced_count"] == 0
+
+    # The password is fixed: the next run sends and the error is history.
+    credential.smtp_password = "right"
+    credential.save()
+    _run(NOW + timedelta(seconds=900))
+    assert len(sink.messages) == 2
+    credential.refresh_from_db()
+    assert (credential.last_error, credential.last_error_at) == ("", None)
+
+
+def test_an_unreachable_server_is_a_temporary_failure(settings):
+    from tests.support.ports import free_port
+
+    settings.SENDING_RETRY_SCHEDULE = [120]
+    campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
+    credential = campaign.credentials.get()
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        smtp_host="127.0.0.1", smtp_port=free_port(), smtp_security="none"
+    )
+    enrollment = _enroll(campaign)
+    [result] = _run()
+    assert result.retried == 1
+    enrollment.refresh_from_db()
+    assert enrollment.send_attempts == 1
+    assert enrollment.last_error.startswith("cannot connect to 127.0.0.1")
+    assert enrollment.next_send_at == NOW + timedelta(seconds=120)
+    credential.refresh_from_db()
+    assert credential.last_error.startswith("cannot connect")
+
+
+def test_550s_past_the_threshold_disable_the_credential_and_pause_the_campaign(sink):
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    good = [_enroll(campaign, email=f"ok{i}@example.org") for i in range(20)]
+    EnrollmentFactory(campaign=campaign)  # pending: keeps the campaign active
+    _run()
+    assert len(sink.messages) == len(good)
+    for i in range(3):
+        sink.reject_rcpt(f"bad{i}@example.org")
+        _enroll(campaign, email=f"bad{i}@example.org")
+
+    _run(NOW + timedelta(seconds=1))
+
+    # 1/21 = 4.8% keeps it; 2/22 = 9.1% disables it; the third is given back unsent.
+    credential.refresh_from_db()
+    assert credential.disabled_reason == "bounce_rate_exceeded"
+    assert len(_events("enrollment.bounced")) == 2
+    [disabled] = _events("credential.disabled")
+    assert disabled["bounce_rate"] == pytest.approx(9.09)
+    assert disabled["threshold"] == 5.0
+    assert len(_events("campaign.paused")) == 1
+    campaign.refresh_from_db()
+    assert (campaign.status, campaign.paused_reason) == ("paused", "all_credentials_disabled")
+    assert Enrollment.objects.filter(campaign=campaign, status="scheduled").count() == 1
+    assert len(sink.messages) == 20
+    assert SendClaim.objects.count() == 0
+    _enroll(campaign, at=NOW + timedelta(seconds=2))
+    assert _run(NOW + timedelta(seconds=2)) == []  # paused: nothing is claimed
+
+
+# --- the scheduler ----------------------------------------------------------------------------
+
+
+def test_it_defers_sends_outside_the_window_to_the_next_opening(sink):
+    campaign = _campaign(
+        sink,
+        timezone="America/New_York",
+        send_window={"start": "09:00", "end": "17:00", "days": [1, 2, 3, 4, 5]},
+    )
+    # Monday 10:00 UTC is 05:00 in New York (EST): closed until 09:00 EST = 14:00 UTC.
+    enrollment = _enroll(campaign)
+    assert _run() == []
+    enrollment.refresh_from_db()
+    assert enrollment.next_send_at == datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
+    assert sink.messages == []
+
+    _run(datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
+    assert len(sink.messages) == 1
+
+
+def test_it_defers_past_the_daily_limit_to_the_next_utc_day(sink):
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    SmtpCredential.objects.filter(pk=credential.pk).update(daily_limit=2)
+    enrollments = [_enroll(campaign) for _ in range(3)]
+
+    _run()
+
+    assert len(sink.messages) == 2
+    waiting = [e for e in enrollments if Enrollment.objects.get(pk=e.pk).status == "scheduled"]
+    [waiting] = waiting
+    waiting.refresh_from_db()
+    assert waiting.next_send_at == datetime(2026, 3, 3, 0, 0, tzinfo=UTC)
+    _run(datetime(2026, 3, 2, 23, 59, tzinfo=UTC))
+    assert len(sink.messages) == 2
+    _run(datetime(2026, 3, 3, 0, 0, tzinfo=UTC))
+    assert len(sink.messages) == 3
+    credential.refresh_from_db()
+    assert (credential.daily_sent_on, credential.daily_sent_count) == (
+        datetime(2026, 3, 3).date(),
+        1,
+    )
+
+
+def test_a_limit_deferral_also_waits_for_the_window(sink):
+    campaign = _campaign(
+        sink, send_window={"start": "09:00", "end": "17:00", "days": [1, 2, 3, 4, 5]}
+    )
+    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(daily_limit=0)
+    enrollment = _enroll(campaign)
+    _run()
+    enrollment.refresh_from_db()
+    assert enrollment.next_send_at == datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+
+
+def test_it_rotates_across_credentials_and_threads_keep_theirs(sink):
+    campaign = _campaign(sink, steps=2)
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    first = campaign.credentials.get()
+    second = _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
+    campaign.credentials.add(second)
+    enrollments = [_enroll(campaign) for _ in range(4)]
+
+    _run()
+    by_enrollment = {e.pk: Enrollment.objects.get(pk=e.pk).credential_id for e in enrollments}
+    assert sorted(list(by_enrollment.values()).count(c) for c in (first.pk, second.pk)) == [2, 2]
+
+    _run()
+    for enrollment in enrollments:
+        messages = Message.objects.filter(enrollment=enrollment)
+        assert {m.credential_id for m in messages} == {by_enrollment[enrollment.pk]}
+        assert messages.count() == 2
+    senders = {m.mail_from for m in sink.messages}
+    assert senders == {first.from_email, second.from_email}
+
+
+def test_a_thread_whose_mailbox_is_disabled_moves_to_another(sink):
+    campaign = _campaign(sink, steps=2)
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    first = campaign.credentials.get()
+    enrollment = _enroll(campaign)
+    _run()
+    second = _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
+    campaign.credentials.add(second)
+    SmtpCredential.objects.filter(pk=first.pk).update(disabled_at=NOW, disabled_reason="manual")
+    _run()
+    enrollment.refresh_from_db()
+    assert enrollment.credential_id == second.pk
+    assert sink.messages[-1].mail_from == second.from_email
+
+
+def test_a_thread_at_its_mailbox_limit_waits_instead_of_switching(sink):
+    campaign = _campaign(sink, steps=2)
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    first = campaign.credentials.get()
+    enrollment = _enroll(campaign)
+    _run()
+    second = _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
+    campaign.credentials.add(second)
+    SmtpCredential.objects.filter(pk=first.pk).update(daily_limit=1)
+    _run()
+    enrollment.refresh_from_db()
+    assert enrollment.current_step == 1
+    assert enrollment.next_send_at == datetime(2026, 3, 3, 0, 0, tzinfo=UTC)
+
+
+def test_it_pauses_a_campaign_left_without_an_enabled_credential(sink):
+    campaign = _campaign(sink)
+    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(
+        disabled_at=NOW, disabled_reason="manual"
+    )
+    enrollment = _enroll(campaign)
+    assert _run() == []
+    campaign.refresh_from_db()
+    assert (campaign.status, campaign.paused_reason) == ("paused", "all_credentials_disabled")
+    assert len(_events("campaign.paused")) == 1
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.next_send_at) == ("scheduled", NOW)
+
+
+def test_it_sends_nothing_to_suppressed_contacts_or_for_paused_campaigns(sink):
+    campaign = _campaign(sink)
+    unsubscribed = _enroll(campaign)
+    Contact.objects.filter(pk=unsubscribed.contact_id).update(unsubscribed_at=NOW)
+    bounced = _enroll(campaign)
+    Contact.objects.filter(pk=bounced.contact_id).update(bounced_at=NOW)
+    paused = _campaign(sink)
+    Campaign.objects.filter(pk=paused.pk).update(status=Campaign.Status.PAUSED)
+    waiting = _enroll(paused)
+
+    assert _run() == []
+
+    assert sink.messages == []
+    unsubscribed.refresh_from_db()
+    assert (unsubscribed.status, unsubscribed.unsubscribed_at) == ("unsubscribed", NOW)
+    bounced.refresh_from_db()
+    assert (bounced.status, bounced.bounced_at) == ("bounced", NOW)
+    waiting.refresh_from_db()
+    assert waiting.status == "scheduled"
+
+
+def test_a_claim_is_taken_once(sink):
+    campaign = _campaign(sink)
+    _enroll(campaign)
+    first = schedule_due(now=NOW)
+    assert schedule_due(now=NOW) == []
+    [batch] = first
+    batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: NOW)
+    # The task delivered twice (a redelivery) sends nothing more.
+    again = batch_send(
+        batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: NOW
+    )
+    assert again.sent == 0
+    assert len(sink.messages) == 1
+
+
+def test_a_claim_whose_contact_unsubscribed_meanwhile_is_not_sent(sink):
+    campaign = _campaign(sink)
+    enrollment = _enroll(campaign)
+    [batch] = schedule_due(now=NOW)
+    Contact.objects.filter(pk=enrollment.contact_id).update(unsubscribed_at=NOW)
+    result = batch_send(
+        batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: NOW
+    )
+    assert (result.sent, result.skipped) == (0, 1)
+    assert sink.messages == []
+    assert SendClaim.objects.count() == 0
+
+
+def test_lapsed_claims_are_recovered(sink, settings):
+    settings.SENDING_LEASE_SECONDS = 60
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    never_started = _enroll(campaign)
+    interrupted = _enroll(campaign)
+    schedule_due(now=NOW)
+    # The worker died: one claim untouched, one marked started (outcome unknown).
+    SendClaim.objects.filter(pk=interrupted.pk).update(sending_at=NOW)
+    credential.refresh_from_db()
+    assert credential.daily_sent_count == 2
+
+    assert schedule_due(now=NOW + timedelta(seconds=59)) == []
+    [batch] = schedule_due(now=NOW + timedelta(seconds=60))
+
+    assert batch.size == 1
+    interrupted.refresh_from_db()
+    assert (interrupted.status, interrupted.last_error) == ("failed", INTERRUPTED_ERROR)
+    credential.refresh_from_db()
+    assert credential.daily_sent_count == 2  # the started one stays counted
+    batch_send(
+        batch_id=batch.batch_id,
+        credential_id=batch.credential_id,
+        clock=lambda: NOW + timedelta(seconds=60),
+    )
+    assert [m.rcpt_tos for m in sink.messages] == [[never_started.contact.email]]
+
+
+def test_a_step_removed_meanwhile_completes_the_enrollment(sink):
+    campaign = _campaign(sink, steps=2)
+    enrollment = _enroll(campaign)
+    Enrollment.objects.filter(pk=enrollment.pk).update(current_step=1, status="sent")
+    CampaignStep.objects.filter(campaign=campaign, position=2).delete()
+    assert _run() == []
+    enrollment.refresh_from_db()
+    assert enrollment.status == "completed"
+    campaign.refresh_from_db()
+    assert campaign.status == "completed"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SKIP LOCKED needs PostgreSQL")
+def test_the_scan_uses_skip_locked():
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        schedule_due(now=NOW)
+    assert any("FOR UPDATE SKIP LOCKED" in q["sql"] for q in queries.captured_queries)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent claims need PostgreSQL")
+def test_concurrent_schedulers_claim_each_enrollment_once_within_the_limit(live_db, settings):
+    import threading
+
+    from django.db import connections
+
+    settings.SENDING_BATCH_SIZE = 40
+    campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
+    second = CredentialFactory(account=campaign.account)
+    campaign.credentials.add(second)
+    SmtpCredential.objects.filter(campaigns=campaign).update(daily_limit=75)
+    contacts = Contact.objects.bulk_create(
+        [
+            Contact(
+                account=campaign.account, email=f"p{i}@example.org", email_lower=f"p{i}@example.org"
+            )
+            for i in range(200)
+        ]
+    )
+    Enrollment.objects.bulk_create(
+        [
+            Enrollment(campaign=campaign, contact=c, status="scheduled", next_send_at=NOW)
+            for c in contacts
+        ]
+    )
+    batches, errors = [], []
+    barrier = threading.Barrier(3)
+
+    def run():
+        try:
+            barrier.wait()
+            batches.extend(schedule_due(now=NOW))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    assert sum(b.size for b in batches) == SendClaim.objects.count() == 150  # 2 x 75
+    for credential in SmtpCredential.objects.filter(campaigns=campaign):
+        assert credential.daily_sent_count == 75
+        assert SendClaim.objects.filter(credential=credential).count() == 75
+    deferred = Enrollment.objects.filter(next_send_at=datetime(2026, 3, 3, tzinfo=UTC))
+    assert deferred.count() == 50
+
+
+def test_tasks_route_and_beat_runs_the_scheduler(settings):
+    from config.celery import app
+
+    def queue(name):
+        return app.amqp.router.route({}, name)["queue"].name
+
+    assert queue("outreach.tasks.send_batch") == "sending"
+    assert queue("outreach.tasks.schedule_sends") == "celery"  # never behind SMTP batches
+    entry = settings.CELERY_BEAT_SCHEDULE["outreach-send-schedule"]
+    assert entry["task"] == "outreach.tasks.schedule_sends"
+    assert entry["schedule"] == settings.SENDING_SCHEDULE_INTERVAL_SECONDS
+
+
+def test_a_message_that_cannot_be_built_fails_alone(sink, monkeypatch):
+    from outreach import sending
+
+    campaign = _campaign(sink)
+    broken = _enroll(campaign, email="broken@example.org")
+    fine = _enroll(campaign, email="fine@example.org")
+    real = sending.contact_values
+
+    def values(contact):  # fault injection: a bug that hits one contact only
+        if contact.email == "broken@example.org":
+            raise KeyError("boom")
+        return real(contact)
+
+    monkeypatch.setattr(sending, "contact_values", values)
+
+    [result] = _run()
+
+    assert (result.sent, result.failed) == (1, 1)
+    broken.refresh_from_db()
+    assert broken.status == "failed"
+    assert broken.last_error == "The message could not be built: KeyError: 'boom'"
+    fine.refresh_from_db()
+    assert fine.status == "completed"
+    assert [m.rcpt_tos for m in sink.messages] == [["fine@example.org"]]
+    assert SendClaim.objects.count() == 0
+
+
+def test_line_breaks_in_names_cannot_inject_headers(sink):
+    campaign = _campaign(sink)
+    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(
+        from_name="Sales\r\nBcc: spy@evil.example"
+    )
+    _enroll(campaign, email="eve@example.org", first_name="Eve\nBcc: spy@evil.example")
+    [result] = _run()
+    assert result.sent == 1
+    msg = sink.messages[0].message
+    assert msg["Bcc"] is None
+    assert msg["To"] == '"Eve Bcc: spy@evil.example" <eve@example.org>'
+    assert sink.messages[0].rcpt_tos == ["eve@example.org"]
+
+
+def test_a_batch_running_into_its_lease_gives_the_rest_back(sink, settings):
+    settings.SENDING_LEASE_SECONDS = 600
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    enrollments = [_enroll(campaign) for _ in range(2)]
+    [batch] = schedule_due(now=NOW)
+
+    late = NOW + timedelta(seconds=545)  # 55 s before the lease ends: inside the margin
+    result = batch_send(
+        batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: late
+    )
+
+    assert (result.sent, result.skipped) == (0, 2)
+    assert sink.messages == []
+    assert SendClaim.objects.count() == 0
+    credential.refresh_from_db()
+    assert credential.daily_sent_count == 0
+    for enrollment in enrollments:
+        enrollment.refresh_from_db()
+        assert enrollment.next_send_at == late  # due again at once

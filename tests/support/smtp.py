@@ -1,0 +1,259 @@
+"""A REAL SMTP server (aiosmtpd) on 127.0.0.1, for tests that send mail.
+
+Fixture `smtp_sink`: a factory starting a sink on a free port, in a thread, stopped
+when the test ends.
+
+    sink = smtp_sink()                        # plain SMTP, any login accepted
+    sink = smtp_sink(username="u", password="p")   # AUTH required; others get 535
+    sink = smtp_sink(smtputf8=True)           # offer SMTPUTF8 (non-ASCII local parts)
+    sink = smtp_sink(tls="starttls")          # or "ssl" (implicit TLS); self-signed
+                                              # certificate at sink.ca_file (127.0.0.1)
+    sink.reject_rcpt("gone@x.org")            # 550 5.1.1 to RCPT TO for that address
+    sink.reject_rcpt("busy@x.org", "451 4.7.1 Try again later", times=1)
+    sink.reject_data("554 5.7.1 Rejected as spam", times=1)
+    sink.hold_data("slow@x.org")              # record the message, then never answer
+                                              # DATA until sink.release()
+    sink.wait_for(3)                          # block until 3 messages were accepted
+    sink.messages                             # [Received(mail_from, rcpt_tos, data, message)]
+
+Run as a script (`python -m tests.support.smtp --port N`) it accepts everything as fast
+as it can without keeping anything (the benchmark's peer).
+"""
+
+import argparse
+import asyncio
+import datetime
+import email
+import email.policy
+import ipaddress
+import ssl
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
+
+from tests.support.ports import free_port
+
+
+class _Controller(Controller):
+    def factory(self):
+        # Tests log in over plain SMTP on loopback on purpose (security mode "none").
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
+            return super().factory()
+
+
+@dataclass(frozen=True)
+class Received:
+    mail_from: str
+    rcpt_tos: list
+    data: bytes
+
+    @property
+    def message(self) -> email.message.EmailMessage:
+        return email.message_from_bytes(self.data, policy=email.policy.default)
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost, and its key (PEM files)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "smtp-cert.pem", directory / "smtp-key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+class _Script:
+    """Replies to give instead of 250, keyed by address (None: any), each a number of times."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items: list[list] = []  # [address or None, reply, remaining or None]
+
+    def add(self, address, reply: str, times) -> None:
+        with self._lock:
+            self._items.append([address.lower() if address else None, reply, times])
+
+    def take(self, address: str | None) -> str | None:
+        with self._lock:
+            for item in self._items:
+                if item[0] is None or (address and item[0] == address.lower()):
+                    if item[2] is not None:
+                        item[2] -= 1
+                        if item[2] <= 0:
+                            self._items.remove(item)
+                    return item[1]
+        return None
+
+
+class SmtpSink:
+    def __init__(
+        self,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        tls: str | None = None,
+        directory: Path | None = None,
+        record: bool = True,
+        smtputf8: bool = False,
+    ):
+        self.messages: list[Received] = []
+        self.auth_attempts = 0
+        self._record = record
+        self._rcpt = _Script()
+        self._data = _Script()
+        self._hold: set[str] = set()
+        self._released = threading.Event()
+        self._cond = threading.Condition()
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.ca_file: Path | None = None
+        kwargs: dict = {"enable_SMTPUTF8": smtputf8}
+        if username is not None:
+            self._credentials = (username, password or "")
+            kwargs.update(
+                auth_required=True, auth_require_tls=False, authenticator=self._authenticate
+            )
+        else:
+            self._credentials = None
+            kwargs.update(auth_require_tls=False, authenticator=self._authenticate)
+        if tls:
+            cert, key = self_signed_certificate(directory or Path("."))
+            self.ca_file = cert
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(cert, key)
+            if tls == "ssl":
+                kwargs["ssl_context"] = context
+            else:
+                kwargs.update(tls_context=context, require_starttls=True)
+        self._controller = _Controller(self, hostname=self.host, port=self.port, **kwargs)
+
+    # --- scripting ---
+    def reject_rcpt(self, address: str, reply: str = "550 5.1.1 No such user here", times=None):
+        self._rcpt.add(address, reply, times)
+
+    def reject_data(self, reply: str = "554 5.7.1 Message rejected", *, address=None, times=None):
+        self._data.add(address, reply, times)
+
+    def hold_data(self, address: str) -> None:
+        self._hold.add(address.lower())
+
+    def release(self) -> None:
+        self._released.set()
+
+    def wait_for(self, count: int, *, timeout: float = 20.0) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.messages) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"SMTP sink got {len(self.messages)} messages, expected {count}"
+                    )
+                self._cond.wait(remaining)
+            return list(self.messages)
+
+    def to(self, address: str) -> list[Received]:
+        return [m for m in self.messages if address.lower() in (r.lower() for r in m.rcpt_tos)]
+
+    # --- aiosmtpd handler hooks ---
+    def _authenticate(self, server, session, envelope, mechanism, auth_data):
+        self.auth_attempts += 1
+        if self._credentials is None:
+            return AuthResult(success=True)
+        login = getattr(auth_data, "login", b"") or b""
+        password = getattr(auth_data, "password", b"") or b""
+        ok = (login.decode(), password.decode()) == self._credentials
+        return AuthResult(success=ok, handled=False)
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        reply = self._rcpt.take(address)
+        if reply:
+            return reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        rcpt = envelope.rcpt_tos[0] if envelope.rcpt_tos else None
+        reply = self._data.take(rcpt)
+        if reply:
+            return reply
+        received = Received(envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content))
+        held = rcpt is not None and rcpt.lower() in self._hold
+        if self._record:
+            with self._cond:
+                self.messages.append(received)
+                self._cond.notify_all()
+        if held:
+            while not self._released.is_set():
+                await asyncio.sleep(0.05)
+            return "421 4.3.0 Shutting down"
+        return "250 2.0.0 Queued"
+
+    def start(self) -> "SmtpSink":
+        self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        self._released.set()
+        self._controller.stop()
+
+
+@pytest.fixture
+def smtp_sink(tmp_path):
+    sinks: list[SmtpSink] = []
+
+    def start(**kwargs) -> SmtpSink:
+        sink = SmtpSink(directory=tmp_path, **kwargs).start()
+        sinks.append(sink)
+        return sink
+
+    yield start
+    for sink in sinks:
+        sink.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Accept every message, fast, keep nothing.")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    sink = SmtpSink(record=False)
+    sink.port = args.port
+    sink._controller = Controller(sink, hostname="127.0.0.1", port=args.port)
+    sink._controller.start()
+    threading.Event().wait()
