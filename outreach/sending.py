@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.headerregistry import Address
 from email.message import EmailMessage
-from email.policy import SMTP as SMTP_POLICY
-from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
+from email.policy import SMTP, SMTPUTF8
 from email.utils import format_datetime, formataddr
 
 from django.conf import settings
@@ -56,6 +55,12 @@ from outreach.models import (
 from outreach.rendering import contact_values, template_render
 from outreach.scheduler import campaigns_complete_if_done, reservation_release
 from outreach.windows import SendWindow, step_send_at
+
+# Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
+# Python encode long unstructured headers as RFC 2047 words, which breaks
+# List-Unsubscribe: its URLs must stay plain for mail clients to find them.
+SMTP_POLICY = SMTP.clone(max_line_length=998)
+SMTPUTF8_POLICY = SMTPUTF8.clone(max_line_length=998)
 
 logger = logging.getLogger(__name__)
 

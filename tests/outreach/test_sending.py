@@ -113,6 +113,12 @@ def test_it_sends_a_personalised_message_with_the_headers(sink, settings):
     assert msg["List-Unsubscribe"] == (
         f"<http://testserver/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>"
     )
+    # On the wire as RFC 2369 wants it: plain URLs in angle brackets on one line, never
+    # RFC 2047 encoded words (mail clients would not find the links).
+    assert (
+        f"\r\nList-Unsubscribe: <http://testserver/u/{unsubscribe}>, "
+        f"<mailto:{credential.from_email}?subject=unsubscribe>\r\n"
+    ).encode() in received.data
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert msg["X-Auto-Response-Suppress"] == "OOF, AutoReply"
     assert msg["In-Reply-To"] is None
