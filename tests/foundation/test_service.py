@@ -132,3 +132,60 @@ def test_admin_requires_staff(client):
     response = client.get("/admin/")
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def _import_production_settings(**env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY")}
+    return subprocess.run(
+        [sys.executable, "-c", "import config.settings"],
+        cwd=ROOT,
+        env={**clean, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "FIELD_ENCRYPTION_KEY"])
+def test_production_refuses_to_start_without_its_secrets(missing):
+    given = {
+        "SECRET_KEY": "s" * 50,
+        "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+    }
+    given.pop(missing)
+    out = _import_production_settings(**given)
+    assert out.returncode != 0
+    assert f"{missing} must be set when DATABASE_URL is set" in out.stderr
+
+
+def test_production_starts_with_its_secrets():
+    out = _import_production_settings(
+        SECRET_KEY="s" * 50, FIELD_ENCRYPTION_KEY="dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA="
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_embedded_mode_generates_and_keeps_its_secrets(tmp_path):
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "DATABASE_URL", "REDIS_URL")
+    }
+    code = "from config import settings as s; print(s.SECRET_KEY); print(s.FIELD_ENCRYPTION_KEY)"
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env={**clean, "VAR_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        for _ in range(2)
+    ]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout  # kept, not regenerated
+    secret_key, field_key = runs[0].stdout.split()
+    assert (tmp_path / "secret_key").read_text().strip() == secret_key
+    assert oct((tmp_path / "secret_key").stat().st_mode & 0o777) == "0o600"
+    assert len(field_key) == 44  # urlsafe base64 of 32 bytes: a Fernet key
