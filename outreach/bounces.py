@@ -7,7 +7,9 @@ reports in the mailbox).
 In one transaction:
 1. the enrollment becomes `bounced` (bounced_at, bounce_reason, no further sends) --
    a conditional UPDATE, so a second bounce for it changes nothing and fires nothing;
-2. the contact is suppressed (bounced_at): never sent to or enrolled again;
+2. the contact is suppressed (bounced_at), and its address recorded on the account's
+   suppression list (outreach.suppression): never sent to or enrolled again, even
+   once the contact is deleted and re-added;
 3. the bounce is counted on the credential (bounced_count) and in its per-campaign
    stats; `enrollment.bounced` is emitted;
 4. the credential's bounce rate in that campaign (bounces / sends, once it has at least
@@ -39,7 +41,9 @@ from outreach.models import (
     CredentialCampaignStats,
     Enrollment,
     SmtpCredential,
+    Suppression,
 )
+from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +107,12 @@ def enrollment_mark_bounced(
         row = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment.pk)
         Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
             bounced_at=at, updated_at=at
+        )
+        suppression_record(
+            account_id=row.contact.account_id,
+            email=row.contact.email_lower,
+            reason=Suppression.Reason.BOUNCED,
+            at=at,
         )
         credential_id = credential.pk if credential is not None else row.credential_id
         if credential_id is not None:

@@ -17,7 +17,8 @@ from outreach.events import (
     ENROLLMENT_UNSUBSCRIBED,
     enrollment_emit,
 )
-from outreach.models import Contact, Enrollment
+from outreach.models import Contact, Enrollment, Suppression
+from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +83,16 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
     return enrollment
 
 
-def contact_unsubscribe(*, contact_id, at: datetime | None = None) -> list[Enrollment]:
-    """Unsubscribe a contact: suppress it (never sent to again) and move each of its
-    active enrollments, in every campaign of the account, to `unsubscribed`, with
-    one enrollment.unsubscribed each.
+def contact_unsubscribe(
+    *,
+    contact_id,
+    at: datetime | None = None,
+    reason: str = Suppression.Reason.UNSUBSCRIBED,
+) -> list[Enrollment]:
+    """Unsubscribe a contact: suppress it (never sent to again, its address recorded on
+    the account's suppression list with `reason`: `unsubscribed`, or `complained` for a
+    spam complaint) and move each of its active enrollments, in every campaign of the
+    account, to `unsubscribed`, with one enrollment.unsubscribed each.
 
     Idempotent: an already unsubscribed contact with no active enrollment changes
     nothing and fires nothing. Returns the enrollments this call moved.
@@ -97,6 +104,9 @@ def contact_unsubscribe(*, contact_id, at: datetime | None = None) -> list[Enrol
             return []
         if contact.unsubscribed_at is None:
             Contact.objects.filter(pk=contact.pk).update(unsubscribed_at=at, updated_at=at)
+        suppression_record(
+            account_id=contact.account_id, email=contact.email_lower, reason=reason, at=at
+        )
         # Locked, so a concurrent unsubscribe (a double click, a complaint arriving
         # with the click) cannot announce the same enrollment twice.
         moved = list(
