@@ -19,7 +19,9 @@ In one transaction:
    transaction wins the conditional UPDATE;
 5. every active campaign of that credential whose credentials are now all disabled is
    paused (all_credentials_disabled) with one `campaign.paused` each -- the campaigns
-   are locked first, so two credentials disabled concurrently still pause it exactly once.
+   are locked first, so two credentials disabled concurrently still pause it exactly once;
+6. the enrollment's campaign, still active with no active enrollment left, is completed
+   (outreach.campaign_state, the check the sending engine runs after a batch).
 """
 
 import logging
@@ -29,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from outreach.campaign_state import campaigns_complete_if_done
 from outreach.events import (
     ENROLLMENT_BOUNCED,
     campaign_paused_emit,
@@ -128,6 +131,8 @@ def enrollment_mark_bounced(
         enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
         if credential_id is not None:
             _protect(credential_id=credential_id, campaign=row.campaign, at=at)
+        # The bounce may have ended the campaign's last active enrollment.
+        campaigns_complete_if_done(campaign_ids=[row.campaign_id], at=at)
     for name in ("status", "bounced_at", "bounce_reason", "next_send_at"):
         setattr(enrollment, name, getattr(row, name))
     return True

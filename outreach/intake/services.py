@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from outreach.campaign_state import campaigns_complete_if_done
 from outreach.events import (
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
@@ -74,12 +75,16 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
         stops = enrollment.status == Enrollment.Status.COMPLETED or (
             enrollment.campaign.stop_on_reply and enrollment.status in _REPLY_STOPS
         )
+        was_active = enrollment.status in Enrollment.ACTIVE_STATUSES
         if stops:
             enrollment.status = Enrollment.Status.REPLIED
             enrollment.next_send_at = None
             fields += ["status", "next_send_at"]
         enrollment.save(update_fields=fields)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
+        if stops and was_active:
+            # It may have been the campaign's last active enrollment.
+            campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=at)
     return enrollment
 
 
@@ -129,5 +134,6 @@ def contact_unsubscribe(
             enrollment.next_send_at = None
             enrollment.contact = contact
             enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_UNSUBSCRIBED)
+        campaigns_complete_if_done(campaign_ids={e.campaign_id for e in moved}, at=at)
     logger.info("contact %s unsubscribed: %d enrollment(s) stopped", contact_id, len(moved))
     return moved
