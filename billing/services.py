@@ -5,7 +5,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
@@ -515,3 +515,80 @@ def _psp_event_record(**fields) -> str:
     except IntegrityError:
         return "duplicate"
     return fields["outcome"]
+
+
+# --- Housekeeping -------------------------------------------------------------
+
+
+@dataclass
+class ReconcileItem:
+    """What reconciling one account did. `outcome` is a PspEvent outcome, or
+    "psp_unavailable" when Stripe could not be reached for it (then `failed`)."""
+
+    account: Account
+    outcome: str
+    detail: str
+    plan_before: str
+    plan_after: str
+    changed: bool
+    failed: bool
+
+
+@dataclass
+class ReconcileResult:
+    checked: int = 0
+    changed: int = 0
+    failed: int = 0
+
+
+def subscriptions_reconcile(*, progress=None) -> ReconcileResult:
+    """Re-read the Stripe subscription of every account that has one and apply it
+    (`subscription_sync`): the safety net for missed notifications. Safe to re-run.
+
+    `progress(index, total, item: ReconcileItem)` is called after each account.
+    A Stripe failure for one account is counted and the others still run.
+    """
+    accounts = (
+        Account.objects.filter(psp_subscription_id__isnull=False)
+        .exclude(psp_subscription_id="")
+        .select_related("plan")
+        .order_by("created_at", "pk")
+    )
+    total = accounts.count()
+    result = ReconcileResult()
+    for index, account in enumerate(accounts.iterator(), start=1):
+        result.checked += 1
+        before = (account.plan.slug, account.psp_subscription_status)
+        try:
+            outcome, detail = subscription_sync(account=account)
+        except PspUnavailable:
+            result.failed += 1
+            item = ReconcileItem(
+                account, "psp_unavailable", "Stripe unavailable", before[0], before[0], False, True
+            )
+        else:
+            account.refresh_from_db()
+            after = (account.plan.slug, account.psp_subscription_status)
+            result.changed += before != after
+            item = ReconcileItem(
+                account, outcome, detail, before[0], after[0], before != after, False
+            )
+        if progress is not None:
+            progress(index, total, item)
+    if result.failed:
+        logger.warning(
+            "billing reconcile: %d of %d account(s) failed (Stripe unavailable)",
+            result.failed,
+            result.checked,
+        )
+    return result
+
+
+def psp_events_prune(*, now: datetime | None = None) -> int:
+    """Delete payment provider events received more than PSP_EVENT_RETENTION_DAYS ago.
+    Returns how many. (Stripe retries a notification for 3 days at most, so a pruned
+    id cannot come back as a duplicate that should have been ignored.)"""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.PSP_EVENT_RETENTION_DAYS)
+    deleted, _ = PspEvent.objects.filter(received_at__lt=cutoff).delete()
+    return deleted

@@ -355,6 +355,22 @@ STRIPE_API_BASE = env.str("STRIPE_API_BASE", default="")
 STRIPE_PRICE_HOBBY = env.str("STRIPE_PRICE_HOBBY", default="")
 STRIPE_PRICE_PRO = env.str("STRIPE_PRICE_PRO", default="")
 STRIPE_PRICE_SCALE = env.str("STRIPE_PRICE_SCALE", default="")
+# --- billing: housekeeping ---
+# Days a payment provider event (PspEvent: the duplicate guard and the staff's record of
+# what Stripe said) is kept; beat deletes older ones daily. Stripe retries for 3 days.
+PSP_EVENT_RETENTION_DAYS = env.int("PSP_EVENT_RETENTION_DAYS", default=90)
+CELERY_BEAT_SCHEDULE["billing-psp-events-prune"] = {
+    "task": "billing.tasks.psp_events_prune",
+    "schedule": 24 * 3600.0,
+}
+# Daily safety net for missed notifications: billing_reconcile's service for every
+# account with a subscription (does nothing while STRIPE_SECRET_KEY is unset).
+CELERY_BEAT_SCHEDULE["billing-subscriptions-reconcile"] = {
+    "task": "billing.tasks.subscriptions_reconcile",
+    "schedule": 24 * 3600.0,
+    "options": {"expires": 12 * 3600.0},
+}
+# --- end billing: housekeeping ---
 
 # Outbound webhooks.
 WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", default=False)

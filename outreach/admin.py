@@ -16,6 +16,7 @@ from outreach.models import (
     CredentialCampaignStats,
     Enrollment,
     SmtpCredential,
+    Suppression,
 )
 
 
@@ -179,6 +180,22 @@ class ContactAdmin(ReadOnlyAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         # Emails are stored lower-cased in email_lower: search it lower-cased too.
+        return super().get_search_results(request, queryset, search_term.lower())
+
+
+@admin.register(Suppression)
+class SuppressionAdmin(ReadOnlyAdmin):
+    """The account's suppression list (outreach.suppression). Entries are only ever
+    added by unsubscribes, complaints and bounces; staff may delete a mistaken one."""
+
+    list_display = ("email_lower", "account", "reason", "at")
+    list_filter = ("reason",)
+    search_fields = ("email_lower", "account__email")
+    list_select_related = ("account",)
+    show_full_result_count = False
+    fields = ("account", "email_lower", "reason", "at", "created_at")
+
+    def get_search_results(self, request, queryset, search_term):
         return super().get_search_results(request, queryset, search_term.lower())
 
 

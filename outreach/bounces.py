@@ -7,7 +7,9 @@ reports in the mailbox).
 In one transaction:
 1. the enrollment becomes `bounced` (bounced_at, bounce_reason, no further sends) --
    a conditional UPDATE, so a second bounce for it changes nothing and fires nothing;
-2. the contact is suppressed (bounced_at): never sent to or enrolled again;
+2. the contact is suppressed (bounced_at), and its address recorded on the account's
+   suppression list (outreach.suppression): never sent to or enrolled again, even
+   once the contact is deleted and re-added;
 3. the bounce is counted on the credential (bounced_count) and in its per-campaign
    stats; `enrollment.bounced` is emitted;
 4. the credential's bounce rate in that campaign (bounces / sends, once it has at least
@@ -17,7 +19,9 @@ In one transaction:
    transaction wins the conditional UPDATE;
 5. every active campaign of that credential whose credentials are now all disabled is
    paused (all_credentials_disabled) with one `campaign.paused` each -- the campaigns
-   are locked first, so two credentials disabled concurrently still pause it exactly once.
+   are locked first, so two credentials disabled concurrently still pause it exactly once;
+6. the enrollment's campaign, still active with no active enrollment left, is completed
+   (outreach.campaign_state, the check the sending engine runs after a batch).
 """
 
 import logging
@@ -27,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from outreach.campaign_state import campaigns_complete_if_done
 from outreach.events import (
     ENROLLMENT_BOUNCED,
     campaign_paused_emit,
@@ -39,7 +44,9 @@ from outreach.models import (
     CredentialCampaignStats,
     Enrollment,
     SmtpCredential,
+    Suppression,
 )
+from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +111,12 @@ def enrollment_mark_bounced(
         Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
             bounced_at=at, updated_at=at
         )
+        suppression_record(
+            account_id=row.contact.account_id,
+            email=row.contact.email_lower,
+            reason=Suppression.Reason.BOUNCED,
+            at=at,
+        )
         credential_id = credential.pk if credential is not None else row.credential_id
         if credential_id is not None:
             SmtpCredential.objects.filter(pk=credential_id).update(
@@ -118,6 +131,8 @@ def enrollment_mark_bounced(
         enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
         if credential_id is not None:
             _protect(credential_id=credential_id, campaign=row.campaign, at=at)
+        # The bounce may have ended the campaign's last active enrollment.
+        campaigns_complete_if_done(campaign_ids=[row.campaign_id], at=at)
     for name in ("status", "bounced_at", "bounce_reason", "next_send_at"):
         setattr(enrollment, name, getattr(row, name))
     return True

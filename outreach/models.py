@@ -198,6 +198,38 @@ class Contact(models.Model):
         return self.unsubscribed_at is not None or self.bounced_at is not None
 
 
+class Suppression(models.Model):
+    """An address the account must never send to again, whatever happens to its contact
+    row: it outlives DELETE /contacts/:id, so re-adding the address (API, import,
+    outreach) brings the contact back suppressed (outreach.suppression).
+
+    One row per (address, reason); the first time wins (`at` is never moved later).
+    """
+
+    class Reason(models.TextChoices):
+        UNSUBSCRIBED = "unsubscribed"
+        BOUNCED = "bounced"
+        COMPLAINED = "complained"  # a spam complaint: suppresses as an unsubscribe
+
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="suppressions"
+    )
+    email_lower = models.CharField(max_length=254)
+    reason = models.CharField(max_length=12, choices=Reason.choices)
+    at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "email_lower", "reason"], name="suppression_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.email_lower} ({self.reason})"
+
+
 class ContactImport(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"

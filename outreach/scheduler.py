@@ -34,11 +34,12 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, Exists, F, OuterRef, Subquery, Value, When
+from django.db.models import Case, F, OuterRef, Subquery, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from outreach.bounces import campaigns_pause_if_unsendable
+from outreach.campaign_state import campaigns_complete_if_done
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -84,19 +85,6 @@ def reservation_release(*, credential_id, at: datetime, count: int = 1) -> None:
     """Give back `count` reserved sends of the day of `at` (a claim that did not send)."""
     SmtpCredential.objects.filter(pk=credential_id, daily_sent_on=utc_day(at)).update(
         daily_sent_count=Greatest(F("daily_sent_count") - count, 0)
-    )
-
-
-def campaigns_complete_if_done(*, campaign_ids, at: datetime) -> int:
-    """Active campaigns without an active enrollment left (pending, scheduled, sent)
-    become completed. Returns how many did."""
-    active_left = Enrollment.objects.filter(
-        campaign_id=OuterRef("pk"), status__in=Enrollment.ACTIVE_STATUSES
-    )
-    return (
-        Campaign.objects.filter(pk__in=list(campaign_ids), status=Campaign.Status.ACTIVE)
-        .exclude(Exists(active_left))
-        .update(status=Campaign.Status.COMPLETED, updated_at=at)
     )
 
 

@@ -24,6 +24,7 @@ from outreach.models import (
     Enrollment,
     SmtpCredential,
 )
+from outreach.suppression import contact_suppression_apply, suppressions_for
 from outreach.windows import SendWindow, step_send_at
 
 logger = logging.getLogger(__name__)
@@ -266,19 +267,29 @@ def _duplicate_email() -> ValidationFailed:
     return ValidationFailed({"email": ["A contact with this email already exists."]})
 
 
+def _contact_new(*, account: Account, data: ContactData) -> Contact:
+    """An unsaved contact for `data`, carrying its address's suppression, if any."""
+    contact = Contact(
+        account=account,
+        email=data.email,
+        first_name=data.first_name,
+        last_name=data.last_name,
+        company=data.company,
+        fields=data.fields,
+    )
+    found = suppressions_for(account_id=account.pk, keys=[data.key])
+    contact_suppression_apply(contact, found.get(data.key))
+    return contact
+
+
 def contact_create(*, account: Account, data: ContactData) -> Contact:
     if Contact.objects.filter(account=account, email_lower=data.key).exists():
         raise _duplicate_email()
+    contact = _contact_new(account=account, data=data)
     try:
         with transaction.atomic():
-            return Contact.objects.create(
-                account=account,
-                email=data.email,
-                first_name=data.first_name,
-                last_name=data.last_name,
-                company=data.company,
-                fields=data.fields,
-            )
+            contact.save(force_insert=True)
+            return contact
     except IntegrityError:
         raise _duplicate_email() from None
 
@@ -297,8 +308,13 @@ def contact_update(*, contact: Contact, changes: dict) -> Contact:
         )
     ):
         raise _duplicate_email()
+    new_key = changes["email"].lower() if "email" in changes else None
     for name, value in changes.items():
         setattr(contact, name, value)
+    if new_key is not None and new_key != contact.email_lower:
+        # A new address brings its own suppression with it.
+        found = suppressions_for(account_id=contact.account_id, keys=[new_key])
+        contact_suppression_apply(contact, found.get(new_key))
     try:
         with transaction.atomic():
             contact.save()
@@ -329,19 +345,11 @@ def contact_upsert(*, account: Account, data: ContactData) -> tuple[Contact, boo
             _merge_into(contact, data)
             contact.save()
             return contact, False
+        contact = _contact_new(account=account, data=data)
         try:
             with transaction.atomic():
-                return (
-                    Contact.objects.create(
-                        account=account,
-                        email=data.email,
-                        first_name=data.first_name,
-                        last_name=data.last_name,
-                        company=data.company,
-                        fields=data.fields,
-                    ),
-                    True,
-                )
+                contact.save(force_insert=True)
+                return contact, True
         except IntegrityError:
             continue  # created concurrently: merge into it
     raise RuntimeError("contact upsert lost twice to concurrent writers")
@@ -534,6 +542,10 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                 account_id=account_id, email_lower__in=list(merged)
             )
         }
+        # New addresses that were suppressed before (their contact deleted since).
+        suppressed = suppressions_for(
+            account_id=account_id, keys=[key for key in merged if key not in existing]
+        )
         now = timezone.now()
         rows_out = []
         for key, data in merged.items():
@@ -549,6 +561,7 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                     company=data.company,
                     fields=data.fields,
                 )
+                contact_suppression_apply(contact, suppressed.get(key))
             else:
                 updated += 1
                 _merge_into(contact, data)

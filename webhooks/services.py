@@ -495,8 +495,12 @@ def _count_failures(*, webhook: Webhook, outcomes: list[str], now) -> None:
     if "succeeded" in ended:
         last_success = len(ended) - 1 - ended[::-1].index("succeeded")
         failures_after = len(ended) - 1 - last_success
-        if failures_after == 0 and webhook.consecutive_failures == 0:
-            return  # nothing to reset (as read at claim time): save the write
+        if failures_after == 0:
+            # Reset whatever the count is now, not as read at claim time: a failure
+            # recorded meanwhile by another drain is reset too. Cheap when there is
+            # nothing to reset: the UPDATE matches no row (and writes none).
+            queryset.filter(consecutive_failures__gt=0).update(consecutive_failures=0)
+            return
         queryset.update(consecutive_failures=failures_after)
     else:
         queryset.update(consecutive_failures=F("consecutive_failures") + len(ended))

@@ -32,7 +32,7 @@ from config.api.viewsets import is_uuid
 from outreach.bounces import enrollment_mark_bounced
 from outreach.intake.selectors import message_find
 from outreach.intake.services import contact_unsubscribe
-from outreach.models import Contact, RelayWebhookToken, SmtpCredential
+from outreach.models import Contact, RelayWebhookToken, SmtpCredential, Suppression
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ def _apply(credential: SmtpCredential, event: RelayEvent, outcome: RelayOutcome)
     if contact_id is None:
         outcome.ignored += 1
         return
-    moved = contact_unsubscribe(contact_id=contact_id)
+    moved = contact_unsubscribe(contact_id=contact_id, reason=Suppression.Reason.COMPLAINED)
     outcome.unsubscribed += len(moved)
     outcome.ignored += 0 if moved else 1
 

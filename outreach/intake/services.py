@@ -11,13 +11,15 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from outreach.campaign_state import campaigns_complete_if_done
 from outreach.events import (
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
     ENROLLMENT_UNSUBSCRIBED,
     enrollment_emit,
 )
-from outreach.models import Contact, Enrollment
+from outreach.models import Contact, Enrollment, Suppression
+from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
 
@@ -73,19 +75,29 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
         stops = enrollment.status == Enrollment.Status.COMPLETED or (
             enrollment.campaign.stop_on_reply and enrollment.status in _REPLY_STOPS
         )
+        was_active = enrollment.status in Enrollment.ACTIVE_STATUSES
         if stops:
             enrollment.status = Enrollment.Status.REPLIED
             enrollment.next_send_at = None
             fields += ["status", "next_send_at"]
         enrollment.save(update_fields=fields)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
+        if stops and was_active:
+            # It may have been the campaign's last active enrollment.
+            campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=at)
     return enrollment
 
 
-def contact_unsubscribe(*, contact_id, at: datetime | None = None) -> list[Enrollment]:
-    """Unsubscribe a contact: suppress it (never sent to again) and move each of its
-    active enrollments, in every campaign of the account, to `unsubscribed`, with
-    one enrollment.unsubscribed each.
+def contact_unsubscribe(
+    *,
+    contact_id,
+    at: datetime | None = None,
+    reason: str = Suppression.Reason.UNSUBSCRIBED,
+) -> list[Enrollment]:
+    """Unsubscribe a contact: suppress it (never sent to again, its address recorded on
+    the account's suppression list with `reason`: `unsubscribed`, or `complained` for a
+    spam complaint) and move each of its active enrollments, in every campaign of the
+    account, to `unsubscribed`, with one enrollment.unsubscribed each.
 
     Idempotent: an already unsubscribed contact with no active enrollment changes
     nothing and fires nothing. Returns the enrollments this call moved.
@@ -97,6 +109,9 @@ def contact_unsubscribe(*, contact_id, at: datetime | None = None) -> list[Enrol
             return []
         if contact.unsubscribed_at is None:
             Contact.objects.filter(pk=contact.pk).update(unsubscribed_at=at, updated_at=at)
+        suppression_record(
+            account_id=contact.account_id, email=contact.email_lower, reason=reason, at=at
+        )
         # Locked, so a concurrent unsubscribe (a double click, a complaint arriving
         # with the click) cannot announce the same enrollment twice.
         moved = list(
@@ -119,5 +134,6 @@ def contact_unsubscribe(*, contact_id, at: datetime | None = None) -> list[Enrol
             enrollment.next_send_at = None
             enrollment.contact = contact
             enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_UNSUBSCRIBED)
+        campaigns_complete_if_done(campaign_ids={e.campaign_id for e in moved}, at=at)
     logger.info("contact %s unsubscribed: %d enrollment(s) stopped", contact_id, len(moved))
     return moved

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from outreach.models import Enrollment, SmtpCredential
+from outreach.models import Enrollment, SmtpCredential, Suppression
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events
 from tests.intake.relay_signing import (
@@ -97,6 +97,10 @@ def test_a_complaint_unsubscribes_the_contact(enrollment):
     assert enrollment.status == Enrollment.Status.UNSUBSCRIBED
     enrollment.contact.refresh_from_db()
     assert enrollment.contact.unsubscribed_at is not None
+    # Recorded on the suppression list as a complaint (it outlives the contact).
+    assert list(Suppression.objects.values_list("email_lower", "reason")) == [
+        (enrollment.contact.email_lower, "complained")
+    ]
     [event] = events("enrollment.unsubscribed")
     assert event.data["enrollment_id"] == str(enrollment.pk)
     assert events("enrollment.bounced") == []

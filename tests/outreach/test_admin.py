@@ -2,8 +2,9 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from outreach.models import ContactImport
+from outreach.models import ContactImport, Suppression
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,11 @@ def rows(account):
     contact_import = ContactImport.objects.create(
         account=account, source_format="csv", source_data=b"email\nsecret-row@example.org\n"
     )
+    suppression = Suppression.objects.create(
+        account=account, email_lower="gone@example.org", reason="unsubscribed", at=timezone.now()
+    )
     return {
+        "suppression": suppression,
         "smtpcredential": credential,
         "campaign": campaign,
         "contact": enrollment.contact,
@@ -35,7 +40,8 @@ def rows(account):
 
 
 @pytest.mark.parametrize(
-    "model", ["smtpcredential", "campaign", "contact", "enrollment", "contactimport"]
+    "model",
+    ["smtpcredential", "campaign", "contact", "enrollment", "contactimport", "suppression"],
 )
 def test_changelist_and_change_page(admin_client, rows, model):
     changelist = admin_client.get(reverse(f"admin:outreach_{model}_changelist"))

@@ -42,6 +42,12 @@ def _sent_enrollment(campaign, credential, **kwargs) -> Enrollment:
     )
 
 
+def _keep_busy(campaign) -> None:
+    """An enrollment still to send, so a bounce does not end the campaign's last active
+    enrollment (which completes it: test_it_completes_the_campaign_with_its_last_enrollment)."""
+    EnrollmentFactory(campaign=campaign, status=Enrollment.Status.SCHEDULED, next_send_at=AT)
+
+
 @pytest.fixture
 def campaign(db):
     campaign = CampaignFactory(with_steps=2, status=Campaign.Status.ACTIVE)
@@ -132,6 +138,7 @@ def test_it_keeps_a_credential_exactly_at_the_threshold(campaign, credential):
 
 
 def test_it_disables_the_credential_and_pauses_the_campaign_once(campaign, credential):
+    _keep_busy(campaign)
     stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=20)
     for _ in range(4):  # 10%, 15%, 20%: only the crossing fires
         enrollment_mark_bounced(
@@ -180,6 +187,8 @@ def test_it_rates_each_campaign_separately(campaign, credential):
         account=campaign.account, with_credential=False, status=Campaign.Status.ACTIVE
     )
     other_campaign.credentials.add(credential)
+    _keep_busy(campaign)
+    _keep_busy(other_campaign)
     stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=100)
     stats_increment(credential_id=credential.pk, campaign_id=other_campaign.pk, sends=20)
     enrollment_mark_bounced(enrollment=_sent_enrollment(campaign, credential), reason="550")
@@ -196,6 +205,7 @@ def test_it_rates_each_campaign_separately(campaign, credential):
 def test_it_keeps_a_campaign_active_while_another_credential_is_enabled(campaign, credential):
     spare = CredentialFactory(account=campaign.account)
     campaign.credentials.add(spare)
+    _keep_busy(campaign)
     stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=20)
     for _ in range(2):
         enrollment_mark_bounced(enrollment=_sent_enrollment(campaign, credential), reason="550")
@@ -302,3 +312,12 @@ def test_it_pauses_once_when_two_credentials_are_disabled_concurrently(live_db):
     assert len(_events("campaign.paused")) == 1
     campaign.refresh_from_db()
     assert campaign.status == "paused"
+
+
+def test_it_completes_the_campaign_with_its_last_enrollment(campaign, credential):
+    first = _sent_enrollment(campaign, credential)
+    last = _sent_enrollment(campaign, credential)
+    enrollment_mark_bounced(enrollment=first, reason="550", at=AT)
+    assert Campaign.objects.get(pk=campaign.pk).status == "active"
+    enrollment_mark_bounced(enrollment=last, reason="550", at=AT)
+    assert Campaign.objects.get(pk=campaign.pk).status == "completed"

@@ -479,3 +479,25 @@ def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
         "dropped",
         "succeeded",
     ]
+
+
+def test_a_2xx_resets_a_failure_recorded_while_it_was_in_flight(
+    emit, account, receiver, monkeypatch
+):
+    """The count read at claim time was 0; another drain recorded a failure while this
+    delivery was in flight: the 2xx still resets it."""
+    from webhooks import services
+
+    webhook = WebhookFactory(account=account, url=receiver.url)
+    real_post = services.http_post_signed
+
+    def post_while_another_drain_fails(**kwargs):
+        result = real_post(**kwargs)
+        Webhook.objects.filter(id=webhook.id).update(consecutive_failures=1)
+        return result
+
+    monkeypatch.setattr(services, "http_post_signed", post_while_another_drain_fails)
+    emit(account)
+    receiver.wait_for(1)
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 0

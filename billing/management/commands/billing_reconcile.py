@@ -1,42 +1,37 @@
 """Re-read every account's Stripe subscription and put the account where Stripe
 says: the safety net for missed or failed notifications. Safe to re-run: it only
-ever converges on Stripe's current state."""
+ever converges on Stripe's current state. Beat runs the same service daily
+(billing.tasks.subscriptions_reconcile)."""
 
 from django.core.management.base import BaseCommand
 
 from accounts.models import Account
 from billing import services
-from config.api.errors import PspUnavailable
 
 
 class Command(BaseCommand):
     help = "Reconcile every account that has a Stripe subscription with Stripe."
 
     def handle(self, *args, **options):
-        accounts = (
+        total = (
             Account.objects.filter(psp_subscription_id__isnull=False)
             .exclude(psp_subscription_id="")
-            .select_related("plan")
-            .order_by("created_at", "pk")
+            .count()
         )
-        total = accounts.count()
-        failed = changed = 0
         self.stdout.write(f"Reconciling {total} account(s) with a subscription.")
-        for index, account in enumerate(accounts.iterator(), start=1):
-            before = (account.plan.slug, account.psp_subscription_status)
-            try:
-                outcome, detail = services.subscription_sync(account=account)
-            except PspUnavailable:
-                failed += 1
-                self.stderr.write(f"[{index}/{total}] {account.email}: Stripe unavailable")
-                continue
-            account.refresh_from_db()
-            after = (account.plan.slug, account.psp_subscription_status)
-            changed += before != after
-            change = "unchanged" if before == after else f"{before[0]} -> {after[0]}"
-            self.stdout.write(f"[{index}/{total}] {account.email}: {outcome}, {detail} ({change})")
+
+        def progress(index: int, total: int, item: services.ReconcileItem) -> None:
+            prefix = f"[{index}/{total}] {item.account.email}"
+            if item.failed:
+                self.stderr.write(f"{prefix}: Stripe unavailable")
+                return
+            change = f"{item.plan_before} -> {item.plan_after}" if item.changed else "unchanged"
+            self.stdout.write(f"{prefix}: {item.outcome}, {item.detail} ({change})")
+
+        result = services.subscriptions_reconcile(progress=progress)
         self.stdout.write(
-            f"Done: {total} checked, {changed} changed, {failed} failed (re-run to retry them)."
+            f"Done: {result.checked} checked, {result.changed} changed, "
+            f"{result.failed} failed (re-run to retry them)."
         )
-        if failed:
+        if result.failed:
             raise SystemExit(1)
