@@ -39,10 +39,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from billing.periods import period_bounds
 from billing.services import usage_record_increment
-from outreach import tokens
+from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
-from outreach.events import ENROLLMENT_SENT, enrollment_emit
+from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -55,6 +56,7 @@ from outreach.models import (
 from outreach.rendering import contact_values, template_render
 from outreach.scheduler import campaigns_complete_if_done, reservation_release
 from outreach.windows import SendWindow, step_send_at
+from webhooks.services import drains_publish
 
 # Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
 # Python encode long unstructured headers as RFC 2047 words, which breaks
@@ -322,6 +324,21 @@ def _record_sent(
         )
     else:
         status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
+    if record_sql.supported():
+        recorded = _record_sent_statement(
+            claim=claim,
+            enrollment=enrollment,
+            campaign=campaign,
+            credential=credential,
+            outgoing=outgoing,
+            now=now,
+            status=status,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            mark_next=mark_next,
+        )
+        if recorded is not None:
+            return recorded
     with transaction.atomic():
         Message.objects.create(
             account_id=campaign.account_id,
@@ -362,6 +379,56 @@ def _record_sent(
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
         # The next claim's start mark rides on this commit: one round trip less per message.
         return mark_next is not None and _mark_started(mark_next, now)
+
+
+def _record_sent_statement(
+    *,
+    claim,
+    enrollment,
+    campaign,
+    credential,
+    outgoing,
+    now,
+    status,
+    next_send_at,
+    completed_at,
+    mark_next,
+) -> bool | None:
+    """PostgreSQL: the record of `_record_sent` in one statement (outreach.record_sql).
+    None when it does not apply; nothing was written then."""
+    # The state after the send, for the event's payload. Should the statement not
+    # apply, the ORM path sets these again, or reloads them when the row did not move.
+    enrollment.status, enrollment.current_step = status, claim.step
+    enrollment.sent_at, enrollment.next_send_at = now, next_send_at
+    enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
+    recorded = record_sql.record_sent(
+        account_id=campaign.account_id,
+        campaign_id=campaign.pk,
+        credential_id=credential.pk,
+        enrollment_id=enrollment.pk,
+        step=claim.step,
+        message_id=outgoing.message_id,
+        to_email=outgoing.to_email,
+        subject=outgoing.subject,
+        now=now,
+        status=status,
+        next_send_at=next_send_at,
+        completed_at=completed_at,
+        period=period_bounds(campaign.account, now),
+        event_type=ENROLLMENT_SENT,
+        event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
+        created=timezone.now(),
+        mark_next=mark_next,
+    )
+    if recorded is None:
+        return None
+    if recorded.rung_webhook_ids:
+        ids = recorded.rung_webhook_ids
+        if transaction.get_connection().in_atomic_block:
+            transaction.on_commit(lambda: drains_publish(webhook_ids=ids), robust=True)
+        else:
+            drains_publish(webhook_ids=ids)
+    return mark_next is not None and recorded.marked_next
 
 
 def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
