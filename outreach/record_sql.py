@@ -23,15 +23,17 @@ enqueued mark is set where it is unset or stale, as webhooks.services.drains_enq
 does after a commit; the caller publishes the drains of the webhooks it rang.
 """
 
-import contextlib
 import json
+import select
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, connection, transaction
+from psycopg import pq
 
 from outreach.models import Enrollment
 
@@ -129,15 +131,34 @@ class Recorded:
     rung_webhook_ids: list
 
 
-def _nothing():
-    return contextlib.nullcontext()
-
-
 def supported() -> bool:
     return connection.vendor == "postgresql"
 
 
-def record_sent(
+class Pending:
+    """A statement on its way: `result()` waits for PostgreSQL's answer (the commit
+    included) and returns what `record_sent` returns."""
+
+    def __init__(self, *, pgconn=None, answer=None):
+        self._pgconn, self._answer = pgconn, answer
+
+    def result(self) -> Recorded | None:
+        if self._pgconn is not None:
+            pgconn, self._pgconn = self._pgconn, None
+            with connection.wrap_database_errors:
+                self._answer = _answer(_fetch(pgconn))
+        if isinstance(self._answer, BaseException):
+            raise self._answer
+        return self._answer
+
+
+def record_sent(**fields) -> Recorded | None:
+    """Run the statement and wait for it. None: the common case does not apply (nothing
+    was written); record through the ORM."""
+    return record_sent_start(**fields).result()
+
+
+def record_sent_start(
     *,
     account_id,
     campaign_id,
@@ -156,10 +177,15 @@ def record_sent(
     event_data: dict,
     created: datetime,
     mark_next=None,
-) -> Recorded | None:
-    """Run the statement. None: the common case does not apply (nothing was written);
-    record through the ORM. `created`: the wall-clock time of the event, its jobs and
-    the Message row's created_at (what their auto_now_add fields would hold)."""
+) -> Pending:
+    """Send the statement. Outside a transaction it goes out without waiting: the caller
+    may do work that needs no database (build the next message) while PostgreSQL runs
+    and commits it, and MUST call `result()` before anything else touches the database
+    or the next message is sent. Inside a transaction (tests, a caller's atomic block),
+    it runs at once in a savepoint, so the fallback stays possible.
+
+    `created`: the wall-clock time of the event, its jobs and the Message row's
+    created_at (what their auto_now_add fields would hold)."""
     params = {
         "message_pk": uuid.uuid4(),
         "account": account_id,
@@ -189,17 +215,59 @@ def record_sent(
         sql = SQL_MARK_NEXT
         params["next_id"] = mark_next.pk
         params["next_batch"] = mark_next.batch_id
-    try:
-        # Outside a transaction (a worker), the statement is its own transaction. Inside
-        # one (tests, a caller's atomic block), a savepoint keeps the fallback possible.
-        with (
-            transaction.atomic() if connection.in_atomic_block else _nothing(),
-            connection.cursor() as cursor,
-        ):
-            cursor.execute(sql, params)
-            _ok, marked, rung = cursor.fetchone()
-    except DataError as exc:
-        if FALLBACK_MARKER in str(exc):
-            return None
-        raise
+    if connection.in_atomic_block:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return Pending(answer=_row_answer(cursor.fetchone()))
+        except DataError as exc:
+            if FALLBACK_MARKER in str(exc):
+                return Pending(answer=None)
+            raise
+    # Autocommit: the one statement is its own transaction, durable when answered.
+    connection.ensure_connection()
+    raw = connection.connection
+    text = psycopg.ClientCursor(raw).mogrify(sql, params)
+    pgconn = raw.pgconn
+    with connection.wrap_database_errors:
+        pgconn.send_query(text.encode(raw.info.encoding))  # raises when it cannot
+        while pgconn.flush():
+            select.select([], [pgconn.socket], [])
+    return Pending(pgconn=pgconn)
+
+
+def _fetch(pgconn) -> list:
+    """Every result of the query sent (libpq's protocol: until get_result() is None)."""
+    results = []
+    while True:
+        while pgconn.flush():
+            select.select([], [pgconn.socket], [])
+        pgconn.consume_input()
+        if pgconn.is_busy():
+            select.select([pgconn.socket], [], [])
+            continue
+        result = pgconn.get_result()
+        if result is None:
+            return results
+        results.append(result)
+
+
+def _answer(results: list) -> Recorded | None:
+    [result] = results
+    if result.status == pq.ExecStatus.TUPLES_OK:
+        return _row_answer(
+            (
+                result.get_value(0, 0),
+                int(result.get_value(0, 1)),
+                [w for w in result.get_value(0, 2).decode().strip("{}").split(",") if w],
+            )
+        )
+    error = psycopg.errors.error_from_result(result)
+    if isinstance(error, psycopg.errors.DataError) and FALLBACK_MARKER in str(error):
+        return None
+    raise error
+
+
+def _row_answer(row) -> Recorded:
+    _ok, marked, rung = row
     return Recorded(marked_next=bool(marked), rung_webhook_ids=[str(w) for w in rung])

@@ -2,13 +2,15 @@
 everywhere else, and whenever that statement does not apply, the ORM path. Both must
 leave exactly the same rows, events and delivery jobs."""
 
+import contextlib
+import smtplib
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 
 from billing.services import usage_record_current
-from outreach import record_sql
+from outreach import record_sql, sending
 from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
@@ -31,14 +33,21 @@ def sink(smtp_sink, db):
 def statements(monkeypatch):
     """How the statement path answered: True (recorded), False (fell back to the ORM)."""
     answers = []
-    real = record_sql.record_sent
+    real = record_sql.record_sent_start
 
     def counting(**kwargs):
-        recorded = real(**kwargs)
-        answers.append(recorded is not None)
-        return recorded
+        pending = real(**kwargs)
+        result = pending.result
 
-    monkeypatch.setattr(record_sql, "record_sent", counting)
+        def answered():
+            recorded = result()
+            answers.append(recorded is not None)
+            return recorded
+
+        pending.result = answered
+        return pending
+
+    monkeypatch.setattr(record_sql, "record_sent_start", counting)
     return answers
 
 
@@ -71,7 +80,7 @@ def _scenario(sink, capture):
         "disabled": _webhook(account, ["*"], disabled=True),
     }
     enrollments = [_enroll(campaign, email=f"r{i}@example.org") for i in range(3)]
-    with capture(execute=True):
+    with capture(**({"execute": True} if capture is not contextlib.nullcontext else {})):
         _run()
     return campaign, hooks, enrollments
 
@@ -235,3 +244,42 @@ def test_a_send_of_a_new_period_falls_back_to_create_its_usage_record(sink, stat
     assert usage_record_current(account=campaign.account, at=NOW).sends_count == 1
     assert usage_record_current(account=campaign.account, at=later).sends_count == 1
     assert Message.objects.filter(enrollment__in=[first, second]).count() == 2
+
+
+@needs_postgres
+def test_outside_a_transaction_the_statement_overlaps_the_next_build(
+    smtp_sink, live_db, statements, drains, monkeypatch
+):
+    """A worker's case (no transaction open): each record goes out without waiting, the
+    next message is built meanwhile, and its answer is read before the next send."""
+    sink = smtp_sink()
+    events = []
+    real_build = sending.message_build
+
+    def build(**kwargs):
+        events.append(("build", kwargs["enrollment"].contact.email))
+        return real_build(**kwargs)
+
+    real_sendmail = smtplib.SMTP.sendmail
+
+    def sendmail(self, from_addr, to_addrs, *args, **kwargs):
+        # Every earlier message is committed before this one goes out.
+        events.append(("send", to_addrs[0], Message.objects.count()))
+        return real_sendmail(self, from_addr, to_addrs, *args, **kwargs)
+
+    monkeypatch.setattr(sending, "message_build", build)
+    monkeypatch.setattr(smtplib.SMTP, "sendmail", sendmail)
+    campaign, hooks, enrollments = _scenario(sink, contextlib.nullcontext)
+
+    assert statements == [False, True, True]
+    # build, send, then the next build while that send's record is in flight; each send
+    # only once every earlier message is committed.
+    assert [e[0] for e in events] == ["build", "send"] * 3
+    assert [e[2] for e in events if e[0] == "send"] == [0, 1, 2]
+    assert [e[1] for e in events[0::2]] == [e[1] for e in events[1::2]]
+    snapshot = _snapshot(campaign, hooks, enrollments)
+    assert (snapshot["usage"], snapshot["sent_count"], snapshot["stats"]) == (3, 3, [(3, 0)])
+    assert len(snapshot["jobs"]) == 6
+    assert snapshot["claims"] == 0
+    assert sorted(drains) == sorted([str(hooks["all"].pk), str(hooks["sent"].pk)])
+    assert len(sink.messages) == 3
