@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.headerregistry import Address
 from email.message import EmailMessage
-from email.policy import SMTP, SMTPUTF8
 from email.utils import format_datetime, formataddr
 
 from django.conf import settings
@@ -45,6 +44,7 @@ from billing.services import usage_record_increment
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
+from outreach.mime import SharingHeaderFactory, SharingPolicy
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -62,8 +62,12 @@ from webhooks.services import drains_publish
 # Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
 # Python encode long unstructured headers as RFC 2047 words, which breaks
 # List-Unsubscribe: its URLs must stay plain for mail clients to find them.
-SMTP_POLICY = SMTP.clone(max_line_length=998)
-SMTPUTF8_POLICY = SMTPUTF8.clone(max_line_length=998)
+# Same settings as SMTP.clone(max_line_length=998), with the header sharing of
+# outreach.mime (the same bytes, less work per message).
+SMTP_POLICY = SharingPolicy(
+    linesep="\r\n", max_line_length=998, header_factory=SharingHeaderFactory()
+)
+SMTPUTF8_POLICY = SMTP_POLICY.clone(utf8=True)
 
 logger = logging.getLogger(__name__)
 
