@@ -283,3 +283,23 @@ def test_outside_a_transaction_the_statement_overlaps_the_next_build(
     assert snapshot["claims"] == 0
     assert sorted(drains) == sorted([str(hooks["all"].pk), str(hooks["sent"].pk)])
     assert len(sink.messages) == 3
+
+
+@needs_postgres
+def test_a_prepared_statement_lost_by_the_connection_is_prepared_again(
+    smtp_sink, live_db, statements, drains
+):
+    sink = smtp_sink()
+    campaign = _campaign(sink, steps=1)
+    enrollments = [_enroll(campaign, email=f"p{i}@example.org") for i in range(3)]
+    after = NOW + timedelta(minutes=1)
+    later = [_enroll(campaign, email=f"q{i}@example.org", at=after) for i in range(2)]
+    _run()  # prepares the statement on this connection
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # what a pooler's reset would do
+    statements.clear()
+    _run(now=after)
+
+    assert statements == [True, True]
+    assert Message.objects.filter(enrollment__in=enrollments + later).count() == 5
+    assert usage_record_current(account=campaign.account, at=after).sends_count == 5
