@@ -680,7 +680,10 @@ def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing |
             step=step,
             enrollment=enrollment,
             thread=thread,
-            first_subject="" if thread else _first_subject(steps[campaign.pk], enrollment),
+            # Only a reply (empty subject) without an earlier message needs it.
+            first_subject=""
+            if thread or step.subject.strip()
+            else _first_subject(steps[campaign.pk], enrollment),
             now=now,
         )
     except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim
