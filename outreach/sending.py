@@ -44,7 +44,7 @@ from billing.services import usage_record_increment
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
-from outreach.mime import SharingHeaderFactory, SharingPolicy
+from outreach.mime import SharingHeaderFactory, SharingPolicy, message_bytes
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -280,7 +280,7 @@ def message_build(
     return Outgoing(
         message_id=message_id,
         subject=subject,
-        data=msg.as_bytes(policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY),
+        data=message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY),
         to_email=recipient or contact.email,
         needs_smtputf8=recipient is None,
     )
