@@ -245,7 +245,7 @@ def _text(value) -> bytes | None:
         return value.isoformat().encode()  # aware: with its offset
     if isinstance(value, list):
         return ("{" + ",".join(value) + "}").encode()  # plain words only (statuses)
-    return str(value).encode()
+    return str(value).encode()  # Django sets the connection's client_encoding to UTF8
 
 
 def _send(raw, values):

@@ -303,3 +303,22 @@ def test_a_prepared_statement_lost_by_the_connection_is_prepared_again(
     assert statements == [True, True]
     assert Message.objects.filter(enrollment__in=enrollments + later).count() == 5
     assert usage_record_current(account=campaign.account, at=after).sends_count == 5
+
+
+@needs_postgres
+def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, drains):
+    sink = smtp_sink()
+    campaign = _campaign(sink, steps=1)
+    first = _enroll(campaign, email="ann@example.org", first_name="Ann")
+    zoe = _enroll(campaign, email="zoe@bücher.example", first_name="Zoë „Ω“")
+    _run()
+
+    assert sorted(statements) == [False, True]
+    subjects = dict(Message.objects.values_list("enrollment_id", "subject"))
+    assert subjects == {first.pk: "Hello Ann 1", zoe.pk: "Hello Zoë „Ω“ 1"}
+    [event] = [
+        e.data
+        for e in Event.objects.filter(type="enrollment.sent")
+        if e.data["enrollment_id"] == str(zoe.pk)
+    ]
+    assert event["contact_email"] == "zoe@bücher.example"
