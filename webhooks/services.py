@@ -155,20 +155,29 @@ def drains_enqueue(*, webhook_ids: list[str]) -> int:
     message: that drain will claim every job due when it starts. Never raises:
     a message the broker refused clears the mark, so the next sweep rings again.
     """
-    from webhooks.tasks import webhook_drain
-
     now = timezone.now()
     stale = now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
-    sent = 0
+    rung = []
     for webhook_id in dict.fromkeys(webhook_ids):
-        rung = Webhook.objects.filter(
+        if Webhook.objects.filter(
             Q(drain_enqueued_at__isnull=True) | Q(drain_enqueued_at__lte=stale), id=webhook_id
-        ).update(drain_enqueued_at=now)
-        if not rung:
-            continue
+        ).update(drain_enqueued_at=now):
+            rung.append(webhook_id)
+    return drains_publish(webhook_ids=rung)
+
+
+def drains_publish(*, webhook_ids: list[str]) -> int:
+    """Put a drain message on the broker for each webhook whose enqueued mark the
+    caller has just set (drains_enqueue, or a producer that sets the mark in its own
+    statement, as the sending engine does). Never raises: a message the broker
+    refused clears the mark, so the next sweep rings again."""
+    from webhooks.tasks import webhook_drain
+
+    sent = 0
+    for webhook_id in webhook_ids:
         try:
             # retry=False: fail at once if the broker is down, do not hold the caller.
-            webhook_drain.apply_async((webhook_id,), retry=False)
+            webhook_drain.apply_async((str(webhook_id),), retry=False)
             sent += 1
         except Exception:
             logger.warning(
