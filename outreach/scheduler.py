@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, OuterRef, Subquery, Value, When
+from django.db.models import Case, F, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -139,8 +139,14 @@ def claims_recover(*, now: datetime) -> int:
 def suppressed_end(*, now: datetime) -> int:
     """Due enrollments of contacts suppressed since they were scheduled (an unsubscribe or
     a bounce elsewhere) end without a send: unsubscribed or bounced, like their contact.
-    The events for those changes were emitted where the suppression happened."""
+    The events for those changes were emitted where the suppression happened. A campaign
+    left without an active enrollment is completed."""
     due = Enrollment.objects.filter(status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now)
+    suppressed = Q(contact__unsubscribed_at__isnull=False) | Q(contact__bounced_at__isnull=False)
+    # One read per tick; the common case (nothing suppressed) stops here.
+    campaign_ids = set(due.filter(suppressed).values_list("campaign_id", flat=True).distinct())
+    if not campaign_ids:
+        return 0
     contact = Contact.objects.filter(pk=OuterRef("contact_id"))
     ended = due.filter(contact__unsubscribed_at__isnull=False).update(
         status=Enrollment.Status.UNSUBSCRIBED,
@@ -155,6 +161,7 @@ def suppressed_end(*, now: datetime) -> int:
         next_send_at=None,
         updated_at=now,
     )
+    campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
     return ended
 
 

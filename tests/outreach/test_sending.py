@@ -648,6 +648,23 @@ def test_it_sends_nothing_to_suppressed_contacts_or_for_paused_campaigns(sink):
     assert (bounced.status, bounced.bounced_at) == ("bounced", NOW)
     waiting.refresh_from_db()
     assert waiting.status == "scheduled"
+    # Those were the campaign's last active enrollments: it is done. The paused one waits.
+    campaign.refresh_from_db()
+    paused.refresh_from_db()
+    assert (campaign.status, paused.status) == ("completed", "paused")
+
+
+def test_a_campaign_with_active_enrollments_left_is_not_completed_by_suppression(sink):
+    campaign = _campaign(sink)
+    suppressed = _enroll(campaign)
+    Contact.objects.filter(pk=suppressed.contact_id).update(unsubscribed_at=NOW)
+    later = _enroll(campaign)
+    Enrollment.objects.filter(pk=later.pk).update(next_send_at=NOW + timedelta(days=1))
+
+    assert _run() == []
+
+    campaign.refresh_from_db()
+    assert campaign.status == "active"
 
 
 def test_a_claim_is_taken_once(sink):
