@@ -50,7 +50,7 @@ def localstripe():
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for_port(port)
+        wait_for_port(port, timeout=60)  # slow to import on a loaded machine
         yield LocalStripe(url=f"http://127.0.0.1:{port}")
     finally:
         process.terminate()
