@@ -29,8 +29,6 @@ import json
 import logging
 from datetime import timedelta
 
-from cryptography.fernet import Fernet
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.http.request import RawPostDataException
@@ -39,6 +37,7 @@ from django.utils import timezone
 from accounts.models import IdempotencyRecord
 from accounts.services import IDEMPOTENCY_WINDOW
 from config.api.errors import IdempotencyConflict, IdempotencyInProgress, ValidationFailed
+from config.crypto import bytes_decrypt, bytes_encrypt
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +50,6 @@ IDEMPOTENCY_LEASE = timedelta(minutes=5)
 _UNSTORED_HEADERS = frozenset(
     {"allow", "vary", "set-cookie", "date", "ratelimit", "ratelimit-policy", "idempotent-replay"}
 )
-
-
-def _fernet() -> Fernet:
-    return Fernet(settings.FIELD_ENCRYPTION_KEY.encode())
 
 
 def _canonical_body(request) -> bytes:
@@ -149,7 +144,7 @@ def _claim(*, account, key: str, fingerprint: str, request) -> IdempotencyRecord
 
 
 def _replay(record: IdempotencyRecord) -> HttpResponse:
-    body = _fernet().decrypt(bytes(record.response_body_encrypted))
+    body = bytes_decrypt(bytes(record.response_body_encrypted))
     response = HttpResponse(body, status=record.response_status)
     del response["Content-Type"]  # Only the stored one, if any.
     for name, value in record.response_headers.items():
@@ -189,7 +184,7 @@ def _store(record: IdempotencyRecord, *, status: int, content: bytes, headers: d
         status=IdempotencyRecord.Status.COMPLETED,
         response_status=status,
         response_headers=headers,
-        response_body_encrypted=_fernet().encrypt(content),
+        response_body_encrypted=bytes_encrypt(content),
         completed_at=timezone.now(),
     )
 

@@ -1,34 +1,16 @@
 """Encryption at rest for mailbox secrets (SMTP/IMAP passwords, relay signing keys).
 
-Fernet (AES-128-CBC + HMAC-SHA256) with the key in FIELD_ENCRYPTION_KEY. The
-column holds the Fernet token; the plaintext exists only in memory, when a
+Fernet with the keys of FIELD_ENCRYPTION_KEY (config.crypto). The column holds
+the Fernet token; the plaintext exists only in memory, when a
 service reads the attribute to log in to a mailbox or verify a signature.
 """
 
-from functools import lru_cache
-
-from cryptography.fernet import Fernet, InvalidToken
-from django.conf import settings
 from django.db import models
 
+from config.crypto import text_decrypt as secret_decrypt
+from config.crypto import text_encrypt as secret_encrypt
 
-@lru_cache(maxsize=4)
-def _fernet(key: str) -> Fernet:
-    return Fernet(key.encode())
-
-
-def secret_encrypt(plaintext: str) -> str:
-    return _fernet(settings.FIELD_ENCRYPTION_KEY).encrypt(plaintext.encode()).decode()
-
-
-def secret_decrypt(token: str) -> str:
-    try:
-        return _fernet(settings.FIELD_ENCRYPTION_KEY).decrypt(token.encode()).decode()
-    except InvalidToken:
-        # Never include the token or the key in the message.
-        raise ValueError(
-            "A stored secret cannot be decrypted: FIELD_ENCRYPTION_KEY changed?"
-        ) from None
+__all__ = ["EncryptedTextField", "secret_decrypt", "secret_encrypt"]
 
 
 class EncryptedTextField(models.TextField):

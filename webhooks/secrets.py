@@ -1,16 +1,17 @@
 """Webhook signing secrets: made, encrypted at rest, and used to sign.
 
 The secret has to be recoverable to sign each delivery, so it is stored
-encrypted (Fernet, FIELD_ENCRYPTION_KEY) rather than hashed.
+encrypted (config.crypto, FIELD_ENCRYPTION_KEY) rather than hashed.
 """
 
-import functools
 import hashlib
 import hmac
 import secrets
 
-from cryptography.fernet import Fernet
-from django.conf import settings
+from config.crypto import text_decrypt as secret_decrypt
+from config.crypto import text_encrypt as secret_encrypt
+
+__all__ = ["secret_decrypt", "secret_encrypt", "secret_generate", "signature_header"]
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)
 
@@ -18,19 +19,6 @@ SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)
 def secret_generate() -> str:
     """`whsec_` and 32 random bytes, URL-safe base64 (43 characters)."""
     return SECRET_PREFIX + secrets.token_urlsafe(32)
-
-
-@functools.lru_cache(maxsize=4)
-def _fernet(key: str) -> Fernet:
-    return Fernet(key.encode())
-
-
-def secret_encrypt(secret: str) -> str:
-    return _fernet(settings.FIELD_ENCRYPTION_KEY).encrypt(secret.encode()).decode()
-
-
-def secret_decrypt(token: str) -> str:
-    return _fernet(settings.FIELD_ENCRYPTION_KEY).decrypt(token.encode()).decode()
 
 
 def signature_header(*, secret: str, body: bytes, timestamp: int) -> str:
