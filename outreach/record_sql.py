@@ -17,6 +17,9 @@ record does not exist yet, its final SELECT raises a marked error, so the whole
 statement rolls back and the caller records through the ORM path instead (which
 creates the rows, or reloads the enrollment for the event). Nothing is half written.
 
+Billing's and the outbox's writes are their apps' fragments (billing/sql.py,
+webhooks/sql.py), kept there beside the services they mirror.
+
 The delivery jobs' webhooks are matched in the statement (enabled, of the account,
 filters `*` or the type: `Webhook.wants`), and their drain is rung in it too: the
 enqueued mark is set where it is unset or stale, as webhooks.services.drains_enqueue
@@ -36,7 +39,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, connection, transaction
 from psycopg import pq
 
+from billing.sql import USAGE_INCREMENT_CTE
 from outreach.models import Enrollment
+from webhooks.sql import EVENT_EMIT_CTES
 
 FALLBACK_MARKER = "outreach-record-fallback"
 
@@ -79,33 +84,7 @@ cred AS (
 stats AS (
     UPDATE outreach_credentialcampaignstats SET sends = sends + 1
     WHERE credential_id = %(credential)s AND campaign_id = %(campaign)s RETURNING 1
-),
-usage AS (
-    UPDATE billing_usagerecord SET sends_count = sends_count + 1
-    WHERE account_id = %(account)s AND period_start <= %(now)s
-      AND period_start >= %(period_start)s AND period_end = %(period_end)s
-    RETURNING 1
-),
-event AS (
-    INSERT INTO webhooks_event (id, account_id, type, data, created_at)
-    VALUES (%(event_pk)s, %(account)s, %(event_type)s, %(data)s::jsonb, %(created)s)
-    RETURNING 1
-),
-jobs AS (
-    INSERT INTO webhooks_deliveryjob (id, event_id, webhook_id, state, attempts,
-        next_attempt_at, created_at)
-    SELECT gen_random_uuid(), %(event_pk)s, w.id, 'pending', 0, %(created)s, %(created)s
-    FROM webhooks_webhook AS w
-    WHERE w.account_id = %(account)s AND w.disabled_at IS NULL
-      AND (w.event_filters ? '*' OR w.event_filters ? %(event_type)s)
-    RETURNING webhook_id
-),
-rung AS (
-    UPDATE webhooks_webhook SET drain_enqueued_at = %(created)s
-    WHERE id IN (SELECT webhook_id FROM jobs)
-      AND (drain_enqueued_at IS NULL OR drain_enqueued_at <= %(stale)s)
-    RETURNING id
-),{mark}
+),{usage}{event}{mark}
 verdict AS (
     SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM stats) AS stats,
         (SELECT count(*) FROM usage) AS usage
@@ -119,7 +98,13 @@ SELECT
     ARRAY(SELECT id FROM rung)
 FROM verdict AS v
 """
-SQL = _SQL.replace("{mark}", _MARK_NEXT)  # next_id NULL: marks nothing
+# Billing's and the outbox's writes come from their apps (billing/sql.py, webhooks/sql.py),
+# which keep them in step with their services.
+SQL = (
+    _SQL.replace("{usage}", USAGE_INCREMENT_CTE)
+    .replace("{event}", EVENT_EMIT_CTES)
+    .replace("{mark}", _MARK_NEXT)  # next_id NULL: marks nothing
+)
 
 # The same statement for a server-side prepared statement ($n placeholders), prepared
 # once per connection: no parsing or planning per message, no quoting on our side.
