@@ -147,6 +147,19 @@ else:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Server-side parameter binding lets psycopg prepare statements: a statement run
+    # DB_PREPARE_THRESHOLD times on a connection is parsed and planned once, then
+    # reused (for our indexed queries planning costs more than running them). Set
+    # DB_PREPARE_THRESHOLD to "none" behind a pooler that cannot keep prepared
+    # statements (PgBouncer in transaction mode without max_prepared_statements),
+    # DB_SERVER_SIDE_BINDING=false to go back to Django's client-side binding.
+    _prepare_threshold = env.str("DB_PREPARE_THRESHOLD", default="5").strip().lower()
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "server_side_binding": env.bool("DB_SERVER_SIDE_BINDING", default=True),
+            "prepare_threshold": None if _prepare_threshold == "none" else int(_prepare_threshold),
+        }
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

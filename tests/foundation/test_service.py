@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from drf_spectacular.validation import validate_schema
 
 from plans.models import Plan
@@ -189,3 +190,60 @@ def test_embedded_mode_generates_and_keeps_its_secrets(tmp_path):
     assert (tmp_path / "secret_key").read_text().strip() == secret_key
     assert oct((tmp_path / "secret_key").stat().st_mode & 0o777) == "0o600"
     assert len(field_key) == 44  # urlsafe base64 of 32 bytes: a Fernet key
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, {"server_side_binding": True, "prepare_threshold": 5}),
+        (
+            {"DB_PREPARE_THRESHOLD": "none"},
+            {"server_side_binding": True, "prepare_threshold": None},
+        ),
+        (
+            {"DB_PREPARE_THRESHOLD": "0", "DB_SERVER_SIDE_BINDING": "false"},
+            {"server_side_binding": False, "prepare_threshold": 0},
+        ),
+    ],
+)
+def test_postgresql_statement_preparation_is_configurable(env, expected):
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DB_PREPARE_THRESHOLD", "DB_SERVER_SIDE_BINDING")
+    }
+    code = (
+        "import json; from config import settings as s; "
+        "o = s.DATABASES['default']['OPTIONS']; "
+        "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold')}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={
+            **clean,
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
+            "SECRET_KEY": "s" * 50,
+            "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == expected
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements: PostgreSQL")
+def test_repeated_requests_run_prepared_statements(api_client):
+    for _ in range(7):
+        assert api_client.get("/api_keys").status_code == 200
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    # The authentication statement and the list's SELECT are parsed and planned once.
+    assert any("last_used_at" in statement for statement in prepared), prepared
+    assert any(
+        statement.startswith("SELECT") and "accounts_apikey" in statement for statement in prepared
+    ), prepared
