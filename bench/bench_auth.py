@@ -41,6 +41,7 @@ GOAL = 0.60
 # What each step adds: authentication alone, then the rate limit, then the list.
 TARGETS = {
     "bare": "/bench/bare",
+    "durable_update": "/bench/durable-update",
     "auth": "/bench/auth",
     "auth_throttle": "/bench/auth-throttle",
     "api_keys": "/api_keys",
