@@ -12,6 +12,7 @@ from accounts.services import account_signup, api_key_create, api_key_revoke
 from accounts.throttling import SignupRateThrottle
 from config.api.errors import ApiKeyNotFound
 from config.api.pagination import StartingAfterPagination
+from config.api.serializers import RepresentationMixin
 from config.api.viewsets import AccountScopedViewSet
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
@@ -72,9 +73,9 @@ class SignupView(APIView):
         return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
-class ApiKeySerializer(serializers.Serializer):
-    # Declared fields, not a ModelSerializer: this is on the hot path of every
-    # GET /api_keys and ModelSerializer introspects the model on each use.
+class ApiKeySerializer(RepresentationMixin, serializers.Serializer):
+    # Declared fields, not a ModelSerializer (it introspects the model on each use),
+    # and shared bound fields (RepresentationMixin): GET /api_keys's hot path.
     id = serializers.UUIDField(read_only=True)
     prefix = serializers.CharField(read_only=True, help_text="First 12 characters; safe to log.")
     label = serializers.CharField(read_only=True)

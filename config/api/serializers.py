@@ -1,0 +1,36 @@
+"""Serializers for responses on hot paths.
+
+DRF deep-copies a serializer's declared fields and binds the copies every time a
+serializer is instantiated: for a short list response that copying costs more than
+the query behind it. `RepresentationMixin` reuses the bound fields of one instance
+per class instead. It is for serializers that only represent objects and whose
+fields need nothing from `context` (no request-dependent URLs, no per-request
+choices): once bound, such fields keep no state of their own between objects.
+"""
+
+from rest_framework.fields import SkipField
+from rest_framework.relations import PKOnlyObject
+
+
+class RepresentationMixin:
+    @classmethod
+    def representation_fields(cls) -> tuple:
+        fields = cls.__dict__.get("_representation_fields")  # this class's own, never a parent's
+        if fields is None:
+            fields = tuple(field for field in cls().fields.values() if not field.write_only)
+            cls._representation_fields = fields
+        return fields
+
+    def to_representation(self, instance):
+        # DRF's Serializer.to_representation, over the shared bound fields.
+        ret = {}
+        for field in self.representation_fields():
+            try:
+                attribute = field.get_attribute(instance)
+            except SkipField:
+                continue
+            check_for_none = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
+            ret[field.field_name] = (
+                None if check_for_none is None else field.to_representation(attribute)
+            )
+        return ret
