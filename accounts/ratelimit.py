@@ -12,8 +12,12 @@ A window starts at the first hit of a bucket and lasts `period` seconds; every
 hit inside it counts, refused ones included, so a client hammering through a 429
 does not get a fresh allowance. Retry-After is the time left in the window.
 
-If Redis cannot be reached the limiter fails open (the request goes through, a
-warning is logged): rate limiting protects the service, it must not take it down.
+If Redis cannot be reached the limiter counts in the SQL store instead (a warning
+is logged) and leaves Redis alone for REDIS_RETRY_SECONDS before trying it again, so
+an outage costs one connection timeout per process, not one per request. The limits
+stay enforced through the outage, exactly within each store; a window that spans
+the switch between stores restarts, so a key can get at most one extra allowance
+then.
 """
 
 import logging
@@ -36,6 +40,7 @@ SIGNUP_LIMIT = 5
 SIGNUP_PERIOD = 3600
 
 REDIS_SOCKET_TIMEOUT_SECONDS = 0.5
+REDIS_RETRY_SECONDS = 5.0  # after a Redis error, the SQL store counts for this long
 
 # KEYS[1] bucket; ARGV[1] window length in ms. Returns {count, ms left}.
 _HIT_SCRIPT = """
@@ -74,6 +79,7 @@ class RateLimitDecision:
 
 
 _redis_clients: dict[str, redis.Redis] = {}
+_redis_unavailable_until = 0.0  # time.monotonic(); per process
 
 
 def _redis(url: str) -> redis.Redis:
@@ -119,14 +125,19 @@ def rate_limit_hit(*, policy: str, identity: str, limit: int, period: int) -> Ra
     """Count one hit on `<policy>:<identity>` and say whether it is within the limit."""
     bucket = f"{settings.RATE_LIMIT_KEY_PREFIX}:{policy}:{identity}"
     period_ms = period * 1000
-    if settings.REDIS_URL:
+    global _redis_unavailable_until
+    counted = None
+    if settings.REDIS_URL and time.monotonic() >= _redis_unavailable_until:
         try:
-            count, left_ms = _hit_redis(settings.REDIS_URL, bucket, period_ms)
+            counted = _hit_redis(settings.REDIS_URL, bucket, period_ms)
         except redis.RedisError as exc:
-            logger.warning("rate limiter: redis unavailable (%s), failing open", type(exc).__name__)
-            count, left_ms = 0, period_ms
-    else:
-        count, left_ms = _hit_sql(bucket, period_ms)
+            _redis_unavailable_until = time.monotonic() + REDIS_RETRY_SECONDS
+            logger.warning(
+                "rate limiter: redis unavailable (%s), counting in the database for %.0f s",
+                type(exc).__name__,
+                REDIS_RETRY_SECONDS,
+            )
+    count, left_ms = counted if counted is not None else _hit_sql(bucket, period_ms)
     reset_after = min(period, max(1, math.ceil(left_ms / 1000)))
     return RateLimitDecision(
         policy=policy, limit=limit, period=period, count=count, reset_after=reset_after

@@ -86,12 +86,31 @@ def test_sql_buckets_keep_one_row_and_prune_spent_ones(settings):
     assert not RateLimitBucket.objects.exists()
 
 
-def test_unreachable_redis_fails_open_with_a_warning(settings, api_client, caplog):
-    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+def test_unreachable_redis_falls_back_to_the_database_store(
+    settings, api_client, caplog, monkeypatch
+):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    monkeypatch.setattr(ratelimit, "_redis_unavailable_until", 0.0)
+    attempts = []
+    real_hit = ratelimit._hit_redis
+    monkeypatch.setattr(
+        ratelimit, "_hit_redis", lambda *args: attempts.append(args) or real_hit(*args)
+    )
     with caplog.at_level(logging.WARNING, logger="accounts.ratelimit"):
-        response = api_client.get("/api_keys")
-    assert response.status_code == 200
-    assert "redis unavailable" in caplog.text
+        for n in range(60):
+            response = api_client.get("/api_keys")
+            assert response.status_code == 200, n
+            assert response["RateLimit"].startswith(f'"api_key";r={59 - n};t=')
+        body = assert_envelope(api_client.get("/api_keys"), 429, "rate_limited")
+    assert body["details"] == {"limit": 60, "period": 60}
+    # One attempt at Redis, then the database counts until the retry delay passes.
+    assert len(attempts) == 1
+    assert caplog.text.count("redis unavailable") == 1
+    assert RateLimitBucket.objects.get().count == 61
+
+    monkeypatch.setattr(ratelimit, "_redis_unavailable_until", 0.0)  # the delay is over
+    api_client.get("/api_keys")
+    assert len(attempts) == 2
 
 
 # Signups: 5 an hour per client IP.
