@@ -1,6 +1,9 @@
 """GET /t/o/<token>.gif: the open pixel."""
 
+import logging
+
 import pytest
+from django.db import OperationalError, connection
 from django.test import Client
 
 from outreach import tokens
@@ -104,3 +107,23 @@ def test_it_refuses_other_methods_with_the_envelope():
     assert response.status_code == 405
     assert response.json()["code"] == "method_not_allowed"
     assert "GET" in response["Allow"]
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as in production
+def test_a_database_failure_still_serves_the_image_and_logs_it(caplog):
+    enrollment = sent_enrollment()
+
+    def database_down(execute, sql, params, many, context):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with (
+        caplog.at_level(logging.ERROR, logger="outreach.views_public"),
+        connection.execute_wrapper(database_down),
+    ):
+        response = Client().get(pixel_url(enrollment.pk))
+    assert_pixel(response)
+    assert f"could not record the open of {enrollment.pk}" in caplog.text
+    assert "OperationalError" in caplog.text
+    enrollment.refresh_from_db()
+    assert enrollment.opened_at is None  # the open is lost, the email still looks right
+    assert events("enrollment.opened") == []
