@@ -33,6 +33,7 @@ from outreach.bounces import enrollment_mark_bounced
 from outreach.intake.selectors import message_find
 from outreach.intake.services import contact_unsubscribe
 from outreach.models import Contact, RelayWebhookToken, SmtpCredential, Suppression
+from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
 
@@ -285,6 +286,16 @@ def _apply(credential: SmtpCredential, event: RelayEvent, outcome: RelayOutcome)
             .first()
         )
     if contact_id is None:
+        address = (event.recipient or "").strip()
+        if not event.message_id and "@" in address and len(address) <= 254:
+            # Nobody to unsubscribe yet: the address stays suppressed for the account,
+            # so a contact created with it later is never sent to.
+            suppression_record(
+                account_id=credential.account_id,
+                email=address,
+                reason=Suppression.Reason.COMPLAINED,
+                at=timezone.now(),
+            )
         outcome.ignored += 1
         return
     moved = contact_unsubscribe(contact_id=contact_id, reason=Suppression.Reason.COMPLAINED)

@@ -6,7 +6,9 @@ import time
 import pytest
 from django.test import Client
 
-from outreach.models import Enrollment, SmtpCredential
+from accounts.services import api_key_create
+from outreach.models import Enrollment, SmtpCredential, Suppression
+from tests.conftest import client_for
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events
 from tests.intake.relay_signing import (
@@ -203,3 +205,28 @@ def test_a_verified_body_that_is_not_an_array_is_400(keys, campaign_enrollments)
     response = post(campaign_enrollments[0].credential_id, body, keys.headers(body))
     assert_error(response, 400, "invalid_json")
     assert_untouched(campaign_enrollments)
+
+
+def test_a_complaint_from_an_address_with_no_contact_suppresses_it(keys, campaign_enrollments):
+    credential_id = campaign_enrollments[0].credential_id
+    account = SmtpCredential.objects.get(pk=credential_id).account
+    event = sendgrid_event("spamreport", "x", email=" Stranger@Example.org ")
+    del event["smtp-id"]
+    body = json.dumps([event]).encode()
+    response = post(credential_id, body, keys.headers(body))
+    assert response.json() == {"received": 1, "bounced": 0, "unsubscribed": 0, "ignored": 1}
+
+    # The address is on the account's suppression list: a contact created with it
+    # later is born unsubscribed.
+    api_client = client_for(api_key_create(account=account, label="t").plaintext)
+    created = api_client.post("/contacts", {"email": "stranger@example.org"}, format="json")
+    assert created.status_code == 201
+    assert created.json()["unsubscribed_at"] is not None
+
+
+def test_a_complaint_for_an_unknown_message_suppresses_nobody(keys, campaign_enrollments):
+    credential_id = campaign_enrollments[0].credential_id
+    event = sendgrid_event("spamreport", "<unknown@elsewhere>", email="someone@example.org")
+    body = json.dumps([event, {**event, "email": "x" * 300}]).encode()
+    assert post(credential_id, body, keys.headers(body)).json()["ignored"] == 2
+    assert not Suppression.objects.exists()
