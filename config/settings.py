@@ -203,6 +203,12 @@ STORAGES = {
 # Request body limits: 413 payload_too_large above them.
 MAX_JSON_BODY_BYTES = env.int("MAX_JSON_BODY_BYTES", default=1024 * 1024)
 MAX_UPLOAD_BODY_BYTES = env.int("MAX_UPLOAD_BODY_BYTES", default=10 * 1024 * 1024)
+# Relay providers' signed event batches (POST /inbound/relay/<credential>): SendGrid
+# posts up to thousands of events at once. Read into memory whole, so at most the
+# upload limit (DATA_UPLOAD_MAX_MEMORY_SIZE).
+MAX_RELAY_BODY_BYTES = min(
+    env.int("MAX_RELAY_BODY_BYTES", default=10 * 1024 * 1024), MAX_UPLOAD_BODY_BYTES
+)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BODY_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BODY_BYTES
 

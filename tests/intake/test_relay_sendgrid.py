@@ -230,3 +230,27 @@ def test_a_complaint_for_an_unknown_message_suppresses_nobody(keys, campaign_enr
     body = json.dumps([event, {**event, "email": "x" * 300}]).encode()
     assert post(credential_id, body, keys.headers(body)).json()["ignored"] == 2
     assert not Suppression.objects.exists()
+
+
+def test_a_batch_larger_than_the_api_json_limit_is_accepted(keys, campaign_enrollments, settings):
+    settings.MAX_RELAY_BODY_BYTES = 3 * 1024 * 1024
+    enrollment = campaign_enrollments[0]
+    bounce = sendgrid_event(
+        "bounce", first_message(enrollment).message_id, type="bounce", status="5.1.1"
+    )
+    filler = [sendgrid_event("delivered", f"m{n}@example.org") for n in range(6000)]
+    body = json.dumps([bounce, *filler]).encode()
+    assert settings.MAX_JSON_BODY_BYTES < len(body) < settings.MAX_RELAY_BODY_BYTES
+    response = post(enrollment.credential_id, body, keys.headers(body))
+    assert response.status_code == 200, response.content
+    assert response.json()["bounced"] == 1
+
+
+def test_a_batch_over_the_relay_limit_is_413(keys, campaign_enrollments, settings):
+    settings.MAX_RELAY_BODY_BYTES = 1000
+    enrollment = campaign_enrollments[0]
+    body = json.dumps([sendgrid_event("delivered", f"m{n}@x") for n in range(20)]).encode()
+    response = post(enrollment.credential_id, body, keys.headers(body))
+    body = assert_error(response, 413, "payload_too_large")
+    assert body["details"] == {"limit_bytes": 1000}
+    assert_untouched(campaign_enrollments)
