@@ -104,12 +104,15 @@ def account_signup(*, email: str, name: str = "") -> Signup:
 
     When the payment provider is configured its customer is created inside the
     same transaction: if the provider fails (PspUnavailable), nothing remains.
-    A provider customer made just before a database failure is left behind at
-    the provider; its metadata names the account id that never committed.
+    If the database fails after the provider created the customer, the customer
+    is deleted at the provider before the error goes on (best effort: if that
+    fails too, a warning names it; its metadata names the account id that never
+    committed).
     """
     email = email.strip()
     if Account.objects.filter(email__iexact=email).exists():
         raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]})
+    customer_id = None
     try:
         with transaction.atomic():
             account = Account.objects.create(
@@ -119,13 +122,16 @@ def account_signup(*, email: str, name: str = "") -> Signup:
                 account=account, label=SIGNUP_KEY_LABEL, client_kind=ApiKey.ClientKind.DIRECT
             )
             if psp.psp_configured():
-                account.psp_customer_id = psp.customer_create(
+                customer_id = psp.customer_create(
                     email=email, name=name, account_id=str(account.pk)
                 )
+                account.psp_customer_id = customer_id
                 account.save(update_fields=["psp_customer_id"])
-    except IntegrityError:
+    except Exception as exc:
+        if customer_id is not None:
+            psp.customer_discard(customer_id)
         # Two signups with one email at once: the unique index decided.
-        if Account.objects.filter(email__iexact=email).exists():
+        if isinstance(exc, IntegrityError) and Account.objects.filter(email__iexact=email).exists():
             raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]}) from None
         raise
     logger.info("signup account=%s key prefix=%s", account.pk, issued.api_key.prefix)

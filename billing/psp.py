@@ -46,6 +46,23 @@ def customer_create(*, email: str, name: str, account_id: str) -> str:
     return customer.id
 
 
+def customer_discard(customer_id: str) -> bool:
+    """Delete a customer the service created but could not keep (its account never
+    committed). Best effort: a failure is logged, never raised, because the caller
+    is already failing; the customer's metadata names the account id that never
+    existed, for manual cleanup."""
+    try:
+        stripe_client().v1.customers.delete(customer_id)
+    except stripe.StripeError as exc:
+        logger.warning(
+            "stripe customer %s of an uncommitted signup not deleted: %s",
+            customer_id,
+            type(exc).__name__,
+        )
+        return False
+    return True
+
+
 def checkout_session_create(
     *,
     customer_id: str,

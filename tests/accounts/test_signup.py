@@ -1,4 +1,8 @@
+import logging
+
 import pytest
+from django.db import OperationalError, connection
+from rest_framework.test import APIClient
 
 from accounts.models import Account, ApiKey
 from accounts.tokens import token_hash
@@ -104,3 +108,52 @@ def test_provider_failure_leaves_nothing_and_is_502(anon_client, settings):
     assert_envelope(response, 502, "psp_unavailable")
     assert not Account.objects.filter(email="unlucky@example.com").exists()
     assert ApiKey.objects.count() == 0
+
+
+def _database_fails_when_saving_the_customer(then=None):
+    """An execute wrapper: the UPDATE that stores the provider customer id fails."""
+
+    def wrapper(execute, sql, params, many, context):
+        if sql.startswith("UPDATE") and "psp_customer_id" in sql:
+            if then is not None:
+                then()
+            raise OperationalError("the database went away")
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
+def _customers_with(localstripe, email: str) -> list[dict]:
+    return [c for c in localstripe.get("/v1/customers?limit=100")["data"] if c["email"] == email]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_database_failure_after_the_provider_deletes_the_customer(stripe_settings):
+    client = APIClient(raise_request_exception=False)
+    with connection.execute_wrapper(_database_fails_when_saving_the_customer()):
+        response = signup(client, {"email": "doomed@example.com"})
+    assert_envelope(response, 500, "internal_error")
+    assert not Account.objects.filter(email="doomed@example.com").exists()
+    assert ApiKey.objects.count() == 0
+    assert _customers_with(stripe_settings, "doomed@example.com") == []
+    # The same email signs up fine afterwards, with one customer.
+    assert signup(client, {"email": "doomed@example.com"}).status_code == 201
+    assert len(_customers_with(stripe_settings, "doomed@example.com")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_customer_that_cannot_be_deleted_is_named_in_a_warning(stripe_settings, settings, caplog):
+    def provider_goes_away():
+        settings.STRIPE_API_BASE = "http://127.0.0.1:1"  # nothing listens there
+
+    client = APIClient(raise_request_exception=False)
+    wrapper = _database_fails_when_saving_the_customer(then=provider_goes_away)
+    with (
+        caplog.at_level(logging.WARNING, logger="billing.psp"),
+        connection.execute_wrapper(wrapper),
+    ):
+        response = signup(client, {"email": "stranded@example.com"})
+    assert_envelope(response, 500, "internal_error")
+    assert not Account.objects.filter(email="stranded@example.com").exists()
+    [customer] = _customers_with(stripe_settings, "stranded@example.com")
+    assert f"stripe customer {customer['id']} of an uncommitted signup not deleted" in caplog.text
