@@ -501,3 +501,15 @@ def test_a_2xx_resets_a_failure_recorded_while_it_was_in_flight(
     receiver.wait_for(1)
     webhook.refresh_from_db()
     assert webhook.consecutive_failures == 0
+
+
+def test_a_lease_shorter_than_the_longest_attempt_is_a_system_check_warning(settings):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.WEBHOOK_TIMEOUT_SECONDS = 10
+    settings.WEBHOOK_CLAIM_LEASE_SECONDS = 300
+    call_command("check", fail_level="WARNING")  # passes
+    settings.WEBHOOK_CLAIM_LEASE_SECONDS = 25
+    with pytest.raises(SystemCheckError, match=r"webhooks.W001.*longest delivery attempt \(25 s\)"):
+        call_command("check", fail_level="WARNING")

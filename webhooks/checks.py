@@ -1,0 +1,22 @@
+"""System checks of the webhook settings (shown by `manage.py check` and before
+every management command such as `migrate`)."""
+
+from django.conf import settings
+from django.core.checks import Warning, register
+
+
+@register()
+def claim_lease_check(app_configs=None, **kwargs) -> list[Warning]:
+    lease = settings.WEBHOOK_CLAIM_LEASE_SECONDS
+    longest_attempt = 2 * settings.WEBHOOK_TIMEOUT_SECONDS + 5  # connect + response + slack
+    if lease > longest_attempt:
+        return []
+    return [
+        Warning(
+            f"WEBHOOK_CLAIM_LEASE_SECONDS ({lease}) does not "
+            f"outlast the longest delivery attempt ({longest_attempt:g} s).",
+            hint="An attempt can then outlive its claim and another worker repeat it: "
+            "raise WEBHOOK_CLAIM_LEASE_SECONDS above 2 x WEBHOOK_TIMEOUT_SECONDS + 5.",
+            id="webhooks.W001",
+        )
+    ]
