@@ -18,6 +18,7 @@ from billing import psp
 from billing.models import PspEvent, UsageRecord
 from billing.periods import ACTIVE_SUBSCRIPTION_STATUSES, period_bounds
 from config.api.errors import (
+    AlreadySubscribed,
     NoPspCustomer,
     PlanLimitReached,
     PlanNotFound,
@@ -191,6 +192,13 @@ def checkout_session_start(*, account, plan_slug: str, client_key: str | None = 
         raise PlanNotPurchasable(f"The plan {plan.slug!r} is {reason} and cannot be purchased.")
     if not account.psp_customer_id:
         raise NoPspCustomer()
+    if account.psp_subscription_id:
+        # Set while the subscription lives (active, trialing, past_due, or a later status
+        # of it short of ending); cleared when it ends. Plan changes go through the portal.
+        raise AlreadySubscribed(
+            f"The account already has a subscription ({account.psp_subscription_status}); "
+            "change or cancel it in the billing portal."
+        )
     return psp.checkout_session_create(
         customer_id=account.psp_customer_id,
         price_id=plan.psp_price_id,

@@ -155,6 +155,13 @@ for _args in [
         "It has no steps, or no enabled SMTP credential. `details` says which.",
     ),
     (
+        "already_subscribed",
+        409,
+        "The account already has a subscription.",
+        "A second checkout would start a second subscription. Change or cancel the current one "
+        "in the billing portal (`POST /billing/portal`).",
+    ),
+    (
         "payload_too_large",
         413,
         "The request body is too large.",
@@ -267,6 +274,7 @@ PayloadTooLarge = _error("payload_too_large")
 CannotRevokeLastKey = _error("cannot_revoke_last_key")
 PlanNotPurchasable = _error("plan_not_purchasable")
 NoPspCustomer = _error("no_psp_customer")
+AlreadySubscribed = _error("already_subscribed")
 PspUnavailable = _error("psp_unavailable")
 
 

@@ -118,6 +118,20 @@ def test_checkout_without_a_customer_is_no_psp_customer(api_client, hobby, recor
     assert recorded_stripe.requests == []
 
 
+@pytest.mark.parametrize("status", ["active", "trialing", "past_due"])
+def test_checkout_for_a_subscribed_account_is_already_subscribed(
+    api_client, customer_account, hobby, recorded_stripe, status
+):
+    customer_account.psp_subscription_id = "sub_1QmZwPLgUG5tbmjcCurrent"
+    customer_account.psp_subscription_status = status
+    customer_account.save()
+    response = api_client.post("/billing/checkout", {"plan_slug": "hobby"}, format="json")
+    body = assert_envelope(response, 409, "already_subscribed")
+    assert f"already has a subscription ({status})" in body["message"]
+    assert "billing portal" in body["message"]
+    assert recorded_stripe.requests == []  # no second subscription started
+
+
 def test_checkout_needs_a_plan_slug(api_client, customer_account, recorded_stripe):
     body = assert_envelope(
         api_client.post("/billing/checkout", {}, format="json"), 422, "validation_failed"
