@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -576,10 +576,15 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                 update_fields=["first_name", "last_name", "company", "fields", "updated_at"],
             )
         if contact_import.campaign_id and rows_out:
-            enrollments_create(
-                campaign_id=contact_import.campaign_id,
-                contact_ids=[c.pk for c in rows_out if not c.is_suppressed],
-            )
+            if _campaign_hold(contact_import.campaign_id):
+                enrollments_create(
+                    campaign_id=contact_import.campaign_id,
+                    contact_ids=[c.pk for c in rows_out if not c.is_suppressed],
+                )
+            else:
+                # Deleted during the import (the row's campaign is now NULL): the
+                # contacts are still imported, there is nothing left to enroll them in.
+                contact_import.campaign_id = None
         moved = ContactImport.objects.filter(
             pk=contact_import.pk, attempts=contact_import.attempts
         ).update(
@@ -593,6 +598,22 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
         if not moved:
             raise _RunSuperseded()
     return len(rows)
+
+
+def _campaign_hold(campaign_id) -> bool:
+    """Whether the campaign still exists. On PostgreSQL the row is also held (FOR KEY
+    SHARE, as the enrollments' foreign keys would) until the transaction ends, so it
+    cannot be deleted between this check and the enrollments' commit; concurrent
+    imports into the campaign do not block each other. SQLite runs one writer at a
+    time."""
+    if connection.vendor != "postgresql":
+        return Campaign.objects.filter(pk=campaign_id).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {Campaign._meta.db_table} WHERE id = %s FOR KEY SHARE",  # noqa: S608
+            [campaign_id],
+        )
+        return cursor.fetchone() is not None
 
 
 def enrollments_create(*, campaign_id, contact_ids: Iterable[UUID]) -> None:

@@ -458,3 +458,28 @@ def test_list_is_paginated_with_bounded_queries(
     assert [i["id"] for i in response.json()] == [str(i.pk) for i in reversed(imports)]
     page = api_client.get("/contact_imports?limit=2")
     assert len(page.json()) == 2 and 'rel="next"' in page["Link"]
+
+
+@pytest.mark.django_db(transaction=True)  # each batch commits, as in production
+@override_settings(CONTACT_IMPORT_BATCH_SIZE=3)
+def test_a_campaign_deleted_during_the_import_stops_enrolling_not_importing(account):
+    campaign = CampaignFactory(account=account)
+    csv = b"email\n" + b"".join(f"u{i}@example.org\n".encode() for i in range(7))
+    contact_import = ContactImport.objects.create(
+        account=account, campaign=campaign, source_format="csv", source_data=csv
+    )
+    enrolled_before_delete = []
+
+    def delete_after_first_batch(done, total):
+        if done == 3:
+            enrolled_before_delete.append(Enrollment.objects.filter(campaign=campaign).count())
+            campaign.delete()
+
+    services.contact_import_run(import_id=contact_import.pk, progress=delete_after_first_batch)
+    contact_import.refresh_from_db()
+    assert enrolled_before_delete == [3]
+    assert contact_import.status == "completed"
+    assert (contact_import.processed_rows, contact_import.created_count) == (7, 7)
+    assert contact_import.campaign_id is None
+    assert Contact.objects.filter(account=account).count() == 7
+    assert not Enrollment.objects.exists()
