@@ -505,14 +505,10 @@ def _psp_event_apply(
     state = subscription_state(subscription)
     if state.customer_id and state.customer_id != account.psp_customer_id:
         return PspEvent.Outcome.UNMAPPED, "the subscription belongs to another customer", None
-
-    if event_type == "invoice.payment_failed" and state.status not in ENDED_SUBSCRIPTION_STATUSES:
-        # The plan stays while Stripe retries the payment; only the status moves.
-        if account.psp_subscription_id != state.id:
-            return PspEvent.Outcome.IGNORED, "not the account's current subscription", None
-        account.psp_subscription_status = "past_due"
-        account.save(update_fields=["psp_subscription_status"])
-        return PspEvent.Outcome.PROCESSED, "status past_due, plan unchanged", None
+    # Every event, invoice.payment_failed included, applies the subscription as Stripe
+    # has it now: a failed renewal has made it past_due (the plan stays while Stripe
+    # retries), and a failure notification arriving after the payment recovered
+    # finds it active again and leaves the account so.
     return (*subscription_apply(account=account, state=state), state)
 
 

@@ -403,7 +403,11 @@ def test_invoice_paid_before_subscription_created_still_lands_on_the_plan(
     assert (account.plan.slug, account.psp_subscription_id) == ("pro", subscription["id"])
 
 
-def test_invoice_payment_failed_records_past_due_and_keeps_the_plan(anon_client, peer, customer):
+def test_a_stale_payment_failure_leaves_a_recovered_subscription_active(
+    anon_client, peer, customer
+):
+    # The notification arrives after the payment went through: Stripe has the
+    # subscription active, and so does the account.
     subscription = localstripe_subscribe(peer, customer.psp_customer_id, "price_hobby_ls")
     signed_event_post(anon_client, stripe_event("customer.subscription.created", subscription))
     invoice = peer.get(f"/v1/invoices/{subscription['latest_invoice']}")
@@ -412,7 +416,7 @@ def test_invoice_payment_failed_records_past_due_and_keeps_the_plan(anon_client,
 
     assert response.json()["outcome"] == "processed"
     account = reload(customer)
-    assert (account.plan.slug, account.psp_subscription_status) == ("hobby", "past_due")
+    assert (account.plan.slug, account.psp_subscription_status) == ("hobby", "active")
 
 
 def test_invoice_payment_failed_on_a_canceled_subscription_ends_it(anon_client, peer, customer):
@@ -482,6 +486,35 @@ def test_current_api_invoice_and_item_level_period(
     assert account.psp_current_period_end == ts(item["current_period_end"])
     reads = {r.path for r in recorded_stripe.requests if r.method == "GET"}
     assert reads == {f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}"}
+
+
+def test_a_failed_renewal_records_past_due_and_keeps_the_plan(
+    anon_client, recorded_stripe, current_api_account
+):
+    path = f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}"
+    signed_event_post(
+        anon_client, stripe_event("customer.subscription.created", CURRENT_SUBSCRIPTION)
+    )
+    assert reload(current_api_account).psp_subscription_status == "active"
+    # The renewal's payment fails: Stripe now has the subscription past_due.
+    recorded_stripe.answer("GET", path, {**CURRENT_SUBSCRIPTION, "status": "past_due"})
+    invoice = {
+        "id": "in_1QmZyBLgUG5tbmjcFa1led00",
+        "object": "invoice",
+        "customer": CURRENT_SUBSCRIPTION["customer"],
+        "parent": {
+            "subscription_details": {"metadata": {}, "subscription": CURRENT_SUBSCRIPTION["id"]},
+            "type": "subscription_details",
+        },
+        "status": "open",
+    }
+
+    response = signed_event_post(anon_client, stripe_event("invoice.payment_failed", invoice))
+
+    assert response.json()["outcome"] == "processed"
+    account = reload(current_api_account)
+    assert (account.plan.slug, account.psp_subscription_status) == ("pro", "past_due")
+    assert account.psp_subscription_id == CURRENT_SUBSCRIPTION["id"]
 
 
 def test_a_change_at_stripe_while_applying_is_caught_after_commit(
