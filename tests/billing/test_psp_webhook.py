@@ -459,13 +459,10 @@ def current_api_account(recorded_stripe):
     return AccountFactory(psp_customer_id=subscription["customer"])
 
 
-def test_current_api_invoice_and_item_level_period(
-    anon_client, recorded_stripe, current_api_account
-):
-    # Since 2025-03-31 an invoice names its subscription under parent.subscription_details,
-    # and the period lives on the subscription items.
-    invoice = {
-        "id": "in_1QmZyBLgUG5tbmjcQ0aB1cD2",
+def current_api_invoice(invoice_id: str, status: str) -> dict:
+    """An invoice of CURRENT_SUBSCRIPTION in the current API shape."""
+    return {
+        "id": invoice_id,
         "object": "invoice",
         "customer": CURRENT_SUBSCRIPTION["customer"],
         "parent": {
@@ -473,8 +470,16 @@ def test_current_api_invoice_and_item_level_period(
             "subscription_details": {"metadata": {}, "subscription": CURRENT_SUBSCRIPTION["id"]},
             "type": "subscription_details",
         },
-        "status": "paid",
+        "status": status,
     }
+
+
+def test_current_api_invoice_and_item_level_period(
+    anon_client, recorded_stripe, current_api_account
+):
+    # Since 2025-03-31 an invoice names its subscription under parent.subscription_details,
+    # and the period lives on the subscription items.
+    invoice = current_api_invoice("in_1QmZyBLgUG5tbmjcQ0aB1cD2", "paid")
 
     response = signed_event_post(anon_client, stripe_event("invoice.paid", invoice))
 
@@ -498,16 +503,7 @@ def test_a_failed_renewal_records_past_due_and_keeps_the_plan(
     assert reload(current_api_account).psp_subscription_status == "active"
     # The renewal's payment fails: Stripe now has the subscription past_due.
     recorded_stripe.answer("GET", path, {**CURRENT_SUBSCRIPTION, "status": "past_due"})
-    invoice = {
-        "id": "in_1QmZyBLgUG5tbmjcFa1led00",
-        "object": "invoice",
-        "customer": CURRENT_SUBSCRIPTION["customer"],
-        "parent": {
-            "subscription_details": {"metadata": {}, "subscription": CURRENT_SUBSCRIPTION["id"]},
-            "type": "subscription_details",
-        },
-        "status": "open",
-    }
+    invoice = current_api_invoice("in_1QmZyBLgUG5tbmjcFa1led00", "open")
 
     response = signed_event_post(anon_client, stripe_event("invoice.payment_failed", invoice))
 
