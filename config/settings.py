@@ -147,6 +147,9 @@ else:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # The same backend, with a health check that needs no round trip.
+        DATABASES["default"]["ENGINE"] = "config.db.postgresql"
     # Server-side parameter binding lets psycopg prepare statements: a statement run
     # DB_PREPARE_THRESHOLD times on a connection is parsed and planned once, then
     # reused (for our indexed queries planning costs more than running them). Set
