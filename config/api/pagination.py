@@ -1,10 +1,27 @@
 """Cursor pagination for lists that grow without bound: `limit` (default 100,
 max 1000) and `starting_after=<id>`, newest first, with a `Link: rel="next"`
-header while more remain."""
+header while more remain.
 
+A page is one SELECT. Building and compiling it with the ORM costs more than
+running it (prepared, on PostgreSQL), so the SQL of a page is kept per *shape*
+and reused: a shape is a model filtered only by `column = value` conditions (the
+account scope and exact filters such as `?email=`), with or without an anchor,
+with a page size. The first page of a shape goes through the ORM and records its
+SQL, but only after checking that the parameters the next pages will compute are
+exactly the ones the ORM produced; anything else (joins, annotations, deferred
+fields, other lookups, NULL or boolean values whose SQL differs by value) always
+goes through the ORM.
+"""
+
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from django.db import connections
 from django.db.models import Q
+from django.db.models.expressions import Col
+from django.db.models.lookups import Exact
+from django.db.models.query import ModelIterable
+from django.db.models.sql.where import AND
 from rest_framework.pagination import BasePagination
 from rest_framework.response import Response
 
@@ -35,6 +52,7 @@ class StartingAfterPagination(BasePagination):
         self.request = request
         self.limit = parse_limit(request)
         after = request.query_params.get("starting_after")
+        anchor = None
         if after:
             anchor = (
                 queryset.filter(pk=after).values("created_at", "pk").first()
@@ -43,11 +61,7 @@ class StartingAfterPagination(BasePagination):
             )
             if anchor is None:
                 raise ValidationFailed({"starting_after": ["No such object in this list."]})
-            queryset = queryset.filter(
-                Q(created_at__lt=anchor["created_at"])
-                | Q(created_at=anchor["created_at"], pk__lt=anchor["pk"])
-            )
-        page = list(queryset.order_by("-created_at", "-pk")[: self.limit + 1])
+        page = page_fetch(queryset, anchor, self.limit + 1)
         self.has_more = len(page) > self.limit
         page = page[: self.limit]
         self.last_id = page[-1].pk if page else None
@@ -87,3 +101,138 @@ class StartingAfterPagination(BasePagination):
                 "schema": {"type": "string", "format": "uuid"},
             },
         ]
+
+
+# --- Pages by shape ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PageStatement:
+    sql: str
+    attnames: list[str]
+    converters: list  # [(position, converters, expression)]
+
+
+_statements: dict[tuple, _PageStatement | None] = {}  # shape -> statement, None: ORM only
+_STATEMENTS_MAX = 1024
+
+
+def page_fetch(queryset, anchor: dict | None, size: int) -> list:
+    """Up to `size` objects of `queryset`, newest first, after `anchor` (a dict of
+    the anchor's created_at and pk) when given."""
+    shape, lookups = _shape(queryset, anchor is not None, size)
+    statement = _statements.get(shape) if shape is not None else None
+    db = queryset.db
+    connection = connections[db]
+    if statement is not None:
+        params = _params(lookups, queryset.model, anchor, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(statement.sql, params)
+            rows = cursor.fetchall()
+        model = queryset.model
+        return [
+            model.from_db(db, statement.attnames, _convert(row, statement, connection))
+            for row in rows
+        ]
+    page_queryset = _keyset(queryset, anchor)[:size]
+    if shape is not None and shape not in _statements:
+        if len(_statements) >= _STATEMENTS_MAX:
+            _statements.clear()
+        _statements[shape] = _statement(page_queryset, lookups, anchor, connection)
+    return list(page_queryset)
+
+
+def _keyset(queryset, anchor: dict | None):
+    if anchor is not None:
+        queryset = queryset.filter(
+            Q(created_at__lt=anchor["created_at"])
+            | Q(created_at=anchor["created_at"], pk__lt=anchor["pk"])
+        )
+    return queryset.order_by("-created_at", "-pk")
+
+
+def _shape(queryset, anchored: bool, size: int) -> tuple[tuple | None, list]:
+    """The queryset's shape and its `column = value` lookups, or (None, []) when it
+    is more than a model's own rows filtered by such conditions."""
+    query = queryset.query
+    if (
+        queryset._iterable_class is not ModelIterable
+        or queryset._prefetch_related_lookups
+        or queryset._known_related_objects
+        or query.select_related
+        or query.annotations
+        or query.extra
+        or query.extra_tables
+        or query.values_select
+        or query.distinct
+        or query.select_for_update
+        or query.combinator
+        or query.deferred_loading != (frozenset(), True)
+        or sum(1 for alias in query.alias_map if query.alias_refcount[alias]) != 1
+        or query.low_mark
+        or query.high_mark is not None
+        or query.where.connector != AND
+        or query.where.negated
+    ):
+        return None, []
+    lookups = []
+    for child in query.where.children:
+        if not isinstance(child, Exact) or type(child.lhs) is not Col:
+            return None, []
+        rhs = child.rhs
+        # NULL and booleans compile to different SQL by value; expressions and
+        # collections are not a single parameter.
+        if (
+            rhs is None
+            or isinstance(rhs, bool | list | tuple | set | frozenset | dict)
+            or hasattr(rhs, "resolve_expression")
+        ):
+            return None, []
+        lookups.append(child)
+    columns = tuple((type(child), child.lhs.alias, child.lhs.target.column) for child in lookups)
+    return (queryset.model, queryset.db, columns, anchored, size), lookups
+
+
+def _params(lookups, model, anchor: dict | None, connection) -> list:
+    """The page's parameters, as the ORM would compile them: the filters' values in
+    order, then the anchor's (created_at twice, pk)."""
+    params = []
+    for lookup in lookups:
+        params.extend(lookup.get_db_prep_lookup(lookup.rhs, connection)[1])
+    if anchor is not None:
+        created_at = model._meta.get_field("created_at")
+        pk = model._meta.pk
+        at = created_at.get_db_prep_value(anchor["created_at"], connection, prepared=False)
+        params += [at, at, pk.get_db_prep_value(anchor["pk"], connection, prepared=False)]
+    return params
+
+
+def _statement(page_queryset, lookups, anchor, connection) -> _PageStatement | None:
+    """The page's compiled statement, if reusing it is provably the same as compiling
+    again: same parameters, the model's own columns in order."""
+    compiler = page_queryset.query.get_compiler(connection=connection)
+    sql, compiled_params = compiler.as_sql()
+    model = page_queryset.model
+    if list(compiled_params) != _params(lookups, model, anchor, connection):
+        return None
+    expressions = [expression for expression, _, _ in compiler.select]
+    attnames = [f.attname for f in model._meta.concrete_fields]
+    if [getattr(getattr(e, "target", None), "attname", None) for e in expressions] != attnames:
+        return None
+    converters = [
+        (position, convs, expression)
+        for position, (convs, expression) in compiler.get_converters(expressions).items()
+    ]
+    return _PageStatement(sql=sql, attnames=attnames, converters=converters)
+
+
+def _convert(row, statement: _PageStatement, connection):
+    if not statement.converters:
+        return row
+    row = list(row)
+    for position, convs, expression in statement.converters:
+        value = row[position]
+        for converter in convs:
+            value = converter(value, expression, connection)
+        row[position] = value
+    return row

@@ -1,0 +1,107 @@
+"""Keyset pages from the kept statement of their shape are the pages the ORM builds."""
+
+from datetime import timedelta
+
+import pytest
+from django.db.models import Count, Q
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from accounts.models import ApiKey
+from accounts.services import api_key_create
+from config.api import pagination
+from config.api.pagination import _keyset, _shape, page_fetch
+from outreach.models import Contact, Enrollment
+from tests.outreach.factories import ContactFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_kept_statements():
+    pagination._statements.clear()
+    yield
+    pagination._statements.clear()
+
+
+def _rows(objects) -> list[dict]:
+    return [{"pk": o.pk, **model_to_dict(o), **{"created_at": o.created_at}} for o in objects]
+
+
+@pytest.fixture
+def contacts(account):
+    base = timezone.now()
+    made = [
+        ContactFactory(
+            account=account,
+            email=f"c{n}@example.org",
+            fields={"n": n, "tags": ["a", "b"]},
+            unsubscribed_at=base if n % 3 == 0 else None,
+        )
+        for n in range(7)
+    ]
+    # Two share a creation time, so the id decides between them.
+    Contact.objects.filter(pk__in=[made[2].pk, made[3].pk]).update(created_at=base)
+    for n, contact in enumerate(made):
+        if n not in (2, 3):
+            Contact.objects.filter(pk=contact.pk).update(created_at=base + timedelta(seconds=n))
+    ContactFactory()  # another account's
+    return made
+
+
+@pytest.mark.parametrize("size", [1, 3, 10])
+def test_contact_pages_match_the_orm_from_the_first_page_to_the_last(account, contacts, size):
+    queryset = Contact.objects.filter(account=account)
+    anchor, seen = None, []
+    for _ in range(10):
+        expected = list(_keyset(queryset, anchor)[:size])
+        first = page_fetch(queryset, anchor, size)  # the ORM, keeping the statement
+        again = page_fetch(queryset, anchor, size)  # the kept statement
+        assert _rows(first) == _rows(again) == _rows(expected)
+        assert all(type(o) is Contact and not o._state.adding for o in again)
+        seen += [o.pk for o in again]
+        if len(again) < size:
+            break
+        anchor = {"created_at": again[-1].created_at, "pk": again[-1].pk}
+    assert sorted(seen) == sorted(c.pk for c in contacts)
+    assert pagination._statements and None not in pagination._statements.values()
+
+
+def test_an_exact_filter_is_part_of_the_shape(account, contacts):
+    wanted = Contact.objects.filter(account=account, email_lower="c4@example.org")
+    other = Contact.objects.filter(account=account, email_lower="c5@example.org")
+    page_fetch(wanted, None, 5)
+    assert [c.email for c in page_fetch(wanted, None, 5)] == ["c4@example.org"]
+    assert [c.email for c in page_fetch(other, None, 5)] == ["c5@example.org"]
+
+
+def test_api_keys_and_the_query_count(account, django_assert_num_queries):
+    keys = [api_key_create(account=account, label=f"k{n}").api_key for n in range(3)]
+    ApiKey.objects.filter(pk=keys[0].pk).update(revoked_at=timezone.now())
+    queryset = ApiKey.objects.filter(account=account)
+    page_fetch(queryset, None, 10)
+    with django_assert_num_queries(1):
+        page = page_fetch(queryset, None, 10)
+    assert _rows(page) == _rows(_keyset(queryset, None)[:10])
+    assert page[-1].revoked_at is not None
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda a: Contact.objects.filter(account=a, unsubscribed_at__isnull=True),
+        lambda a: Contact.objects.filter(account=a, email_lower__in=["x@example.org"]),
+        lambda a: Contact.objects.filter(Q(account=a) | Q(email_lower="x@example.org")),
+        lambda a: Contact.objects.filter(account=a).exclude(company="Acme"),
+        lambda a: Contact.objects.filter(account=a).defer("fields"),
+        lambda a: Contact.objects.filter(account=a).annotate(n=Count("enrollments")),
+        lambda a: Contact.objects.filter(account=a, account__email="x@example.org"),
+        lambda a: Enrollment.objects.filter(campaign__account=a).select_related("contact"),
+        lambda a: Contact.objects.filter(account=a).values_list("pk", flat=True),
+    ],
+)
+def test_other_shapes_always_go_through_the_orm(account, contacts, build):
+    queryset = build(account)
+    assert _shape(queryset, False, 5) == (None, [])
+    page_fetch(queryset, None, 5)
+    assert pagination._statements == {}
