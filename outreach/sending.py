@@ -44,7 +44,12 @@ from billing.services import usage_record_increment
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
-from outreach.mime import SharingHeaderFactory, SharingPolicy, message_bytes
+from outreach.mime import (
+    SharingHeaderFactory,
+    SharingPolicy,
+    message_bytes,
+    message_bytes_fast,
+)
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -241,16 +246,17 @@ def message_build(
     message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
     base_url = settings.BASE_URL
 
-    msg = EmailMessage(policy=SMTP_POLICY)
     # Display names lose their line breaks: a name cannot add a header.
-    msg["From"] = formataddr((" ".join(credential.from_name.split()), credential.from_email))
+    headers = [
+        ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
+    ]
     name = " ".join(f"{contact.first_name} {contact.last_name}".split())
     recipient = ascii_address(contact.email)
     if recipient is not None:
-        msg["To"] = formataddr((name, recipient))
+        headers.append(("To", formataddr((name, recipient))))
     else:  # SMTPUTF8: the header carries the address as UTF-8
         local, _, domain = contact.email.rpartition("@")
-        msg["To"] = Address(display_name=name, username=local, domain=domain)
+        headers.append(("To", Address(display_name=name, username=local, domain=domain)))
     if step.subject.strip():
         subject = template_render(step.subject, values, kind="header")
     else:
@@ -259,28 +265,44 @@ def message_build(
             previous = previous[4:]
         subject = f"Re: {previous}"
         if thread:
-            msg["In-Reply-To"] = f"<{thread[-1].message_id}>"
-            msg["References"] = " ".join(f"<{m.message_id}>" for m in thread)
-    msg["Subject"] = subject
-    msg["Date"] = format_datetime(now)
-    msg["Message-ID"] = f"<{message_id}>"
+            headers.append(("In-Reply-To", f"<{thread[-1].message_id}>"))
+            headers.append(("References", " ".join(f"<{m.message_id}>" for m in thread)))
     unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
-    msg["List-Unsubscribe"] = (
-        f"<{base_url}/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>"
+    headers += (
+        ("Subject", subject),
+        ("Date", format_datetime(now)),
+        ("Message-ID", f"<{message_id}>"),
+        (
+            "List-Unsubscribe",
+            f"<{base_url}/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>",
+        ),
+        ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    msg["X-Auto-Response-Suppress"] = "OOF, AutoReply"
-    msg.set_content(template_render(step.body_text, values, kind="text"))
+    text = template_render(step.body_text, values, kind="text")
+    html = None
     if step.body_html.strip():
         html = template_render(step.body_html, values, kind="html")
         if campaign.track_opens:
             token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
             html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
-        msg.add_alternative(html, subtype="html")
+    # The common case written directly (byte for byte what the email package writes,
+    # outreach.mime); anything else, and SMTPUTF8, through the email package.
+    data = None
+    if recipient is not None:
+        data = message_bytes_fast(headers, text, html, policy=SMTP_POLICY)
+    if data is None:
+        msg = EmailMessage(policy=SMTP_POLICY)
+        for header, value in headers:
+            msg[header] = value
+        msg.set_content(text)
+        if html is not None:
+            msg.add_alternative(html, subtype="html")
+        data = message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY)
     return Outgoing(
         message_id=message_id,
         subject=subject,
-        data=message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY),
+        data=data,
         to_email=recipient or contact.email,
         needs_smtputf8=recipient is None,
     )
