@@ -534,21 +534,29 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
     result = BatchResult()
     claims = list(
         SendClaim.objects.filter(batch_id=batch_id, credential_id=credential_id, sending_at=None)
-        .select_related("enrollment__contact", "enrollment__campaign__account")
+        .select_related("enrollment__contact")
         .order_by("claimed_at", "pk")
     )
     if not claims:
         return result
     credential = SmtpCredential.objects.get(pk=credential_id)
+    # A batch's claims share one mailbox and few campaigns: each campaign (with its
+    # account) is loaded once and shared by its enrollments.
     campaign_ids = {c.enrollment.campaign_id for c in claims}
+    campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+    for claim in claims:
+        claim.enrollment.campaign = campaigns[claim.enrollment.campaign_id]
     steps: dict = {cid: {} for cid in campaign_ids}
     for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
         steps[step.campaign_id][step.position] = step
+    # Earlier messages only matter to a reply (a step with an empty subject).
     threads: dict = {c.pk: [] for c in claims}
-    for message in Message.objects.filter(enrollment_id__in=list(threads)).order_by(
-        "step", "sent_at"
-    ):
-        threads[message.enrollment_id].append(message)
+    replies = [c.pk for c in claims if _is_reply(steps[c.enrollment.campaign_id].get(c.step))]
+    if replies:
+        for message in Message.objects.filter(enrollment_id__in=replies).order_by(
+            "step", "sent_at"
+        ):
+            threads[message.enrollment_id].append(message)
 
     conn = None
     premarked = None  # the claim whose start mark was committed with the previous record
@@ -690,6 +698,11 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
     return result
 
 
+def _is_reply(step: CampaignStep | None) -> bool:
+    """Whether the step's message replies in the thread (message_build: empty subject)."""
+    return step is not None and not step.subject.strip()
+
+
 def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing | Exception:
     """The claim's message, or what prevented building it (one bad row must not stop
     the batch)."""
@@ -702,10 +715,10 @@ def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing |
             step=step,
             enrollment=enrollment,
             thread=thread,
-            # Only a reply (empty subject) without an earlier message needs it.
-            first_subject=""
-            if thread or step.subject.strip()
-            else _first_subject(steps[campaign.pk], enrollment),
+            # Only a reply without an earlier message needs it.
+            first_subject=_first_subject(steps[campaign.pk], enrollment)
+            if _is_reply(step) and not thread
+            else "",
             now=now,
         )
     except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim
