@@ -333,7 +333,26 @@ def _record_sent(**fields) -> bool:
     return _record_sent_start(**fields)()
 
 
-def _record_sent_start(
+def _record_sent_start(*, mark_next: SendClaim | None = None, **fields) -> Callable[[], bool]:
+    """Start recording an accepted message. Returns `finish`, which completes the record
+    (the commit) and says whether `mark_next` was marked started. It MUST be called
+    before the database is used again or the next message is sent; until then only work
+    without the database may happen (on PostgreSQL the statement is in flight)."""
+    return _record_sent_prepare(**fields)(mark_next)
+
+
+class _After:
+    """The enrollment as a send leaves it: `state` over the enrollment's own fields."""
+
+    def __init__(self, enrollment: Enrollment, state: dict):
+        self.__dict__.update(state)
+        self._enrollment = enrollment
+
+    def __getattr__(self, name):
+        return getattr(self._enrollment, name)
+
+
+def _record_sent_prepare(
     *,
     claim: SendClaim,
     enrollment: Enrollment,
@@ -342,12 +361,12 @@ def _record_sent_start(
     steps: dict[int, CampaignStep],
     outgoing: Outgoing,
     now: datetime,
-    mark_next: SendClaim | None = None,
-) -> Callable[[], bool]:
-    """Start recording an accepted message. Returns `finish`, which completes the record
-    (the commit) and says whether `mark_next` was marked started. It MUST be called
-    before the database is used again or the next message is sent; until then only work
-    without the database may happen (on PostgreSQL the statement is in flight)."""
+) -> Callable[[SendClaim | None], Callable[[], bool]]:
+    """What recording the message takes that needs no database (the next step's time,
+    the event's payload, the statement's parameters), computed ahead. Changes nothing:
+    returns `start(mark_next)`, which does the rest once the server accepted the message
+    (see _record_sent_start). A worker prepares while the previous message's record is
+    in flight."""
     next_step = steps.get(claim.step + 1)
     if next_step is not None:
         status, completed_at = Enrollment.Status.SENT, None
@@ -360,7 +379,7 @@ def _record_sent_start(
     else:
         status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
 
-    def orm() -> bool:
+    def orm(mark_next) -> bool:
         with transaction.atomic():
             Message.objects.create(
                 account_id=campaign.account_id,
@@ -403,16 +422,25 @@ def _record_sent_start(
             return mark_next is not None and _mark_started(mark_next, now)
 
     if not record_sql.supported():
-        marked = orm()
-        return lambda: marked
+
+        def start_orm(mark_next):
+            marked = orm(mark_next)
+            return lambda: marked
+
+        return start_orm
 
     # PostgreSQL: the same writes in one statement (outreach.record_sql). The state after
     # the send goes in the event's payload; should the statement not apply, the ORM path
     # sets it again, or reloads it when the row did not move.
-    enrollment.status, enrollment.current_step = status, claim.step
-    enrollment.sent_at, enrollment.next_send_at = now, next_send_at
-    enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
-    pending = record_sql.record_sent_start(
+    state = {
+        "status": status,
+        "current_step": claim.step,
+        "sent_at": now,
+        "next_send_at": next_send_at,
+        "completed_at": completed_at,
+        "credential_id": credential.pk,
+    }
+    prepared = record_sql.record_sent_prepare(
         account_id=campaign.account_id,
         campaign_id=campaign.pk,
         credential_id=credential.pk,
@@ -427,24 +455,29 @@ def _record_sent_start(
         completed_at=completed_at,
         period=period_bounds(campaign.account, now),
         event_type=ENROLLMENT_SENT,
-        event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
-        created=timezone.now(),
-        mark_next=mark_next,
+        event_data=enrollment_event_data(_After(enrollment, state), event_type=ENROLLMENT_SENT),
     )
 
-    def finish() -> bool:
-        recorded = pending.result()
-        if recorded is None:  # nothing was written: the ORM path does it all
-            return orm()
-        if recorded.rung_webhook_ids:
-            ids = recorded.rung_webhook_ids
-            if transaction.get_connection().in_atomic_block:
-                transaction.on_commit(lambda: drains_publish(webhook_ids=ids), robust=True)
-            else:
-                drains_publish(webhook_ids=ids)
-        return mark_next is not None and recorded.marked_next
+    def start(mark_next):
+        for name, value in state.items():
+            setattr(enrollment, name, value)
+        pending = prepared.start(created=timezone.now(), mark_next=mark_next)
 
-    return finish
+        def finish() -> bool:
+            recorded = pending.result()
+            if recorded is None:  # nothing was written: the ORM path does it all
+                return orm(mark_next)
+            if recorded.rung_webhook_ids:
+                ids = recorded.rung_webhook_ids
+                if transaction.get_connection().in_atomic_block:
+                    transaction.on_commit(lambda: drains_publish(webhook_ids=ids), robust=True)
+                else:
+                    drains_publish(webhook_ids=ids)
+            return mark_next is not None and recorded.marked_next
+
+        return finish
+
+    return start
 
 
 def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
@@ -569,13 +602,18 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
             enrollment = claim.enrollment
             campaign = enrollment.campaign
             step = steps[campaign.pk].get(claim.step)
-            built = None
+            built = prepared = None
             if recording is not None:
                 # While PostgreSQL runs and commits the previous record, build this
-                # message (no database needed); then wait for that commit before
-                # anything else: nothing is sent before the previous send is recorded.
+                # message and prepare its record (no database needed); then wait for
+                # that commit before anything else: nothing is sent before the previous
+                # send is recorded.
                 if step is not None:
                     built = _build(claim, credential, campaign, step, steps, threads, now)
+                    if not isinstance(built, Exception):
+                        prepared = _record_prepare_ahead(
+                            claim, credential, campaign, steps, built, now
+                        )
                 finish, following = recording
                 recording = None
                 premarked = following if finish() else None
@@ -676,16 +714,17 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                 following.step not in steps[following.enrollment.campaign_id]
             ):
                 following = None
-            finish = _record_sent_start(
-                claim=claim,
-                enrollment=enrollment,
-                campaign=campaign,
-                credential=credential,
-                steps=steps[campaign.pk],
-                outgoing=outgoing,
-                now=now,
-                mark_next=following,
-            )
+            if prepared is None:
+                prepared = _record_sent_prepare(
+                    claim=claim,
+                    enrollment=enrollment,
+                    campaign=campaign,
+                    credential=credential,
+                    steps=steps[campaign.pk],
+                    outgoing=outgoing,
+                    now=now,
+                )
+            finish = prepared(following)
             recording = (finish, following)
             result.sent += 1
     finally:
@@ -696,6 +735,23 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
         # Once per batch rather than per message: campaigns left without active work.
         campaigns_complete_if_done(campaign_ids=campaign_ids, at=clock())
     return result
+
+
+def _record_prepare_ahead(claim, credential, campaign, steps, outgoing, now):
+    """_record_sent_prepare for a message not sent yet, or None when it fails: it is then
+    prepared again after the send, where a failure has always surfaced."""
+    try:
+        return _record_sent_prepare(
+            claim=claim,
+            enrollment=claim.enrollment,
+            campaign=campaign,
+            credential=credential,
+            steps=steps[campaign.pk],
+            outgoing=outgoing,
+            now=now,
+        )
+    except Exception:  # noqa: BLE001 - raised again, in its place, by the second try
+        return None
 
 
 def _is_reply(step: CampaignStep | None) -> bool:
