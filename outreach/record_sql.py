@@ -151,7 +151,13 @@ def record_sent(**fields) -> Recorded | None:
     return record_sent_start(**fields).result()
 
 
-def record_sent_start(
+def record_sent_start(*, created: datetime, mark_next=None, **fields) -> Pending:
+    """Send the statement: `record_sent_prepare(**fields).start(created=..., mark_next=...)`
+    in one go."""
+    return record_sent_prepare(**fields).start(created=created, mark_next=mark_next)
+
+
+def record_sent_prepare(
     *,
     account_id,
     campaign_id,
@@ -168,17 +174,11 @@ def record_sent_start(
     period: tuple[datetime, datetime],
     event_type: str,
     event_data: dict,
-    created: datetime,
-    mark_next=None,
-) -> Pending:
-    """Send the statement. Outside a transaction it goes out without waiting: the caller
-    may do work that needs no database (build the next message) while PostgreSQL runs
-    and commits it, and MUST call `result()` before anything else touches the database
-    or the next message is sent. Inside a transaction (tests, a caller's atomic block),
-    it runs at once in a savepoint, so the fallback stays possible.
-
-    `created`: the wall-clock time of the event, its jobs and the Message row's
-    created_at (what their auto_now_add fields would hold)."""
+) -> "Prepared":
+    """The statement's parameters, but for the wall-clock time and the next claim, ready
+    in the text format they are sent in. Pure computation, no database: a worker
+    prepares a message's record while the previous one's statement is in flight, so
+    that once the server accepts the message only `start` is left to do."""
     params = {
         "message_pk": uuid.uuid4(),
         "account": account_id,
@@ -190,7 +190,6 @@ def record_sent_start(
         "to_email": to_email,
         "subject": subject,
         "now": now,
-        "created": created,
         "status": status,
         "next_send_at": next_send_at,
         "completed_at": completed_at,
@@ -200,26 +199,58 @@ def record_sent_start(
         "event_pk": uuid.uuid4(),
         "event_type": event_type,
         "data": json.dumps(event_data, cls=DjangoJSONEncoder),
-        "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
         "marker": f"{FALLBACK_MARKER}:",
     }
-    params["next_id"] = mark_next.pk if mark_next is not None else None
-    params["next_batch"] = mark_next.batch_id if mark_next is not None else None
-    if connection.in_atomic_block:
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(SQL, params)
-                return Pending(answer=_row_answer(cursor.fetchone()))
-        except DataError as exc:
-            if FALLBACK_MARKER in str(exc):
-                return Pending(answer=None)
-            raise
-    # Autocommit: the one statement is its own transaction, durable when answered.
-    connection.ensure_connection()
-    values = [_text(params[name]) for name in PARAMS]
-    with connection.wrap_database_errors:
-        pgconn = _send(connection.connection, values)
-    return Pending(pgconn=pgconn, values=values)
+    return Prepared(params)
+
+
+# The parameters only known when the statement is sent (Prepared.start).
+_LATE = ("created", "stale", "next_id", "next_batch")
+_LATE_INDEXES = tuple((PARAMS.index(name), name) for name in _LATE)
+
+
+class Prepared:
+    """A record's statement with its parameters ready (record_sent_prepare)."""
+
+    def __init__(self, params: dict):
+        self._params = params
+        self._values = [None if name in _LATE else _text(params[name]) for name in PARAMS]
+
+    def start(self, *, created: datetime, mark_next=None) -> Pending:
+        """Send the statement. Outside a transaction it goes out without waiting: the
+        caller may do work that needs no database (build the next message) while
+        PostgreSQL runs and commits it, and MUST call `result()` before anything else
+        touches the database or the next message is sent. Inside a transaction (tests, a
+        caller's atomic block), it runs at once in a savepoint, so the fallback stays
+        possible.
+
+        `created`: the wall-clock time of the event, its jobs and the Message row's
+        created_at (what their auto_now_add fields would hold). `mark_next`: the claim
+        whose start mark rides on this commit, or None."""
+        params = {
+            **self._params,
+            "created": created,
+            "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
+            "next_id": mark_next.pk if mark_next is not None else None,
+            "next_batch": mark_next.batch_id if mark_next is not None else None,
+        }
+        if connection.in_atomic_block:
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute(SQL, params)
+                    return Pending(answer=_row_answer(cursor.fetchone()))
+            except DataError as exc:
+                if FALLBACK_MARKER in str(exc):
+                    return Pending(answer=None)
+                raise
+        # Autocommit: the one statement is its own transaction, durable when answered.
+        connection.ensure_connection()
+        values = list(self._values)
+        for index, name in _LATE_INDEXES:
+            values[index] = _text(params[name])
+        with connection.wrap_database_errors:
+            pgconn = _send(connection.connection, values)
+        return Pending(pgconn=pgconn, values=values)
 
 
 def _text(value) -> bytes | None:

@@ -44,7 +44,12 @@ from billing.services import usage_record_increment
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
-from outreach.mime import SharingHeaderFactory, SharingPolicy, message_bytes
+from outreach.mime import (
+    SharingHeaderFactory,
+    SharingPolicy,
+    message_bytes,
+    message_bytes_fast,
+)
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -241,16 +246,17 @@ def message_build(
     message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
     base_url = settings.BASE_URL
 
-    msg = EmailMessage(policy=SMTP_POLICY)
     # Display names lose their line breaks: a name cannot add a header.
-    msg["From"] = formataddr((" ".join(credential.from_name.split()), credential.from_email))
+    headers = [
+        ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
+    ]
     name = " ".join(f"{contact.first_name} {contact.last_name}".split())
     recipient = ascii_address(contact.email)
     if recipient is not None:
-        msg["To"] = formataddr((name, recipient))
+        headers.append(("To", formataddr((name, recipient))))
     else:  # SMTPUTF8: the header carries the address as UTF-8
         local, _, domain = contact.email.rpartition("@")
-        msg["To"] = Address(display_name=name, username=local, domain=domain)
+        headers.append(("To", Address(display_name=name, username=local, domain=domain)))
     if step.subject.strip():
         subject = template_render(step.subject, values, kind="header")
     else:
@@ -259,28 +265,44 @@ def message_build(
             previous = previous[4:]
         subject = f"Re: {previous}"
         if thread:
-            msg["In-Reply-To"] = f"<{thread[-1].message_id}>"
-            msg["References"] = " ".join(f"<{m.message_id}>" for m in thread)
-    msg["Subject"] = subject
-    msg["Date"] = format_datetime(now)
-    msg["Message-ID"] = f"<{message_id}>"
+            headers.append(("In-Reply-To", f"<{thread[-1].message_id}>"))
+            headers.append(("References", " ".join(f"<{m.message_id}>" for m in thread)))
     unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
-    msg["List-Unsubscribe"] = (
-        f"<{base_url}/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>"
+    headers += (
+        ("Subject", subject),
+        ("Date", format_datetime(now)),
+        ("Message-ID", f"<{message_id}>"),
+        (
+            "List-Unsubscribe",
+            f"<{base_url}/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>",
+        ),
+        ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    msg["X-Auto-Response-Suppress"] = "OOF, AutoReply"
-    msg.set_content(template_render(step.body_text, values, kind="text"))
+    text = template_render(step.body_text, values, kind="text")
+    html = None
     if step.body_html.strip():
         html = template_render(step.body_html, values, kind="html")
         if campaign.track_opens:
             token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
             html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
-        msg.add_alternative(html, subtype="html")
+    # The common case written directly (byte for byte what the email package writes,
+    # outreach.mime); anything else, and SMTPUTF8, through the email package.
+    data = None
+    if recipient is not None:
+        data = message_bytes_fast(headers, text, html, policy=SMTP_POLICY)
+    if data is None:
+        msg = EmailMessage(policy=SMTP_POLICY)
+        for header, value in headers:
+            msg[header] = value
+        msg.set_content(text)
+        if html is not None:
+            msg.add_alternative(html, subtype="html")
+        data = message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY)
     return Outgoing(
         message_id=message_id,
         subject=subject,
-        data=message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY),
+        data=data,
         to_email=recipient or contact.email,
         needs_smtputf8=recipient is None,
     )
@@ -311,7 +333,26 @@ def _record_sent(**fields) -> bool:
     return _record_sent_start(**fields)()
 
 
-def _record_sent_start(
+def _record_sent_start(*, mark_next: SendClaim | None = None, **fields) -> Callable[[], bool]:
+    """Start recording an accepted message. Returns `finish`, which completes the record
+    (the commit) and says whether `mark_next` was marked started. It MUST be called
+    before the database is used again or the next message is sent; until then only work
+    without the database may happen (on PostgreSQL the statement is in flight)."""
+    return _record_sent_prepare(**fields)(mark_next)
+
+
+class _After:
+    """The enrollment as a send leaves it: `state` over the enrollment's own fields."""
+
+    def __init__(self, enrollment: Enrollment, state: dict):
+        self.__dict__.update(state)
+        self._enrollment = enrollment
+
+    def __getattr__(self, name):
+        return getattr(self._enrollment, name)
+
+
+def _record_sent_prepare(
     *,
     claim: SendClaim,
     enrollment: Enrollment,
@@ -320,12 +361,12 @@ def _record_sent_start(
     steps: dict[int, CampaignStep],
     outgoing: Outgoing,
     now: datetime,
-    mark_next: SendClaim | None = None,
-) -> Callable[[], bool]:
-    """Start recording an accepted message. Returns `finish`, which completes the record
-    (the commit) and says whether `mark_next` was marked started. It MUST be called
-    before the database is used again or the next message is sent; until then only work
-    without the database may happen (on PostgreSQL the statement is in flight)."""
+) -> Callable[[SendClaim | None], Callable[[], bool]]:
+    """What recording the message takes that needs no database (the next step's time,
+    the event's payload, the statement's parameters), computed ahead. Changes nothing:
+    returns `start(mark_next)`, which does the rest once the server accepted the message
+    (see _record_sent_start). A worker prepares while the previous message's record is
+    in flight."""
     next_step = steps.get(claim.step + 1)
     if next_step is not None:
         status, completed_at = Enrollment.Status.SENT, None
@@ -338,7 +379,7 @@ def _record_sent_start(
     else:
         status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
 
-    def orm() -> bool:
+    def orm(mark_next) -> bool:
         with transaction.atomic():
             Message.objects.create(
                 account_id=campaign.account_id,
@@ -381,16 +422,25 @@ def _record_sent_start(
             return mark_next is not None and _mark_started(mark_next, now)
 
     if not record_sql.supported():
-        marked = orm()
-        return lambda: marked
+
+        def start_orm(mark_next):
+            marked = orm(mark_next)
+            return lambda: marked
+
+        return start_orm
 
     # PostgreSQL: the same writes in one statement (outreach.record_sql). The state after
     # the send goes in the event's payload; should the statement not apply, the ORM path
     # sets it again, or reloads it when the row did not move.
-    enrollment.status, enrollment.current_step = status, claim.step
-    enrollment.sent_at, enrollment.next_send_at = now, next_send_at
-    enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
-    pending = record_sql.record_sent_start(
+    state = {
+        "status": status,
+        "current_step": claim.step,
+        "sent_at": now,
+        "next_send_at": next_send_at,
+        "completed_at": completed_at,
+        "credential_id": credential.pk,
+    }
+    prepared = record_sql.record_sent_prepare(
         account_id=campaign.account_id,
         campaign_id=campaign.pk,
         credential_id=credential.pk,
@@ -405,24 +455,29 @@ def _record_sent_start(
         completed_at=completed_at,
         period=period_bounds(campaign.account, now),
         event_type=ENROLLMENT_SENT,
-        event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
-        created=timezone.now(),
-        mark_next=mark_next,
+        event_data=enrollment_event_data(_After(enrollment, state), event_type=ENROLLMENT_SENT),
     )
 
-    def finish() -> bool:
-        recorded = pending.result()
-        if recorded is None:  # nothing was written: the ORM path does it all
-            return orm()
-        if recorded.rung_webhook_ids:
-            ids = recorded.rung_webhook_ids
-            if transaction.get_connection().in_atomic_block:
-                transaction.on_commit(lambda: drains_publish(webhook_ids=ids), robust=True)
-            else:
-                drains_publish(webhook_ids=ids)
-        return mark_next is not None and recorded.marked_next
+    def start(mark_next):
+        for name, value in state.items():
+            setattr(enrollment, name, value)
+        pending = prepared.start(created=timezone.now(), mark_next=mark_next)
 
-    return finish
+        def finish() -> bool:
+            recorded = pending.result()
+            if recorded is None:  # nothing was written: the ORM path does it all
+                return orm(mark_next)
+            if recorded.rung_webhook_ids:
+                ids = recorded.rung_webhook_ids
+                if transaction.get_connection().in_atomic_block:
+                    transaction.on_commit(lambda: drains_publish(webhook_ids=ids), robust=True)
+                else:
+                    drains_publish(webhook_ids=ids)
+            return mark_next is not None and recorded.marked_next
+
+        return finish
+
+    return start
 
 
 def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
@@ -512,21 +567,29 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
     result = BatchResult()
     claims = list(
         SendClaim.objects.filter(batch_id=batch_id, credential_id=credential_id, sending_at=None)
-        .select_related("enrollment__contact", "enrollment__campaign__account")
+        .select_related("enrollment__contact")
         .order_by("claimed_at", "pk")
     )
     if not claims:
         return result
     credential = SmtpCredential.objects.get(pk=credential_id)
+    # A batch's claims share one mailbox and few campaigns: each campaign (with its
+    # account) is loaded once and shared by its enrollments.
     campaign_ids = {c.enrollment.campaign_id for c in claims}
+    campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+    for claim in claims:
+        claim.enrollment.campaign = campaigns[claim.enrollment.campaign_id]
     steps: dict = {cid: {} for cid in campaign_ids}
     for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
         steps[step.campaign_id][step.position] = step
+    # Earlier messages only matter to a reply (a step with an empty subject).
     threads: dict = {c.pk: [] for c in claims}
-    for message in Message.objects.filter(enrollment_id__in=list(threads)).order_by(
-        "step", "sent_at"
-    ):
-        threads[message.enrollment_id].append(message)
+    replies = [c.pk for c in claims if _is_reply(steps[c.enrollment.campaign_id].get(c.step))]
+    if replies:
+        for message in Message.objects.filter(enrollment_id__in=replies).order_by(
+            "step", "sent_at"
+        ):
+            threads[message.enrollment_id].append(message)
 
     conn = None
     premarked = None  # the claim whose start mark was committed with the previous record
@@ -539,13 +602,18 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
             enrollment = claim.enrollment
             campaign = enrollment.campaign
             step = steps[campaign.pk].get(claim.step)
-            built = None
+            built = prepared = None
             if recording is not None:
                 # While PostgreSQL runs and commits the previous record, build this
-                # message (no database needed); then wait for that commit before
-                # anything else: nothing is sent before the previous send is recorded.
+                # message and prepare its record (no database needed); then wait for
+                # that commit before anything else: nothing is sent before the previous
+                # send is recorded.
                 if step is not None:
                     built = _build(claim, credential, campaign, step, steps, threads, now)
+                    if not isinstance(built, Exception):
+                        prepared = _record_prepare_ahead(
+                            claim, credential, campaign, steps, built, now
+                        )
                 finish, following = recording
                 recording = None
                 premarked = following if finish() else None
@@ -646,16 +714,17 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                 following.step not in steps[following.enrollment.campaign_id]
             ):
                 following = None
-            finish = _record_sent_start(
-                claim=claim,
-                enrollment=enrollment,
-                campaign=campaign,
-                credential=credential,
-                steps=steps[campaign.pk],
-                outgoing=outgoing,
-                now=now,
-                mark_next=following,
-            )
+            if prepared is None:
+                prepared = _record_sent_prepare(
+                    claim=claim,
+                    enrollment=enrollment,
+                    campaign=campaign,
+                    credential=credential,
+                    steps=steps[campaign.pk],
+                    outgoing=outgoing,
+                    now=now,
+                )
+            finish = prepared(following)
             recording = (finish, following)
             result.sent += 1
     finally:
@@ -666,6 +735,28 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
         # Once per batch rather than per message: campaigns left without active work.
         campaigns_complete_if_done(campaign_ids=campaign_ids, at=clock())
     return result
+
+
+def _record_prepare_ahead(claim, credential, campaign, steps, outgoing, now):
+    """_record_sent_prepare for a message not sent yet, or None when it fails: it is then
+    prepared again after the send, where a failure has always surfaced."""
+    try:
+        return _record_sent_prepare(
+            claim=claim,
+            enrollment=claim.enrollment,
+            campaign=campaign,
+            credential=credential,
+            steps=steps[campaign.pk],
+            outgoing=outgoing,
+            now=now,
+        )
+    except Exception:  # noqa: BLE001 - raised again, in its place, by the second try
+        return None
+
+
+def _is_reply(step: CampaignStep | None) -> bool:
+    """Whether the step's message replies in the thread (message_build: empty subject)."""
+    return step is not None and not step.subject.strip()
 
 
 def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing | Exception:
@@ -680,10 +771,10 @@ def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing |
             step=step,
             enrollment=enrollment,
             thread=thread,
-            # Only a reply (empty subject) without an earlier message needs it.
-            first_subject=""
-            if thread or step.subject.strip()
-            else _first_subject(steps[campaign.pk], enrollment),
+            # Only a reply without an earlier message needs it.
+            first_subject=_first_subject(steps[campaign.pk], enrollment)
+            if _is_reply(step) and not thread
+            else "",
             now=now,
         )
     except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim

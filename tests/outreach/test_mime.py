@@ -1,15 +1,19 @@
-"""outreach.mime's policies produce exactly the bytes of the standard library's: the
-same messages built both ways, the random parts (Message-ID, MIME boundary) pinned."""
+"""outreach.mime writes exactly the bytes of the standard library's email package: the
+same messages built both ways, the random parts (Message-ID, MIME boundary) pinned or
+drawn the same. The reference is always EmailMessage with the plain standard policies
+and `as_bytes` (no sharing, no fast serializer)."""
 
 import random
+import sys
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from email.policy import SMTP, SMTPUTF8
 from types import SimpleNamespace
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from outreach import sending
+from outreach import mime, sending
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -71,6 +75,275 @@ def test_the_sharing_policies_write_the_standard_bytes(pinned, monkeypatch, step
     monkeypatch.setattr(sending, "SMTP_POLICY", SMTP.clone(max_line_length=998))
     monkeypatch.setattr(sending, "SMTPUTF8_POLICY", SMTPUTF8.clone(max_line_length=998))
     monkeypatch.setattr(sending, "message_bytes", lambda msg, policy: msg.as_bytes(policy=policy))
+    monkeypatch.setattr(sending, "message_bytes_fast", lambda *args, **kwargs: None)
     standard = [_build(c, step, sender, thread=thread) for c in CONTACTS * 2]
     assert fast == standard
     assert all(data.startswith(b"From: ") for data in fast)
+
+
+# --- the fast serializer (outreach.mime.message_bytes_fast) against the email package --------
+
+# Characters names, subjects and bodies are drawn from: plain ASCII, every ASCII special
+# of RFC 5322, the encoded-word opener, whitespace, accented and non-Latin letters, emoji.
+_ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_SPECIALS = "!#$%&'*+-/=?^_`{|}~.,;:@<>()[]\\\""
+_UNICODE = "éüßçñøÅŁžæ中文日本語한국어Ωπ—–…€“”😀"
+_WORDS = ["=?utf-8?q?x?=", "=?", "?=", "Re:", "RE: ", "re: ", "From ", "--", "boundary="]
+
+
+def _text(rng, *, length, alphabet, words=True):
+    parts, size = [], 0
+    while size < length:
+        roll = rng.random()
+        if words and roll < 0.05:
+            part = rng.choice(_WORDS)
+        elif roll < 0.25:
+            part = rng.choice([" ", " ", " ", "  ", "\t"])
+        else:
+            part = "".join(rng.choices(alphabet, k=rng.randint(1, 12)))
+        parts.append(part)
+        size += len(part)
+    return "".join(parts)
+
+
+def _alphabet(rng):
+    return rng.choice(
+        [_ASCII, _ASCII, _ASCII + " .,-'", _ASCII + _SPECIALS, _ASCII + _UNICODE, _UNICODE]
+    )
+
+
+def _name(rng):
+    kind = rng.random()
+    if kind < 0.15:
+        return ""
+    if kind < 0.2:
+        return _text(rng, length=rng.choice([80, 300, 1200]), alphabet=_alphabet(rng))
+    return _text(rng, length=rng.randint(1, 14), alphabet=_alphabet(rng))
+
+
+def _email(rng):
+    local = rng.choice(["r1", "first.last", "a+tag", "o'brien", "x_y-z", "UPPER", "josé"])
+    domain = rng.choice(["example.org", "mail.example.co.uk", "bücher.example", "EXAMPLE.COM"])
+    return f"{local}@{domain}"
+
+
+def _body(rng):
+    kind = rng.random()
+    if kind < 0.05:
+        return ""
+    lines = []
+    for _ in range(rng.choice([1, 3, 12, 40])):
+        length = rng.choice([0, 10, 70, 200, 1100]) if rng.random() < 0.9 else 3000
+        lines.append(_text(rng, length=length, alphabet=_alphabet(rng)))
+    return rng.choice(["\n", "\r\n", "\r"]).join(lines) + rng.choice(["", "\n", "\r\n"])
+
+
+def _message(rng):
+    """One generated message: credential, campaign, step, enrollment, thread, now."""
+    from_name = rng.choice(["Bench", "Sam Sénder, Inc.", "Dr. Who", "", _name(rng)])
+    # (A non-ASCII sender domain cannot be sent from: both ways raise the same error.)
+    from_email = rng.choice(["bench@sender.example", "a.b@sender.example"] * 10 + ["s@bü.example"])
+    contact = SimpleNamespace(
+        email=_email(rng),
+        first_name=_name(rng),
+        last_name=_name(rng),
+        company=_name(rng),
+        fields={"city": _name(rng)},
+    )
+    reply = rng.random() < 0.3
+    subject = (
+        ""
+        if reply
+        else rng.choice(
+            [
+                "Quick question, {{first_name|there}}",
+                "{{company}} and {{fields.city}}",
+                _text(rng, length=rng.choice([5, 60, 120, 990, 1200]), alphabet=_alphabet(rng)),
+            ]
+        )
+    )
+    body_text = rng.choice(["Hi {{first_name}},\n\nWould {{company}} like to talk?", _body(rng)])
+    body_html = rng.choice(
+        [
+            "",
+            "<html><body><p>Hi {{first_name}},</p><p>{{company}}?</p></body></html>",
+            "<p>{{company}}</p>",
+            _body(rng),
+        ]
+    )
+    thread = [
+        SimpleNamespace(
+            subject=rng.choice(["Re: Earlier", "Hello " + _name(rng), "re: RE: " + _name(rng)]),
+            message_id=f"{uuid.UUID(int=rng.getrandbits(128)).hex}@sender.example",
+        )
+        for _ in range(rng.choice([0, 0, 1, 2, 25]) if reply else 0)
+    ]
+    now = rng.choice(
+        [
+            datetime(2026, 3, 2, 10, 0, tzinfo=UTC),
+            datetime(2026, 7, 9, 23, 59, 59, 999999, tzinfo=UTC),
+            datetime(2026, 3, 29, 1, 30, tzinfo=ZoneInfo("Europe/Paris")),
+            datetime(2026, 1, 5, 8, 0, tzinfo=timezone(timedelta(hours=-5, minutes=-30))),
+        ]
+    )
+    return dict(
+        credential=SimpleNamespace(from_name=from_name, from_email=from_email),
+        campaign=SimpleNamespace(track_opens=rng.random() < 0.7),
+        step=SimpleNamespace(subject=subject, body_text=body_text, body_html=body_html),
+        enrollment=SimpleNamespace(pk=uuid.UUID(int=rng.getrandbits(128)), contact=contact),
+        thread=thread,
+        first_subject=rng.choice(["", "First {{first_name}}", _name(rng)]),
+        now=now,
+    )
+
+
+def _both_ways(monkeypatch, message, draw_seed):
+    """(fast, standard, whether the fast serializer wrote it): the message built through
+    outreach.sending as it runs and through the plain email package, the same
+    Message-ID and the same boundary draw for both."""
+    message_id = uuid.UUID(int=draw_seed)
+    monkeypatch.setattr(sending.uuid, "uuid4", lambda: message_id)
+    wrote = []
+    real_fast = mime.message_bytes_fast
+
+    def fast_spy(*args, **kwargs):
+        data = real_fast(*args, **kwargs)
+        wrote.append(data is not None)
+        return data
+
+    random.seed(draw_seed)
+    monkeypatch.setattr(sending, "message_bytes_fast", fast_spy)
+    fast = _build_or_error(message)
+    random.seed(draw_seed)
+    with monkeypatch.context() as standard_only:
+        standard_only.setattr(sending, "SMTP_POLICY", SMTP.clone(max_line_length=998))
+        standard_only.setattr(sending, "SMTPUTF8_POLICY", SMTPUTF8.clone(max_line_length=998))
+        standard_only.setattr(
+            sending, "message_bytes", lambda msg, policy: msg.as_bytes(policy=policy)
+        )
+        standard_only.setattr(sending, "message_bytes_fast", lambda *args, **kwargs: None)
+        standard = _build_or_error(message)
+    return fast, standard, bool(wrote and wrote[0])
+
+
+def _build_or_error(message):
+    try:
+        return sending.message_build(**message).data
+    except Exception as exc:  # noqa: BLE001 - the same failure both ways is fine too
+        return (type(exc), str(exc))
+
+
+def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
+    """2,000 generated messages: unicode and quoted names, IDN and non-ASCII addresses,
+    long subjects needing RFC 2047 words, encoded-word look-alikes, long lines (quoted-
+    printable, base64), CR / CRLF / LF bodies, follow-ups with In-Reply-To and References
+    (up to 25), with and without HTML and the pixel, several time zones."""
+    rng = random.Random(20261121)
+    fast_count = 0
+    for index in range(2000):
+        message = _message(rng)
+        fast, standard, wrote = _both_ways(monkeypatch, message, draw_seed=index)
+        assert fast == standard, (index, message)
+        # It writes every message but SMTPUTF8 ones, and those the email package
+        # refuses too (the same exception, raised by the email package).
+        smtputf8 = sending.ascii_address(message["enrollment"].contact.email) is None
+        assert wrote == (not smtputf8 and isinstance(standard, bytes)), (index, message)
+        fast_count += wrote
+    assert fast_count > 1400
+
+
+COMMON = dict(
+    credential=SimpleNamespace(from_name="Bench", from_email="bench@sender.example"),
+    campaign=SimpleNamespace(track_opens=True),
+    step=SimpleNamespace(
+        subject="Quick question, {{first_name|there}}",
+        body_text="Hi {{first_name}},\n\nWould {{company}} like to talk?\n\nBench",
+        body_html="<html><body><p>Hi {{first_name}},</p><p>{{company}}?</p></body></html>",
+    ),
+    thread=[],
+    first_subject="",
+    now=NOW,
+)
+
+
+def _enrollment(first_name, last_name="", company="Acme", email="r1@bench.example"):
+    contact = SimpleNamespace(
+        email=email, first_name=first_name, last_name=last_name, company=company, fields={}
+    )
+    return SimpleNamespace(pk=uuid.UUID(int=7), contact=contact)
+
+
+@pytest.mark.parametrize(
+    ("enrollment", "step", "thread", "all_plain"),
+    [
+        (_enrollment("Ada", "Lovelace"), COMMON["step"], [], True),
+        (_enrollment("Jean-Luc", "O'Brien", company="A&B"), COMMON["step"], [], True),
+        (_enrollment("Dr. Ada", "Smith, Jr."), COMMON["step"], [], True),  # quoted name
+        (_enrollment("Zoë", "Müller", company="Ünï"), COMMON["step"], [], False),  # RFC 2047
+        (_enrollment("Ada", email="ada@bücher.example"), COMMON["step"], [], True),  # IDNA
+        (_enrollment("=?utf-8?q?Ada?="), COMMON["step"], [], False),  # decoded by the parser
+        (
+            _enrollment("Ada"),
+            SimpleNamespace(subject="", body_text="Up, {{first_name}}.", body_html=""),
+            [SimpleNamespace(subject="Hello", message_id=f"{i}@sender.example") for i in range(3)],
+            True,
+        ),
+        (
+            _enrollment("Ada"),
+            SimpleNamespace(subject="", body_text="Up", body_html="<p>Up</p>"),
+            [
+                SimpleNamespace(subject="Hello", message_id=f"{'x' * 40}{i}@sender.example")
+                for i in range(30)  # a References line past 998 characters: folded
+            ],
+            False,
+        ),
+        (
+            _enrollment("Ada", company="Ünïcode " * 200),  # long UTF-8 lines: base64
+            COMMON["step"],
+            [],
+            True,
+        ),
+        (
+            _enrollment("Ada", company="x" * 1200 + "é"),  # long, mostly ASCII: quoted-printable
+            COMMON["step"],
+            [],
+            True,
+        ),
+    ],
+)
+def test_the_fast_serializer_common_shapes(monkeypatch, enrollment, step, thread, all_plain):
+    """Shapes worth naming: the fast serializer writes them (their headers as given when
+    `all_plain`, else some folded by the standard header classes), byte for byte."""
+    message = {**COMMON, "enrollment": enrollment, "step": step, "thread": thread}
+    plain = []
+    real_header_bytes = mime._header_bytes
+
+    def header_spy(name, value, policy):
+        data = real_header_bytes(name, value, policy)
+        plain.append(data == f"{name}: {value}\r\n".encode())
+        return data
+
+    monkeypatch.setattr(mime, "_header_bytes", header_spy)
+    for seed in range(3):
+        fast, standard, wrote = _both_ways(monkeypatch, message, draw_seed=seed)
+        assert wrote
+        assert fast == standard
+    assert all(plain) == all_plain
+
+
+def test_the_fast_serializer_leaves_other_policies_to_the_email_package():
+    headers = [("From", "a@b.example"), ("To", "c@d.example"), ("Subject", "x")]
+    assert mime.message_bytes_fast(headers, "x", None, policy=SMTP) is not None
+    for policy in (SMTPUTF8, SMTP.clone(linesep="\n"), SMTP.clone(cte_type="7bit")):
+        assert mime.message_bytes_fast(headers, "x", None, policy=policy) is None
+
+
+def test_the_fast_serializer_draws_one_boundary_per_multipart_message(monkeypatch):
+    draws = []
+    monkeypatch.setattr(random, "randrange", lambda n: draws.append(n) or 12345)
+    headers = [("From", "a@b.example")]
+    mime.message_bytes_fast(headers, "x", None, policy=sending.SMTP_POLICY)
+    assert draws == []
+    data = mime.message_bytes_fast(headers, "x", "<p>x</p>", policy=sending.SMTP_POLICY)
+    assert draws == [sys.maxsize]
+    assert b'boundary="===============0000000000000012345=="' in data

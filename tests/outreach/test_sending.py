@@ -167,6 +167,48 @@ def test_it_threads_follow_ups_with_an_empty_subject(sink):
     assert len(set(ids)) == 3
 
 
+def test_a_batch_reads_earlier_messages_only_for_replies(sink):
+    from django.test.utils import CaptureQueriesContext
+
+    campaign = _campaign(sink, steps=2)
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    _enroll(campaign)
+    with CaptureQueriesContext(connection) as queries:
+        [result] = _run()
+    assert result.sent == 1
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "outreach_message"' in q["sql"]]
+    assert reads == []  # a first message starts its thread: nothing to read
+    with CaptureQueriesContext(connection) as queries:
+        [result] = _run()
+    assert result.sent == 1
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "outreach_message"' in q["sql"]]
+    assert len(reads) == 1  # the reply reads its thread
+    assert sink.messages[1].message["In-Reply-To"] == sink.messages[0].message["Message-ID"]
+
+
+def test_one_batch_sends_for_several_campaigns_of_a_mailbox(sink):
+    first = _campaign(sink)
+    credential = first.credentials.get()
+    second = CampaignFactory(
+        account=first.account, status=Campaign.Status.ACTIVE, with_credential=False
+    )
+    second.credentials.add(credential)
+    CampaignStep.objects.filter(campaign=second).update(subject="Other {{first_name}}")
+    a = _enroll(first, first_name="Ada")
+    b = _enroll(second, first_name="Bob")
+
+    [result] = _run()
+
+    assert result.sent == 2
+    subjects = sorted(r.message["Subject"] for r in sink.messages)
+    assert subjects == ["Hello Ada 1", "Other Bob"]
+    sent = {e["enrollment_id"]: e["campaign_id"] for e in _events("enrollment.sent")}
+    assert sent == {str(a.pk): str(first.pk), str(b.pk): str(second.pk)}
+    for campaign in (first, second):
+        campaign.refresh_from_db()
+        assert campaign.status == "completed"
+
+
 def test_it_logs_in_with_the_decrypted_password(smtp_sink):
     sink = smtp_sink(username="mailbox@example.com", password="s3cret pass")
     campaign = _campaign(sink)

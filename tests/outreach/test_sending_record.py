@@ -11,7 +11,8 @@ from django.db import connection
 
 from billing.services import usage_record_current
 from outreach import record_sql, sending
-from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim
+from outreach.models import Campaign, CredentialCampaignStats, Enrollment, Message, SendClaim
+from outreach.scheduler import schedule_due
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
 from webhooks.secrets import secret_encrypt, secret_generate
@@ -33,10 +34,10 @@ def sink(smtp_sink, db):
 def statements(monkeypatch):
     """How the statement path answered: True (recorded), False (fell back to the ORM)."""
     answers = []
-    real = record_sql.record_sent_start
+    real = record_sql.Prepared.start
 
-    def counting(**kwargs):
-        pending = real(**kwargs)
+    def counting(self, **kwargs):
+        pending = real(self, **kwargs)
         result = pending.result
 
         def answered():
@@ -47,7 +48,7 @@ def statements(monkeypatch):
         pending.result = answered
         return pending
 
-    monkeypatch.setattr(record_sql, "record_sent_start", counting)
+    monkeypatch.setattr(record_sql.Prepared, "start", counting)
     return answers
 
 
@@ -322,3 +323,43 @@ def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, dr
         if e.data["enrollment_id"] == str(zoe.pk)
     ]
     assert event["contact_email"] == "zoe@bücher.example"
+
+
+def test_preparing_a_record_touches_neither_the_database_nor_the_enrollment(
+    sink, django_assert_num_queries
+):
+    """A worker prepares a message's record while the previous statement is in flight:
+    no query may go out then, and nothing may change before the server accepts it."""
+    campaign = _campaign(sink, steps=2)
+    enrollment = _enroll(campaign)
+    [batch] = schedule_due(now=NOW)
+    claim = SendClaim.objects.select_related("enrollment__contact").get(batch_id=batch.batch_id)
+    campaign = Campaign.objects.select_related("account").get(pk=campaign.pk)
+    claim.enrollment.campaign = campaign
+    steps = {s.position: s for s in campaign.steps.all()}
+    outgoing = sending.message_build(
+        credential=campaign.credentials.get(),
+        campaign=campaign,
+        step=steps[1],
+        enrollment=claim.enrollment,
+        thread=[],
+        first_subject="",
+        now=NOW,
+    )
+    credential = campaign.credentials.get()
+    before = dict(vars(claim.enrollment))
+    with django_assert_num_queries(0):
+        start = sending._record_sent_prepare(
+            claim=claim,
+            enrollment=claim.enrollment,
+            campaign=campaign,
+            credential=credential,
+            steps=steps,
+            outgoing=outgoing,
+            now=NOW,
+        )
+    assert vars(claim.enrollment) == before
+    assert start(None)() is False  # recorded (no next claim to mark)
+    claim.enrollment.refresh_from_db()
+    assert (claim.enrollment.status, claim.enrollment.current_step) == ("sent", 1)
+    assert Message.objects.get(enrollment=enrollment).message_id == outgoing.message_id
