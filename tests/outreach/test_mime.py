@@ -234,13 +234,13 @@ def _build_or_error(message):
 
 
 def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
-    """2,000 generated messages: unicode and quoted names, IDN and non-ASCII addresses,
+    """500 generated messages: unicode and quoted names, IDN and non-ASCII addresses,
     long subjects needing RFC 2047 words, encoded-word look-alikes, long lines (quoted-
     printable, base64), CR / CRLF / LF bodies, follow-ups with In-Reply-To and References
     (up to 25), with and without HTML and the pixel, several time zones."""
     rng = random.Random(20261121)
     fast_count = 0
-    for index in range(2000):
+    for index in range(500):
         message = _message(rng)
         fast, standard, wrote = _both_ways(monkeypatch, message, draw_seed=index)
         assert fast == standard, (index, message)
@@ -249,7 +249,7 @@ def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
         smtputf8 = sending.ascii_address(message["enrollment"].contact.email) is None
         assert wrote == (not smtputf8 and isinstance(standard, bytes)), (index, message)
         fast_count += wrote
-    assert fast_count > 1400
+    assert fast_count > 350
 
 
 COMMON = dict(
