@@ -105,16 +105,21 @@ def claims_recover(*, now: datetime) -> int:
         )
         if not stale:
             return 0
-        unsent = defaultdict(int)
+        # (credential, UTC day of the claim) -> when those never-started claims were made
+        unsent: dict[tuple, list[datetime]] = defaultdict(list)
         interrupted = []
         for claim in stale:
             if claim.sending_at is None:
-                unsent[claim.credential_id] += 1
+                unsent[claim.credential_id, utc_day(claim.claimed_at)].append(claim.claimed_at)
             else:
                 interrupted.append(claim.enrollment_id)
         SendClaim.objects.filter(pk__in=[c.pk for c in stale]).delete()
-        for credential_id, count in unsent.items():
-            reservation_release(credential_id=credential_id, at=now, count=count)
+        for (credential_id, _day), claimed_at in unsent.items():
+            # A reservation belongs to the day of its claim: once the counter has moved
+            # on to a new day, reservation_release leaves the new day's count alone.
+            reservation_release(
+                credential_id=credential_id, at=claimed_at[0], count=len(claimed_at)
+            )
         if interrupted:
             Enrollment.objects.filter(
                 pk__in=interrupted, status__in=Enrollment.DUE_STATUSES

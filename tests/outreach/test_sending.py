@@ -765,6 +765,28 @@ def test_lapsed_claims_are_recovered(sink, settings):
     assert [m.rcpt_tos for m in sink.messages] == [[never_started.contact.email]]
 
 
+def test_a_claim_lapsing_after_midnight_gives_back_the_day_it_was_claimed_on(sink, settings):
+    settings.SENDING_LEASE_SECONDS = 60
+    campaign = _campaign(sink)  # no send window: always open
+    credential = campaign.credentials.get()
+    late = datetime(2026, 3, 2, 23, 59, 30, tzinfo=UTC)
+    _enroll(campaign, at=late)
+    assert len(schedule_due(now=late)) == 1
+    credential.refresh_from_db()
+    assert (credential.daily_sent_on, credential.daily_sent_count) == (late.date(), 1)
+    # The worker died. After midnight the mailbox has sent 3 messages of the new day.
+    next_day = late.date() + timedelta(days=1)
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        daily_sent_on=next_day, daily_sent_count=3
+    )
+
+    schedule_due(now=late + timedelta(seconds=61))  # recovers the lapsed claim
+
+    credential.refresh_from_db()
+    # The new day's count is untouched: the reservation belonged to the day before.
+    assert (credential.daily_sent_on, credential.daily_sent_count) == (next_day, 4)
+
+
 def test_a_step_removed_meanwhile_completes_the_enrollment(sink):
     campaign = _campaign(sink, steps=2)
     enrollment = _enroll(campaign)
