@@ -1,5 +1,4 @@
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts.models import ApiKey
@@ -9,19 +8,12 @@ from tests.accounts.factories import AccountFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser("admin", "a@example.com", "pw-tests-only")
-    client.force_login(user)
-    return client
-
-
-def test_account_page_shows_keys_inline_without_hashes(staff_client):
+def test_account_page_shows_keys_inline_without_hashes(admin_client):
     account = AccountFactory(psp_customer_id="cus_123")
     active = api_key_create(account=account, label="Active one", client_kind="mcp")
     revoked = api_key_create(account=account, label="Revoked one")
     ApiKey.objects.filter(pk=revoked.api_key.pk).update(revoked_at=timezone.now())
-    page = staff_client.get(f"/admin/accounts/account/{account.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/accounts/account/{account.pk}/change/").content.decode()
     assert "Active one" in page and "Revoked one" in page
     assert active.api_key.prefix in page
     assert "cus_123" in page
@@ -40,25 +32,25 @@ def test_account_page_shows_keys_inline_without_hashes(staff_client):
         ("nobody", False),
     ],
 )
-def test_accounts_are_searchable(staff_client, query, found):
+def test_accounts_are_searchable(admin_client, query, found):
     AccountFactory(
         email="findme@example.com", psp_customer_id="cus_findme", psp_subscription_id="sub_findme"
     )
     AccountFactory(email="else@example.com")
-    page = staff_client.get("/admin/accounts/account/", {"q": query}).content.decode()
+    page = admin_client.get("/admin/accounts/account/", {"q": query}).content.decode()
     assert ("findme@example.com" in page) is found
     assert "else@example.com" not in page
 
 
-def test_accounts_filter_by_plan(staff_client):
+def test_accounts_filter_by_plan(admin_client):
     account = AccountFactory(email="onfree@example.com")
-    page = staff_client.get("/admin/accounts/account/", {"plan__id__exact": account.plan_id})
+    page = admin_client.get("/admin/accounts/account/", {"plan__id__exact": account.plan_id})
     assert "onfree@example.com" in page.content.decode()
 
 
-def test_provider_ids_are_read_only_and_the_plan_is_editable(staff_client):
+def test_provider_ids_are_read_only_and_the_plan_is_editable(admin_client):
     account = AccountFactory(psp_customer_id="cus_keep")
-    response = staff_client.post(
+    response = admin_client.post(
         f"/admin/accounts/account/{account.pk}/change/",
         {
             "email": account.email,
@@ -75,10 +67,10 @@ def test_provider_ids_are_read_only_and_the_plan_is_editable(staff_client):
     assert account.psp_customer_id == "cus_keep"
 
 
-def test_accounts_are_not_added_in_the_admin(staff_client):
-    assert staff_client.get("/admin/accounts/account/add/").status_code == 403
+def test_accounts_are_not_added_in_the_admin(admin_client):
+    assert admin_client.get("/admin/accounts/account/add/").status_code == 403
 
 
-def test_idempotency_records_are_read_only(staff_client):
-    assert staff_client.get("/admin/accounts/idempotencyrecord/").status_code == 200
-    assert staff_client.get("/admin/accounts/idempotencyrecord/add/").status_code == 403
+def test_idempotency_records_are_read_only(admin_client):
+    assert admin_client.get("/admin/accounts/idempotencyrecord/").status_code == 200
+    assert admin_client.get("/admin/accounts/idempotencyrecord/add/").status_code == 403

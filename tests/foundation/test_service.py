@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 from drf_spectacular.validation import validate_schema
 
@@ -78,33 +77,24 @@ def test_docs_page_renders(anon_client):
     assert b"swagger" in response.content.lower()
 
 
-@pytest.fixture
-def staff_client(client):
-    user = get_user_model().objects.create_superuser(
-        "admin", "admin@example.com", "pw-for-tests-only"
-    )
-    client.force_login(user)
-    return client
-
-
 @pytest.mark.parametrize(
     "url", ["/admin/", "/admin/plans/plan/", "/admin/accounts/account/", "/admin/plans/plan/add/"]
 )
-def test_admin_pages_load_for_staff(staff_client, url):
+def test_admin_pages_load_for_staff(admin_client, url):
     AccountFactory()
-    assert staff_client.get(url).status_code == 200
+    assert admin_client.get(url).status_code == 200
 
 
-def test_admin_shows_accounts_on_a_plan(staff_client):
+def test_admin_shows_accounts_on_a_plan(admin_client):
     account = AccountFactory(email="on-free@example.com")
     free = Plan.objects.get(slug="free")
-    page = staff_client.get(f"/admin/plans/plan/{free.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/plans/plan/{free.pk}/change/").content.decode()
     assert account.email in page
 
 
-def test_admin_archives_plans(staff_client):
+def test_admin_archives_plans(admin_client):
     pro = Plan.objects.get(slug="pro")
-    response = staff_client.post(
+    response = admin_client.post(
         "/admin/plans/plan/", {"action": "archive", "_selected_action": [pro.pk]}, follow=True
     )
     assert response.status_code == 200
@@ -112,8 +102,8 @@ def test_admin_archives_plans(staff_client):
     assert pro.archived_at is not None
 
 
-def test_admin_creates_a_private_plan(staff_client):
-    response = staff_client.post(
+def test_admin_creates_a_private_plan(admin_client):
+    response = admin_client.post(
         "/admin/plans/plan/add/",
         {
             "slug": "acme",

@@ -4,7 +4,6 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -14,13 +13,6 @@ from webhooks.models import DeliveryJob, Event, WebhookDelivery
 from webhooks.services import event_emit
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client):
-    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
