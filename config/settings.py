@@ -307,7 +307,10 @@ CELERY_BEAT_SCHEDULE["accounts-rate-limit-prune"] = {
 
 # --- outreach: contact imports ---
 # Rows per committed batch (one transaction: contacts, enrollments, progress).
-CONTACT_IMPORT_BATCH_SIZE = env.int("CONTACT_IMPORT_BATCH_SIZE", default=1000)
+# At most 10,000: a batch's statements (the lookup of its addresses binds one parameter
+# each) stay well within PostgreSQL's 65,535 parameters per statement (parameters are
+# bound server-side, see DB_PREPARE_THRESHOLD).
+CONTACT_IMPORT_BATCH_SIZE = max(1, min(env.int("CONTACT_IMPORT_BATCH_SIZE", default=1000), 10_000))
 # An import processing without progress for this long is presumed dead and re-driven.
 CONTACT_IMPORT_STALE_SECONDS = env.int("CONTACT_IMPORT_STALE_SECONDS", default=300)
 # Runs an import may take (re-drives after a dead worker) before it ends failed.

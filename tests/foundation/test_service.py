@@ -237,3 +237,21 @@ def test_repeated_requests_run_prepared_statements(api_client):
     assert any(
         statement.startswith("SELECT") and "accounts_apikey" in statement for statement in prepared
     ), prepared
+
+
+@pytest.mark.parametrize(("given", "used"), [("500", 500), ("50000", 10_000), ("0", 1)])
+def test_the_import_batch_size_is_bounded(given, used):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from config import settings; print(settings.CONTACT_IMPORT_BATCH_SIZE)",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "CONTACT_IMPORT_BATCH_SIZE": given},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == used

@@ -460,14 +460,19 @@ def test_list_is_paginated_with_bounded_queries(
     assert len(page.json()) == 2 and 'rel="next"' in page["Link"]
 
 
+def _csv_import(account, campaign, *, rows: int) -> ContactImport:
+    """A pending CSV import of `rows` new addresses into `campaign`."""
+    csv = b"email\n" + b"".join(f"u{i}@example.org\n".encode() for i in range(rows))
+    return ContactImport.objects.create(
+        account=account, campaign=campaign, source_format="csv", source_data=csv
+    )
+
+
 @pytest.mark.django_db(transaction=True)  # each batch commits, as in production
 @override_settings(CONTACT_IMPORT_BATCH_SIZE=3)
 def test_a_campaign_deleted_during_the_import_stops_enrolling_not_importing(account):
     campaign = CampaignFactory(account=account)
-    csv = b"email\n" + b"".join(f"u{i}@example.org\n".encode() for i in range(7))
-    contact_import = ContactImport.objects.create(
-        account=account, campaign=campaign, source_format="csv", source_data=csv
-    )
+    contact_import = _csv_import(account, campaign, rows=7)
     enrolled_before_delete = []
 
     def delete_after_first_batch(done, total):
@@ -483,3 +488,16 @@ def test_a_campaign_deleted_during_the_import_stops_enrolling_not_importing(acco
     assert contact_import.campaign_id is None
     assert Contact.objects.filter(account=account).count() == 7
     assert not Enrollment.objects.exists()
+
+
+@override_settings(CONTACT_IMPORT_BATCH_SIZE=10_000)
+def test_the_largest_batch_fits_postgresqls_parameter_limit(account):
+    # 6,000 new contacts in one batch, parameters bound server-side: each statement of
+    # the batch must stay under PostgreSQL's 65,535 parameters (the lookup binds one per
+    # address; the upsert, at 13 columns a row, must not bind one per value).
+    campaign = CampaignFactory(account=account)
+    contact_import = _csv_import(account, campaign, rows=6000)
+    services.contact_import_run(import_id=contact_import.pk)
+    contact_import.refresh_from_db()
+    assert (contact_import.status, contact_import.created_count) == ("completed", 6000)
+    assert Enrollment.objects.filter(campaign=campaign).count() == 6000
