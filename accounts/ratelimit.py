@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import connection
 
 from accounts.models import RateLimitBucket
+from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def _hit_sql(bucket: str, period_ms: int) -> tuple[int, int]:
     table = RateLimitBucket._meta.db_table
     # One statement: insert the bucket, or count the hit in its window, or restart
     # an expired window. SET expressions read the row as it was before the update.
-    sql = (
+    sql = prepared(
         f"INSERT INTO {table} (bucket, window_started_ms, count) VALUES (%s, %s, 1) "  # noqa: S608 (our table)
         "ON CONFLICT (bucket) DO UPDATE SET "
         f"count = CASE WHEN {table}.window_started_ms <= %s THEN 1 ELSE {table}.count + 1 END, "

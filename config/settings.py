@@ -150,17 +150,15 @@ else:
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # The same backend, with a health check that needs no round trip.
         DATABASES["default"]["ENGINE"] = "config.db.postgresql"
-    # Server-side parameter binding lets psycopg prepare statements: a statement run
-    # DB_PREPARE_THRESHOLD times on a connection is parsed and planned once, then
-    # reused (for our indexed queries planning costs more than running them). Set
-    # DB_PREPARE_THRESHOLD to "none" behind a pooler that cannot keep prepared
-    # statements (PgBouncer in transaction mode without max_prepared_statements),
-    # DB_SERVER_SIDE_BINDING=false to go back to Django's client-side binding.
-    _prepare_threshold = env.str("DB_PREPARE_THRESHOLD", default="5").strip().lower()
+    # Server-side parameter binding, and prepared statements for the statements that
+    # register for it (config/db/postgresql). DB_PREPARED_STATEMENTS=false behind a
+    # pooler that cannot keep them (PgBouncer in transaction mode without
+    # max_prepared_statements); DB_SERVER_SIDE_BINDING=false: Django's client-side
+    # binding (which cannot prepare).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "server_side_binding": env.bool("DB_SERVER_SIDE_BINDING", default=True),
-            "prepare_threshold": None if _prepare_threshold == "none" else int(_prepare_threshold),
+            "prepare_threshold": 5 if env.bool("DB_PREPARED_STATEMENTS", default=True) else None,
         }
     )
 
@@ -309,7 +307,7 @@ CELERY_BEAT_SCHEDULE["accounts-rate-limit-prune"] = {
 # Rows per committed batch (one transaction: contacts, enrollments, progress).
 # At most 10,000: a batch's statements (the lookup of its addresses binds one parameter
 # each) stay well within PostgreSQL's 65,535 parameters per statement (parameters are
-# bound server-side, see DB_PREPARE_THRESHOLD).
+# bound server-side, see DB_SERVER_SIDE_BINDING).
 CONTACT_IMPORT_BATCH_SIZE = max(1, min(env.int("CONTACT_IMPORT_BATCH_SIZE", default=1000), 10_000))
 # An import processing without progress for this long is presumed dead and re-driven.
 CONTACT_IMPORT_STALE_SECONDS = env.int("CONTACT_IMPORT_STALE_SECONDS", default=300)

@@ -27,6 +27,7 @@ from rest_framework.response import Response
 
 from config.api.errors import ValidationFailed
 from config.api.viewsets import is_uuid
+from config.db.prepared import prepared
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -223,7 +224,8 @@ def _statement(page_queryset, lookups, anchor, connection) -> _PageStatement | N
         (position, convs, expression)
         for position, (convs, expression) in compiler.get_converters(expressions).items()
     ]
-    return _PageStatement(sql=sql, attnames=attnames, converters=converters)
+    # One text per shape, a bounded set: worth preparing on PostgreSQL.
+    return _PageStatement(sql=prepared(sql), attnames=attnames, converters=converters)
 
 
 def _convert(row, statement: _PageStatement, connection):
