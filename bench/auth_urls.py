@@ -10,6 +10,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.db.prepared import prepared
+
 BODY = [{"id": "00000000-0000-0000-0000-000000000000", "label": "bare"}]
 
 
@@ -38,10 +40,13 @@ class AuthenticatedThrottledView(APIView):
         return Response(BODY)
 
 
+FLOOR_UPDATE = prepared("UPDATE accounts_apikey SET last_used_at = now() WHERE key_hash = %s")
+
+
 class DurableUpdateView(APIView):
     """The floor the accounts issue sets for any authenticated request: one durable
     single-row UPDATE (last_used_at by key hash), here as bare as it gets: no
-    authentication class, no ORM, a raw prepared statement. Not a way to
+    authentication class, no ORM, a prepared statement. Not a way to
     authenticate (the answer ignores the result); it shows what share of the bare
     view's throughput one committed write per request leaves."""
 
@@ -52,10 +57,7 @@ class DurableUpdateView(APIView):
     def get(self, request):
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE accounts_apikey SET last_used_at = now() WHERE key_hash = %s",
-                [hashlib.sha256(token.encode()).hexdigest()],
-            )
+            cursor.execute(FLOOR_UPDATE, [hashlib.sha256(token.encode()).hexdigest()])
         return Response(BODY)
 
 
