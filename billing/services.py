@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Min
 from django.utils import timezone
 
@@ -17,6 +17,7 @@ from accounts.models import Account
 from billing import psp
 from billing.models import PspEvent, UsageRecord
 from billing.periods import ACTIVE_SUBSCRIPTION_STATUSES, period_bounds
+from billing.sql import USAGE_INCREMENT
 from config.api.errors import (
     AlreadySubscribed,
     NoPspCustomer,
@@ -62,12 +63,14 @@ def usage_record_increment(*, account, at: datetime | None = None, by: int = 1) 
     """
     at = at or timezone.now()
     start, end = period_bounds(account, at)
-    updated = UsageRecord.objects.filter(
-        account=account,
-        period_start__lte=at,
-        period_start__gte=start,
-        period_end=end,
-    ).update(sends_count=F("sends_count") + by)
+    # The ORM's filter(account, period_start__lte=at, period_start__gte=start,
+    # period_end=end).update(sends_count=F(...) + by), written out once (billing/sql.py):
+    # it runs once per metered send.
+    adapt = connection.ops.adapt_datetimefield_value
+    account_id = Account._meta.pk.get_db_prep_value(account.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(USAGE_INCREMENT, [by, account_id, adapt(at), adapt(start), adapt(end)])
+        updated = cursor.rowcount
     if updated:
         return
     record = usage_record_current(account=account, at=at)
