@@ -1,13 +1,14 @@
 """Django's PostgreSQL backend with two changes.
 
 **Prepared statements, for the statements that ask for it.** A statement registered
-with `config.db.prepared.prepared()` (the bearer authentication, keyset list pages, the SQL rate-limit
-counter) is prepared on its first run on a connection: parsed and planned once, then
-reused; for these indexed, parameterized statements planning costs more than running
-them. Every other statement runs unprepared, as in stock Django: PostgreSQL plans
-it for its actual parameters (a prepared statement may fall back to a generic plan,
-which for queries like `email_lower IN (...)` over an account's contacts can be far
-slower). `DB_PREPARED_STATEMENTS=false` turns preparing off entirely (PgBouncer in
+with `config.db.prepared.prepared()` (the bearer authentication, keyset list pages,
+the usage increment, the SQL rate-limit counter) is prepared on its first run on a
+connection: parsed and planned once, then reused; for these indexed, parameterized
+statements planning costs more than running them. Every other statement runs
+unprepared, as in stock Django, and PostgreSQL plans it for its actual parameters: a
+prepared statement may fall back to a generic plan, which for `email_lower IN (...)`
+over an account's contacts made imports four times slower, and which for a filter on
+a skewed column (an enrollment status) can pick a scan the actual value would not. `DB_PREPARED_STATEMENTS=false` turns preparing off entirely (PgBouncer in
 transaction mode without `max_prepared_statements`).
 
 **A health check that usually costs no round trip.** With CONN_HEALTH_CHECKS, Django
