@@ -38,8 +38,8 @@ def _gunicorn(env: dict):
         env=env,
     )
     try:
-        wait_for_port(port, timeout=30)
-    except TimeoutError:
+        wait_for_port(port, timeout=30, process=process)
+    except (TimeoutError, ChildProcessError):
         process.kill()
         raise
     return process, f"http://127.0.0.1:{port}"

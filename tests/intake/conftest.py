@@ -158,9 +158,9 @@ class Dovecot:
             start_new_session=True,
         )
         try:
-            wait_for_port(self.port, timeout=20)
-            wait_for_port(self.ssl_port, timeout=20)
-        except TimeoutError:
+            wait_for_port(self.port, timeout=20, process=self.process)
+            wait_for_port(self.ssl_port, timeout=20, process=self.process)
+        except (TimeoutError, ChildProcessError):
             self.stop()
             raise RuntimeError(f"dovecot did not start:\n{self.log_text()}") from None
 

@@ -40,21 +40,38 @@ class LocalStripe:
         requests.delete(f"{self.url}/_config/data", timeout=10).raise_for_status()
 
 
-@pytest.fixture(scope="session")
-def localstripe():
-    port = free_port()
+def _localstripe_start(log) -> tuple[subprocess.Popen, int]:
+    """Start localstripe on a free port; another try on another port if it could not
+    listen (the port taken meanwhile)."""
     executable = Path(sys.executable).with_name("localstripe")
-    process = subprocess.Popen(
-        [str(executable), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, timeout=60)  # slow to import on a loaded machine
-        yield LocalStripe(url=f"http://127.0.0.1:{port}")
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    for attempt in range(3):
+        port = free_port()
+        process = subprocess.Popen(
+            [str(executable), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_for_port(port, timeout=60, process=process)  # slow to import when loaded
+        except ChildProcessError:
+            if attempt == 2:
+                raise
+            continue
+        return process, port
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def localstripe(tmp_path_factory):
+    log_path = tmp_path_factory.mktemp("localstripe") / "localstripe.log"
+    with log_path.open("wb") as log:
+        try:
+            process, port = _localstripe_start(log)
+        except (ChildProcessError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}; localstripe said:\n{log_path.read_text()[-4000:]}") from exc
+        try:
+            yield LocalStripe(url=f"http://127.0.0.1:{port}")
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
 
 
 @pytest.fixture
