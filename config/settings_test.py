@@ -20,7 +20,10 @@ os.environ.setdefault("BASE_URL", "http://testserver")
 _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
     _redis = urlsplit(os.environ["REDIS_URL"])
-    _db = 8 + int(_xdist_worker[2:]) % 8
+    # Database 0 (the default) maps test processes to 8..15; a URL naming another
+    # database K starts them at K instead, so two test runs can share one Redis.
+    _base = int(_redis.path.strip("/") or 0)
+    _db = (_base or 8) + int(_xdist_worker[2:]) % 8
     os.environ["REDIS_URL"] = urlunsplit(_redis._replace(path=f"/{_db}"))
 
 from config.settings import *  # noqa: E402,F403
