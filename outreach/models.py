@@ -370,6 +370,10 @@ class Message(models.Model):
     to_email = models.EmailField(max_length=254)
     subject = models.CharField(max_length=998, blank=True, default="")
     sent_at = models.DateTimeField()
+    # The server took the whole message but its reply to the final dot never came (the
+    # connection dropped, or it timed out): it may or may not have been accepted. It is
+    # counted as sent and never sent again (docs/sending.md, "Unknown outcomes").
+    reply_seen = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
