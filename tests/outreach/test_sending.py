@@ -934,3 +934,38 @@ def test_a_batch_running_into_its_lease_gives_the_rest_back(sink, settings):
     for enrollment in enrollments:
         enrollment.refresh_from_db()
         assert enrollment.next_send_at == late  # due again at once
+
+
+# --- an outcome that is unknown ------------------------------------------------------------
+
+
+def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_again(
+    sink, settings
+):
+    settings.SENDING_SMTP_TIMEOUT_SECONDS = 1
+    campaign = _campaign(sink, steps=2)
+    held = _enroll(campaign, email="held@example.org")
+    other = _enroll(campaign, email="other@example.org", at=NOW + timedelta(seconds=1))
+    sink.hold_data("held@example.org")  # the whole message arrives; no reply to the dot
+
+    try:
+        [result] = _run(NOW + timedelta(seconds=1))
+    finally:
+        sink.release()
+
+    assert (result.sent, result.retried, result.failed) == (2, 0, 0)
+    message = Message.objects.get(enrollment=held)
+    assert message.reply_seen is False
+    held.refresh_from_db()
+    assert (held.status, held.current_step) == ("sent", 1)  # the sequence goes on
+    assert "reply never came" in held.last_error
+    assert sorted(e["contact_email"] for e in _events("enrollment.sent")) == [
+        "held@example.org",
+        "other@example.org",
+    ]
+    assert usage_record_current(campaign.account).sends_count == 2
+    assert Message.objects.get(enrollment=other).reply_seen is True
+    # The next message went over a new connection, and nothing is sent again.
+    assert not SendClaim.objects.exists()
+    assert _run(NOW + timedelta(seconds=2)) == []
+    assert len(sink.to("held@example.org")) == 1
