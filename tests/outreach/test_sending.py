@@ -939,9 +939,7 @@ def test_a_batch_running_into_its_lease_gives_the_rest_back(sink, settings):
 # --- an outcome that is unknown ------------------------------------------------------------
 
 
-def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_again(
-    sink, settings
-):
+def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_again(sink, settings):
     settings.SENDING_SMTP_TIMEOUT_SECONDS = 1
     campaign = _campaign(sink, steps=2)
     held = _enroll(campaign, email="held@example.org")
@@ -963,7 +961,14 @@ def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_agai
         "held@example.org",
         "other@example.org",
     ]
-    assert usage_record_current(campaign.account).sends_count == 2
+    assert (
+        sum(
+            UsageRecord.objects.filter(account=campaign.account).values_list(
+                "sends_count", flat=True
+            )
+        )
+        == 2
+    )
     assert Message.objects.get(enrollment=other).reply_seen is True
     # The next message went over a new connection, and nothing is sent again.
     assert not SendClaim.objects.exists()
