@@ -408,6 +408,7 @@ class EnrollmentSerializer(serializers.ModelSerializer):
             "replied_at",
             "bounce_reason",
             "unsubscribed_at",
+            "last_error",
             "created_at",
         ]
         read_only_fields = fields

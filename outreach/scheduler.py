@@ -52,6 +52,7 @@ from outreach.windows import SendWindow, send_window_next_open
 
 logger = logging.getLogger(__name__)
 
+# Claims started before a claim kept its message (older releases) still end failed.
 INTERRUPTED_ERROR = (
     "The worker was lost while the SMTP server had this message; whether it was "
     "accepted is unknown, so it is not sent again (it could arrive twice)."
@@ -95,7 +96,8 @@ def claims_recover(*, now: datetime) -> int:
     """Claims whose lease lapsed. Never started: deleted, the reservation given back; the
     enrollment's next_send_at (the lease end) is already past, so it is due again.
     Started (`sending_at` set): the worker died during the SMTP transaction or before
-    recording its outcome; the enrollment is failed rather than risk a second copy."""
+    recording its outcome; the message is recorded as sent with its reply unseen
+    (outreach.sending.claims_interrupted_record), never sent a second time."""
     recovered = 0
     with transaction.atomic():
         stale = list(
@@ -112,8 +114,8 @@ def claims_recover(*, now: datetime) -> int:
             if claim.sending_at is None:
                 unsent[claim.credential_id, utc_day(claim.claimed_at)].append(claim.claimed_at)
             else:
-                interrupted.append(claim.enrollment_id)
-        SendClaim.objects.filter(pk__in=[c.pk for c in stale]).delete()
+                interrupted.append(claim)
+        SendClaim.objects.filter(pk__in=[c.pk for c in stale if c.sending_at is None]).delete()
         for (credential_id, _day), claimed_at in unsent.items():
             # A reservation belongs to the day of its claim: once the counter has moved
             # on to a new day, reservation_release leaves the new day's count alone.
@@ -121,19 +123,15 @@ def claims_recover(*, now: datetime) -> int:
                 credential_id=credential_id, at=claimed_at[0], count=len(claimed_at)
             )
         if interrupted:
-            Enrollment.objects.filter(
-                pk__in=interrupted, status__in=Enrollment.DUE_STATUSES
-            ).update(
-                status=Enrollment.Status.FAILED,
-                next_send_at=None,
-                last_error=INTERRUPTED_ERROR,
-                updated_at=now,
-            )
+            from outreach.sending import claims_interrupted_record
+
+            claims_interrupted_record(claims=interrupted)
             campaign_ids = set(
-                Enrollment.objects.filter(pk__in=interrupted).values_list("campaign_id", flat=True)
+                Enrollment.objects.filter(pk__in=[c.pk for c in interrupted]).values_list(
+                    "campaign_id", flat=True
+                )
             )
             campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
-            logger.warning("%d sends interrupted by a lost worker: failed", len(interrupted))
         recovered = len(stale)
     return recovered
 

@@ -107,8 +107,9 @@ class OutcomeUnknown(Exception):
 
 
 UNSEEN_REPLY_NOTE = (
-    "The SMTP server received the whole message but its reply never came; it is counted "
-    "as sent and not sent again (it could arrive twice)."
+    "The SMTP server's reply to this message was never seen (the connection dropped, the "
+    "reply timed out, or the worker was lost); it is counted as sent and not sent again "
+    "(it could arrive twice)."
 )
 
 
@@ -493,7 +494,7 @@ def credential_error_record(*, credential: SmtpCredential, error: str, now: date
 # --- the batch ------------------------------------------------------------------------------
 
 
-def _mark_started(claim: SendClaim, now: datetime) -> bool:
+def _mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
     return bool(
         SendClaim.objects.filter(
             pk=claim.pk,
@@ -503,8 +504,63 @@ def _mark_started(claim: SendClaim, now: datetime) -> bool:
             enrollment__contact__unsubscribed_at__isnull=True,
             enrollment__contact__bounced_at__isnull=True,
             enrollment__campaign__status=Campaign.Status.ACTIVE,
-        ).update(sending_at=now)
+        ).update(
+            sending_at=now,
+            message_id=outgoing.message_id,
+            subject=outgoing.subject[:998],
+            to_email=outgoing.to_email[:254],
+        )
     )
+
+
+def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
+    """Claims marked started whose worker was lost (their lease lapsed): the message
+    may have reached the server. Each is recorded as sent, as it was built, with its
+    reply unseen: the sequence goes on, and the step is never sent again. Claims
+    started before their message was kept (none since this field exists) end failed,
+    as they used to. Returns how many were recorded as sent."""
+    recorded = 0
+    legacy = [c.pk for c in claims if not c.message_id]
+    if legacy:
+        from outreach.scheduler import INTERRUPTED_ERROR
+
+        Enrollment.objects.filter(pk__in=legacy, status__in=Enrollment.DUE_STATUSES).update(
+            status=Enrollment.Status.FAILED, next_send_at=None, last_error=INTERRUPTED_ERROR
+        )
+        SendClaim.objects.filter(pk__in=legacy).delete()
+    claims = [c for c in claims if c.message_id]
+    if not claims:
+        return 0
+    enrollments = Enrollment.objects.select_related("contact").in_bulk([c.pk for c in claims])
+    campaign_ids = {e.campaign_id for e in enrollments.values()}
+    campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+    steps: dict = {cid: {} for cid in campaign_ids}
+    for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
+        steps[step.campaign_id][step.position] = step
+    credentials = SmtpCredential.objects.in_bulk({c.credential_id for c in claims})
+    for claim in claims:
+        enrollment = enrollments[claim.pk]
+        campaign = campaigns[enrollment.campaign_id]
+        _record_sent(
+            claim=claim,
+            enrollment=enrollment,
+            campaign=campaign,
+            credential=credentials[claim.credential_id],
+            steps=steps[campaign.pk],
+            outgoing=Outgoing(
+                message_id=claim.message_id,
+                subject=claim.subject,
+                data=b"",
+                to_email=claim.to_email,
+            ),
+            now=claim.sending_at,
+            reply_seen=False,
+        )
+        recorded += 1
+    logger.warning(
+        "%d sends interrupted by a lost worker: recorded as sent, reply unseen", recorded
+    )
+    return recorded
 
 
 @dataclass
@@ -607,7 +663,7 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                 )
                 result.failed += 1
                 continue
-            if not _mark_started(claim, now):
+            if not _mark_started(claim, outgoing, now):
                 _release_claim(claim, now=now, next_send_at=now)
                 result.skipped += 1
                 continue

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outreach', '0006_suppression'),
+        ("outreach", "0006_suppression"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='message',
-            name='reply_seen',
+            model_name="message",
+            name="reply_seen",
             field=models.BooleanField(default=True),
         ),
     ]

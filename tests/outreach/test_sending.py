@@ -2,6 +2,7 @@
 scheduler decisions with a controllable clock, the messages on the wire, and what each
 SMTP outcome records."""
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -744,8 +745,21 @@ def test_lapsed_claims_are_recovered(sink, settings):
     never_started = _enroll(campaign)
     interrupted = _enroll(campaign)
     schedule_due(now=NOW)
-    # The worker died: one claim untouched, one marked started (outcome unknown).
-    SendClaim.objects.filter(pk=interrupted.pk).update(sending_at=NOW)
+    # The worker died: one claim untouched, one marked started (outcome unknown), as
+    # the sender marks it, with the message it was sending.
+    SendClaim.objects.filter(pk=interrupted.pk).update(
+        sending_at=NOW, message_id="m1@example.com", subject="Hello", to_email="x@example.org"
+    )
+    legacy = _enroll(campaign)  # started before claims kept their message
+    SendClaim.objects.create(
+        enrollment=legacy,
+        batch_id=uuid.uuid4(),
+        credential=credential,
+        step=1,
+        claimed_at=NOW,
+        lease_until=NOW + timedelta(seconds=60),
+        sending_at=NOW,
+    )
     credential.refresh_from_db()
     assert credential.daily_sent_count == 2
 
@@ -754,7 +768,16 @@ def test_lapsed_claims_are_recovered(sink, settings):
 
     assert batch.size == 1
     interrupted.refresh_from_db()
-    assert (interrupted.status, interrupted.last_error) == ("failed", INTERRUPTED_ERROR)
+    assert interrupted.status == "completed"  # counted as sent: the sequence goes on
+    message = Message.objects.get(enrollment=interrupted)
+    assert (message.message_id, message.subject, message.reply_seen) == (
+        "m1@example.com",
+        "Hello",
+        False,
+    )
+    assert [e["enrollment_id"] for e in _events("enrollment.sent")] == [str(interrupted.pk)]
+    legacy.refresh_from_db()
+    assert (legacy.status, legacy.last_error) == ("failed", INTERRUPTED_ERROR)
     credential.refresh_from_db()
     assert credential.daily_sent_count == 2  # the started one stays counted
     batch_send(
@@ -956,7 +979,7 @@ def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_agai
     assert message.reply_seen is False
     held.refresh_from_db()
     assert (held.status, held.current_step) == ("sent", 1)  # the sequence goes on
-    assert "reply never came" in held.last_error
+    assert "never seen" in held.last_error
     assert sorted(e["contact_email"] for e in _events("enrollment.sent")) == [
         "held@example.org",
         "other@example.org",
