@@ -14,6 +14,7 @@ Nothing here imports Django: the benchmark sets it up first (bench/_setup.py).
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -148,6 +149,19 @@ def procfile() -> dict[str, str]:
     return entries
 
 
+def service_describe(*also: str) -> None:
+    """Print the Procfile lines the benchmark runs, and the environment variables they
+    (and `also`) read, as set here or unset (the line's default applies)."""
+    entries = procfile()
+    for name in Service.NAMES:
+        print(f"  Procfile {name}: {entries.get(name, '(no such line)')}")
+    lines = " ".join(entries.get(name, "") for name in Service.NAMES)
+    names = sorted(set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", lines)) | set(also))
+    shown = [f"{n}={os.environ[n]}" if n in os.environ else f"{n} unset" for n in names]
+    if shown:
+        print(f"  environment: {', '.join(shown)}")
+
+
 def service_env(**extra: str) -> dict:
     """The environment of the service's processes: this process's (DATABASE_URL and
     REDIS_URL as given), production settings, peers on loopback allowed, the
@@ -180,15 +194,20 @@ def broker_purge() -> None:
 
 class Service:
     """The Procfile's `worker:` and `beat:` processes, each through a shell in its own
-    process group, logs in `directory`. Use as a context manager: stopped (SIGTERM,
-    then SIGKILL to the group) on the way out, whatever happens."""
+    process group, logs in `directory`. Use as a context manager: stopped on the way
+    out, whatever happens: SIGTERM to the group (as honcho, which runs the Procfile for
+    `make run`, does), SIGKILL to it after 15 s."""
 
     NAMES = ("worker", "beat")
 
     def __init__(self, directory: Path, env: dict):
         self.directory = directory
         self.env = env
-        self.commands = {name: procfile()[name] for name in self.NAMES}
+        entries = procfile()
+        if "worker" not in entries:
+            raise SystemExit("the Procfile has no worker: line")
+        # beat may one day run inside the worker (--beat): then there is no beat: line.
+        self.commands = {name: entries[name] for name in self.NAMES if name in entries}
         self.processes: dict[str, subprocess.Popen] = {}
         self.stopped_cleanly: dict[str, bool] = {}
 
@@ -239,6 +258,7 @@ class Service:
                 next_ping = time.monotonic() + 1
             beat_ready = (
                 beat_ready
+                or "beat" not in self.processes
                 or "Starting..." in self.log("beat")
                 or time.monotonic() - started > 3
                 and os.environ.get("LOG_LEVEL", "info").lower() not in ("info", "debug")
