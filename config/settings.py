@@ -371,6 +371,9 @@ CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
 SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=5.0)
 # Enrollments claimed per scheduler transaction; also the most one sending task sends.
 SENDING_BATCH_SIZE = env.int("SENDING_BATCH_SIZE", default=100)
+# A dispatch or outreach whose first step is due at once runs the scheduler right after
+# its commit instead of waiting for the next tick.
+SENDING_SCHEDULE_ON_DISPATCH = env.bool("SENDING_SCHEDULE_ON_DISPATCH", default=True)
 # Enrollments one scheduler run examines at most (the rest wait for the next tick).
 SENDING_MAX_PER_TICK = env.int("SENDING_MAX_PER_TICK", default=2000)
 # How long a sending task owns its claims. Must outlast a batch (SENDING_BATCH_SIZE sends

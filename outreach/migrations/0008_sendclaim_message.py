@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outreach', '0007_message_reply_seen'),
+        ("outreach", "0007_message_reply_seen"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sendclaim',
-            name='message_id',
-            field=models.CharField(blank=True, default='', max_length=255),
+            model_name="sendclaim",
+            name="message_id",
+            field=models.CharField(blank=True, default="", max_length=255),
         ),
         migrations.AddField(
-            model_name='sendclaim',
-            name='subject',
-            field=models.CharField(blank=True, default='', max_length=998),
+            model_name="sendclaim",
+            name="subject",
+            field=models.CharField(blank=True, default="", max_length=998),
         ),
         migrations.AddField(
-            model_name='sendclaim',
-            name='to_email',
-            field=models.CharField(blank=True, default='', max_length=254),
+            model_name="sendclaim",
+            name="to_email",
+            field=models.CharField(blank=True, default="", max_length=254),
         ),
     ]
