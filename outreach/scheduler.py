@@ -319,10 +319,14 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
         ]
     SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
     today = utc_day(now)
+    # One UPDATE per distinct claim count (usually one or two), not one per mailbox. The
+    # rows are locked (_decide): the reservation is computed from what was read.
+    by_count = defaultdict(list)
     for credential_id, items in by_credential.items():
-        # The row is locked (_decide): the reservation is computed from what was read.
-        SmtpCredential.objects.filter(pk=credential_id).update(
-            daily_sent_count=_used_expression(today) + len(items), daily_sent_on=today
+        by_count[len(items)].append(credential_id)
+    for count, credential_ids in by_count.items():
+        SmtpCredential.objects.filter(pk__in=credential_ids).update(
+            daily_sent_count=_used_expression(today) + count, daily_sent_on=today
         )
     return batches
 

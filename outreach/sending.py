@@ -38,12 +38,13 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from billing.periods import period_bounds
 from billing.services import usage_record_increment
 from config.db import connection_release
 from config.worker import stopping
-from outreach import tokens
+from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
-from outreach.events import ENROLLMENT_SENT, enrollment_emit
+from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mime import (
     SharingHeaderFactory,
     SharingPolicy,
@@ -62,6 +63,7 @@ from outreach.models import (
 from outreach.rendering import contact_values, template_render
 from outreach.scheduler import campaigns_complete_if_done, reservation_release
 from outreach.windows import SendWindow, step_send_at
+from webhooks.services import drains_publish
 
 # Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
 # Python encode long unstructured headers as RFC 2047 words, which breaks
@@ -396,6 +398,41 @@ def _record_sent(
         )
     else:
         status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
+    if reply_seen and record_sql.supported():
+        # PostgreSQL, the common case: the same writes in one statement (outreach.record_sql).
+        state = {
+            "status": status,
+            "current_step": claim.step,
+            "sent_at": now,
+            "next_send_at": next_send_at,
+            "completed_at": completed_at,
+            "credential_id": credential.pk,
+        }
+        for name, value in state.items():
+            setattr(enrollment, name, value)
+        enrollment.campaign = campaign
+        rung = record_sql.record_sent(
+            account_id=campaign.account_id,
+            campaign_id=campaign.pk,
+            credential_id=credential.pk,
+            enrollment_id=enrollment.pk,
+            step=claim.step,
+            message_id=outgoing.message_id,
+            to_email=outgoing.to_email,
+            subject=outgoing.subject,
+            now=now,
+            status=status,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            period=period_bounds(campaign.account, now),
+            event_type=ENROLLMENT_SENT,
+            event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
+        )
+        if rung is not None:
+            if rung:
+                transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+            return
+        # The statement did not apply (nothing written): the ORM path does it all.
     with transaction.atomic():
         Message.objects.create(
             account_id=campaign.account_id,

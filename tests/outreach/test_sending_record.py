@@ -1,0 +1,257 @@
+"""The record of an accepted message on PostgreSQL is one statement (outreach.record_sql);
+everywhere else, whenever that statement does not apply, and for a message whose reply
+was never seen, the ORM path. Both must leave exactly the same rows, events and
+delivery jobs."""
+
+import contextlib
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from billing.services import usage_record_current
+from outreach import record_sql, sending
+from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim
+from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
+from webhooks.models import DeliveryJob, Event, Webhook
+from webhooks.secrets import secret_encrypt, secret_generate
+from webhooks.tasks import webhook_drain
+
+pytestmark = pytest.mark.django_db
+
+needs_postgres = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the one-statement record is PostgreSQL's"
+)
+
+
+@pytest.fixture
+def sink(smtp_sink, db):
+    return smtp_sink()
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    """How the statement path answered: True (recorded), False (fell back to the ORM)."""
+    answers = []
+    real = record_sql.record_sent
+
+    def counting(**kwargs):
+        recorded = real(**kwargs)
+        answers.append(recorded is not None)
+        return recorded
+
+    monkeypatch.setattr(record_sql, "record_sent", counting)
+    return answers
+
+
+@pytest.fixture
+def drains(monkeypatch):
+    """The drain messages put on the broker (webhook ids), instead of running them."""
+    sent = []
+    monkeypatch.setattr(webhook_drain, "apply_async", lambda args, **kw: sent.append(args[0]))
+    return sent
+
+
+def _webhook(account, filters, *, disabled=False):
+    return Webhook.objects.create(
+        account=account,
+        url="https://receiver.example/hook",
+        event_filters=filters,
+        secret_encrypted=secret_encrypt(secret_generate()),
+        disabled_at=NOW if disabled else None,
+    )
+
+
+def _scenario(sink, capture):
+    """Three contacts of a two-step campaign, four webhooks of which two want the event."""
+    campaign = _campaign(sink, steps=2)
+    account = campaign.account
+    hooks = {
+        "all": _webhook(account, ["*"]),
+        "sent": _webhook(account, ["enrollment.sent", "enrollment.bounced"]),
+        "other": _webhook(account, ["enrollment.replied"]),
+        "disabled": _webhook(account, ["*"], disabled=True),
+    }
+    enrollments = [_enroll(campaign, email=f"r{i}@example.org") for i in range(3)]
+    with capture(**({"execute": True} if capture is not contextlib.nullcontext else {})):
+        _run()
+    return campaign, hooks, enrollments
+
+
+def _ids_out(data: dict, ids: dict) -> dict:
+    """The generated ids of a scenario replaced by what they name."""
+    return {k: ids.get(str(v), v) for k, v in data.items()}
+
+
+def _snapshot(campaign, hooks, enrollments) -> dict:
+    """Everything the record writes, without generated ids and wall-clock times."""
+    credential = campaign.credentials.get()
+    credential.refresh_from_db()
+    names = {str(w.pk): name for name, w in hooks.items()}
+    events = list(Event.objects.filter(account=campaign.account).order_by("created_at"))
+    order = {str(e.pk): i for i, e in enumerate(enrollments)}
+    ids = {str(credential.pk): "credential", str(campaign.pk): "campaign"}
+    for i, e in enumerate(enrollments):
+        ids |= {str(e.pk): f"enrollment {i}", str(e.contact_id): f"contact {i}"}
+    return {
+        "enrollments": [
+            _ids_out(row, ids)
+            for row in Enrollment.objects.filter(pk__in=[e.pk for e in enrollments])
+            .order_by("contact__email")
+            .values(
+                "status",
+                "current_step",
+                "sent_at",
+                "next_send_at",
+                "completed_at",
+                "credential_id",
+                "send_attempts",
+                "last_error",
+                "updated_at",
+            )
+        ],
+        "messages": sorted(
+            (order[str(m.enrollment_id)], m.step, m.to_email, m.subject, m.sent_at)
+            for m in Message.objects.filter(account=campaign.account)
+        ),
+        "message_credentials": {
+            ids[str(pk)]
+            for pk in Message.objects.filter(account=campaign.account).values_list(
+                "credential_id", flat=True
+            )
+        },
+        "claims": SendClaim.objects.filter(credential=credential).count(),
+        "sent_count": credential.sent_count,
+        "stats": list(
+            CredentialCampaignStats.objects.filter(campaign=campaign).values_list(
+                "sends", "bounces"
+            )
+        ),
+        "usage": usage_record_current(account=campaign.account, at=NOW).sends_count,
+        "events": sorted(
+            (e.type, order[e.data["enrollment_id"]], sorted(_ids_out(e.data, ids).items()))
+            for e in events
+        ),
+        "jobs": sorted(
+            (order[job.event.data["enrollment_id"]], names[str(job.webhook_id)], job.state)
+            for job in DeliveryJob.objects.select_related("event").filter(
+                event__account=campaign.account
+            )
+        ),
+        "jobs_due_when_emitted": all(
+            abs(job.next_attempt_at - job.event.created_at) < timedelta(seconds=5)
+            and abs(job.created_at - job.event.created_at) < timedelta(seconds=5)
+            for job in DeliveryJob.objects.select_related("event").filter(
+                event__account=campaign.account
+            )
+        ),
+        "rung": sorted(
+            names[str(pk)]
+            for pk in Webhook.objects.filter(
+                account=campaign.account, drain_enqueued_at__isnull=False
+            ).values_list("pk", flat=True)
+        ),
+    }
+
+
+@needs_postgres
+def test_the_statement_leaves_the_same_rows_as_the_orm_path(
+    sink, statements, drains, monkeypatch, django_capture_on_commit_callbacks
+):
+    campaign, hooks, enrollments = _scenario(sink, django_capture_on_commit_callbacks)
+    fast = _snapshot(campaign, hooks, enrollments)
+    # The first send of the campaign creates its stats row: the ORM path; then statements.
+    assert statements == [False, True, True]
+    # One drain message per webhook that wants the event, not one per event.
+    assert sorted(drains) == sorted([str(hooks["all"].pk), str(hooks["sent"].pk)])
+
+    # The same scenario again with the statement switched off.
+    Event.objects.all().delete()
+    monkeypatch.setattr(record_sql, "supported", lambda: False)
+    statements.clear()
+    drains.clear()
+    slow = _snapshot(*_scenario(sink, django_capture_on_commit_callbacks))
+    assert statements == []
+    assert len(drains) == 2
+
+    assert fast == slow
+    assert (fast["usage"], fast["sent_count"], fast["stats"]) == (3, 3, [(3, 0)])
+    assert len(fast["jobs"]) == 6  # three events, two webhooks want them
+    assert {name for _, name, _ in fast["jobs"]} == {"all", "sent"}
+    assert fast["rung"] == ["all", "sent"]
+    assert fast["jobs_due_when_emitted"]
+    assert [e["status"] for e in fast["enrollments"]] == ["sent"] * 3
+
+
+@needs_postgres
+def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
+    sink, statements, drains, monkeypatch
+):
+    """A reply between the claim and the record: the statement does not apply (nothing
+    half written); the ORM path records the message and emits the enrollment as it is."""
+    campaign = _campaign(sink, steps=2)
+    warm = _enroll(campaign, email="warm@example.org")
+    _run()  # creates the per-campaign stats row: later sends can use the statement
+    replied = _enroll(campaign, email="replied@example.org")
+    real_transaction = sending.smtp_transaction
+
+    def reply_during_send(*args, **kwargs):
+        real_transaction(*args, **kwargs)
+        Enrollment.objects.filter(pk=replied.pk).update(status="replied", replied_at=NOW)
+
+    monkeypatch.setattr(sending, "smtp_transaction", reply_during_send)
+    statements.clear()
+    _run()
+
+    assert statements == [False]
+    replied.refresh_from_db()
+    assert replied.status == "replied"  # the sequence is not moved
+    assert Message.objects.filter(enrollment=replied).count() == 1
+    credential = campaign.credentials.get()
+    credential.refresh_from_db()
+    assert credential.sent_count == 2
+    assert CredentialCampaignStats.objects.get().sends == 2
+    assert usage_record_current(account=campaign.account, at=NOW).sends_count == 2
+    [event] = [
+        e.data
+        for e in Event.objects.filter(type="enrollment.sent")
+        if e.data["enrollment_id"] == str(replied.pk)
+    ]
+    assert (event["status"], event["replied_at"]) == ("replied", "2026-03-02T10:00:00.000000Z")
+    warm.refresh_from_db()
+    assert warm.status == "sent"
+
+
+@needs_postgres
+def test_a_send_of_a_new_period_falls_back_to_create_its_usage_record(sink, statements):
+    campaign = _campaign(sink, steps=1)
+    later = NOW + timedelta(days=31)  # April: no usage record yet
+    first = _enroll(campaign, email="a@example.org")
+    second = _enroll(campaign, email="b@example.org", at=later)
+    _run()
+    statements.clear()
+    _run(now=later)
+
+    assert statements == [False]
+    assert usage_record_current(account=campaign.account, at=NOW).sends_count == 1
+    assert usage_record_current(account=campaign.account, at=later).sends_count == 1
+    assert Message.objects.filter(enrollment__in=[first, second]).count() == 2
+
+
+@needs_postgres
+def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, drains):
+    sink = smtp_sink()
+    campaign = _campaign(sink, steps=1)
+    first = _enroll(campaign, email="ann@example.org", first_name="Ann")
+    zoe = _enroll(campaign, email="zoe@bücher.example", first_name="Zoë „Ω“")
+    _run()
+
+    assert sorted(statements) == [False, True]
+    subjects = dict(Message.objects.values_list("enrollment_id", "subject"))
+    assert subjects == {first.pk: "Hello Ann 1", zoe.pk: "Hello Zoë „Ω“ 1"}
+    [event] = [
+        e.data
+        for e in Event.objects.filter(type="enrollment.sent")
+        if e.data["enrollment_id"] == str(zoe.pk)
+    ]
+    assert event["contact_email"] == "zoe@bücher.example"
