@@ -153,9 +153,10 @@ def service_describe(*also: str) -> None:
     """Print the Procfile lines the benchmark runs, and the environment variables they
     (and `also`) read, as set here or unset (the line's default applies)."""
     entries = procfile()
-    for name in Service.NAMES:
-        print(f"  Procfile {name}: {entries.get(name, '(no such line)')}")
-    lines = " ".join(entries.get(name, "") for name in Service.NAMES)
+    names = [name for name in entries if name != "web"]
+    for name in names:
+        print(f"  Procfile {name}: {entries[name]}")
+    lines = " ".join(entries[name] for name in names)
     names = sorted(set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", lines)) | set(also))
     shown = [f"{n}={os.environ[n]}" if n in os.environ else f"{n} unset" for n in names]
     if shown:
@@ -193,12 +194,11 @@ def broker_purge() -> None:
 
 
 class Service:
-    """The Procfile's `worker:` and `beat:` processes, each through a shell in its own
-    process group, logs in `directory`. Use as a context manager: stopped on the way
-    out, whatever happens: SIGTERM to the group (as honcho, which runs the Procfile for
-    `make run`, does), SIGKILL to it after 15 s."""
-
-    NAMES = ("worker", "beat")
+    """Every process of the Procfile but the web: its Celery workers (any line running
+    `celery ... worker`, e.g. `worker:` and `webhooks:`) and `beat:`, each through a
+    shell in its own process group, logs in `directory`. Use as a context manager:
+    stopped on the way out, whatever happens: SIGTERM to the group (as honcho, which
+    runs the Procfile for `make run`, does), SIGKILL to it after 15 s."""
 
     def __init__(self, directory: Path, env: dict):
         self.directory = directory
@@ -207,7 +207,8 @@ class Service:
         if "worker" not in entries:
             raise SystemExit("the Procfile has no worker: line")
         # beat may one day run inside the worker (--beat): then there is no beat: line.
-        self.commands = {name: entries[name] for name in self.NAMES if name in entries}
+        self.commands = {name: command for name, command in entries.items() if name != "web"}
+        self.workers = [name for name, command in self.commands.items() if " worker" in command]
         self.processes: dict[str, subprocess.Popen] = {}
         self.stopped_cleanly: dict[str, bool] = {}
 
@@ -252,9 +253,9 @@ class Service:
                     raise RuntimeError(
                         f"{name} exited with {process.returncode}:\n{self.log(name)[-4000:]}"
                     )
-            worker_ready = worker_ready or " ready." in self.log("worker")
+            worker_ready = worker_ready or all(" ready." in self.log(n) for n in self.workers)
             if not worker_ready and time.monotonic() >= next_ping:
-                worker_ready = bool(app.control.ping(timeout=0.5))
+                worker_ready = len(app.control.ping(timeout=0.5)) >= len(self.workers)
                 next_ping = time.monotonic() + 1
             beat_ready = (
                 beat_ready

@@ -90,7 +90,18 @@ class ClaimedJob:
     attempt: int | None  # the attempt to make now; None when the job is exhausted
 
 
-def _claimable(webhook: Webhook, *, now, limit: int) -> list[tuple]:
+def _attempt_failed(webhook_id) -> bool:
+    """Whether a delivery of the webhook failed an attempt and is not finished."""
+    return DeliveryJob.objects.filter(
+        Q(state=DeliveryJob.State.PENDING, attempts__gt=0)
+        | Q(state=DeliveryJob.State.DELIVERING, attempts__gt=1),
+        webhook_id=webhook_id,
+    ).exists()
+
+
+def _claimable(
+    webhook: Webhook, *, now, limit: int, attempt_failed: bool | None = None
+) -> list[tuple]:
     """(id, state, next_attempt_at) of the jobs a claim would take now, oldest first
     (all due ones of a disabled webhook: they are dropped).
 
@@ -98,7 +109,9 @@ def _claimable(webhook: Webhook, *, now, limit: int) -> list[tuple]:
     finished, or the last deliveries failed), retries go first and a new delivery
     starts only while the failures so far and the deliveries under way stay below
     FAILURES_BEFORE_DISABLE: a dead endpoint gets 5 deliveries x 5 attempts before it
-    is disabled, however many events wait for it.
+    is disabled, however many events wait for it. `attempt_failed`: what
+    _attempt_failed would say, when the caller knows (a drain that has seen no failed
+    attempt since it looked); None: ask the database.
     """
     active = DeliveryJob.objects.filter(webhook_id=webhook.id, state__in=DeliveryJob.ACTIVE_STATES)
     due = active.filter(next_attempt_at__lte=now).order_by("next_attempt_at")
@@ -106,13 +119,9 @@ def _claimable(webhook: Webhook, *, now, limit: int) -> list[tuple]:
     failures = webhook.consecutive_failures
     if not webhook.is_enabled:  # every due job, to be dropped
         return list(due.values_list(*fields)[:limit])
-    failing = (
-        failures > 0
-        or active.filter(
-            Q(state=DeliveryJob.State.PENDING, attempts__gt=0)
-            | Q(state=DeliveryJob.State.DELIVERING, attempts__gt=1)
-        ).exists()
-    )
+    if attempt_failed is None:
+        attempt_failed = _attempt_failed(webhook.id)
+    failing = failures > 0 or attempt_failed
     if not failing:
         return list(due.values_list(*fields)[:limit])
     candidates = list(due.filter(attempts__gt=0).values_list(*fields)[:limit])
@@ -123,7 +132,9 @@ def _claimable(webhook: Webhook, *, now, limit: int) -> list[tuple]:
     return candidates
 
 
-def jobs_claim(*, webhook_id, limit: int, webhook: Webhook | None = None) -> list[ClaimedJob]:
+def jobs_claim(
+    *, webhook_id, limit: int, webhook: Webhook | None = None, attempt_failed: bool | None = None
+) -> list[ClaimedJob]:
     """Claim up to `limit` due jobs of one webhook (those _claimable names), each for an
     attempt made right away. `webhook`: the row as just read, if the caller has it.
 
@@ -138,7 +149,7 @@ def jobs_claim(*, webhook_id, limit: int, webhook: Webhook | None = None) -> lis
         if webhook is None:
             return []
     now = timezone.now()
-    candidates = _claimable(webhook, now=now, limit=limit)
+    candidates = _claimable(webhook, now=now, limit=limit, attempt_failed=attempt_failed)
     if not candidates:
         return []
     fresh_token, lost_token = uuid.uuid4(), uuid.uuid4()
@@ -350,6 +361,9 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
     in_flight: dict[Future, ClaimedJob] = {}
     webhook = None
     worked = 0
+    # Only this drain makes attempts while it holds the lease: once it knows no attempt
+    # failed, it needs to ask again only after one of its own fails.
+    attempt_failed: bool | None = None if _attempt_failed(webhook_id) else False
     handing_over = False
     while True:
         now = time.monotonic()
@@ -366,10 +380,15 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
             webhook = Webhook.objects.filter(id=webhook_id).first()
             if webhook is not None:
                 claimed = jobs_claim(
-                    webhook_id=webhook_id, limit=lanes - len(in_flight), webhook=webhook
+                    webhook_id=webhook_id,
+                    limit=lanes - len(in_flight),
+                    webhook=webhook,
+                    attempt_failed=attempt_failed,
                 )
         for item in claimed:
             worked += 1
+            if item.lost_attempt is not None:
+                attempt_failed = None
             if item.attempt is None or not webhook.is_enabled:
                 outcome = _outcome(item, None, webhook)
                 job_record(item=item, webhook_id=webhook_id, result=None, outcome=outcome)
@@ -391,3 +410,5 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
             result = future.result()
             outcome = _outcome(item, result, webhook)
             job_record(item=item, webhook_id=webhook_id, result=result, outcome=outcome)
+            if outcome in ("retry", "failed"):
+                attempt_failed = None
