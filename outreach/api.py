@@ -25,6 +25,7 @@ from config.api.errors import (
 )
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
+from config.outbound import host_normalize, host_refusal
 from outreach import selectors, services
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
@@ -76,6 +77,18 @@ def _secret_field(max_length: int) -> serializers.CharField:
 
 
 # --- SMTP credentials ------------------------------------------------------------------
+
+
+def _mailbox_host(value: str, port: int) -> str:
+    """A mailbox server the outbound guard lets the service reach (API.md section 11)."""
+    try:
+        host = host_normalize(value)
+    except ValueError as exc:
+        raise serializers.ValidationError(str(exc)) from None
+    refusal = host_refusal(host, port)
+    if refusal:
+        raise serializers.ValidationError(refusal)
+    return host
 
 
 class CredentialSerializer(serializers.ModelSerializer):
@@ -166,6 +179,12 @@ class CredentialSerializer(serializers.ModelSerializer):
 
     def validate_from_email(self, value):
         return _validate_email_value(value)
+
+    def validate_smtp_host(self, value):
+        return _mailbox_host(value, 25)
+
+    def validate_imap_host(self, value):
+        return _mailbox_host(value, 993) if value else value
 
     def validate(self, attrs):
         creating = self.instance is None
