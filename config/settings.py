@@ -97,6 +97,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.api.middleware.BodySizeLimitMiddleware",
+    "config.api.middleware.QueryNulMiddleware",
+    "config.api.middleware.AllowHeaderMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -219,7 +221,9 @@ REST_FRAMEWORK = {
     # accounts: 60 requests a minute per API key on every authenticated request.
     "DEFAULT_THROTTLE_CLASSES": ["accounts.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JSONParser"],
+    # No OPTIONS metadata: OPTIONS is 405 method_not_allowed like any undocumented method.
+    "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.api.handlers.exception_handler",
     "UNAUTHENTICATED_USER": None,
