@@ -165,7 +165,6 @@ def connect_checked(
 
 # --- host names and URLs an account registers ---------------------------------------
 
-MAX_HOST_LENGTH = 253
 _HOST_NAME = re.compile(
     r"^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*"
     r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$"
