@@ -18,7 +18,7 @@ from accounts.selectors import api_request_counts
 from billing import services
 from billing.selectors import usage_history
 from config.api.errors import InvalidJson, InvalidSignature
-from config.api.parsers import JSONParser
+from config.api.parsers import JSONParser, json_problems
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +182,9 @@ class PspWebhookView(APIView):
             event = json.loads(payload)
         except (ValueError, RecursionError):
             raise InvalidJson() from None
+        if json_problems(event) is not None:
+            # Too deep, or a NUL character the payload's jsonb column cannot store.
+            raise InvalidJson("The event is nested too deeply or holds a NUL character.")
         if not (
             isinstance(event, dict)
             and isinstance(event.get("id"), str)

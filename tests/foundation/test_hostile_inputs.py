@@ -202,7 +202,14 @@ def test_a_deep_signed_provider_event_is_invalid_json(anon_client, settings):
     )
     assert_envelope(response, 400, "invalid_json")
     assert not PspEvent.objects.exists()
-    assert signed_event_post  # the helper other tests use signs the same way
+
+
+def test_a_signed_provider_event_holding_a_nul_is_invalid_json(anon_client, settings):
+    settings.STRIPE_WEBHOOK_SECRET = WEBHOOK_SECRET
+    event = {"id": "evt_nul", "type": "customer.subscription.updated", "data": {"x": "a\x00"}}
+    response = signed_event_post(anon_client, event)
+    assert_envelope(response, 400, "invalid_json")
+    assert not PspEvent.objects.exists()
 
 
 # --- date-times --------------------------------------------------------------------------
