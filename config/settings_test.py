@@ -9,7 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-000000000000")
 os.environ.setdefault("FIELD_ENCRYPTION_KEY", "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=")
-os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+# Test peers listen on loopback; the guard's own tests switch it off.
+os.environ.setdefault("OUTBOUND_ALLOW_PRIVATE_NETWORKS", "true")
 os.environ.setdefault("WEBHOOK_RETRY_SCHEDULE", "0,0,0,0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("BASE_URL", "http://testserver")
@@ -19,9 +20,16 @@ os.environ.setdefault("SENDING_SCHEDULE_ON_DISPATCH", "false")
 
 # Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
 # own: its end-to-end Celery workers, queue purges and rate-limit buckets must not
-# meet another process's. Worker subprocesses inherit the rewritten URL.
+# meet another process's. Worker subprocesses inherit the rewritten URL, and the
+# mark that it is rewritten (they must not move it once more: gw1's workers would
+# listen one database further than gw1).
 _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
+if (
+    _xdist_worker.startswith("gw")
+    and os.environ.get("REDIS_URL")
+    and not os.environ.get("TEST_REDIS_DB_ASSIGNED")
+):
+    os.environ["TEST_REDIS_DB_ASSIGNED"] = "1"
     _redis = urlsplit(os.environ["REDIS_URL"])
     # Database 0 (the default) maps test processes to 8..15; a URL naming another
     # database K starts them at K instead, so two test runs can share one Redis.

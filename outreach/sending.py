@@ -41,6 +41,7 @@ from django.utils import timezone
 from billing.periods import period_bounds
 from billing.services import usage_record_increment
 from config.db import connection_release
+from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from config.worker import stopping
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
@@ -191,10 +192,14 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
     timeout = settings.SENDING_SMTP_TIMEOUT_SECONDS
     host, port = credential.smtp_host, credential.smtp_port
     try:
+        # Through the outbound guard: a host resolving to a refused address is a mailbox
+        # failure (the batch waits), never a bounce.
         if credential.smtp_security == Security.SSL:
-            conn = smtplib.SMTP_SSL(host, port, timeout=timeout, context=_tls_context())
+            conn = GuardedSMTP_SSL(host, port, timeout=timeout, context=_tls_context())
         else:
-            conn = smtplib.SMTP(host, port, timeout=timeout)
+            conn = GuardedSMTP(host, port, timeout=timeout)
+    except OutboundRefused as exc:
+        raise MailboxError(f"refused: {exc}"[:ERROR_MAX_CHARS]) from exc
     except (ssl.SSLError, ssl.CertificateError) as exc:
         raise MailboxError(f"TLS failed: {exc}"[:ERROR_MAX_CHARS]) from exc
     except (OSError, smtplib.SMTPException) as exc:
