@@ -537,6 +537,17 @@ def credential_error_record(*, credential: SmtpCredential, error: str, now: date
 
 
 def _mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
+    """Mark the claim started, with the message it is about to send, if its enrollment
+    is still due, its contact not suppressed and its campaign active."""
+    if record_sql.supported():
+        return record_sql.mark_started(
+            enrollment_id=claim.pk,
+            batch_id=claim.batch_id,
+            now=now,
+            message_id=outgoing.message_id,
+            subject=outgoing.subject[:998],
+            to_email=outgoing.to_email[:254],
+        )
     return bool(
         SendClaim.objects.filter(
             pk=claim.pk,
