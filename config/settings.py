@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -284,7 +285,13 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-# One queue per kind of work, so a flood of one cannot starve the others.
+# One queue per kind of work, so a flood of one cannot starve the others. Declared here,
+# so a worker started without -Q (`celery -A config worker`) consumes every one of them;
+# production runs a worker pool per queue (-Q webhooks, -Q sending, ...) to scale them apart.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name)
+    for name in ("celery", "webhooks", "sending", "imports", "intake")
+]
 CELERY_TASK_ROUTES = {
     "webhooks.*": {"queue": "webhooks"},
     "outreach.tasks.send_*": {"queue": "sending"},
