@@ -33,13 +33,16 @@ if EMBEDDED:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
-def _kept_secret(name: str, make) -> str:
+def _kept_secret(name: str, make, how: str) -> str:
     """A secret from the environment; in embedded mode, generated once under var/."""
     value = env.str(name, default="")
     if value:
         return value
     if not EMBEDDED:
-        raise ImproperlyConfigured(f"{name} must be set when DATABASE_URL is set (production).")
+        raise ImproperlyConfigured(
+            f"{name} must be set when DATABASE_URL is set (production). Make one with "
+            f"{how} and keep it (a new one cannot read what the old one signed or encrypted)."
+        )
     path = VAR_DIR / name.lower()
     if not path.exists():
         # O_EXCL: two processes starting at once agree on one value.
@@ -56,10 +59,16 @@ def _kept_secret(name: str, make) -> str:
 # Whether to show Django's debug pages. Off unless asked for.
 DEBUG = env.bool("DEBUG", default=False)
 # Signs sessions (admin) and the tracking/unsubscribe tokens.
-SECRET_KEY = _kept_secret("SECRET_KEY", lambda: secrets.token_urlsafe(50))
+SECRET_KEY = _kept_secret(
+    "SECRET_KEY",
+    lambda: secrets.token_urlsafe(50),
+    how="python3 -c 'import secrets; print(secrets.token_urlsafe(50))'",
+)
 # Fernet key (urlsafe base64 of 32 bytes) encrypting stored mailbox passwords.
 FIELD_ENCRYPTION_KEY = _kept_secret(
-    "FIELD_ENCRYPTION_KEY", lambda: base64.urlsafe_b64encode(os.urandom(32)).decode()
+    "FIELD_ENCRYPTION_KEY",
+    lambda: base64.urlsafe_b64encode(os.urandom(32)).decode(),
+    how="python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())'",
 )
 
 # Public address of the service: links in emails, relay webhook URLs, docs links.
