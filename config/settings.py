@@ -179,6 +179,9 @@ REDIS_URL = env.str("REDIS_URL", default="")
 
 # accounts: namespace of the rate limiter's Redis keys (lets deployments share one Redis DB).
 RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
+# accounts: signups per client IP per hour. 5 in production; the embedded (development)
+# mode allows more, so a first hour of trying from localhost is not cut short.
+SIGNUP_RATE_LIMIT = env.int("SIGNUP_RATE_LIMIT", default=100 if EMBEDDED else 5)
 
 if REDIS_URL:
     CACHES = {
@@ -411,8 +414,10 @@ CELERY_BEAT_SCHEDULE["billing-subscriptions-reconcile"] = {
 }
 # --- end billing: housekeeping ---
 
-# Outbound webhooks.
-WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", default=False)
+# Outbound webhooks. The SSRF guard refuses private, loopback and link-local destinations
+# in production; the embedded (development) mode lets them through, so a receiver on the
+# same machine works (the start banner says so).
+WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", default=EMBEDDED)
 # Seconds to wait before attempts 2..5; empty means the default polynomial schedule.
 WEBHOOK_RETRY_SCHEDULE = env.list("WEBHOOK_RETRY_SCHEDULE", cast=int, default=[])
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)

@@ -10,6 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-000000000000")
 os.environ.setdefault("FIELD_ENCRYPTION_KEY", "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=")
 os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+# Production's limit, whatever the mode the tests run in.
+os.environ.setdefault("SIGNUP_RATE_LIMIT", "5")
 os.environ.setdefault("WEBHOOK_RETRY_SCHEDULE", "0,0,0,0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("BASE_URL", "http://testserver")
