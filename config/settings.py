@@ -382,6 +382,9 @@ SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", d
 # Extra CA certificates (PEM file) trusted for SMTP TLS, e.g. a private relay's CA. Empty:
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
+# POST /smtp_credentials/:id/verify (and a credential's create) answers within this many
+# seconds, whatever the mail servers do; below gunicorn's 30 s worker timeout.
+MAILBOX_VERIFY_TIMEOUT_SECONDS = env.float("MAILBOX_VERIFY_TIMEOUT_SECONDS", default=15.0)
 CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
     "task": "outreach.tasks.schedule_sends",
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
