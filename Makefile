@@ -66,7 +66,7 @@ run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py banner
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start -f Procfile
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m config.procfile start -f Procfile
 
 ## Install and run the test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set).
 test: $(STAMP)

@@ -21,6 +21,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
+from config.logs import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 
@@ -436,15 +438,18 @@ CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
     "options": {"expires": WEBHOOK_SWEEP_INTERVAL_SECONDS},
 }
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.server": {"level": "WARNING"}},
-}
+# Logs of every process (config/logs.py): idle periodic work at DEBUG, tokens and secrets
+# redacted. LOG_FORMAT=json: one JSON object per line.
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain").lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}.")
+LOGGING = logging_config(
+    level=LOG_LEVEL,
+    json_format=LOG_FORMAT == "json",
+    periodic_tasks=[entry["task"] for entry in CELERY_BEAT_SCHEDULE.values()],
+    filesystem_broker=CELERY_BROKER_URL == "filesystem://",
+)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = BASE_URL.startswith("https://")

@@ -103,4 +103,5 @@ pytest_plugins = [
     "tests.support.receiver",
     "tests.support.celery_worker",
     "tests.support.smtp",
+    "tests.support.embedded",
 ]
