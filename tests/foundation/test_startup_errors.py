@@ -106,3 +106,12 @@ def test_manage_py_with_a_missing_database_says_how_to_create_it():
         f"create it first: createdb -h {url.hostname} -p {url.port or 5432}"
         f" -U {url.username} outreach_does_not_exist_here"
     )
+
+
+def test_manage_py_test_says_to_use_make_test(tmp_path):
+    result = _run([sys.executable, "manage.py", "test"], VAR_DIR=str(tmp_path), DATABASE_URL="")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "CommandError: the test suite runs with pytest, not manage.py test: use `make test` "
+        "(options through PYTEST_ARGS), or .venv/bin/pytest directly."
+    )
