@@ -86,7 +86,10 @@ def test_production_has_no_development_defaults(embedded):
     text = _banner()
     assert text.startswith("Outreach service: production mode\n")
     assert "Development defaults" not in text
-    assert "WEBHOOK_ALLOW_PRIVATE_NETWORKS" not in text
+    assert text.endswith(
+        "  Webhooks to private and loopback addresses refused "
+        "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true for local trials)\n"
+    )
 
 
 def test_production_warns_when_private_networks_are_allowed(embedded):

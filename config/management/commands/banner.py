@@ -42,6 +42,11 @@ def banner_text() -> str:
         )
         variables = ", ".join(f"STRIPE_PRICE_{slug.upper()}" for slug in unpriced)
         off.append(f"             ({variables} at the first migrate, or in the admin)")
+    if not settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS:
+        off.append(
+            "Webhooks to private and loopback addresses refused "
+            "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true for local trials)"
+        )
     if off:
         lines.append("Off:")
         lines += [f"  {line}" for line in off]
