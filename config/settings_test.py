@@ -18,10 +18,13 @@ os.environ.setdefault("BASE_URL", "http://testserver")
 
 # Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
 # own: its end-to-end Celery workers, queue purges and rate-limit buckets must not
-# meet another process's. Worker subprocesses inherit the rewritten URL.
+# meet another process's. Worker subprocesses inherit the rewritten URL, and the URL
+# it was rewritten from (they load these settings again, with the same
+# PYTEST_XDIST_WORKER: the rewrite must give them the same database, not add the
+# offset a second time).
 _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
-    _redis = urlsplit(os.environ["REDIS_URL"])
+    _redis = urlsplit(os.environ.setdefault("TEST_REDIS_URL_GIVEN", os.environ["REDIS_URL"]))
     # Database 0 (the default) maps test processes to 8..15; a URL naming another
     # database K starts them at K instead, so two test runs can share one Redis.
     _base = int(_redis.path.strip("/") or 0)
