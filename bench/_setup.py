@@ -26,12 +26,12 @@ def prepare():
     call_command("migrate", verbosity=0)
 
 
-def account_create(label: str):
+def account_create(label: str, *, plan: str = "free"):
     from accounts.models import Account
     from plans.models import Plan
 
     return Account.objects.create(
-        email=f"bench-{label}-{os.getpid()}@example.com", plan=Plan.objects.get(slug="free")
+        email=f"bench-{label}-{os.getpid()}@example.com", plan=Plan.objects.get(slug=plan)
     )
 
 
@@ -48,3 +48,62 @@ def account_drop(account) -> None:
     for model in (Campaign, SmtpCredential):
         model.objects.filter(account=account).delete()
     account.delete()
+
+
+# The step the sending benchmarks send: text + HTML (with the open pixel), personalised.
+STEP = {
+    "subject": "Quick question, {{first_name|there}}",
+    "body_text": "Hi {{first_name}},\n\nWould {{company}} like to talk?\n\nBench",
+    "body_html": "<html><body><p>Hi {{first_name}},</p><p>{{company}}?</p></body></html>",
+}
+
+
+def step_create(campaign):
+    """Step 1 of `campaign`: STEP, due at once."""
+    from outreach.models import CampaignStep
+
+    return CampaignStep.objects.create(campaign=campaign, position=1, delay_minutes=0, **STEP)
+
+
+def contacts_create(account, count: int, *, start: int = 0) -> list:
+    """`count` personalised contacts r<n>@bench.example, n from `start`."""
+    from outreach.models import Contact
+
+    return Contact.objects.bulk_create(
+        [
+            Contact(
+                account=account,
+                email=f"r{i}@bench.example",
+                email_lower=f"r{i}@bench.example",
+                first_name=f"Name{i}",
+                company="Acme",
+            )
+            for i in range(start, start + count)
+        ]
+    )
+
+
+def messages_render(enrollments, *, credential, now) -> list:
+    """Step 1 of each enrollment's campaign, rendered by the service's own message_build
+    as `credential` would send it: the baseline's pre-rendered messages (Outgoing:
+    .to_email, .data)."""
+    from outreach.sending import message_build
+
+    steps: dict = {}
+    rendered = []
+    for enrollment in enrollments:
+        campaign = enrollment.campaign
+        if campaign.pk not in steps:
+            steps[campaign.pk] = campaign.steps.get(position=1)
+        rendered.append(
+            message_build(
+                credential=credential,
+                campaign=campaign,
+                step=steps[campaign.pk],
+                enrollment=enrollment,
+                thread=[],
+                first_subject="",
+                now=now,
+            )
+        )
+    return rendered

@@ -14,7 +14,6 @@ service reaches at least 50% of the baseline's rate.
 
 import os
 import smtplib
-import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -22,7 +21,15 @@ from datetime import timedelta
 # Webhook delivery tasks go to the broker as in production, not run inline.
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
 
-from _setup import ROOT, account_create, account_drop, prepare  # noqa: E402
+from _peers import process_stop, smtp_sink_start  # noqa: E402
+from _setup import (  # noqa: E402
+    account_create,
+    account_drop,
+    contacts_create,
+    messages_render,
+    prepare,
+    step_create,
+)
 
 
 def main(count: int) -> None:
@@ -30,30 +37,17 @@ def main(count: int) -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from outreach.models import (
-        Campaign,
-        CampaignStep,
-        Contact,
-        Enrollment,
-        Message,
-        SmtpCredential,
-    )
+    from outreach.models import Campaign, Enrollment, Message, SmtpCredential
     from outreach.scheduler import schedule_due
-    from outreach.sending import batch_send, message_build
-    from tests.support.ports import free_port, wait_for_port
+    from outreach.sending import batch_send
+    from tests.support.ports import free_port
     from webhooks.models import Event, Webhook
     from webhooks.secrets import secret_encrypt, secret_generate
 
     port = free_port()
-    sink = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.smtp", "--port", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    sink = smtp_sink_start(port=port)
     account = account_create("sending")
     try:
-        wait_for_port(port)
         credential = SmtpCredential.objects.create(
             account=account,
             from_email="bench@sender.example",
@@ -67,32 +61,14 @@ def main(count: int) -> None:
             account=account, name="bench", status=Campaign.Status.ACTIVE
         )
         campaign.credentials.add(credential)
-        CampaignStep.objects.create(
-            campaign=campaign,
-            position=1,
-            subject="Quick question, {{first_name|there}}",
-            body_text="Hi {{first_name}},\n\nWould {{company}} like to talk?\n\nBench",
-            body_html="<html><body><p>Hi {{first_name}},</p><p>{{company}}?</p></body></html>",
-            delay_minutes=0,
-        )
+        step_create(campaign)
         Webhook.objects.create(
             account=account,
             url="http://127.0.0.1:9/never",
             event_filters=["*"],
             secret_encrypted=secret_encrypt(secret_generate()),
         )
-        contacts = Contact.objects.bulk_create(
-            [
-                Contact(
-                    account=account,
-                    email=f"r{i}@bench.example",
-                    email_lower=f"r{i}@bench.example",
-                    first_name=f"Name{i}",
-                    company="Acme",
-                )
-                for i in range(count)
-            ]
-        )
+        contacts = contacts_create(account, count)
         now = timezone.now()
         Enrollment.objects.bulk_create(
             [
@@ -107,19 +83,11 @@ def main(count: int) -> None:
         )
 
         # The same messages, rendered once, for the baseline.
-        step = campaign.steps.get()
-        payloads = [
-            message_build(
-                credential=credential,
-                campaign=campaign,
-                step=step,
-                enrollment=e,
-                thread=[],
-                first_subject="",
-                now=now,
-            )
-            for e in Enrollment.objects.filter(campaign=campaign).select_related("contact")
-        ]
+        payloads = messages_render(
+            Enrollment.objects.filter(campaign=campaign).select_related("contact", "campaign"),
+            credential=credential,
+            now=now,
+        )
         started = time.perf_counter()
         conn = smtplib.SMTP("127.0.0.1", port, timeout=30)
         conn.ehlo()
@@ -155,8 +123,7 @@ def main(count: int) -> None:
         )
         print(f"ratio: {100 * service_rate / base_rate:.0f}% (goal: at least 50%)")
     finally:
-        sink.terminate()
-        sink.wait(timeout=10)
+        process_stop(sink)
         Event.objects.filter(account=account).delete()
         Message.objects.filter(account=account).delete()
         account_drop(account)

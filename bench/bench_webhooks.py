@@ -19,7 +19,6 @@ It migrates that database and empties the Redis database's queues.
 """
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -41,27 +40,13 @@ os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 
-def wait_port(port: int) -> None:
-    import socket
-
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"receiver did not start on {port}")
-
-
 def start_receiver() -> tuple[subprocess.Popen, str]:
+    from _peers import receiver_start
+
     from tests.support.ports import free_port
 
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.receiver", "--port", str(port)], cwd=ROOT
-    )
-    wait_port(port)
-    return process, f"http://127.0.0.1:{port}/hook"
+    return receiver_start(ports=[port]), f"http://127.0.0.1:{port}/hook"
 
 
 def start_worker(log_path: Path) -> subprocess.Popen:
@@ -95,32 +80,13 @@ def start_worker(log_path: Path) -> subprocess.Popen:
 
 
 def baseline(url: str, secret: str, n: int, account_id: str) -> float:
-    import uuid
-
     import requests
-
-    from webhooks.secrets import signature_header
+    from _peers import signed_envelope
 
     session = requests.Session()
     started = time.perf_counter()
     for i in range(n):
-        body = json.dumps(
-            {
-                "id": str(uuid.uuid4()),
-                "type": "enrollment.sent",
-                "created_at": "2026-01-01T00:00:00.000000Z",
-                "account_id": account_id,
-                "data": {"n": i},
-            },
-            separators=(",", ":"),
-        ).encode()
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": "service-webhooks/1.0",
-            "X-Service-Signature": signature_header(
-                secret=secret, body=body, timestamp=int(time.time())
-            ),
-        }
+        body, headers = signed_envelope(secret=secret, account_id=account_id, data={"n": i})
         response = session.post(url, data=body, headers=headers, timeout=10)
         response.raise_for_status()
     return n / (time.perf_counter() - started)
@@ -175,6 +141,7 @@ def main() -> None:
 
     django.setup()
     import redis
+    from _peers import process_stop
     from django.core.management import call_command
 
     from tests.accounts.factories import AccountFactory
@@ -214,8 +181,7 @@ def main() -> None:
         if worker is not None:
             os.killpg(worker.pid, signal.SIGTERM)
             worker.wait(timeout=30)
-        receiver.terminate()
-        receiver.wait(timeout=10)
+        process_stop(receiver)
         account.delete()  # its webhook, events, jobs and attempt rows go with it
 
 

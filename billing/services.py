@@ -17,7 +17,6 @@ from accounts.models import Account
 from billing import psp
 from billing.models import PspEvent, UsageRecord
 from billing.periods import ACTIVE_SUBSCRIPTION_STATUSES, period_bounds
-from billing.sql import USAGE_INCREMENT
 from config.api.errors import (
     AlreadySubscribed,
     NoPspCustomer,
@@ -26,9 +25,19 @@ from config.api.errors import (
     PlanNotPurchasable,
     PspUnavailable,
 )
+from config.db.prepared import prepared
 from plans.models import FREE_PLAN_SLUG, Plan
 
 logger = logging.getLogger(__name__)
+
+# usage_record_increment's statement, run once per metered send: the ORM's
+# filter(...).update(sends_count=F(...) + by), written out once so that it can be a
+# prepared statement on PostgreSQL.
+USAGE_INCREMENT = prepared(
+    "UPDATE billing_usagerecord SET sends_count = sends_count + %s"
+    " WHERE account_id = %s AND period_start <= %s"
+    " AND period_start >= %s AND period_end = %s"
+)
 
 # Subscription statuses that end the paid plan: the account goes back to free.
 # `paused` (a trial ended without a payment method) is not paying either.
@@ -64,7 +73,7 @@ def usage_record_increment(*, account, at: datetime | None = None, by: int = 1) 
     at = at or timezone.now()
     start, end = period_bounds(account, at)
     # The ORM's filter(account, period_start__lte=at, period_start__gte=start,
-    # period_end=end).update(sends_count=F(...) + by), written out once (billing/sql.py):
+    # period_end=end).update(sends_count=F(...) + by), written out once (USAGE_INCREMENT):
     # it runs once per metered send.
     adapt = connection.ops.adapt_datetimefield_value
     account_id = Account._meta.pk.get_db_prep_value(account.pk, connection)

@@ -28,3 +28,5 @@ def _logging_from_django(**kwargs) -> None:
 
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+import config.worker  # noqa: E402,F401  (connects the shutdown signal)

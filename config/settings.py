@@ -157,8 +157,28 @@ if EMBEDDED:
     }
 else:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A bounded pool of connections per process (psycopg_pool through Django). A worker
+    # runs hundreds of outbound conversations in threads; each thread borrows a
+    # connection only while it talks to the database and gives it back before it waits
+    # on a peer (config.db.connection_release), so DB_POOL_MAX_SIZE bounds what a
+    # process holds however many sessions are open. 0 turns the pool off: every thread
+    # then keeps its own persistent connection (DB_CONN_MAX_AGE).
+    DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
+    if DB_POOL_MAX_SIZE > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them instead
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(env.int("DB_POOL_MIN_SIZE", default=1), DB_POOL_MAX_SIZE),
+            "max_size": DB_POOL_MAX_SIZE,
+            # A thread waits this long for a free connection, then its task fails
+            # (and is retried by its sweep), rather than opening one more.
+            "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0),
+        }
+    else:
+        DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    # Without a pool Django checks a reused connection before each request's first
+    # query; with one, the project backend checks each connection the pool hands out
+    # (config/db/postgresql, no round trip in the common case).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = DB_POOL_MAX_SIZE == 0
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # The same backend, with a health check that needs no round trip.
         DATABASES["default"]["ENGINE"] = "config.db.postgresql"
@@ -299,6 +319,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "celery"
+# Outbound I/O is concurrent inside each worker: a pool of threads, each task one
+# conversation (an SMTP session, a webhook's drain), waiting on its peer without
+# holding a database connection (docs/engines.md). The embedded mode's
+# SQLite takes one writer at a time, so a handful of threads is all it can use.
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=8 if EMBEDDED else 200)
 # One queue per kind of work, so a flood of one cannot starve the others. Declared here,
 # so a worker started without -Q (`celery -A config worker`) consumes every one of them;
 # production runs a worker pool per queue (-Q webhooks, -Q sending, ...) to scale them apart.
@@ -366,6 +392,9 @@ CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
 SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=5.0)
 # Enrollments claimed per scheduler transaction; also the most one sending task sends.
 SENDING_BATCH_SIZE = env.int("SENDING_BATCH_SIZE", default=100)
+# A dispatch or outreach whose first step is due at once runs the scheduler right after
+# its commit instead of waiting for the next tick.
+SENDING_SCHEDULE_ON_DISPATCH = env.bool("SENDING_SCHEDULE_ON_DISPATCH", default=True)
 # Enrollments one scheduler run examines at most (the rest wait for the next tick).
 SENDING_MAX_PER_TICK = env.int("SENDING_MAX_PER_TICK", default=2000)
 # How long a sending task owns its claims. Must outlast a batch (SENDING_BATCH_SIZE sends
@@ -429,6 +458,11 @@ WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 # How long a worker owns a claimed delivery; a job whose worker died is re-tried
 # after it. Must outlast the longest attempt (connect + response, each up to the timeout).
 WEBHOOK_CLAIM_LEASE_SECONDS = env.int("WEBHOOK_CLAIM_LEASE_SECONDS", default=300)
+# Requests in flight to one webhook at most (its drain's lanes): a slow endpoint gets
+# this many slots, and no more, however many events wait for it.
+WEBHOOK_MAX_IN_FLIGHT = env.int("WEBHOOK_MAX_IN_FLIGHT", default=4)
+# Requests in flight per worker process at most, all webhooks together (its HTTP pool).
+WEBHOOK_MAX_CONCURRENT_REQUESTS = env.int("WEBHOOK_MAX_CONCURRENT_REQUESTS", default=200)
 # How often beat sweeps for due deliveries the fast path missed (and for retries).
 WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOK_SWEEP_INTERVAL_SECONDS", default=15.0)
 CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {

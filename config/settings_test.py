@@ -15,6 +15,9 @@ os.environ.setdefault("SIGNUP_RATE_LIMIT", "5")
 os.environ.setdefault("WEBHOOK_RETRY_SCHEDULE", "0,0,0,0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("BASE_URL", "http://testserver")
+# Tests drive the scheduler themselves (eager Celery would run it, and send, inside the
+# request that dispatched); the fast path has its own test.
+os.environ.setdefault("SENDING_SCHEDULE_ON_DISPATCH", "false")
 
 # Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
 # own: its end-to-end Celery workers, queue purges and rate-limit buckets must not

@@ -448,6 +448,7 @@ class EnrollmentSerializer(serializers.ModelSerializer):
             "replied_at",
             "bounce_reason",
             "unsubscribed_at",
+            "last_error",
             "created_at",
         ]
         read_only_fields = fields

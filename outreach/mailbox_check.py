@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from django.conf import settings
 
+from config.db import connection_release
 from outreach.intake.mailbox import _connect as imap_connect
 from outreach.models import SmtpCredential
 from outreach.sending import smtp_connect
@@ -58,6 +59,9 @@ def credential_verify(*, credential: SmtpCredential) -> dict:
     if credential.imap_host:
         checks["imap"] = (_imap_check, settings.IMAP_TIMEOUT_SECONDS)
     deadline = settings.MAILBOX_VERIFY_TIMEOUT_SECONDS
+    # The request waits on mail servers now: its pooled database connection goes back
+    # meanwhile (nothing without a pool).
+    connection_release()
     executor = ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="mailbox-verify")
     futures = {name: executor.submit(check, credential) for name, (check, _) in checks.items()}
     wait(futures.values(), timeout=deadline)

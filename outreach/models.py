@@ -370,6 +370,10 @@ class Message(models.Model):
     to_email = models.EmailField(max_length=254)
     subject = models.CharField(max_length=998, blank=True, default="")
     sent_at = models.DateTimeField()
+    # The server took the whole message but its reply to the final dot never came (the
+    # connection dropped, or it timed out): it may or may not have been accepted. It is
+    # counted as sent and never sent again (docs/sending.md, "Unknown outcomes").
+    reply_seen = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -427,8 +431,9 @@ class SendClaim(models.Model):
     sender sets `sending_at` (a conditional UPDATE) right before the SMTP transaction,
     and deletes the claim in the transaction that records the outcome. A claim left
     behind by a dead worker is found when its lease lapses: never started, the
-    enrollment is simply due again; started (`sending_at` set), the outcome is unknown,
-    and the step is not sent again (docs/sending.md, "the duplicate-send window").
+    enrollment is simply due again; started (`sending_at` set), the outcome is unknown:
+    it is recorded as sent with its reply unseen and never sent again (docs/sending.md,
+    "Unknown outcomes").
     """
 
     enrollment = models.OneToOneField(
@@ -441,6 +446,11 @@ class SendClaim(models.Model):
     claimed_at = models.DateTimeField()
     lease_until = models.DateTimeField()
     sending_at = models.DateTimeField(null=True, blank=True)
+    # Set with sending_at: the message on its way, so that a send whose worker was lost
+    # is recorded as the message it was (docs/sending.md, "Unknown outcomes").
+    message_id = models.CharField(max_length=255, blank=True, default="")
+    subject = models.CharField(max_length=998, blank=True, default="")
+    to_email = models.CharField(max_length=254, blank=True, default="")
 
     class Meta:
         indexes = [

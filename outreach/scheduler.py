@@ -52,6 +52,7 @@ from outreach.windows import SendWindow, send_window_next_open
 
 logger = logging.getLogger(__name__)
 
+# Claims started before a claim kept its message (older releases) still end failed.
 INTERRUPTED_ERROR = (
     "The worker was lost while the SMTP server had this message; whether it was "
     "accepted is unknown, so it is not sent again (it could arrive twice)."
@@ -95,7 +96,8 @@ def claims_recover(*, now: datetime) -> int:
     """Claims whose lease lapsed. Never started: deleted, the reservation given back; the
     enrollment's next_send_at (the lease end) is already past, so it is due again.
     Started (`sending_at` set): the worker died during the SMTP transaction or before
-    recording its outcome; the enrollment is failed rather than risk a second copy."""
+    recording its outcome; the message is recorded as sent with its reply unseen
+    (outreach.sending.claims_interrupted_record), never sent a second time."""
     recovered = 0
     with transaction.atomic():
         stale = list(
@@ -112,8 +114,8 @@ def claims_recover(*, now: datetime) -> int:
             if claim.sending_at is None:
                 unsent[claim.credential_id, utc_day(claim.claimed_at)].append(claim.claimed_at)
             else:
-                interrupted.append(claim.enrollment_id)
-        SendClaim.objects.filter(pk__in=[c.pk for c in stale]).delete()
+                interrupted.append(claim)
+        SendClaim.objects.filter(pk__in=[c.pk for c in stale if c.sending_at is None]).delete()
         for (credential_id, _day), claimed_at in unsent.items():
             # A reservation belongs to the day of its claim: once the counter has moved
             # on to a new day, reservation_release leaves the new day's count alone.
@@ -121,19 +123,15 @@ def claims_recover(*, now: datetime) -> int:
                 credential_id=credential_id, at=claimed_at[0], count=len(claimed_at)
             )
         if interrupted:
-            Enrollment.objects.filter(
-                pk__in=interrupted, status__in=Enrollment.DUE_STATUSES
-            ).update(
-                status=Enrollment.Status.FAILED,
-                next_send_at=None,
-                last_error=INTERRUPTED_ERROR,
-                updated_at=now,
-            )
+            from outreach.sending import claims_interrupted_record
+
+            claims_interrupted_record(claims=interrupted)
             campaign_ids = set(
-                Enrollment.objects.filter(pk__in=interrupted).values_list("campaign_id", flat=True)
+                Enrollment.objects.filter(pk__in=[c.pk for c in interrupted]).values_list(
+                    "campaign_id", flat=True
+                )
             )
             campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
-            logger.warning("%d sends interrupted by a lost worker: failed", len(interrupted))
         recovered = len(stale)
     return recovered
 
@@ -195,10 +193,13 @@ class _Plan:
     pause: set = field(default_factory=set)  # campaign ids without an enabled credential
 
 
-def _claim_once(*, now: datetime, batch_size: int) -> tuple[list[Batch], int]:
-    """One transaction: select, decide, write. Returns (batches, enrollments examined)."""
+def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[list[Batch], int]:
+    """One transaction: select, decide, write. Returns (batches, enrollments examined).
+    Enrollments whose thread is on a `busy` mailbox wait for a later run."""
     with transaction.atomic():
         due = _due_queryset(now).order_by("next_send_at")
+        if busy:
+            due = due.exclude(credential_id__in=busy)
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True, of=("self",))
         enrollments = list(
@@ -208,12 +209,12 @@ def _claim_once(*, now: datetime, batch_size: int) -> tuple[list[Batch], int]:
         )
         if not enrollments:
             return [], 0
-        plan = _decide(enrollments, now=now)
+        plan = _decide(enrollments, now=now, busy=busy)
         batches = _write(plan, now=now)
     return batches, len(enrollments)
 
 
-def _decide(enrollments: list[Enrollment], *, now: datetime) -> _Plan:
+def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
     campaign_ids = {e.campaign_id for e in enrollments}
     campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
     positions = defaultdict(set)
@@ -263,6 +264,9 @@ def _decide(enrollments: list[Enrollment], *, now: datetime) -> _Plan:
         # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
         thread = enrollment.credential_id
         candidates = [thread] if thread in enabled else enabled
+        candidates = [pk for pk in candidates if pk not in busy]
+        if not candidates:
+            continue  # its mailboxes are all still sending: a later run takes it
         chosen = max(candidates, key=lambda pk: room[pk])  # first in link order on a tie
         if room[chosen] <= 0:
             tomorrow = send_window_next_open(
@@ -315,10 +319,14 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
         ]
     SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
     today = utc_day(now)
+    # One UPDATE per distinct claim count (usually one or two), not one per mailbox. The
+    # rows are locked (_decide): the reservation is computed from what was read.
+    by_count = defaultdict(list)
     for credential_id, items in by_credential.items():
-        # The row is locked (_decide): the reservation is computed from what was read.
-        SmtpCredential.objects.filter(pk=credential_id).update(
-            daily_sent_count=_used_expression(today) + len(items), daily_sent_on=today
+        by_count[len(items)].append(credential_id)
+    for count, credential_ids in by_count.items():
+        SmtpCredential.objects.filter(pk__in=credential_ids).update(
+            daily_sent_count=_used_expression(today) + count, daily_sent_on=today
         )
     return batches
 
@@ -336,30 +344,42 @@ def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[
     batch_size = settings.SENDING_BATCH_SIZE
     examined_total = 0
     batches: list[Batch] = []
+    # A mailbox still sending an earlier run's claims gets no new ones: one SMTP
+    # session per mailbox, and a slow mailbox holds one worker thread, not several.
+    busy = set(
+        SendClaim.objects.filter(claimed_at__lt=now, lease_until__gt=now)
+        .values_list("credential_id", flat=True)
+        .distinct()
+    )
     while examined_total < settings.SENDING_MAX_PER_TICK:
         try:
-            claimed, examined = _claim_once(now=now, batch_size=batch_size)
+            claimed, examined = _claim_once(now=now, batch_size=batch_size, busy=busy)
         except _LostRace:
             logger.info("send scheduler lost a claim race; the next tick retries")
             break
-        if enqueue:
-            for batch in claimed:
-                transaction.on_commit(lambda b=batch: batch_enqueue(b))
         batches += claimed
         examined_total += examined
         if examined < batch_size:
             break
+    if enqueue and batches:
+        # One task per mailbox for the whole run (one SMTP session), queued once every
+        # transaction of the run has committed.
+        by_credential: dict = defaultdict(list)
+        for batch in batches:
+            by_credential[batch.credential_id].append(str(batch.batch_id))
+        for credential_id, batch_ids in by_credential.items():
+            transaction.on_commit(lambda c=credential_id, b=batch_ids: batches_enqueue(c, b))
     return batches
 
 
-def batch_enqueue(batch: Batch) -> None:
-    """Queue the sending task of a committed batch. A failure only delays it: the claims
-    lapse after SENDING_LEASE_SECONDS and are claimed again."""
+def batches_enqueue(credential_id, batch_ids: list[str]) -> None:
+    """Queue the sending task of a mailbox's committed batches. A failure only delays
+    them: the claims lapse after SENDING_LEASE_SECONDS and are claimed again."""
     from outreach.tasks import send_batch
 
     try:
-        send_batch.apply_async((str(batch.batch_id), str(batch.credential_id)), retry=False)
+        send_batch.apply_async((batch_ids, str(credential_id)), retry=False)
     except Exception:
         logger.warning(
-            "send batch %s not queued; its claims lapse and retry", batch.batch_id, exc_info=True
+            "send batches %s not queued; their claims lapse and retry", batch_ids, exc_info=True
         )

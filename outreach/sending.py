@@ -27,7 +27,6 @@ import logging
 import smtplib
 import ssl
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.headerregistry import Address
@@ -41,6 +40,8 @@ from django.utils import timezone
 
 from billing.periods import period_bounds
 from billing.services import usage_record_increment
+from config.db import connection_release
+from config.worker import stopping
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
@@ -100,6 +101,50 @@ class TemporaryError(Exception):
 
 class PermanentError(Exception):
     """A 5xx reply to RCPT or DATA: the address bounced."""
+
+
+class OutcomeUnknown(Exception):
+    """The message and its final dot went out, and no reply came (the connection
+    dropped, or the reply timed out): the server may have accepted it."""
+
+
+UNSEEN_REPLY_NOTE = (
+    "The SMTP server's reply to this message was never seen (the connection dropped, the "
+    "reply timed out, or the worker was lost); it is counted as sent and not sent again "
+    "(it could arrive twice)."
+)
+
+
+def smtp_transaction(conn: smtplib.SMTP, sender: str, recipient: str, data: bytes, options):
+    """MAIL, RCPT and DATA for one recipient, as smtplib's sendmail runs them, except
+    that a reply to the final dot that never comes raises OutcomeUnknown instead of
+    looking like a connection that failed before the message was sent."""
+    conn.ehlo_or_helo_if_needed()
+    mail_options = list(options)
+    if conn.does_esmtp and conn.has_extn("size"):
+        mail_options.append(f"size={len(data)}")
+    code, reply = conn.mail(sender, mail_options)
+    if code != 250:
+        conn.close() if code == 421 else conn.rset()
+        raise smtplib.SMTPSenderRefused(code, reply, sender)
+    code, reply = conn.rcpt(recipient)
+    if code not in (250, 251):
+        conn.close() if code == 421 else conn.rset()
+        raise smtplib.SMTPRecipientsRefused({recipient: (code, reply)})
+    conn.putcmd("data")
+    code, reply = conn.getreply()
+    if code != 354:
+        raise smtplib.SMTPDataError(code, reply)
+    body = smtplib._quote_periods(data)  # the dot-stuffing sendmail uses
+    if body[-2:] != b"\r\n":
+        body += b"\r\n"
+    conn.send(body + b".\r\n")
+    try:
+        code, reply = conn.getreply()
+    except (smtplib.SMTPServerDisconnected, OSError) as exc:
+        raise OutcomeUnknown(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
+    if code != 250:
+        raise smtplib.SMTPDataError(code, reply)
 
 
 def _reply_text(code: int, message) -> str:
@@ -328,31 +373,7 @@ def _release_claim(claim: SendClaim, *, now: datetime, next_send_at: datetime | 
                 )
 
 
-def _record_sent(**fields) -> bool:
-    """Record an accepted message; returns whether `mark_next` was marked started."""
-    return _record_sent_start(**fields)()
-
-
-def _record_sent_start(*, mark_next: SendClaim | None = None, **fields) -> Callable[[], bool]:
-    """Start recording an accepted message. Returns `finish`, which completes the record
-    (the commit) and says whether `mark_next` was marked started. It MUST be called
-    before the database is used again or the next message is sent; until then only work
-    without the database may happen (on PostgreSQL the statement is in flight)."""
-    return _record_sent_prepare(**fields)(mark_next)
-
-
-class _After:
-    """The enrollment as a send leaves it: `state` over the enrollment's own fields."""
-
-    def __init__(self, enrollment: Enrollment, state: dict):
-        self.__dict__.update(state)
-        self._enrollment = enrollment
-
-    def __getattr__(self, name):
-        return getattr(self._enrollment, name)
-
-
-def _record_sent_prepare(
+def _record_sent(
     *,
     claim: SendClaim,
     enrollment: Enrollment,
@@ -361,12 +382,11 @@ def _record_sent_prepare(
     steps: dict[int, CampaignStep],
     outgoing: Outgoing,
     now: datetime,
-) -> Callable[[SendClaim | None], Callable[[], bool]]:
-    """What recording the message takes that needs no database (the next step's time,
-    the event's payload, the statement's parameters), computed ahead. Changes nothing:
-    returns `start(mark_next)`, which does the rest once the server accepted the message
-    (see _record_sent_start). A worker prepares while the previous message's record is
-    in flight."""
+    reply_seen: bool = True,
+) -> None:
+    """An accepted message (or one whose reply never came, `reply_seen=False`), in one
+    transaction: the Message, the enrollment moved on, the counters, the period's
+    usage and `enrollment.sent`."""
     next_step = steps.get(claim.step + 1)
     if next_step is not None:
         status, completed_at = Enrollment.Status.SENT, None
@@ -378,106 +398,80 @@ def _record_sent_prepare(
         )
     else:
         status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
-
-    def orm(mark_next) -> bool:
-        with transaction.atomic():
-            Message.objects.create(
-                account_id=campaign.account_id,
-                enrollment_id=enrollment.pk,
-                credential_id=credential.pk,
-                step=claim.step,
-                message_id=outgoing.message_id,
-                to_email=outgoing.to_email,
-                subject=outgoing.subject,
-                sent_at=now,
-            )
-            # Intake may have changed the enrollment since the claim (a reply, an
-            # unsubscribe): then the message is recorded, the sequence is not moved.
-            moved = Enrollment.objects.filter(
-                pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES
-            ).update(
-                status=status,
-                current_step=claim.step,
-                sent_at=now,
-                next_send_at=next_send_at,
-                completed_at=completed_at,
-                credential_id=credential.pk,
-                send_attempts=0,
-                last_error="",
-                updated_at=now,
-            )
-            SendClaim.objects.filter(pk=claim.pk).delete()
-            SmtpCredential.objects.filter(pk=credential.pk).update(sent_count=F("sent_count") + 1)
-            stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-            usage_record_increment(account=campaign.account, at=now)
-            if moved:
-                enrollment.status, enrollment.current_step = status, claim.step
-                enrollment.sent_at, enrollment.next_send_at = now, next_send_at
-                enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
-            else:
-                enrollment.refresh_from_db()
-            enrollment.campaign = campaign
-            enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
-            # The next claim's start mark rides on this commit: one round trip less.
-            return mark_next is not None and _mark_started(mark_next, now)
-
-    if not record_sql.supported():
-
-        def start_orm(mark_next):
-            marked = orm(mark_next)
-            return lambda: marked
-
-        return start_orm
-
-    # PostgreSQL: the same writes in one statement (outreach.record_sql). The state after
-    # the send goes in the event's payload; should the statement not apply, the ORM path
-    # sets it again, or reloads it when the row did not move.
-    state = {
-        "status": status,
-        "current_step": claim.step,
-        "sent_at": now,
-        "next_send_at": next_send_at,
-        "completed_at": completed_at,
-        "credential_id": credential.pk,
-    }
-    prepared = record_sql.record_sent_prepare(
-        account_id=campaign.account_id,
-        campaign_id=campaign.pk,
-        credential_id=credential.pk,
-        enrollment_id=enrollment.pk,
-        step=claim.step,
-        message_id=outgoing.message_id,
-        to_email=outgoing.to_email,
-        subject=outgoing.subject,
-        now=now,
-        status=status,
-        next_send_at=next_send_at,
-        completed_at=completed_at,
-        period=period_bounds(campaign.account, now),
-        event_type=ENROLLMENT_SENT,
-        event_data=enrollment_event_data(_After(enrollment, state), event_type=ENROLLMENT_SENT),
-    )
-
-    def start(mark_next):
+    if reply_seen and record_sql.supported():
+        # PostgreSQL, the common case: the same writes in one statement (outreach.record_sql).
+        state = {
+            "status": status,
+            "current_step": claim.step,
+            "sent_at": now,
+            "next_send_at": next_send_at,
+            "completed_at": completed_at,
+            "credential_id": credential.pk,
+        }
         for name, value in state.items():
             setattr(enrollment, name, value)
-        pending = prepared.start(created=timezone.now(), mark_next=mark_next)
-
-        def finish() -> bool:
-            recorded = pending.result()
-            if recorded is None:  # nothing was written: the ORM path does it all
-                return orm(mark_next)
-            if recorded.rung_webhook_ids:
-                ids = recorded.rung_webhook_ids
-                if transaction.get_connection().in_atomic_block:
-                    transaction.on_commit(lambda: drains_publish(webhook_ids=ids), robust=True)
-                else:
-                    drains_publish(webhook_ids=ids)
-            return mark_next is not None and recorded.marked_next
-
-        return finish
-
-    return start
+        enrollment.campaign = campaign
+        rung = record_sql.record_sent(
+            account_id=campaign.account_id,
+            campaign_id=campaign.pk,
+            credential_id=credential.pk,
+            enrollment_id=enrollment.pk,
+            step=claim.step,
+            message_id=outgoing.message_id,
+            to_email=outgoing.to_email,
+            subject=outgoing.subject,
+            now=now,
+            status=status,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            period=period_bounds(campaign.account, now),
+            event_type=ENROLLMENT_SENT,
+            event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
+        )
+        if rung is not None:
+            if rung:
+                transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+            return
+        # The statement did not apply (nothing written): the ORM path does it all.
+    with transaction.atomic():
+        Message.objects.create(
+            account_id=campaign.account_id,
+            enrollment_id=enrollment.pk,
+            credential_id=credential.pk,
+            step=claim.step,
+            message_id=outgoing.message_id,
+            to_email=outgoing.to_email,
+            subject=outgoing.subject,
+            sent_at=now,
+            reply_seen=reply_seen,
+        )
+        # Intake may have changed the enrollment since the claim (a reply, an
+        # unsubscribe): then the message is recorded, the sequence is not moved.
+        moved = Enrollment.objects.filter(
+            pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES
+        ).update(
+            status=status,
+            current_step=claim.step,
+            sent_at=now,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            credential_id=credential.pk,
+            send_attempts=0,
+            last_error="" if reply_seen else UNSEEN_REPLY_NOTE,
+            updated_at=now,
+        )
+        SendClaim.objects.filter(pk=claim.pk).delete()
+        SmtpCredential.objects.filter(pk=credential.pk).update(sent_count=F("sent_count") + 1)
+        stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
+        usage_record_increment(account=campaign.account, at=now)
+        if moved:
+            enrollment.status, enrollment.current_step = status, claim.step
+            enrollment.sent_at, enrollment.next_send_at = now, next_send_at
+            enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
+        else:
+            enrollment.refresh_from_db()
+        enrollment.campaign = campaign
+        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
 
 
 def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
@@ -537,7 +531,7 @@ def credential_error_record(*, credential: SmtpCredential, error: str, now: date
 # --- the batch ------------------------------------------------------------------------------
 
 
-def _mark_started(claim: SendClaim, now: datetime) -> bool:
+def _mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
     return bool(
         SendClaim.objects.filter(
             pk=claim.pk,
@@ -547,8 +541,63 @@ def _mark_started(claim: SendClaim, now: datetime) -> bool:
             enrollment__contact__unsubscribed_at__isnull=True,
             enrollment__contact__bounced_at__isnull=True,
             enrollment__campaign__status=Campaign.Status.ACTIVE,
-        ).update(sending_at=now)
+        ).update(
+            sending_at=now,
+            message_id=outgoing.message_id,
+            subject=outgoing.subject[:998],
+            to_email=outgoing.to_email[:254],
+        )
     )
+
+
+def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
+    """Claims marked started whose worker was lost (their lease lapsed): the message
+    may have reached the server. Each is recorded as sent, as it was built, with its
+    reply unseen: the sequence goes on, and the step is never sent again. Claims
+    started before their message was kept (none since this field exists) end failed,
+    as they used to. Returns how many were recorded as sent."""
+    recorded = 0
+    legacy = [c.pk for c in claims if not c.message_id]
+    if legacy:
+        from outreach.scheduler import INTERRUPTED_ERROR
+
+        Enrollment.objects.filter(pk__in=legacy, status__in=Enrollment.DUE_STATUSES).update(
+            status=Enrollment.Status.FAILED, next_send_at=None, last_error=INTERRUPTED_ERROR
+        )
+        SendClaim.objects.filter(pk__in=legacy).delete()
+    claims = [c for c in claims if c.message_id]
+    if not claims:
+        return 0
+    enrollments = Enrollment.objects.select_related("contact").in_bulk([c.pk for c in claims])
+    campaign_ids = {e.campaign_id for e in enrollments.values()}
+    campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+    steps: dict = {cid: {} for cid in campaign_ids}
+    for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
+        steps[step.campaign_id][step.position] = step
+    credentials = SmtpCredential.objects.in_bulk({c.credential_id for c in claims})
+    for claim in claims:
+        enrollment = enrollments[claim.pk]
+        campaign = campaigns[enrollment.campaign_id]
+        _record_sent(
+            claim=claim,
+            enrollment=enrollment,
+            campaign=campaign,
+            credential=credentials[claim.credential_id],
+            steps=steps[campaign.pk],
+            outgoing=Outgoing(
+                message_id=claim.message_id,
+                subject=claim.subject,
+                data=b"",
+                to_email=claim.to_email,
+            ),
+            now=claim.sending_at,
+            reply_seen=False,
+        )
+        recorded += 1
+    logger.warning(
+        "%d sends interrupted by a lost worker: recorded as sent, reply unseen", recorded
+    )
+    return recorded
 
 
 @dataclass
@@ -561,12 +610,16 @@ class BatchResult:
     mailbox_error: str = ""
 
 
-def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
-    """Send the claims of one batch over one connection (module docstring). `clock`
-    gives "now" for each step (tests pass a fixed clock)."""
+def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.now) -> BatchResult:
+    """Send the claims of one mailbox's batches (`batch_id`, or several `batch_ids` of
+    one scheduler run) over one connection (module docstring). `clock` gives "now" for
+    each step (tests pass a fixed clock)."""
     result = BatchResult()
+    batch_ids = list(batch_ids or [batch_id])
     claims = list(
-        SendClaim.objects.filter(batch_id=batch_id, credential_id=credential_id, sending_at=None)
+        SendClaim.objects.filter(
+            batch_id__in=batch_ids, credential_id=credential_id, sending_at=None
+        )
         .select_related("enrollment__contact")
         .order_by("claimed_at", "pk")
     )
@@ -592,34 +645,16 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
             threads[message.enrollment_id].append(message)
 
     conn = None
-    premarked = None  # the claim whose start mark was committed with the previous record
-    # The previous message's record while it is in flight (PostgreSQL), with the claim
-    # its commit marks started: see _record_sent_start.
-    recording: tuple[Callable[[], bool], SendClaim | None] | None = None
     try:
         for index, claim in enumerate(claims):
             now = clock()
             enrollment = claim.enrollment
             campaign = enrollment.campaign
             step = steps[campaign.pk].get(claim.step)
-            built = prepared = None
-            if recording is not None:
-                # While PostgreSQL runs and commits the previous record, build this
-                # message and prepare its record (no database needed); then wait for
-                # that commit before anything else: nothing is sent before the previous
-                # send is recorded.
-                if step is not None:
-                    built = _build(claim, credential, campaign, step, steps, threads, now)
-                    if not isinstance(built, Exception):
-                        prepared = _record_prepare_ahead(
-                            claim, credential, campaign, steps, built, now
-                        )
-                finish, following = recording
-                recording = None
-                premarked = following if finish() else None
-            if now >= claim.lease_until - _lease_margin():
-                # The lease is nearly over: the scheduler may hand these claims to another
-                # batch any moment. Give them back rather than race it.
+            if stopping.is_set() or now >= claim.lease_until - _lease_margin():
+                # The worker is shutting down, or the lease is nearly over (the
+                # scheduler may hand these claims to another batch any moment): give
+                # the rest back, due at once, rather than race it.
                 for rest in claims[index:]:
                     _release_claim(rest, now=now, next_send_at=now)
                     result.skipped += 1
@@ -631,6 +666,7 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                 result.skipped += 1
                 continue
             if conn is None:
+                connection_release()  # no database connection held while connecting
                 try:
                     conn = smtp_connect(credential)
                 except MailboxError as exc:
@@ -649,7 +685,7 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                         last_error="", last_error_at=None
                     )
                     credential.last_error = ""
-            outgoing = built or _build(claim, credential, campaign, step, steps, threads, now)
+            outgoing = _build(claim, credential, campaign, step, steps, threads, now)
             if isinstance(outgoing, Exception):
                 exc = outgoing
                 # Retrying cannot fix it, and it must not crash every batch it lands in.
@@ -664,11 +700,10 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                 )
                 result.failed += 1
                 continue
-            if premarked is not claim and not _mark_started(claim, now):
+            if not _mark_started(claim, outgoing, now):
                 _release_claim(claim, now=now, next_send_at=now)
                 result.skipped += 1
                 continue
-            premarked = None
             options: tuple = ()
             if outgoing.needs_smtputf8:
                 if not conn.has_extn("smtputf8"):
@@ -682,10 +717,20 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                     result.failed += 1
                     continue
                 options = ("SMTPUTF8",)
+            connection_release()  # the SMTP transaction holds no database connection
+            reply_seen = True
             try:
-                conn.sendmail(
-                    credential.from_email, [outgoing.to_email], outgoing.data, mail_options=options
+                smtp_transaction(
+                    conn, credential.from_email, outgoing.to_email, outgoing.data, options
                 )
+            except OutcomeUnknown as exc:
+                # The whole message went out; whether the server kept it is unknown.
+                # Sending it again could deliver it twice: it counts as sent.
+                logger.warning("enrollment %s: no reply to the message: %s", claim.pk, exc)
+                reply_seen = False
+                with contextlib.suppress(OSError):
+                    conn.close()  # no QUIT: a server that did not answer will not now
+                conn = None
             except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
                 failure = _classify(exc)
                 if isinstance(failure, PermanentError):
@@ -709,49 +754,25 @@ def batch_send(*, batch_id, credential_id, clock=timezone.now) -> BatchResult:
                         _close(conn)
                         conn = None  # reconnect for the next message
                 continue
-            following = claims[index + 1] if index + 1 < len(claims) else None
-            if following is not None and (
-                following.step not in steps[following.enrollment.campaign_id]
-            ):
-                following = None
-            if prepared is None:
-                prepared = _record_sent_prepare(
-                    claim=claim,
-                    enrollment=enrollment,
-                    campaign=campaign,
-                    credential=credential,
-                    steps=steps[campaign.pk],
-                    outgoing=outgoing,
-                    now=now,
-                )
-            finish = prepared(following)
-            recording = (finish, following)
+            # Recorded (committed) before the next MAIL FROM on this connection.
+            _record_sent(
+                claim=claim,
+                enrollment=enrollment,
+                campaign=campaign,
+                credential=credential,
+                steps=steps[campaign.pk],
+                outgoing=outgoing,
+                now=now,
+                reply_seen=reply_seen,
+            )
             result.sent += 1
     finally:
-        if recording is not None:
-            recording[0]()  # the last record: committed before the batch ends
         if conn is not None:
+            connection_release()
             _close(conn)
         # Once per batch rather than per message: campaigns left without active work.
         campaigns_complete_if_done(campaign_ids=campaign_ids, at=clock())
     return result
-
-
-def _record_prepare_ahead(claim, credential, campaign, steps, outgoing, now):
-    """_record_sent_prepare for a message not sent yet, or None when it fails: it is then
-    prepared again after the send, where a failure has always surfaced."""
-    try:
-        return _record_sent_prepare(
-            claim=claim,
-            enrollment=claim.enrollment,
-            campaign=campaign,
-            credential=credential,
-            steps=steps[campaign.pk],
-            outgoing=outgoing,
-            now=now,
-        )
-    except Exception:  # noqa: BLE001 - raised again, in its place, by the second try
-        return None
 
 
 def _is_reply(step: CampaignStep | None) -> bool:

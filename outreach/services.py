@@ -257,7 +257,23 @@ def campaign_dispatch(
             updated_at=now,
         )
         _activate(campaign, now)
+        if dispatched and send_at <= now:
+            transaction.on_commit(sends_schedule_soon, robust=True)
     return dispatched
+
+
+def sends_schedule_soon() -> None:
+    """Run the send scheduler now rather than at its next tick (up to
+    SENDING_SCHEDULE_INTERVAL_SECONDS away): a dispatch whose first step is due at once
+    starts sending as soon as it commits. Never raises: the tick comes anyway."""
+    if not settings.SENDING_SCHEDULE_ON_DISPATCH:
+        return
+    from outreach.tasks import schedule_sends
+
+    try:
+        schedule_sends.apply_async(retry=False, expires=settings.SENDING_SCHEDULE_INTERVAL_SECONDS)
+    except Exception:
+        logger.warning("send scheduler not rung; its next tick runs it", exc_info=True)
 
 
 # --- Contacts ------------------------------------------------------------------------
@@ -384,6 +400,8 @@ def outreach_create(
             enrollment.dispatched_at = now
             enrollment.save(update_fields=["status", "next_send_at", "dispatched_at", "updated_at"])
             changed = True
+            if enrollment.next_send_at <= now:
+                transaction.on_commit(sends_schedule_soon, robust=True)
         _activate(campaign, now)
     enrollment.contact = row
     return enrollment, changed

@@ -66,10 +66,12 @@ def schedule_sends() -> int:
 
 
 @shared_task(name="outreach.tasks.send_batch", acks_late=True, ignore_result=True)
-def send_batch(batch_id: str, credential_id: str) -> dict:
-    """Send one claimed batch over one SMTP connection. Safe to run twice: a claim is
-    marked started before its send, and only unstarted claims of the batch are sent."""
+def send_batch(batch_ids: str | list[str], credential_id: str) -> dict:
+    """Send a mailbox's claimed batches (one id, or the ids of one scheduler run) over
+    one SMTP connection. Safe to run twice: a claim is marked started before its send,
+    and only unstarted claims of the batches are sent."""
     from outreach.sending import batch_send
 
-    result = batch_send(batch_id=batch_id, credential_id=credential_id)
+    ids = [batch_ids] if isinstance(batch_ids, str) else batch_ids
+    result = batch_send(batch_ids=ids, credential_id=credential_id)
     return result.__dict__

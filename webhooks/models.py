@@ -44,6 +44,9 @@ class Webhook(models.Model):
     # Set when a drain task for this webhook was put on the broker and has not
     # started yet: further events need no message of their own (one per burst).
     drain_enqueued_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The running drain's lease (webhooks.delivery): one drain per webhook at a time.
+    drain_token = models.UUIDField(null=True, blank=True, editable=False)
+    drain_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

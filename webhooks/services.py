@@ -2,27 +2,21 @@
 
 Emission writes an Event and one DeliveryJob per matching enabled webhook in
 the caller's transaction, then rings that webhook's drain task after commit.
-A drain, in order (docs/webhooks.md):
-1. claims a batch of the webhook's due jobs with conditional UPDATEs (a job
-   goes to one worker; the claim is a lease, so a dead worker's jobs come due);
-2. POSTs each signed envelope with a timeout, no redirects, a capped read;
-3. records the attempt rows, the jobs' next states and the webhook's failure
-   count in one transaction;
-4. goes on until nothing is due (retries due at once included).
-The beat sweep rings the drain of any webhook with due jobs the fast path missed.
+The drains themselves are in webhooks.delivery; here is what they call: the
+signed POST (`http_post_signed`), the envelope and the retry schedule. The beat
+sweep rings the drain of any webhook with due jobs the fast path missed.
 """
 
 import json
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import requests
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from urllib3.exceptions import NameResolutionError
 
@@ -33,18 +27,10 @@ from webhooks.transport import UnsafeAddress, delivery_session
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 5  # per delivery (SPEC.md section 8)
-FAILURES_BEFORE_DISABLE = 5  # consecutive failed deliveries (SPEC.md section 8)
 MAX_WEBHOOKS_PER_ACCOUNT = 100
 RESPONSE_READ_CAP = 64 * 1024  # bytes of a response body read at most
 RESPONSE_EXCERPT_CHARS = 1024  # of which this much is kept for the admin
 USER_AGENT = "service-webhooks/1.0"
-DRAIN_BATCH_SIZE = 100  # jobs claimed at once by a drain
-DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
-# A drain re-reads its webhook this often, so a rotated secret, a new URL or a
-# disable reaches the very next attempt after at most this long.
-WEBHOOK_REREAD_SECONDS = 0.25
-LOST_ATTEMPT_ERROR = "interrupted: the worker was lost during this attempt; outcome unknown"
 
 
 # ---------------------------------------------------------------- management
@@ -151,8 +137,9 @@ def drains_enqueue(*, webhook_ids: list[str]) -> int:
     """Make sure a drain task is on its way for each webhook; returns how many
     messages were sent.
 
-    A webhook whose drain is already enqueued (and not stale) needs no second
-    message: that drain will claim every job due when it starts. Never raises:
+    A webhook whose drain is already enqueued (and not stale), or running (its
+    lease is live), needs no second message: that drain claims every job due
+    while it runs, and looks once more after releasing its lease. Never raises:
     a message the broker refused clears the mark, so the next sweep rings again.
     """
     now = timezone.now()
@@ -160,7 +147,9 @@ def drains_enqueue(*, webhook_ids: list[str]) -> int:
     rung = []
     for webhook_id in dict.fromkeys(webhook_ids):
         if Webhook.objects.filter(
-            Q(drain_enqueued_at__isnull=True) | Q(drain_enqueued_at__lte=stale), id=webhook_id
+            Q(drain_enqueued_at__isnull=True) | Q(drain_enqueued_at__lte=stale),
+            Q(drain_until__isnull=True) | Q(drain_until__lte=now),
+            id=webhook_id,
         ).update(drain_enqueued_at=now):
             rung.append(webhook_id)
     return drains_publish(webhook_ids=rung)
@@ -320,237 +309,6 @@ def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
     return result(
         status_code=code, error=error, retryable=retryable, excerpt=excerpt, duration_ms=elapsed()
     )
-
-
-@dataclass
-class ClaimedJob:
-    job: DeliveryJob
-    lost_attempt: int | None  # the attempt a lost worker left unfinished
-    lost_at: datetime | None  # when that attempt's claim was made
-    attempt: int | None  # the attempt to make now; None when the job is exhausted
-    result: AttemptResult | None = None
-    outcome: str = ""  # succeeded, failed, retry, dropped, released
-
-
-def jobs_claim(*, webhook_id, limit: int) -> list[ClaimedJob]:
-    """Claim up to `limit` due jobs of one webhook, oldest first.
-
-    Conditional UPDATEs (state and due time re-checked by the database), so a
-    job goes to exactly one claimer; a job whose previous claim lapsed is told
-    apart by its own token, so its lost attempt can be recorded.
-    """
-    now = timezone.now()
-    candidates = list(
-        DeliveryJob.objects.filter(
-            webhook_id=webhook_id,
-            state__in=DeliveryJob.ACTIVE_STATES,
-            next_attempt_at__lte=now,
-        )
-        .order_by("next_attempt_at")
-        .values_list("id", "state", "next_attempt_at")[:limit]
-    )
-    if not candidates:
-        return []
-    fresh_token, lost_token = uuid.uuid4(), uuid.uuid4()
-    lease_until = now + timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
-    for state, token in (
-        (DeliveryJob.State.PENDING, fresh_token),
-        (DeliveryJob.State.DELIVERING, lost_token),
-    ):
-        ids = [pk for pk, s, _ in candidates if s == state]
-        if ids:
-            DeliveryJob.objects.filter(id__in=ids, state=state, next_attempt_at__lte=now).update(
-                state=DeliveryJob.State.DELIVERING,
-                attempts=F("attempts") + 1,
-                claim_token=token,
-                next_attempt_at=lease_until,
-            )
-    # A lapsed claim's due time is its lease's end: the claim was made a lease earlier.
-    lapsed_at = {
-        pk: due - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
-        for pk, _, due in candidates
-    }
-    claimed = []
-    for job in (
-        DeliveryJob.objects.select_related("event", "webhook")
-        .filter(claim_token__in=[fresh_token, lost_token])
-        .order_by("next_attempt_at", "created_at")
-    ):
-        lost = job.attempts - 1 if job.claim_token == lost_token else None
-        exhausted = lost is not None and lost >= MAX_ATTEMPTS
-        claimed.append(
-            ClaimedJob(
-                job=job,
-                lost_attempt=lost,
-                lost_at=lapsed_at.get(job.id) if lost is not None else None,
-                attempt=None if exhausted else job.attempts,
-            )
-        )
-    return claimed
-
-
-def _deliver_claimed(claimed: list[ClaimedJob]) -> None:
-    """POST each claimed job in turn (sequentially: one receiver, one keep-alive
-    connection). Jobs the lease no longer covers are released untouched."""
-    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
-    worst_attempt = 2 * timeout + 5  # connect + response, and some slack
-    lease_end = time.monotonic() + settings.WEBHOOK_CLAIM_LEASE_SECONDS
-    webhook: Webhook | None = claimed[0].job.webhook
-    secret = webhook.secret
-    read_at = time.monotonic()
-    sent_any = False
-    for item in claimed:
-        if webhook is not None and time.monotonic() - read_at > WEBHOOK_REREAD_SECONDS:
-            # A rotated secret, a new URL or a disable applies within this bound.
-            webhook = Webhook.objects.filter(id=webhook.id).first()
-            secret = webhook.secret if webhook is not None else ""
-            read_at = time.monotonic()
-        if webhook is None:
-            item.outcome = "dropped"  # deleted meanwhile (its jobs went with it)
-        elif item.attempt is None:
-            item.outcome = "failed"  # a lost fifth attempt: nothing left to try
-        elif not webhook.is_enabled:
-            item.outcome = "dropped"
-        elif sent_any and time.monotonic() + worst_attempt > lease_end:
-            # The first job always goes, so a lease shorter than one attempt
-            # (a misconfiguration) still makes progress.
-            item.outcome = "released"
-        else:
-            sent_any = True
-            item.result = http_post_signed(
-                url=webhook.url,
-                body=envelope_bytes(job=item.job, event=item.job.event),
-                secret=secret,
-            )
-            if item.result.ok:
-                item.outcome = "succeeded"
-            elif item.result.retryable and item.attempt < MAX_ATTEMPTS:
-                item.outcome = "retry"
-            else:
-                item.outcome = "failed"
-
-
-def _record(claimed: list[ClaimedJob]) -> None:
-    """Attempt rows, job states and the webhook's failure count, in one transaction."""
-    now = timezone.now()
-    webhook = claimed[0].job.webhook
-    rows = []
-    for item in claimed:
-        event_type = item.job.event.type
-        if item.lost_attempt is not None:
-            rows.append(
-                WebhookDelivery(
-                    webhook=webhook,
-                    job=item.job,
-                    event_type=event_type,
-                    attempt=item.lost_attempt,
-                    error=LOST_ATTEMPT_ERROR,
-                    created_at=min(item.lost_at or now, now),
-                )
-            )
-        if item.result is not None:
-            result = item.result
-            rows.append(
-                WebhookDelivery(
-                    webhook=webhook,
-                    job=item.job,
-                    event_type=event_type,
-                    attempt=item.attempt,
-                    status_code=result.status_code,
-                    error=result.error,
-                    response_excerpt=result.excerpt,
-                    duration_ms=result.duration_ms,
-                    delivered_at=result.ended_at if result.ok else None,
-                    created_at=result.started_at,
-                )
-            )
-    tokens = {item.job.claim_token for item in claimed}
-
-    def jobs(outcome: str, **where):
-        ids = [item.job.id for item in claimed if item.outcome == outcome]
-        return DeliveryJob.objects.filter(id__in=ids, claim_token__in=tokens, **where)
-
-    with transaction.atomic():
-        WebhookDelivery.objects.bulk_create(rows)
-        done = {"claim_token": None, "finished_at": now}
-        jobs("succeeded").update(state=DeliveryJob.State.SUCCEEDED, **done)
-        jobs("failed").update(state=DeliveryJob.State.FAILED, **done)
-        jobs("dropped").update(state=DeliveryJob.State.DROPPED, **done)
-        exhausted = [item.job.id for item in claimed if item.attempt is None]
-        if exhausted:  # the claim counted an attempt that was never made
-            DeliveryJob.objects.filter(id__in=exhausted).update(attempts=F("attempts") - 1)
-        jobs("released").update(
-            state=DeliveryJob.State.PENDING,
-            attempts=F("attempts") - 1,
-            next_attempt_at=now,
-            claim_token=None,
-        )
-        for attempt in {item.attempt for item in claimed if item.outcome == "retry"}:
-            jobs("retry", attempts=attempt).update(
-                state=DeliveryJob.State.PENDING,
-                next_attempt_at=now + timedelta(seconds=retry_delay(attempt)),
-                claim_token=None,
-            )
-        _count_failures(webhook=webhook, outcomes=[item.outcome for item in claimed], now=now)
-
-
-def _count_failures(*, webhook: Webhook, outcomes: list[str], now) -> None:
-    """A delivery that ends without a 2xx is one failure; a 2xx resets the count;
-    the fifth failure in a row disables the webhook."""
-    ended = [o for o in outcomes if o in ("succeeded", "failed")]
-    if not ended:
-        return
-    queryset = Webhook.objects.filter(id=webhook.id)
-    if "succeeded" in ended:
-        last_success = len(ended) - 1 - ended[::-1].index("succeeded")
-        failures_after = len(ended) - 1 - last_success
-        if failures_after == 0:
-            # Reset whatever the count is now, not as read at claim time: a failure
-            # recorded meanwhile by another drain is reset too. Cheap when there is
-            # nothing to reset: the UPDATE matches no row (and writes none).
-            queryset.filter(consecutive_failures__gt=0).update(consecutive_failures=0)
-            return
-        queryset.update(consecutive_failures=failures_after)
-    else:
-        queryset.update(consecutive_failures=F("consecutive_failures") + len(ended))
-    disabled = queryset.filter(
-        consecutive_failures__gte=FAILURES_BEFORE_DISABLE, disabled_at__isnull=True
-    ).update(disabled_at=now)
-    if disabled:
-        logger.info(
-            "webhook %s disabled after %s failed deliveries", webhook.id, FAILURES_BEFORE_DISABLE
-        )
-
-
-def webhook_drain(*, webhook_id, batch_size: int = DRAIN_BATCH_SIZE) -> int:
-    """Deliver every due job of one webhook, a batch at a time; returns how many
-    jobs were worked on.
-
-    The enqueued mark is cleared first, so an event committed from now on rings
-    a new drain instead of being missed. Zero-delay retries come due at once
-    and are made in the same drain; the attempt limit bounds the loop, and a
-    time budget hands what is left to a fresh drain message.
-    """
-    Webhook.objects.filter(id=webhook_id).update(drain_enqueued_at=None)
-    started = time.monotonic()
-    worked = 0
-    while True:
-        claimed = jobs_claim(webhook_id=webhook_id, limit=batch_size)
-        if not claimed:
-            return worked
-        _deliver_claimed(claimed)
-        try:
-            _record(claimed)
-        except IntegrityError:
-            return worked  # the webhook was deleted meanwhile: nothing left to record
-        worked += len(claimed)
-        if all(item.outcome in ("dropped", "released") for item in claimed):
-            if any(item.outcome == "released" for item in claimed):
-                drains_enqueue(webhook_ids=[str(webhook_id)])
-            return worked
-        if time.monotonic() - started > DRAIN_TIME_BUDGET_SECONDS:
-            drains_enqueue(webhook_ids=[str(webhook_id)])
-            return worked
 
 
 # ---------------------------------------------------------------- operations

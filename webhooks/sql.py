@@ -1,12 +1,13 @@
-"""SQL fragments of the outbox's writes, for callers that must do them inside a single
-statement (the sending engine's one-round-trip record: outreach/record_sql.py).
+"""The outbox's writes as SQL fragments, for the one statement that records an accepted
+message (outreach/record_sql.py).
 
-EVENT_EMIT_CTES = webhooks.services.event_emit followed by drains_enqueue's ring, and
-must change with them: the Event row; one pending DeliveryJob per enabled webhook of the
-account whose filters hold `*` or the type (Webhook.wants); the drain mark set on those
-webhooks where it is unset or stale (the caller publishes the drains of the webhooks
-returned by `rung`). Parameters: event_pk, account, event_type, data (JSON text),
-created, stale.
+EVENT_EMIT_CTES is webhooks.services.event_emit followed by drains_enqueue's ring, and
+must change with them (tests/outreach/test_sending_record.py compares both paths row for
+row): the Event row; one pending DeliveryJob per enabled webhook of the account whose
+filters hold `*` or the type (Webhook.wants); the drain mark set on those webhooks where
+it is unset or stale and no drain holds its lease (the caller publishes the drains of
+the webhooks returned by `rung`). Parameters: event_pk, account, event_type, data (JSON
+text), created, stale.
 """
 
 EVENT_EMIT_CTES = """
@@ -28,5 +29,6 @@ rung AS (
     UPDATE webhooks_webhook SET drain_enqueued_at = %(created)s
     WHERE id IN (SELECT webhook_id FROM jobs)
       AND (drain_enqueued_at IS NULL OR drain_enqueued_at <= %(stale)s)
+      AND (drain_until IS NULL OR drain_until <= %(created)s)
     RETURNING id
 ),"""

@@ -2,13 +2,13 @@
 
 from celery import shared_task
 
-from webhooks import services
+from webhooks import delivery, services
 
 
 @shared_task(name="webhooks.tasks.webhook_drain", ignore_result=True)
 def webhook_drain(webhook_id: str) -> int:
     """Deliver the webhook's due jobs (the fast path, rung after each emit's commit)."""
-    return services.webhook_drain(webhook_id=webhook_id)
+    return delivery.webhook_drain(webhook_id=webhook_id)
 
 
 @shared_task(name="webhooks.tasks.webhook_sweep", ignore_result=True)

@@ -15,7 +15,7 @@ import pytest
 
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
 from outreach import tokens
-from tests.support.embedded import ROOT, embedded_env
+from tests.support.embedded import ROOT, embedded_env, procfile_processes
 from tests.support.ports import free_port, wait_for_port
 
 RECEIVED = "Task %(name)s[%(id)s] received"
@@ -212,7 +212,7 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     assert seconds < 30
     log = service.log
     stopped = re.findall(r"system +\| (\w+)\.1 stopped", log)
-    assert sorted(stopped) == ["beat", "web", "worker"]
+    assert sorted(stopped) == sorted(procfile_processes())
     assert "SIGKILL" not in log
     assert " ERROR " not in log and "ERROR/" not in log
     assert "Traceback" not in log

@@ -82,7 +82,15 @@ def test_the_readme_table_is_what_the_settings_and_the_procfile_read(tmp_path):
         SECRET_KEY="s" * 50,
         FIELD_ENCRYPTION_KEY="dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
     )
-    read = embedded | production | _procfile_read()
+    # Read only without a connection pool.
+    no_pool = _settings_read(
+        tmp_path,
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/outreach",
+        SECRET_KEY="s" * 50,
+        FIELD_ENCRYPTION_KEY="dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+        DB_POOL_MAX_SIZE="0",
+    )
+    read = embedded | production | no_pool | _procfile_read()
     documented = _readme_table()
     assert sorted(read - documented) == [], "read but not in the README's table"
     assert sorted(documented - read) == [], "in the README's table but read by nothing"
@@ -92,4 +100,4 @@ def test_the_recording_sees_what_it_should(tmp_path):
     # Guards the test above: names read in either mode, and through each reader.
     read = _settings_read(tmp_path)
     assert {"DATABASE_URL", "VAR_DIR", "SECRET_KEY", "ALLOWED_HOSTS", "LOG_LEVEL"} <= read
-    assert {"BIND", "WEB_CONCURRENCY", "WORKER_CONCURRENCY", "VAR_DIR"} <= _procfile_read()
+    assert {"BIND", "WEB_CONCURRENCY", "VAR_DIR"} <= _procfile_read()

@@ -374,3 +374,52 @@ def test_campaign_status_choices_cover_api():
         "unsubscribed",
         "failed",
     }
+
+
+# --- the scheduler's fast path -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("delay_minutes", "rung"), [(0, 1), (30, 0)])
+def test_a_dispatch_due_at_once_runs_the_scheduler_after_its_commit(
+    api_client,
+    account,
+    settings,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+    delay_minutes,
+    rung,
+):
+    from outreach.tasks import schedule_sends
+
+    settings.SENDING_SCHEDULE_ON_DISPATCH = True
+    calls = []
+    monkeypatch.setattr(schedule_sends, "apply_async", lambda *a, **kw: calls.append(kw))
+    campaign = CampaignFactory(account=account)
+    CampaignStep.objects.filter(campaign=campaign).update(delay_minutes=delay_minutes)
+    pending(campaign, 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_client.post(
+            f"/campaigns/{campaign.pk}/dispatch", {"all_pending": True}, format="json"
+        )
+    assert response.json()["dispatched"] == 2
+    assert len(calls) == rung  # a first step 30 minutes away waits for its tick
+
+
+def test_a_broker_that_refuses_the_ring_does_not_fail_the_dispatch(
+    api_client, account, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    from outreach.tasks import schedule_sends
+
+    def refuse(*args, **kwargs):
+        raise ConnectionRefusedError("broker down")
+
+    settings.SENDING_SCHEDULE_ON_DISPATCH = True
+    monkeypatch.setattr(schedule_sends, "apply_async", refuse)
+    campaign = CampaignFactory(account=account)
+    pending(campaign, 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_client.post(
+            f"/campaigns/{campaign.pk}/dispatch", {"all_pending": True}, format="json"
+        )
+    assert response.status_code == 200
+    assert Enrollment.objects.get().status == "scheduled"  # the tick sends it later

@@ -2,6 +2,7 @@
 scheduler decisions with a controllable clock, the messages on the wire, and what each
 SMTP outcome records."""
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -744,8 +745,21 @@ def test_lapsed_claims_are_recovered(sink, settings):
     never_started = _enroll(campaign)
     interrupted = _enroll(campaign)
     schedule_due(now=NOW)
-    # The worker died: one claim untouched, one marked started (outcome unknown).
-    SendClaim.objects.filter(pk=interrupted.pk).update(sending_at=NOW)
+    # The worker died: one claim untouched, one marked started (outcome unknown), as
+    # the sender marks it, with the message it was sending.
+    SendClaim.objects.filter(pk=interrupted.pk).update(
+        sending_at=NOW, message_id="m1@example.com", subject="Hello", to_email="x@example.org"
+    )
+    legacy = _enroll(campaign)  # started before claims kept their message
+    SendClaim.objects.create(
+        enrollment=legacy,
+        batch_id=uuid.uuid4(),
+        credential=credential,
+        step=1,
+        claimed_at=NOW,
+        lease_until=NOW + timedelta(seconds=60),
+        sending_at=NOW,
+    )
     credential.refresh_from_db()
     assert credential.daily_sent_count == 2
 
@@ -754,7 +768,16 @@ def test_lapsed_claims_are_recovered(sink, settings):
 
     assert batch.size == 1
     interrupted.refresh_from_db()
-    assert (interrupted.status, interrupted.last_error) == ("failed", INTERRUPTED_ERROR)
+    assert interrupted.status == "completed"  # counted as sent: the sequence goes on
+    message = Message.objects.get(enrollment=interrupted)
+    assert (message.message_id, message.subject, message.reply_seen) == (
+        "m1@example.com",
+        "Hello",
+        False,
+    )
+    assert [e["enrollment_id"] for e in _events("enrollment.sent")] == [str(interrupted.pk)]
+    legacy.refresh_from_db()
+    assert (legacy.status, legacy.last_error) == ("failed", INTERRUPTED_ERROR)
     credential.refresh_from_db()
     assert credential.daily_sent_count == 2  # the started one stays counted
     batch_send(
@@ -934,3 +957,43 @@ def test_a_batch_running_into_its_lease_gives_the_rest_back(sink, settings):
     for enrollment in enrollments:
         enrollment.refresh_from_db()
         assert enrollment.next_send_at == late  # due again at once
+
+
+# --- an outcome that is unknown ------------------------------------------------------------
+
+
+def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_again(sink, settings):
+    settings.SENDING_SMTP_TIMEOUT_SECONDS = 1
+    campaign = _campaign(sink, steps=2)
+    held = _enroll(campaign, email="held@example.org")
+    other = _enroll(campaign, email="other@example.org", at=NOW + timedelta(seconds=1))
+    sink.hold_data("held@example.org")  # the whole message arrives; no reply to the dot
+
+    try:
+        [result] = _run(NOW + timedelta(seconds=1))
+    finally:
+        sink.release()
+
+    assert (result.sent, result.retried, result.failed) == (2, 0, 0)
+    message = Message.objects.get(enrollment=held)
+    assert message.reply_seen is False
+    held.refresh_from_db()
+    assert (held.status, held.current_step) == ("sent", 1)  # the sequence goes on
+    assert "never seen" in held.last_error
+    assert sorted(e["contact_email"] for e in _events("enrollment.sent")) == [
+        "held@example.org",
+        "other@example.org",
+    ]
+    assert (
+        sum(
+            UsageRecord.objects.filter(account=campaign.account).values_list(
+                "sends_count", flat=True
+            )
+        )
+        == 2
+    )
+    assert Message.objects.get(enrollment=other).reply_seen is True
+    # The next message went over a new connection, and nothing is sent again.
+    assert not SendClaim.objects.exists()
+    assert _run(NOW + timedelta(seconds=2)) == []
+    assert len(sink.to("held@example.org")) == 1

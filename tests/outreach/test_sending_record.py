@@ -1,9 +1,9 @@
 """The record of an accepted message on PostgreSQL is one statement (outreach.record_sql);
-everywhere else, and whenever that statement does not apply, the ORM path. Both must
-leave exactly the same rows, events and delivery jobs."""
+everywhere else, whenever that statement does not apply, and for a message whose reply
+was never seen, the ORM path. Both must leave exactly the same rows, events and
+delivery jobs."""
 
 import contextlib
-import smtplib
 from datetime import timedelta
 
 import pytest
@@ -11,8 +11,7 @@ from django.db import connection
 
 from billing.services import usage_record_current
 from outreach import record_sql, sending
-from outreach.models import Campaign, CredentialCampaignStats, Enrollment, Message, SendClaim
-from outreach.scheduler import schedule_due
+from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
 from webhooks.secrets import secret_encrypt, secret_generate
@@ -34,21 +33,14 @@ def sink(smtp_sink, db):
 def statements(monkeypatch):
     """How the statement path answered: True (recorded), False (fell back to the ORM)."""
     answers = []
-    real = record_sql.Prepared.start
+    real = record_sql.record_sent
 
-    def counting(self, **kwargs):
-        pending = real(self, **kwargs)
-        result = pending.result
+    def counting(**kwargs):
+        recorded = real(**kwargs)
+        answers.append(recorded is not None)
+        return recorded
 
-        def answered():
-            recorded = result()
-            answers.append(recorded is not None)
-            return recorded
-
-        pending.result = answered
-        return pending
-
-    monkeypatch.setattr(record_sql.Prepared, "start", counting)
+    monkeypatch.setattr(record_sql, "record_sent", counting)
     return answers
 
 
@@ -201,14 +193,13 @@ def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
     warm = _enroll(campaign, email="warm@example.org")
     _run()  # creates the per-campaign stats row: later sends can use the statement
     replied = _enroll(campaign, email="replied@example.org")
-    real_sendmail = __import__("smtplib").SMTP.sendmail
+    real_transaction = sending.smtp_transaction
 
-    def reply_during_send(self, *args, **kwargs):
-        answer = real_sendmail(self, *args, **kwargs)
+    def reply_during_send(*args, **kwargs):
+        real_transaction(*args, **kwargs)
         Enrollment.objects.filter(pk=replied.pk).update(status="replied", replied_at=NOW)
-        return answer
 
-    monkeypatch.setattr("smtplib.SMTP.sendmail", reply_during_send)
+    monkeypatch.setattr(sending, "smtp_transaction", reply_during_send)
     statements.clear()
     _run()
 
@@ -248,65 +239,6 @@ def test_a_send_of_a_new_period_falls_back_to_create_its_usage_record(sink, stat
 
 
 @needs_postgres
-def test_outside_a_transaction_the_statement_overlaps_the_next_build(
-    smtp_sink, live_db, statements, drains, monkeypatch
-):
-    """A worker's case (no transaction open): each record goes out without waiting, the
-    next message is built meanwhile, and its answer is read before the next send."""
-    sink = smtp_sink()
-    events = []
-    real_build = sending.message_build
-
-    def build(**kwargs):
-        events.append(("build", kwargs["enrollment"].contact.email))
-        return real_build(**kwargs)
-
-    real_sendmail = smtplib.SMTP.sendmail
-
-    def sendmail(self, from_addr, to_addrs, *args, **kwargs):
-        # Every earlier message is committed before this one goes out.
-        events.append(("send", to_addrs[0], Message.objects.count()))
-        return real_sendmail(self, from_addr, to_addrs, *args, **kwargs)
-
-    monkeypatch.setattr(sending, "message_build", build)
-    monkeypatch.setattr(smtplib.SMTP, "sendmail", sendmail)
-    campaign, hooks, enrollments = _scenario(sink, contextlib.nullcontext)
-
-    assert statements == [False, True, True]
-    # build, send, then the next build while that send's record is in flight; each send
-    # only once every earlier message is committed.
-    assert [e[0] for e in events] == ["build", "send"] * 3
-    assert [e[2] for e in events if e[0] == "send"] == [0, 1, 2]
-    assert [e[1] for e in events[0::2]] == [e[1] for e in events[1::2]]
-    snapshot = _snapshot(campaign, hooks, enrollments)
-    assert (snapshot["usage"], snapshot["sent_count"], snapshot["stats"]) == (3, 3, [(3, 0)])
-    assert len(snapshot["jobs"]) == 6
-    assert snapshot["claims"] == 0
-    assert sorted(drains) == sorted([str(hooks["all"].pk), str(hooks["sent"].pk)])
-    assert len(sink.messages) == 3
-
-
-@needs_postgres
-def test_a_prepared_statement_lost_by_the_connection_is_prepared_again(
-    smtp_sink, live_db, statements, drains
-):
-    sink = smtp_sink()
-    campaign = _campaign(sink, steps=1)
-    enrollments = [_enroll(campaign, email=f"p{i}@example.org") for i in range(3)]
-    after = NOW + timedelta(minutes=1)
-    later = [_enroll(campaign, email=f"q{i}@example.org", at=after) for i in range(2)]
-    _run()  # prepares the statement on this connection
-    with connection.cursor() as cursor:
-        cursor.execute("DEALLOCATE ALL")  # what a pooler's reset would do
-    statements.clear()
-    _run(now=after)
-
-    assert statements == [True, True]
-    assert Message.objects.filter(enrollment__in=enrollments + later).count() == 5
-    assert usage_record_current(account=campaign.account, at=after).sends_count == 5
-
-
-@needs_postgres
 def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, drains):
     sink = smtp_sink()
     campaign = _campaign(sink, steps=1)
@@ -323,43 +255,3 @@ def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, dr
         if e.data["enrollment_id"] == str(zoe.pk)
     ]
     assert event["contact_email"] == "zoe@bücher.example"
-
-
-def test_preparing_a_record_touches_neither_the_database_nor_the_enrollment(
-    sink, django_assert_num_queries
-):
-    """A worker prepares a message's record while the previous statement is in flight:
-    no query may go out then, and nothing may change before the server accepts it."""
-    campaign = _campaign(sink, steps=2)
-    enrollment = _enroll(campaign)
-    [batch] = schedule_due(now=NOW)
-    claim = SendClaim.objects.select_related("enrollment__contact").get(batch_id=batch.batch_id)
-    campaign = Campaign.objects.select_related("account").get(pk=campaign.pk)
-    claim.enrollment.campaign = campaign
-    steps = {s.position: s for s in campaign.steps.all()}
-    outgoing = sending.message_build(
-        credential=campaign.credentials.get(),
-        campaign=campaign,
-        step=steps[1],
-        enrollment=claim.enrollment,
-        thread=[],
-        first_subject="",
-        now=NOW,
-    )
-    credential = campaign.credentials.get()
-    before = dict(vars(claim.enrollment))
-    with django_assert_num_queries(0):
-        start = sending._record_sent_prepare(
-            claim=claim,
-            enrollment=claim.enrollment,
-            campaign=campaign,
-            credential=credential,
-            steps=steps,
-            outgoing=outgoing,
-            now=NOW,
-        )
-    assert vars(claim.enrollment) == before
-    assert start(None)() is False  # recorded (no next claim to mark)
-    claim.enrollment.refresh_from_db()
-    assert (claim.enrollment.status, claim.enrollment.current_step) == ("sent", 1)
-    assert Message.objects.get(enrollment=enrollment).message_id == outgoing.message_id

@@ -157,14 +157,14 @@ class Worker:
 
 @pytest.fixture
 def celery_worker(tmp_path):
-    """Factory: `celery_worker(beat=False, concurrency=1, pool="prefork", env={})`
+    """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={})`
     starts a worker, waits until it is ready and returns it."""
     if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
         pytest.skip("needs PostgreSQL and Redis (DATABASE_URL and REDIS_URL)")
     broker_purge()
     workers: list[Worker] = []
 
-    def start(*, beat: bool = False, concurrency: int = 1, pool: str = "prefork", env=None):
+    def start(*, beat: bool = False, concurrency: int = 8, pool: str = "threads", env=None):
         worker = Worker(
             log_path=tmp_path / f"worker{len(workers)}.log",
             beat=beat,

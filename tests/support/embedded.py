@@ -1,7 +1,7 @@
 """The whole service as `make run` starts it, in the embedded mode, for end-to-end tests.
 
 Fixture `embedded_service`: a factory that migrates a fresh VAR_DIR (SQLite, filesystem
-broker, generated keys) and starts the Procfile's processes (web, worker, beat) under
+broker, generated keys), collects the static files and starts the Procfile's processes under
 `python -m config.procfile`, with the real settings (config.settings, not the test
 settings) and nothing of DATABASE_URL or REDIS_URL. Stopped (Ctrl-C, then SIGKILL to
 whatever is left) when the test ends.
@@ -29,23 +29,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def procfile_for_test(directory: Path) -> Path:
-    """The Procfile, its worker on Celery's thread pool when the line names no pool.
+def procfile_processes() -> list[str]:
+    """The names of the Procfile's processes, in order."""
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return [line.split(":", 1)[0] for line in lines if re.match(r"\w+:", line)]
 
-    Workaround, until the worker line names its pool: honcho stops a process by sending
-    SIGTERM to its whole process group, which reaches the prefork pool's children as well
-    as their parent; a child killed while holding the pool's queue lock leaves the parent
-    waiting for that lock forever, and honcho ends it with SIGKILL. A thread pool has no
-    children.
-    """
-    lines = []
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        if line.startswith("worker:") and not re.search(r"(-P|--pool)[ =]", line):
-            line = line.replace(" worker ", " worker -P threads ", 1)
-        lines.append(line)
-    path = directory / "Procfile"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+
+def procfile_workers() -> int:
+    """How many of them are Celery workers."""
+    return sum(" worker" in line for line in (ROOT / "Procfile").read_text().splitlines())
 
 
 def embedded_env(var_dir: Path, bind: str, extra: dict | None = None) -> dict:
@@ -73,17 +65,18 @@ class EmbeddedService:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = embedded_env(self.var_dir, f"127.0.0.1:{self.port}", env)
         self.log_path = directory / "service.log"
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "--verbosity", "0"],
-            cwd=ROOT,
-            env=self.env,
-            check=True,
-            timeout=300,
-        )
+        for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):  # as make run
+            subprocess.run(
+                [sys.executable, "manage.py", *command, "--verbosity", "0"],
+                cwd=ROOT,
+                env=self.env,
+                check=True,
+                timeout=300,
+            )
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             [sys.executable, "-m", "config.procfile", "start"]
-            + ["-f", str(procfile_for_test(directory)), "-d", str(ROOT)],
+            + ["-f", str(ROOT / "Procfile"), "-d", str(ROOT)],
             cwd=ROOT,
             env=self.env,
             stdout=self._log,
@@ -99,7 +92,7 @@ class EmbeddedService:
         wait_for_port(self.port, timeout=timeout, process=self.process)
         deadline = time.monotonic() + timeout
         while not (
-            "celery@" in self.log and " ready." in self.log and "beat: Starting" in self.log
+            self.log.count(" ready.") >= procfile_workers() and "beat: Starting" in self.log
         ):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"the service did not start:\n{self.log[-4000:]}")

@@ -12,11 +12,25 @@ Fixture `receiver`: a server on a free port, in a thread, for one test.
 
 Headers are a case-insensitive dict; `body` is the raw bytes as sent.
 
+A slow or dead peer, as real receivers are (also settable on a running receiver):
+
+    receiver.delay = 0.2              # every answer 200 ms late (on top of a Reply's delay)
+    receiver.hang = True              # read each request, record it, never answer
+                                      # until the receiver stops
+    Receiver(delay=0.2).start()       # the same as constructor options (hang=True too)
+
+Each connection is served by its own (daemon) thread and the listen backlog is 1024,
+so hundreds of concurrent connections are fine.
+
 Run as a script (`python -m tests.support.receiver --port N`) it answers 200 to
-everything as fast as it can (the benchmark's peer).
+everything as fast as it can (the benchmark's peer); `--delay S` and `--hang` as
+above; `--port` may be repeated (one server per port, same options); `--log FILE`
+appends a line per request: `<unix time received> <unix time answered, or - when
+hanging> <port> <path> <the JSON body's "id", or ->`.
 """
 
 import argparse
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,20 +57,56 @@ class Received:
     body: bytes
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hanging request never holds up the process's exit
+    request_queue_size = 1024  # hundreds of clients connecting at once (kernel-capped)
+
+
+class _Log:
+    """One line per request, shared by the servers of one script process."""
+
+    def __init__(self, path):
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 (lives with the process)
+        self._lock = threading.Lock()
+
+    def write(self, *, received: float, answered: float | None, port: int, path: str, body):
+        try:
+            event_id = json.loads(body).get("id") or "-"
+        except (ValueError, AttributeError):
+            event_id = "-"
+        answered_text = "-" if answered is None else f"{answered:.6f}"
+        with self._lock:
+            self._file.write(f"{received:.6f} {answered_text} {port} {path} {event_id}\n")
+
+
 class Receiver:
-    def __init__(self, *, port: int = 0, record: bool = True):
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        record: bool = True,
+        delay: float = 0.0,
+        hang: bool = False,
+        log: _Log | None = None,
+        poll_interval: float = 0.05,
+    ):
         self.default = Reply(200)
+        self.delay = delay  # seconds before every answer
+        self.hang = hang  # never answer (until stop)
         self.requests: list[Received] = []
         self._script: list[Reply] = []
         self._record = record
+        self._log = log
         self._lock = threading.Condition()
         self._released = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
+        self._stopped = threading.Event()
+        self._server = _Server(("127.0.0.1", port), self._handler_class())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/hook"
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": poll_interval},
+            daemon=True,
         )
 
     def start(self) -> "Receiver":
@@ -65,6 +115,7 @@ class Receiver:
 
     def stop(self) -> None:
         self._released.set()
+        self._stopped.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -107,6 +158,7 @@ class Receiver:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
+                received_at = time.time()
                 received = None
                 if receiver._record:
                     received = Received(
@@ -116,10 +168,23 @@ class Receiver:
                         body=body,
                     )
                 reply = receiver._next_reply(received)
+                log = receiver._log
+                if receiver.hang:
+                    if log is not None:
+                        log.write(
+                            received=received_at,
+                            answered=None,
+                            port=receiver.port,
+                            path=self.path,
+                            body=body,
+                        )
+                    receiver._stopped.wait()
+                    self.close_connection = True
+                    return  # not a byte of an answer
                 if reply.hold:
                     receiver._released.wait(timeout=60)
-                if reply.delay:
-                    time.sleep(reply.delay)
+                if reply.delay or receiver.delay:
+                    time.sleep(reply.delay + receiver.delay)
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
@@ -129,6 +194,14 @@ class Receiver:
                     self.wfile.write(reply.body)
                 except OSError:
                     pass  # the client went away (a killed worker)
+                if log is not None:
+                    log.write(
+                        received=received_at,
+                        answered=time.time(),
+                        port=receiver.port,
+                        path=self.path,
+                        body=body,
+                    )
 
             do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
 
@@ -148,7 +221,20 @@ def receiver():
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Answer 200 to every request, fast.")
-    parser.add_argument("--port", type=int, required=True)
-    port = parser.parse_args().port
-    Receiver(port=port, record=False)._server.serve_forever()
+    parser = argparse.ArgumentParser(description="Answer 200 to every request.")
+    parser.add_argument("--port", type=int, action="append", required=True, help="repeatable")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--hang", action="store_true", help="read requests, never answer")
+    parser.add_argument("--log", help="append a line per request")
+    args = parser.parse_args()
+    shared_log = _Log(args.log) if args.log else None
+    for port in args.port:
+        Receiver(
+            port=port,
+            record=False,
+            delay=args.delay,
+            hang=args.hang,
+            log=shared_log,
+            poll_interval=0.5,  # only checks for shutdown; the process just exits
+        ).start()
+    threading.Event().wait()

@@ -16,8 +16,22 @@ when the test ends.
     sink.wait_for(3)                          # block until 3 messages were accepted
     sink.messages                             # [Received(mail_from, rcpt_tos, data, message)]
 
+A slow or dead peer, as real mail servers are (also settable on a running sink):
+
+    sink = smtp_sink(reply_delay=0.05)        # every reply (banner, each EHLO, MAIL,
+                                              # RCPT, DATA's 354, QUIT...) 50 ms late
+    sink = smtp_sink(reply_delay=0.05, data_delay=0.2)   # and the reply to the end of
+                                              # DATA 200 ms late (default: reply_delay)
+    sink = smtp_sink(hang=True)               # accept the TCP connection, never say a
+                                              # word (not even the banner) until stop()
+
+Delays are asyncio sleeps in the server's event loop: one slow session never holds up
+another, and hundreds of concurrent sessions are fine (listen backlog 1024).
+
 Run as a script (`python -m tests.support.smtp --port N`) it accepts everything as fast
-as it can without keeping anything (the benchmark's peer).
+as it can without keeping anything (the benchmark's peer); `--reply-delay`,
+`--data-delay` and `--hang` as above, `--log FILE` appends a line per accepted message:
+`<unix time of the 250> <mail from> <first recipient>`.
 """
 
 import argparse
@@ -26,6 +40,7 @@ import datetime
 import email
 import email.policy
 import ipaddress
+import socket
 import ssl
 import threading
 import time
@@ -35,9 +50,39 @@ from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import AuthResult
+from aiosmtpd.smtp import SMTP, AuthResult
 
 from tests.support.ports import free_port
+
+
+class _SMTP(SMTP):
+    """aiosmtpd's SMTP session, with the sink's latency options (its event_handler is the
+    SmtpSink): each reply waits `reply_delay` first, once per reply (not per line of a
+    multi-line EHLO reply); the reply to the end of DATA waits in handle_DATA instead
+    (`data_delay`); with `hang`, the session says nothing at all."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._in_reply = False  # the previous line was a continuation ("250-...")
+        self.skip_next_delay = False  # handle_DATA already waited for this reply
+
+    async def _handle_client(self) -> None:
+        if self.event_handler.hang:
+            # Connected, then silence: no banner, no reply, until the sink stops (its
+            # loop cancels this task) or aiosmtpd's idle timeout closes the connection.
+            while True:
+                await asyncio.sleep(3600)
+        await super()._handle_client()
+
+    async def push(self, status):
+        delay = self.event_handler.reply_delay
+        if self.skip_next_delay:
+            self.skip_next_delay = False
+        elif delay and not self._in_reply:
+            await asyncio.sleep(delay)
+        line = status if isinstance(status, bytes) else status.encode("utf-8", "replace")
+        self._in_reply = line[3:4] == b"-"
+        await super().push(status)
 
 
 class _Controller(Controller):
@@ -45,7 +90,24 @@ class _Controller(Controller):
         # Tests log in over plain SMTP on loopback on purpose (security mode "none").
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
-            return super().factory()
+            return _SMTP(self.handler, **self.SMTP_kwargs)
+
+    def _create_server(self):
+        # asyncio's default backlog (100) drops connections when hundreds of clients
+        # connect at once (the latency benchmarks); the kernel caps it at somaxconn.
+        return self.loop.create_server(
+            self._factory_invoker,
+            host=self.hostname,
+            port=self.port,
+            ssl=self.ssl_context,
+            backlog=1024,
+        )
+
+    def _trigger_server(self):
+        if self.handler.hang:  # no banner to read: a connection makes the session
+            socket.create_connection((self.hostname, self.port), 1.0).close()
+            return
+        super()._trigger_server()
 
 
 @dataclass(frozen=True)
@@ -131,7 +193,16 @@ class SmtpSink:
         directory: Path | None = None,
         record: bool = True,
         smtputf8: bool = False,
+        port: int | None = None,
+        reply_delay: float = 0.0,
+        data_delay: float | None = None,
+        hang: bool = False,
+        log: Path | None = None,
     ):
+        self.reply_delay = reply_delay
+        self.data_delay = data_delay  # None: the end of DATA waits reply_delay too
+        self.hang = hang
+        self._log = open(log, "a", buffering=1) if log else None  # noqa: SIM115 (stop())
         self.messages: list[Received] = []
         self.auth_attempts = 0
         self._record = record
@@ -141,7 +212,7 @@ class SmtpSink:
         self._released = threading.Event()
         self._cond = threading.Condition()
         self.host = "127.0.0.1"
-        self.port = free_port()
+        self.port = port or free_port()
         self.ca_file: Path | None = None
         kwargs: dict = {"enable_SMTPUTF8": smtputf8}
         if username is not None:
@@ -209,6 +280,11 @@ class SmtpSink:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        delay = self.reply_delay if self.data_delay is None else self.data_delay
+        if delay:
+            await asyncio.sleep(delay)
+        if isinstance(server, _SMTP):
+            server.skip_next_delay = True  # this reply has waited its delay
         rcpt = envelope.rcpt_tos[0] if envelope.rcpt_tos else None
         reply = self._data.take(rcpt)
         if reply:
@@ -223,6 +299,8 @@ class SmtpSink:
             while not self._released.is_set():
                 await asyncio.sleep(0.05)
             return "421 4.3.0 Shutting down"
+        if self._log is not None:
+            self._log.write(f"{time.time():.6f} {envelope.mail_from} {rcpt}\n")
         return "250 2.0.0 Queued"
 
     def start(self) -> "SmtpSink":
@@ -232,6 +310,8 @@ class SmtpSink:
     def stop(self) -> None:
         self._released.set()
         self._controller.stop()
+        if self._log is not None:
+            self._log.close()
 
 
 @pytest.fixture
@@ -249,11 +329,22 @@ def smtp_sink(tmp_path):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Accept every message, fast, keep nothing.")
+    parser = argparse.ArgumentParser(description="Accept every message, keep nothing.")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--reply-delay", type=float, default=0.0, help="seconds before a reply")
+    parser.add_argument(
+        "--data-delay", type=float, default=None, help="seconds before the end-of-DATA reply"
+    )
+    parser.add_argument("--hang", action="store_true", help="accept, then never answer")
+    parser.add_argument("--log", type=Path, help="append a line per accepted message")
     args = parser.parse_args()
-    sink = SmtpSink(record=False)
-    sink.port = args.port
-    sink._controller = Controller(sink, hostname="127.0.0.1", port=args.port)
-    sink._controller.start()
+    SmtpSink(
+        record=False,
+        smtputf8=True,
+        port=args.port,
+        reply_delay=args.reply_delay,
+        data_delay=args.data_delay,
+        hang=args.hang,
+        log=args.log,
+    ).start()
     threading.Event().wait()

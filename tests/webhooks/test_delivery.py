@@ -10,14 +10,9 @@ from django.utils import timezone
 
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
+from webhooks.delivery import LOST_ATTEMPT_ERROR, webhook_drain
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
-from webhooks.services import (
-    LOST_ATTEMPT_ERROR,
-    event_emit,
-    jobs_sweep,
-    retry_delay,
-    webhook_drain,
-)
+from webhooks.services import event_emit, jobs_sweep, retry_delay
 
 pytestmark = pytest.mark.django_db
 
@@ -297,7 +292,8 @@ def test_a_claimed_job_is_not_sent_twice(emit, account, webhook, receiver):
     assert len(receiver.requests) == 1
 
 
-def test_one_drain_delivers_a_burst_in_order_over_one_connection(emit, account, webhook, receiver):
+def test_one_lane_delivers_a_burst_in_order(emit, account, webhook, receiver, settings):
+    settings.WEBHOOK_MAX_IN_FLIGHT = 1
     events = [emit(account, data={"n": n}, after_commit=False) for n in range(3)]
     assert webhook_drain(webhook_id=webhook.id) == 3
     assert [json.loads(r.body)["data"]["n"] for r in receiver.requests] == [0, 1, 2]
@@ -421,22 +417,21 @@ def test_retry_schedule(settings):
 
 
 def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
-    emit, account, webhook, receiver, monkeypatch
+    emit, account, webhook, receiver, monkeypatch, settings
 ):
-    from webhooks import services
+    from webhooks import delivery, services
 
-    monkeypatch.setattr(services, "WEBHOOK_REREAD_SECONDS", 0)
+    settings.WEBHOOK_MAX_IN_FLIGHT = 1
     old_secret = webhook.secret
     new_secrets = []
-    real_post = services.http_post_signed
+    real_record = delivery.job_record
 
-    def post_then_rotate(**kwargs):
-        result = real_post(**kwargs)
-        if not new_secrets:  # right after the first attempt of the batch
+    def record_then_rotate(**kwargs):
+        real_record(**kwargs)
+        if not new_secrets:  # right after the first attempt
             new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
-        return result
 
-    monkeypatch.setattr(services, "http_post_signed", post_then_rotate)
+    monkeypatch.setattr(delivery, "job_record", record_then_rotate)
     for _ in range(2):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
@@ -456,19 +451,18 @@ def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
 
 
 def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
-    emit, account, webhook, receiver, monkeypatch
+    emit, account, webhook, receiver, monkeypatch, settings
 ):
-    from webhooks import services
+    from webhooks import delivery, services
 
-    monkeypatch.setattr(services, "WEBHOOK_REREAD_SECONDS", 0)
-    real_post = services.http_post_signed
+    settings.WEBHOOK_MAX_IN_FLIGHT = 1
+    real_record = delivery.job_record
 
-    def post_then_disable(**kwargs):
-        result = real_post(**kwargs)
+    def record_then_disable(**kwargs):
+        real_record(**kwargs)
         services.webhook_update(webhook=webhook, disabled_at=timezone.now())
-        return result
 
-    monkeypatch.setattr(services, "http_post_signed", post_then_disable)
+    monkeypatch.setattr(delivery, "job_record", record_then_disable)
     for _ in range(3):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
@@ -486,17 +480,16 @@ def test_a_2xx_resets_a_failure_recorded_while_it_was_in_flight(
 ):
     """The count read at claim time was 0; another drain recorded a failure while this
     delivery was in flight: the 2xx still resets it."""
-    from webhooks import services
+    from webhooks import delivery
 
     webhook = WebhookFactory(account=account, url=receiver.url)
-    real_post = services.http_post_signed
+    real_wait = delivery.wait
 
-    def post_while_another_drain_fails(**kwargs):
-        result = real_post(**kwargs)
+    def wait_while_another_drain_fails(*args, **kwargs):
         Webhook.objects.filter(id=webhook.id).update(consecutive_failures=1)
-        return result
+        return real_wait(*args, **kwargs)
 
-    monkeypatch.setattr(services, "http_post_signed", post_while_another_drain_fails)
+    monkeypatch.setattr(delivery, "wait", wait_while_another_drain_fails)
     emit(account)
     receiver.wait_for(1)
     webhook.refresh_from_db()

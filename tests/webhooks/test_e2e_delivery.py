@@ -14,8 +14,8 @@ from tests.support.celery_worker import ROOT, live_database_url, requires_live_p
 from tests.support.ports import free_port
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
+from webhooks.delivery import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, WebhookDelivery
-from webhooks.services import LOST_ATTEMPT_ERROR
 
 pytestmark = [
     requires_live_peers,

@@ -46,6 +46,28 @@ class PreparingCursor(ServerBindingCursor):
         return super().execute(query, params, prepare=prepare, binary=binary)
 
 
+def connection_usable(connection) -> bool | None:
+    """True or False when the connection's own state tells; None when the server sent
+    something unasked and only a query can tell."""
+    if connection is None or connection.closed:
+        return False
+    pgconn = connection.pgconn
+    try:
+        if pgconn.status != pq.ConnStatus.OK:
+            return False
+        if pgconn.transaction_status in _UNUSABLE_TRANSACTION_STATES:
+            return False
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+    except (psycopg.Error, OSError, ValueError):
+        return False
+    return None if readable else True
+
+
+# A pool handing out only dead connections (the server restarted) is emptied by these
+# many tries; then a new connection is asked for as usual.
+_POOL_CHECKS = 3
+
+
 class DatabaseWrapper(PostgreSQLDatabaseWrapper):
     def get_connection_params(self):
         params = super().get_connection_params()
@@ -53,19 +75,34 @@ class DatabaseWrapper(PostgreSQLDatabaseWrapper):
             params["cursor_factory"] = PreparingCursor
         return params
 
-    def is_usable(self) -> bool:
-        connection = self.connection
-        if connection is None or connection.closed:
-            return False
-        pgconn = connection.pgconn
+    def get_new_connection(self, conn_params):
+        """From the pool: the same check as is_usable on each connection handed out, so
+        a connection the server closed while it sat in the pool is never used (Django's
+        own pool check runs a query each time)."""
+        connection = super().get_new_connection(conn_params)
+        if self.pool is None:
+            return connection
+        for _ in range(_POOL_CHECKS):
+            usable = connection_usable(connection)
+            if usable is None:
+                usable = self._answers(connection)
+            if usable:
+                return connection
+            connection.close()
+            self.pool.putconn(connection)  # the pool drops a closed connection
+            connection = super().get_new_connection(conn_params)
+        return connection
+
+    @staticmethod
+    def _answers(connection) -> bool:
         try:
-            if pgconn.status != pq.ConnStatus.OK:
-                return False
-            if pgconn.transaction_status in _UNUSABLE_TRANSACTION_STATES:
-                return False
-            readable, _, _ = select.select([pgconn.socket], [], [], 0)
-        except (psycopg.Error, OSError, ValueError):
+            connection.execute("SELECT 1")
+        except psycopg.Error:
             return False
-        if not readable:
-            return True
-        return super().is_usable()  # the server said something: ask it
+        return True
+
+    def is_usable(self) -> bool:
+        usable = connection_usable(self.connection)
+        if usable is None:
+            return super().is_usable()  # the server said something: ask it
+        return usable

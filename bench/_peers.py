@@ -1,0 +1,314 @@
+"""Peers and service processes for the benchmarks.
+
+* the SMTP sink and the webhook receiver of tests/support, each in its own process
+  (`smtp_sink_start`, `receiver_start`), with their latency options and a log of what
+  they accepted that the benchmark reads as it grows (`LineLog`);
+* the service's own background processes, started exactly as the repository's
+  `Procfile` says (`Service`: its `worker:` and `beat:` lines, run through a shell
+  with the benchmark's environment), whatever engine those lines describe;
+* signed webhook bodies for the plain-client baselines (`signed_envelope`).
+
+Nothing here imports Django: the benchmark sets it up first (bench/_setup.py).
+"""
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent  # not resolved: the virtualenv's bin, not /usr/bin
+QUEUES = ("celery", "webhooks", "sending", "imports", "intake")
+
+
+# ------------------------------------------------------------------------ peers
+
+
+def _python_module(module: str, args: list[str]) -> subprocess.Popen:
+    # stderr is the benchmark's: a peer's traceback shows.
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def smtp_sink_start(
+    *,
+    port: int,
+    log: Path | None = None,
+    reply_delay: float = 0.0,
+    data_delay: float | None = None,
+    hang: bool = False,
+) -> subprocess.Popen:
+    """tests/support/smtp.py in its own process, listening when this returns."""
+    from tests.support.ports import wait_for_port
+
+    args = ["--port", str(port), "--reply-delay", str(reply_delay)]
+    if data_delay is not None:
+        args += ["--data-delay", str(data_delay)]
+    if hang:
+        args.append("--hang")
+    if log is not None:
+        args += ["--log", str(log)]
+    process = _python_module("tests.support.smtp", args)
+    wait_for_port(port, timeout=30, process=process)
+    return process
+
+
+def receiver_start(
+    *,
+    ports: list[int],
+    log: Path | None = None,
+    delay: float = 0.0,
+    hang: bool = False,
+) -> subprocess.Popen:
+    """tests/support/receiver.py in its own process, one server per port, listening on
+    every port when this returns."""
+    from tests.support.ports import wait_for_port
+
+    args = [arg for port in ports for arg in ("--port", str(port))]
+    args += ["--delay", str(delay)]
+    if hang:
+        args.append("--hang")
+    if log is not None:
+        args += ["--log", str(log)]
+    process = _python_module("tests.support.receiver", args)
+    for port in ports:
+        wait_for_port(port, timeout=30, process=process)
+    return process
+
+
+def process_stop(process: subprocess.Popen, *, timeout: float = 10.0) -> bool:
+    """SIGTERM to the process's group, then SIGKILL to it after `timeout` seconds.
+    Returns True when it exited on SIGTERM. The group is SIGKILLed in any case, for
+    children left behind (a pool whose parent died)."""
+    clean = True
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            clean = False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    return clean
+
+
+class LineLog:
+    """Lines appended to a file by another process, read as they come."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.path.touch()
+        self._offset = 0
+        self._partial = b""
+
+    def skip(self) -> None:
+        """Forget what is there now: the next read starts at the end."""
+        self.read()
+
+    def read(self) -> list[str]:
+        with open(self.path, "rb") as file:
+            file.seek(self._offset)
+            chunk = file.read()
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        return [line.decode() for line in lines if line]
+
+
+def sigterm_exits() -> None:
+    """SIGTERM ends the benchmark through its `finally` blocks (peers and service
+    processes stopped), as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+# ------------------------------------------------------------ service processes
+
+
+def procfile() -> dict[str, str]:
+    """The repository's Procfile: process name -> command line."""
+    entries = {}
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, command = line.partition(":")
+        entries[name.strip()] = command.strip()
+    return entries
+
+
+def service_describe(*also: str) -> None:
+    """Print the Procfile lines the benchmark runs, and the environment variables they
+    (and `also`) read, as set here or unset (the line's default applies)."""
+    entries = procfile()
+    names = [name for name in entries if name != "web"]
+    for name in names:
+        print(f"  Procfile {name}: {entries[name]}")
+    lines = " ".join(entries[name] for name in names)
+    names = sorted(set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", lines)) | set(also))
+    shown = [f"{n}={os.environ[n]}" if n in os.environ else f"{n} unset" for n in names]
+    if shown:
+        print(f"  environment: {', '.join(shown)}")
+
+
+def service_env(**extra: str) -> dict:
+    """The environment of the service's processes: this process's (DATABASE_URL and
+    REDIS_URL as given), production settings, peers on loopback allowed, the
+    virtualenv's bin first on PATH."""
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        SECRET_KEY=os.environ["SECRET_KEY"],
+        FIELD_ENCRYPTION_KEY=os.environ["FIELD_ENCRYPTION_KEY"],
+        BASE_URL=os.environ.get("BASE_URL", "http://127.0.0.1:8000"),
+        WEBHOOK_ALLOW_PRIVATE_NETWORKS="true",
+        OUTBOUND_ALLOW_PRIVATE_NETWORKS="true",
+        CELERY_TASK_ALWAYS_EAGER="false",
+        PYTHONUNBUFFERED="1",
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        **extra,
+    )
+    return env
+
+
+def broker_purge() -> None:
+    """Empty the queues (and unacked messages) of REDIS_URL's database: no task of an
+    earlier, interrupted run is consumed."""
+    import redis
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.delete(*QUEUES, "unacked", "unacked_index", "unacked_mutex")
+    client.close()
+
+
+class Service:
+    """Every process of the Procfile but the web: its Celery workers (any line running
+    `celery ... worker`, e.g. `worker:` and `webhooks:`) and `beat:`, each through a
+    shell in its own process group, logs in `directory`. Use as a context manager:
+    stopped on the way out, whatever happens: SIGTERM to the group (as honcho, which
+    runs the Procfile for `make run`, does), SIGKILL to it after 15 s."""
+
+    def __init__(self, directory: Path, env: dict):
+        self.directory = directory
+        self.env = env
+        entries = procfile()
+        if "worker" not in entries:
+            raise SystemExit("the Procfile has no worker: line")
+        # beat may one day run inside the worker (--beat): then there is no beat: line.
+        self.commands = {name: command for name, command in entries.items() if name != "web"}
+        self.workers = [name for name, command in self.commands.items() if " worker" in command]
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.stopped_cleanly: dict[str, bool] = {}
+
+    def log_path(self, name: str) -> Path:
+        return self.directory / f"{name}.log"
+
+    def log(self, name: str) -> str:
+        return self.log_path(name).read_text(errors="replace")
+
+    def start(self, *, timeout: float = 90.0) -> "Service":
+        (ROOT / "var").mkdir(exist_ok=True)  # beat's --schedule file lives there
+        for name, command in self.commands.items():
+            log = open(self.log_path(name), "wb")  # noqa: SIM115 (the child keeps it)
+            # The Procfile's line through a shell, as a process manager runs it.
+            self.processes[name] = subprocess.Popen(  # noqa: S602
+                command,
+                shell=True,
+                executable="/bin/sh",
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        """The worker is ready when it says so (" ready." at log level INFO) or answers a
+        broadcast ping; beat when it logs "Starting...", or after 3 s alive at a
+        quieter log level."""
+        from config.celery import app
+
+        started = time.monotonic()
+        deadline = started + timeout
+        worker_ready = beat_ready = False
+        next_ping = started + 2
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(
+                        f"{name} exited with {process.returncode}:\n{self.log(name)[-4000:]}"
+                    )
+            worker_ready = worker_ready or all(" ready." in self.log(n) for n in self.workers)
+            if not worker_ready and time.monotonic() >= next_ping:
+                worker_ready = len(app.control.ping(timeout=0.5)) >= len(self.workers)
+                next_ping = time.monotonic() + 1
+            beat_ready = (
+                beat_ready
+                or "beat" not in self.processes
+                or "Starting..." in self.log("beat")
+                or time.monotonic() - started > 3
+                and os.environ.get("LOG_LEVEL", "info").lower() not in ("info", "debug")
+            )
+            if worker_ready and beat_ready:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"not ready after {timeout:.0f} s (worker {worker_ready}, beat {beat_ready}):\n"
+            f"{self.log('worker')[-3000:]}\n{self.log('beat')[-1000:]}"
+        )
+
+    def alive(self) -> bool:
+        return all(process.poll() is None for process in self.processes.values())
+
+    def stop(self) -> None:
+        for name, process in self.processes.items():
+            self.stopped_cleanly[name] = process_stop(process, timeout=15)
+
+    def __enter__(self) -> "Service":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def signed_envelope(*, secret: str, account_id: str, data: dict) -> tuple[bytes, dict]:
+    """A webhook body shaped like the service's envelope and its headers, signed with
+    `secret` as the service signs (SPEC.md section 6)."""
+    from webhooks.secrets import signature_header
+
+    body = json.dumps(
+        {
+            "id": str(uuid.uuid4()),
+            "type": "enrollment.sent",
+            "created_at": "2026-01-01T00:00:00.000000Z",
+            "account_id": account_id,
+            "data": data,
+        },
+        separators=(",", ":"),
+    ).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "service-webhooks/1.0",
+        "X-Service-Signature": signature_header(
+            secret=secret, body=body, timestamp=int(time.time())
+        ),
+    }
+    return body, headers
