@@ -157,28 +157,8 @@ if EMBEDDED:
     }
 else:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
-    # A bounded pool of connections per process (psycopg_pool through Django). A worker
-    # runs hundreds of outbound conversations in threads; each thread borrows a
-    # connection only while it talks to the database and gives it back before it waits
-    # on a peer (config.db.connection_release), so DB_POOL_MAX_SIZE bounds what a
-    # process holds however many sessions are open. 0 turns the pool off: every thread
-    # then keeps its own persistent connection (DB_CONN_MAX_AGE).
-    DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
-    if DB_POOL_MAX_SIZE > 0:
-        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them instead
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": min(env.int("DB_POOL_MIN_SIZE", default=1), DB_POOL_MAX_SIZE),
-            "max_size": DB_POOL_MAX_SIZE,
-            # A thread waits this long for a free connection, then its task fails
-            # (and is retried by its sweep), rather than opening one more.
-            "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0),
-        }
-    else:
-        DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
-    # Without a pool Django checks a reused connection before each request's first
-    # query; with one, the project backend checks each connection the pool hands out
-    # (config/db/postgresql, no round trip in the common case).
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = DB_POOL_MAX_SIZE == 0
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # The same backend, with a health check that needs no round trip.
         DATABASES["default"]["ENGINE"] = "config.db.postgresql"
@@ -193,6 +173,19 @@ else:
             "prepare_threshold": 5 if env.bool("DB_PREPARED_STATEMENTS", default=True) else None,
         }
     )
+
+# A Celery worker's threads share a bounded pool of PostgreSQL connections instead
+# (config.worker.database_pool_enable, at worker start): each thread borrows one only
+# while it talks to the database and gives it back before it waits on a peer
+# (config.db.connection_release), so DB_POOL_MAX_SIZE bounds what a worker holds
+# however many sessions it has open. 0: every thread keeps its own persistent
+# connection. Web processes (one request per process at a time) and beat keep their
+# one persistent connection: a pool would only add a check-out per request.
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
+DB_POOL_MIN_SIZE = min(env.int("DB_POOL_MIN_SIZE", default=1), max(DB_POOL_MAX_SIZE, 1))
+# A thread waits this long for a free connection, then its task fails (and is retried
+# by its sweep), rather than opening one more.
+DB_POOL_TIMEOUT_SECONDS = env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

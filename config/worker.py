@@ -8,9 +8,38 @@ another worker takes them over without waiting for a lease to lapse.
 
 import threading
 
-from celery.signals import worker_shutting_down
+from celery.signals import worker_init, worker_shutting_down
 
 stopping = threading.Event()
+
+
+def database_pool_enable() -> bool:
+    """Put this process's PostgreSQL connections in a bounded pool (settings,
+    DB_POOL_MAX_SIZE): for a process of many threads. Call it before threads start
+    using the database; connections already open are closed first. Returns whether the
+    pool is on."""
+    from django.conf import settings
+    from django.db import connections
+
+    database = settings.DATABASES["default"]
+    if settings.DB_POOL_MAX_SIZE <= 0 or "postgresql" not in database["ENGINE"]:
+        return False
+    connections.close_all()
+    database["CONN_MAX_AGE"] = 0  # the pool keeps them instead
+    # The project backend checks each connection the pool hands out, with no round
+    # trip in the common case (config/db/postgresql); Django's own check runs a query.
+    database["CONN_HEALTH_CHECKS"] = False
+    database.setdefault("OPTIONS", {})["pool"] = {
+        "min_size": settings.DB_POOL_MIN_SIZE,
+        "max_size": settings.DB_POOL_MAX_SIZE,
+        "timeout": settings.DB_POOL_TIMEOUT_SECONDS,
+    }
+    return True
+
+
+@worker_init.connect
+def _worker_init(**_kwargs) -> None:
+    database_pool_enable()
 
 
 @worker_shutting_down.connect

@@ -997,3 +997,20 @@ def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_agai
     assert not SendClaim.objects.exists()
     assert _run(NOW + timedelta(seconds=2)) == []
     assert len(sink.to("held@example.org")) == 1
+
+
+def test_a_connection_dropped_after_the_final_dot_counts_as_sent_once(sink):
+    campaign = _campaign(sink, steps=1)
+    cut = _enroll(campaign, email="cut@example.org")
+    after = _enroll(campaign, email="after@example.org", at=NOW + timedelta(seconds=1))
+    sink.drop_after_data("cut@example.org")
+
+    [result] = _run(NOW + timedelta(seconds=1))
+
+    assert (result.sent, result.retried) == (2, 0)
+    assert Message.objects.get(enrollment=cut).reply_seen is False
+    assert Message.objects.get(enrollment=after).reply_seen is True  # a new connection
+    cut.refresh_from_db()
+    assert cut.status == "completed" and "never seen" in cut.last_error
+    assert _run(NOW + timedelta(minutes=30)) == []  # nothing due again
+    assert len(sink.to("cut@example.org")) == 1 and len(sink.to("after@example.org")) == 1

@@ -13,6 +13,8 @@ when the test ends.
     sink.reject_data("554 5.7.1 Rejected as spam", times=1)
     sink.hold_data("slow@x.org")              # record the message, then never answer
                                               # DATA until sink.release()
+    sink.drop_after_data("cut@x.org")         # record the message, then close the
+                                              # connection instead of answering DATA
     sink.wait_for(3)                          # block until 3 messages were accepted
     sink.messages                             # [Received(mail_from, rcpt_tos, data, message)]
 
@@ -209,6 +211,7 @@ class SmtpSink:
         self._rcpt = _Script()
         self._data = _Script()
         self._hold: set[str] = set()
+        self._drop: set[str] = set()
         self._released = threading.Event()
         self._cond = threading.Condition()
         self.host = "127.0.0.1"
@@ -243,6 +246,11 @@ class SmtpSink:
 
     def hold_data(self, address: str) -> None:
         self._hold.add(address.lower())
+
+    def drop_after_data(self, address: str) -> None:
+        """Take the whole message for `address` (it is recorded), then close the
+        connection instead of answering the final dot."""
+        self._drop.add(address.lower())
 
     def release(self) -> None:
         self._released.set()
@@ -295,6 +303,9 @@ class SmtpSink:
             with self._cond:
                 self.messages.append(received)
                 self._cond.notify_all()
+        if rcpt is not None and rcpt.lower() in self._drop:
+            server.transport.close()  # the line drops after the last byte
+            return None
         if held:
             while not self._released.is_set():
                 await asyncio.sleep(0.05)
