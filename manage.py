@@ -5,10 +5,6 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    # A command runs in one thread: no connection pool (DB_POOL_MAX_SIZE) to share, and
-    # without one an unreachable database is one error at once, not the pool's retries
-    # until its timeout.
-    os.environ.setdefault("DB_POOL_MAX_SIZE", "0")
     from django.core.management import execute_from_command_line
     from django.db import OperationalError
 
