@@ -1,27 +1,72 @@
 # Two entry points: `make run` (the whole service, embedded mode) and `make test`.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
+
+# Supported Python versions, newest first (pyproject.toml's requires-python).
+PYTHON_VERSIONS := 3.13 3.12 3.11
+PYENV_ROOT ?= $(HOME)/.pyenv
+# One interpreter per supported version that is present and runs, newest first: pythonX.Y
+# on PATH, else pyenv's install of it (a pyenv shim of a version pyenv has not selected is
+# on PATH but does not run, hence the trial run of each).
+define find_pythons
+for v in $(PYTHON_VERSIONS); do \
+  for p in python$$v $(PYENV_ROOT)/versions/$$v.*/bin/python$$v; do \
+    if "$$p" -c "import sys; sys.exit(sys.version[:len('$$v') + 1] != '$$v.')" 2>/dev/null; then \
+      command -v "$$p"; break; \
+    fi; \
+  done; \
+done
+endef
+PYTHONS := $(shell $(find_pythons))
+# The interpreter of the virtual environment: the newest supported one, unless named.
+PYTHON ?= $(firstword $(PYTHONS))
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
+
+VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Named after the interpreter's version: a .venv made by another Python (or left half
+# made by a failed install) has no stamp of this name, and is rebuilt.
+STAMP := $(VENV)/.installed-$(PYTHON_VERSION)
+
+# Where the embedded mode keeps its files (the settings read the same variable).
+VAR_DIR ?= var
+# The address `make run` serves on; unless BASE_URL is set, links in emails and the
+# banner use it too.
+BIND ?= 127.0.0.1:8000
 # Test processes (pytest-xdist); each gets its own test database and Redis database.
 TEST_PROCESSES ?= auto
 
-.PHONY: run test install lint format bench clean
+.PHONY: run test install lint format clean pythons
 
 $(STAMP): pyproject.toml
+	@case "$(PYTHON_VERSION)" in 3.11.*|3.12.*|3.13.*) ;; \
+	  "") echo "No Python 3.11, 3.12 or 3.13 found. Install one, or name it: make PYTHON=/path/to/python3.13" >&2; exit 1;; \
+	  *) echo "$(PYTHON) is Python $(PYTHON_VERSION); this project needs 3.11, 3.12 or 3.13 (make PYTHON=...)." >&2; exit 1;; \
+	esac
+	@if [ -e $(VENV) ] && [ "$$($(BIN)/python -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)" != "$(PYTHON_VERSION)" ]; then \
+	  echo "$(VENV) was made by another Python: rebuilding it with $(PYTHON) ($(PYTHON_VERSION))"; \
+	  rm -rf $(VENV); \
+	fi
+	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $@
 
 install: $(STAMP)
 
+## The supported interpreters found, newest first (.ci/run tests the newest and the oldest).
+pythons:
+	@for p in $(PYTHONS); do echo $$p; done
+
 ## Install, migrate, and run web (gunicorn), worker and beat together.
+run: export VAR_DIR := $(VAR_DIR)
+run: export BIND := $(BIND)
+run: export BASE_URL := $(or $(BASE_URL),http://$(BIND))
 run: $(STAMP)
-	mkdir -p var
+	mkdir -p $(VAR_DIR)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start -f Procfile
+	$(BIN)/python manage.py banner
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m config.procfile start -f Procfile
 
 ## Install and run the test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set).
 test: $(STAMP)
@@ -36,5 +81,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+## Remove the virtual environment and everything the embedded mode keeps ($(VAR_DIR):
+## its database, broker, keys and collected static files).
 clean:
-	rm -rf $(VENV) var staticfiles
+	rm -rf $(VENV) $(VAR_DIR)

@@ -34,10 +34,10 @@ from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
-# SPEC.md section 8. Rate limits do not vary by plan.
+# Rate limits do not vary by plan: 60 requests a minute per API key; signups per client
+# IP per hour: settings.SIGNUP_RATE_LIMIT (5 in production).
 API_KEY_LIMIT = 60
 API_KEY_PERIOD = 60
-SIGNUP_LIMIT = 5
 SIGNUP_PERIOD = 3600
 # Failed authentications (unknown, malformed or revoked keys) per client IP. Over it,
 # every authentication from that IP is refused until the window ends, valid keys

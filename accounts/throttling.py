@@ -1,5 +1,6 @@
 """DRF throttles: 60 requests a minute per API key on every authenticated
-request (the global default), 5 signups an hour per client IP.
+request (the global default), SIGNUP_RATE_LIMIT signups an hour per client IP (5 in
+production).
 
 Each throttle leaves its decision on the Django request; the middleware
 accounts.middleware.RateLimitHeadersMiddleware turns it into the IETF
@@ -16,7 +17,6 @@ from accounts.models import ApiKey
 from accounts.ratelimit import (
     API_KEY_LIMIT,
     API_KEY_PERIOD,
-    SIGNUP_LIMIT,
     SIGNUP_PERIOD,
     RateLimitDecision,
     rate_limit_hit,
@@ -91,13 +91,13 @@ class ApiKeyRateThrottle(BaseThrottle):
 
 
 class SignupRateThrottle(BaseThrottle):
-    """5 signup attempts per hour per client IP, failed attempts included."""
+    """SIGNUP_RATE_LIMIT signup attempts per hour per client IP, failed attempts included."""
 
     def allow_request(self, request, view):
         decision = rate_limit_hit(
             policy="signup",
             identity=client_ip_bucket(client_ip(request)),
-            limit=SIGNUP_LIMIT,
+            limit=settings.SIGNUP_RATE_LIMIT,
             period=SIGNUP_PERIOD,
         )
         return _enforce(request, decision)

@@ -200,14 +200,40 @@ def _stripe_idempotency_key(
     return f"{operation}-{digest[:48]}"
 
 
+PLAN_NOT_PURCHASABLE_MESSAGES = {
+    "private": "The plan {slug!r} is private and cannot be purchased.",
+    "archived": "The plan {slug!r} is archived and cannot be purchased.",
+    "free": "The plan {slug!r} is free and cannot be purchased.",
+    "unpriced": (
+        "The plan {slug!r} has no Stripe price yet, so it cannot be purchased: the "
+        "operator sets its price id (the plan's psp_price_id in the admin)."
+    ),
+}
+
+
+def plan_unpurchasable_reason(plan) -> str | None:
+    """Why checkout refuses `plan`, or None. A plan without a price is `free` on tier 0
+    and `unpriced` above it: a paid plan whose Stripe price is not configured."""
+    if not plan.public:
+        return "private"
+    if plan.is_archived:
+        return "archived"
+    if not plan.is_paid:
+        return "free" if plan.tier == 0 else "unpriced"
+    return None
+
+
 def checkout_session_start(*, account, plan_slug: str, client_key: str | None = None) -> str:
     """Start a hosted Checkout for a public, paid, non-archived plan; returns its URL."""
     plan = Plan.objects.filter(slug=plan_slug).first()
     if plan is None:
         raise PlanNotFound(f"No plan has the slug {plan_slug!r}.")
-    if not plan.is_paid or not plan.public or plan.is_archived:
-        reason = "free" if not plan.is_paid else "private" if not plan.public else "archived"
-        raise PlanNotPurchasable(f"The plan {plan.slug!r} is {reason} and cannot be purchased.")
+    reason = plan_unpurchasable_reason(plan)
+    if reason:
+        raise PlanNotPurchasable(
+            PLAN_NOT_PURCHASABLE_MESSAGES[reason].format(slug=plan.slug),
+            details={"reason": reason},
+        )
     if not account.psp_customer_id:
         raise NoPspCustomer()
     if account.psp_subscription_id:

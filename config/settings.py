@@ -19,6 +19,9 @@ from urllib.parse import urlparse
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
+
+from config.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -32,13 +35,16 @@ if EMBEDDED:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
-def _kept_secret(name: str, make) -> str:
+def _kept_secret(name: str, make, how: str) -> str:
     """A secret from the environment; in embedded mode, generated once under var/."""
     value = env.str(name, default="")
     if value:
         return value
     if not EMBEDDED:
-        raise ImproperlyConfigured(f"{name} must be set when DATABASE_URL is set (production).")
+        raise ImproperlyConfigured(
+            f"{name} must be set when DATABASE_URL is set (production). Make one with "
+            f"{how} and keep it (a new one cannot read what the old one signed or encrypted)."
+        )
     path = VAR_DIR / name.lower()
     if not path.exists():
         # O_EXCL: two processes starting at once agree on one value.
@@ -55,10 +61,16 @@ def _kept_secret(name: str, make) -> str:
 # Whether to show Django's debug pages. Off unless asked for.
 DEBUG = env.bool("DEBUG", default=False)
 # Signs sessions (admin) and the tracking/unsubscribe tokens.
-SECRET_KEY = _kept_secret("SECRET_KEY", lambda: secrets.token_urlsafe(50))
+SECRET_KEY = _kept_secret(
+    "SECRET_KEY",
+    lambda: secrets.token_urlsafe(50),
+    how="python3 -c 'import secrets; print(secrets.token_urlsafe(50))'",
+)
 # Fernet key (urlsafe base64 of 32 bytes) encrypting stored mailbox passwords.
 FIELD_ENCRYPTION_KEY = _kept_secret(
-    "FIELD_ENCRYPTION_KEY", lambda: base64.urlsafe_b64encode(os.urandom(32)).decode()
+    "FIELD_ENCRYPTION_KEY",
+    lambda: base64.urlsafe_b64encode(os.urandom(32)).decode(),
+    how="python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())'",
 )
 
 # Public address of the service: links in emails, relay webhook URLs, docs links.
@@ -184,6 +196,9 @@ REDIS_URL = env.str("REDIS_URL", default="")
 
 # accounts: namespace of the rate limiter's Redis keys (lets deployments share one Redis DB).
 RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
+# accounts: signups per client IP per hour. 5 in production; the embedded (development)
+# mode allows more, so a first hour of trying from localhost is not cut short.
+SIGNUP_RATE_LIMIT = env.int("SIGNUP_RATE_LIMIT", default=100 if EMBEDDED else 5)
 
 if REDIS_URL:
     CACHES = {
@@ -307,7 +322,13 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 # SQLite takes one writer at a time, so a handful of threads is all it can use.
 CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=8 if EMBEDDED else 200)
-# One queue per kind of work, so a flood of one cannot starve the others.
+# One queue per kind of work, so a flood of one cannot starve the others. Declared here,
+# so a worker started without -Q (`celery -A config worker`) consumes every one of them;
+# production runs a worker pool per queue (-Q webhooks, -Q sending, ...) to scale them apart.
+CELERY_TASK_QUEUES = [
+    Queue(name, Exchange(name), routing_key=name)
+    for name in ("celery", "webhooks", "sending", "imports", "intake")
+]
 CELERY_TASK_ROUTES = {
     "webhooks.*": {"queue": "webhooks"},
     "outreach.tasks.send_*": {"queue": "sending"},
@@ -389,6 +410,9 @@ SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", d
 # Extra CA certificates (PEM file) trusted for SMTP TLS, e.g. a private relay's CA. Empty:
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
+# POST /smtp_credentials/:id/verify (and a credential's create) answers within this many
+# seconds, whatever the mail servers do; below gunicorn's 30 s worker timeout.
+MAILBOX_VERIFY_TIMEOUT_SECONDS = env.float("MAILBOX_VERIFY_TIMEOUT_SECONDS", default=15.0)
 CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
     "task": "outreach.tasks.schedule_sends",
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
@@ -456,15 +480,18 @@ CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
     "options": {"expires": WEBHOOK_SWEEP_INTERVAL_SECONDS},
 }
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.server": {"level": "WARNING"}},
-}
+# Logs of every process (config/logs.py): idle periodic work at DEBUG, tokens and secrets
+# redacted. LOG_FORMAT=json: one JSON object per line.
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain").lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}.")
+LOGGING = logging_config(
+    level=LOG_LEVEL,
+    json_format=LOG_FORMAT == "json",
+    periodic_tasks=[entry["task"] for entry in CELERY_BEAT_SCHEDULE.values()],
+    filesystem_broker=CELERY_BROKER_URL == "filesystem://",
+)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = BASE_URL.startswith("https://")

@@ -11,6 +11,8 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use
 os.environ.setdefault("FIELD_ENCRYPTION_KEY", "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=")
 # Test peers listen on loopback; the guard's own tests switch it off.
 os.environ.setdefault("OUTBOUND_ALLOW_PRIVATE_NETWORKS", "true")
+# Production's limit, whatever the mode the tests run in.
+os.environ.setdefault("SIGNUP_RATE_LIMIT", "5")
 os.environ.setdefault("WEBHOOK_RETRY_SCHEDULE", "0,0,0,0")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 os.environ.setdefault("BASE_URL", "http://testserver")
@@ -20,17 +22,13 @@ os.environ.setdefault("SENDING_SCHEDULE_ON_DISPATCH", "false")
 
 # Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
 # own: its end-to-end Celery workers, queue purges and rate-limit buckets must not
-# meet another process's. Worker subprocesses inherit the rewritten URL, and the
-# mark that it is rewritten (they must not move it once more: gw1's workers would
-# listen one database further than gw1).
+# meet another process's. Worker subprocesses inherit the rewritten URL, and the URL
+# it was rewritten from (they load these settings again, with the same
+# PYTEST_XDIST_WORKER: the rewrite must give them the same database, not add the
+# offset a second time).
 _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-if (
-    _xdist_worker.startswith("gw")
-    and os.environ.get("REDIS_URL")
-    and not os.environ.get("TEST_REDIS_DB_ASSIGNED")
-):
-    os.environ["TEST_REDIS_DB_ASSIGNED"] = "1"
-    _redis = urlsplit(os.environ["REDIS_URL"])
+if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
+    _redis = urlsplit(os.environ.setdefault("TEST_REDIS_URL_GIVEN", os.environ["REDIS_URL"]))
     # Database 0 (the default) maps test processes to 8..15; a URL naming another
     # database K starts them at K instead, so two test runs can share one Redis.
     _base = int(_redis.path.strip("/") or 0)

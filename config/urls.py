@@ -1,8 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.api import views
+
+# The admin's "View site" link: the API's browsable docs (the root is no page).
+admin.site.site_url = "/docs"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -11,6 +15,12 @@ urlpatterns = [
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("docs/errors", views.error_index_page, name="error-index"),
     path("docs/errors/<str:code>", views.error_code_page, name="error-code"),
+    # The human pages also answer with a trailing slash (the API's paths never take one).
+    path("docs/", RedirectView.as_view(url="/docs", permanent=True)),
+    path("docs/errors/", RedirectView.as_view(url="/docs/errors", permanent=True)),
+    path(
+        "docs/errors/<str:code>/", RedirectView.as_view(url="/docs/errors/%(code)s", permanent=True)
+    ),
     path("", include("plans.urls")),
     path("", include("accounts.urls")),
     path("", include("billing.urls")),

@@ -33,17 +33,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(SmtpCredential)
 class SmtpCredentialAdmin(ReadOnlyAdmin):
+    # Health first: a narrow window still shows which mailboxes are disabled or failing.
     list_display = (
         "from_email",
+        "disabled_at",
+        "last_error_at",
+        "disabled_reason",
+        "bounce_rate",
         "account",
         "smtp_host",
         "daily_limit",
         "sent_count",
         "bounced_count",
-        "bounce_rate",
-        "disabled_at",
-        "disabled_reason",
-        "last_error_at",
     )
     list_filter = ("smtp_security", "relay_provider", ("disabled_at", admin.EmptyFieldListFilter))
     search_fields = ("from_email", "account__email", "smtp_host")

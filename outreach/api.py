@@ -31,6 +31,7 @@ from config.outbound import host_normalize, host_refusal
 from outreach import selectors, services
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
+from outreach.mailbox_check import credential_verify
 from outreach.models import (
     Campaign,
     Contact,
@@ -226,6 +227,30 @@ class CredentialSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class MailboxCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True, help_text="Why it failed; null when ok.")
+
+
+class MailboxVerificationSerializer(serializers.Serializer):
+    smtp = MailboxCheckSerializer(help_text="Connect and log in to the SMTP server.")
+    imap = MailboxCheckSerializer(
+        allow_null=True,
+        help_text="Connect and log in to the IMAP server; null when the mailbox has no imap_host.",
+    )
+
+
+class CredentialCreatedSerializer(CredentialSerializer):
+    verification = MailboxVerificationSerializer(
+        read_only=True,
+        help_text="The check of POST /smtp_credentials/:id/verify, run at creation. The "
+        "mailbox is created whatever its result.",
+    )
+
+    class Meta(CredentialSerializer.Meta):
+        fields = [*CredentialSerializer.Meta.fields, "verification"]
+
+
 class CredentialViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -242,13 +267,28 @@ class CredentialViewSet(
     def get_queryset(self):
         return super().get_queryset().order_by("-created_at", "-pk")
 
+    @extend_schema(responses={201: CredentialCreatedSerializer})
     def create(self, request):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         credential = services.credential_create(
             account=request.user, data=serializer.validated_data
         )
-        return Response(self.get_serializer(credential).data, status=status.HTTP_201_CREATED)
+        body = self.get_serializer(credential).data
+        body["verification"] = credential_verify(credential=credential)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=None,
+        responses=MailboxVerificationSerializer,
+        summary="Check the mailbox now",
+        description="Connects and logs in to the SMTP server, and to the IMAP server when "
+        "imap_host is set, as sending and reply polling do. Sends nothing, changes nothing. "
+        "Answers within MAILBOX_VERIFY_TIMEOUT_SECONDS (15 s by default).",
+    )
+    @action(detail=True, methods=["post"])
+    def verify(self, request, pk=None):
+        return Response(credential_verify(credential=self.get_object()))
 
     def partial_update(self, request, pk=None):
         credential = self.get_object()

@@ -4,6 +4,7 @@ account, and for nobody."""
 import uuid
 
 import pytest
+from pytest_django.fixtures import _get_databases_for_setup
 from rest_framework.test import APIClient
 
 from accounts.services import api_key_create
@@ -58,7 +59,11 @@ def plan_catalog_ensure() -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _plan_catalog(django_db_setup, django_db_blocker):
+def _plan_catalog(request, django_db_setup, django_db_blocker):
+    # pytest-django sets up no test database when no collected test uses one (its own
+    # rule, hence its private helper): there is no catalog to ensure then.
+    if "default" not in _get_databases_for_setup(request.session.items)[0]:
+        return
     # A kept (--reuse-db) database may have been flushed by a transactional test.
     with django_db_blocker.unblock():
         plan_catalog_ensure()
@@ -100,4 +105,5 @@ pytest_plugins = [
     "tests.support.celery_worker",
     "tests.support.smtp",
     "tests.support.dns",
+    "tests.support.embedded",
 ]

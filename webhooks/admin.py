@@ -22,10 +22,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class WebhookAdmin(ReadOnlyAdmin):
     list_display = [
         "url",
+        "disabled_at",
+        "consecutive_failures",
         "account",
         "event_filters",
-        "consecutive_failures",
-        "disabled_at",
         "created_at",
     ]
     list_filter = [("disabled_at", admin.EmptyFieldListFilter)]
@@ -45,14 +45,15 @@ class WebhookAdmin(ReadOnlyAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    # Health first: a narrow window still shows which attempts failed and why.
     list_display = [
         "created_at",
-        "webhook",
-        "event_type",
-        "attempt",
+        "delivered_at",
         "status_code",
         "error",
-        "delivered_at",
+        "event_type",
+        "attempt",
+        "webhook",
         "job_state",
     ]
     list_filter = ["event_type", ("delivered_at", admin.EmptyFieldListFilter)]

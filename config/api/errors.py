@@ -191,7 +191,9 @@ for _args in [
         "plan_not_purchasable",
         422,
         "This plan cannot be purchased.",
-        "Checkout takes public, paid plans that are not archived.",
+        "Checkout takes public, paid plans that are not archived. `details.reason` says why "
+        "this one is refused: `free`, `unpriced` (a paid plan whose Stripe price is not "
+        "configured yet), `private` or `archived`.",
     ),
     (
         "no_psp_customer",

@@ -1,11 +1,14 @@
 """Service-level endpoints: health and the error-code pages."""
 
 import logging
+import re
 
 from django.conf import settings
 from django.db import connection
 from django.http import Http404
 from django.shortcuts import render
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -66,13 +69,37 @@ class HealthView(APIView):
         return Response(body, status=200 if healthy else 503)
 
 
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def inline_markdown(text: str) -> SafeString:
+    """The registry's texts are written with Markdown code spans (`name`): HTML-escaped,
+    with each span as <code>."""
+    return mark_safe(_CODE_SPAN.sub(r"<code>\1</code>", escape(text)))  # noqa: S308
+
+
+def _page_entry(entry) -> dict:
+    return {
+        "code": entry.code,
+        "status": entry.status,
+        "message": entry.message,
+        "message_html": inline_markdown(entry.message),
+        "description_html": inline_markdown(entry.description),
+    }
+
+
 def error_code_page(request, code: str):
     entry = ERROR_CODES.get(code)
     if entry is None:
         raise Http404
-    return render(request, "errors/code.html", {"error": entry, "docs_url": settings.DOCS_URL})
+    return render(
+        request, "errors/code.html", {"error": _page_entry(entry), "docs_url": settings.DOCS_URL}
+    )
 
 
 def error_index_page(request):
-    codes = sorted(ERROR_CODES.values(), key=lambda e: (e.status, e.code))
+    codes = [
+        _page_entry(entry)
+        for entry in sorted(ERROR_CODES.values(), key=lambda e: (e.status, e.code))
+    ]
     return render(request, "errors/index.html", {"codes": codes, "docs_url": settings.DOCS_URL})

@@ -113,7 +113,7 @@ def test_unreachable_redis_falls_back_to_the_database_store(
     assert len(attempts) == 2
 
 
-# Signups: 5 an hour per client IP.
+# Signups: 5 an hour per client IP (SIGNUP_RATE_LIMIT, production's default).
 
 
 def _signup(client, n: int, **extra):
@@ -130,6 +130,17 @@ def test_the_sixth_signup_from_one_ip_in_an_hour_is_rate_limited(limiter, anon_c
     assert body["details"] == {"limit": 5, "period": 3600}
     assert 1 <= int(response["Retry-After"]) <= 3600
     assert _signup(anon_client, 6, REMOTE_ADDR="203.0.113.8").status_code == 201
+
+
+def test_the_signup_limit_is_the_setting(limiter, anon_client, settings):
+    # The embedded (development) mode raises it; SIGNUP_RATE_LIMIT sets it in any mode.
+    settings.SIGNUP_RATE_LIMIT = 8
+    for n in range(8):
+        response = _signup(anon_client, n, REMOTE_ADDR="203.0.113.9")
+        assert response.status_code == 201
+        assert response["RateLimit-Policy"] == '"signup";q=8;w=3600'
+    body = assert_envelope(_signup(anon_client, 8, REMOTE_ADDR="203.0.113.9"), 429, "rate_limited")
+    assert body["details"] == {"limit": 8, "period": 3600}
 
 
 def test_failed_signups_count_too(anon_client):

@@ -97,24 +97,45 @@ def test_unknown_plan_is_plan_not_found(api_client, customer_account, recorded_s
 
 
 @pytest.mark.parametrize(
-    "plan_kwargs",
+    "plan_kwargs, reason, said",
     [
-        {"psp_price_id": None},  # free
-        {"public": False},  # private
-        {"archived_at": timezone.now()},  # archived
+        ({"psp_price_id": None, "tier": 0}, "free", "is free"),
+        ({"psp_price_id": None, "tier": 2}, "unpriced", "has no Stripe price yet"),
+        ({"public": False}, "private", "is private"),
+        ({"public": False, "psp_price_id": None}, "private", "is private"),
+        ({"archived_at": timezone.now()}, "archived", "is archived"),
     ],
-    ids=["free", "private", "archived"],
+    ids=["free", "unpriced", "private", "private-unpriced", "archived"],
 )
-def test_unpurchasable_plans_are_422(api_client, customer_account, recorded_stripe, plan_kwargs):
+def test_unpurchasable_plans_are_422(
+    api_client, customer_account, recorded_stripe, plan_kwargs, reason, said
+):
     plan = PlanFactory(**plan_kwargs)
     response = api_client.post("/billing/checkout", {"plan_slug": plan.slug}, format="json")
-    assert_envelope(response, 422, "plan_not_purchasable")
+    body = assert_envelope(response, 422, "plan_not_purchasable")
+    assert body["message"].startswith(f"The plan {plan.slug!r} {said}")
+    assert body["details"] == {"reason": reason}
     assert recorded_stripe.requests == []
 
 
 def test_the_catalog_free_plan_is_not_purchasable(api_client, customer_account, recorded_stripe):
     response = api_client.post("/billing/checkout", {"plan_slug": "free"}, format="json")
-    assert_envelope(response, 422, "plan_not_purchasable")
+    body = assert_envelope(response, 422, "plan_not_purchasable")
+    assert body["message"] == "The plan 'free' is free and cannot be purchased."
+
+
+def test_a_catalog_plan_without_its_stripe_price_is_unpriced_not_free(
+    api_client, customer_account, recorded_stripe
+):
+    # What a new installation has when STRIPE_PRICE_PRO was not set at its first migrate.
+    Plan.objects.filter(slug="pro").update(psp_price_id=None)
+    response = api_client.post("/billing/checkout", {"plan_slug": "pro"}, format="json")
+    body = assert_envelope(response, 422, "plan_not_purchasable")
+    assert body["message"] == (
+        "The plan 'pro' has no Stripe price yet, so it cannot be purchased: the operator "
+        "sets its price id (the plan's psp_price_id in the admin)."
+    )
+    assert body["details"] == {"reason": "unpriced"}
 
 
 def test_checkout_without_a_customer_is_no_psp_customer(api_client, hobby, recorded_stripe):

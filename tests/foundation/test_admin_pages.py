@@ -56,3 +56,22 @@ def test_every_admin_page_loads(admin_client, some_of_everything, model, model_a
     if model_admin.has_add_permission(request):
         add = reverse(f"admin:{opts.app_label}_{opts.model_name}_add")
         assert admin_client.get(add).status_code == 200, add
+
+
+def _columns(page: str) -> list[str]:
+    return re.findall(r'<th scope="col" class="[^"]*column-(\w+)', page)
+
+
+@pytest.mark.parametrize(
+    ("url", "health"),
+    [
+        ("admin:outreach_smtpcredential_changelist", ["disabled_at", "last_error_at"]),
+        ("admin:webhooks_webhookdelivery_changelist", ["delivered_at", "status_code", "error"]),
+        ("admin:webhooks_webhook_changelist", ["disabled_at", "consecutive_failures"]),
+    ],
+)
+def test_list_pages_show_health_first(admin_client, some_of_everything, url, health):
+    # Health columns right after the row's name (or time), before account and settings,
+    # so a narrow window (1400 px) does not push them out of sight.
+    columns = _columns(admin_client.get(reverse(url)).content.decode())
+    assert columns[1 : 1 + len(health)] == health, columns

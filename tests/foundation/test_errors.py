@@ -1,6 +1,8 @@
 """Every error class, from every layer, arrives in the envelope."""
 
+import html
 import json
+import re
 
 import pytest
 from django.test import Client, override_settings
@@ -130,3 +132,46 @@ def test_unknown_code_page_is_not_found(anon_client):
 def test_error_index_lists_every_code(anon_client):
     page = anon_client.get("/docs/errors").content.decode()
     assert all(code in page for code in ERROR_CODES)
+
+
+@pytest.mark.parametrize("code", sorted(ERROR_CODES))
+def test_every_docs_page_is_rendered_not_raw_markdown(anon_client, code):
+    page = anon_client.get(f"/docs/errors/{code}").content.decode()
+    assert "`" not in page
+    entry = ERROR_CODES[code]
+    for span in re.findall(r"`([^`]+)`", entry.message + entry.description):
+        assert f"<code>{html.escape(span, quote=False)}</code>" in page
+
+
+def test_a_docs_page_escapes_its_text(anon_client):
+    page = anon_client.get("/docs/errors/authentication_required").content.decode()
+    assert "<code>Authorization: Bearer &lt;API_KEY&gt;</code>" in page
+
+
+def test_the_index_renders_code_spans_too(anon_client):
+    page = anon_client.get("/docs/errors").content.decode()
+    assert "`" not in page
+
+
+@pytest.mark.parametrize(
+    ("path", "target"),
+    [
+        ("/docs/", "/docs"),
+        ("/docs/errors/", "/docs/errors"),
+        ("/docs/errors/rate_limited/", "/docs/errors/rate_limited"),
+    ],
+)
+def test_the_human_pages_take_a_trailing_slash(anon_client, path, target):
+    response = anon_client.get(path)
+    assert response.status_code == 301
+    assert response["Location"] == target
+    assert anon_client.get(target).status_code == 200
+
+
+def test_the_api_still_takes_none(anon_client):
+    assert_envelope(anon_client.get("/plans/"), 404, "not_found")
+
+
+def test_the_admins_view_site_goes_to_the_docs(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+    assert '<a href="/docs">View site</a>' in page

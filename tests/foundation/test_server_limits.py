@@ -1,4 +1,4 @@
-"""Header limits of the server as deployed (gunicorn.conf.py): a header field up to
+"""Header limits of the server as deployed (config/gunicorn.py): a header field up to
 32 KB reaches the service and gets the envelope; only past it does gunicorn answer."""
 
 import pytest

@@ -13,7 +13,7 @@ catalog back.
 
     def test_it(celery_worker):
         worker = celery_worker(beat=True, env={"WEBHOOK_SWEEP_INTERVAL_SECONDS": "0.5"})
-        ...                     # the worker consumes all queues; with beat=True it
+        ...                     # the worker (started without -Q) consumes all queues; with beat=True it
         worker.kill()           # also runs the beat schedule. kill() is SIGKILL to
                                 # the whole process group (a machine lost mid-task).
 
@@ -35,7 +35,14 @@ import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
-QUEUES = "celery,webhooks,sending,imports,intake"
+
+
+def queue_names() -> list[str]:
+    """The queues the Celery configuration declares (a worker without -Q consumes them all)."""
+    from django.conf import settings
+
+    return [queue.name for queue in settings.CELERY_TASK_QUEUES]
+
 
 requires_live_peers = pytest.mark.skipif(
     not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")),
@@ -60,7 +67,7 @@ def broker_purge() -> None:
     import redis
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
-    client.delete(*QUEUES.split(","), "unacked", "unacked_index", "unacked_mutex")
+    client.delete(*queue_names(), "unacked", "unacked_index", "unacked_mutex")
     client.close()
 
 
@@ -87,8 +94,7 @@ class Worker:
             "worker",
             "--loglevel",
             "INFO",
-            "-Q",
-            QUEUES,
+            # No -Q: a plain worker consumes every queue the configuration declares.
             "--pool",
             pool,
             "--concurrency",

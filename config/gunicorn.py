@@ -1,0 +1,45 @@
+"""gunicorn's configuration: `gunicorn config.wsgi -c config/gunicorn.py` (the Procfile's
+web line). Bind address and worker count stay on the command line.
+
+Its error and access logs use the service's format (LOG_FORMAT=json included) and
+redaction (config.logs): an access line never shows an open-tracking or unsubscribe
+token. Without this file gunicorn logs in its own format and unredacted.
+
+Header limits: a header field up to 32 KB reaches the service, which answers what it
+cannot use with the error envelope (an over-long `Authorization` is 401
+invalid_api_key). Only past these limits does gunicorn itself answer, with its plain
+431/400 page (docs/api.md "Limits of the server").
+"""
+
+import os
+
+from gunicorn.glogging import Logger
+
+from config.logs import ACCESS_LOG_FORMAT, RedactFilter, formatter
+
+limit_request_field_size = 32768  # bytes per header field (gunicorn's default: 8190)
+limit_request_line = 8190  # bytes of the request line (gunicorn's maximum)
+limit_request_fields = 100  # header fields per request
+
+accesslog = "-"
+access_log_format = ACCESS_LOG_FORMAT
+loglevel = os.environ.get("LOG_LEVEL", "info").lower()
+# No control socket: its default path ($HOME/.gunicorn/gunicorn.ctl) is one per user, so
+# a second gunicorn on the machine would take over the first one's.
+control_socket_disable = True
+
+
+class ServiceLogger(Logger):
+    """gunicorn's logs with the service's formatter and redaction."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        # The settings read LOG_FORMAT the same way; the master does not load them.
+        json_format = os.environ.get("LOG_FORMAT", "plain").lower() == "json"
+        for log in (self.error_log, self.access_log):
+            for handler in log.handlers:
+                handler.setFormatter(formatter(json_format))
+                handler.addFilter(RedactFilter())
+
+
+logger_class = ServiceLogger

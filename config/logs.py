@@ -1,0 +1,144 @@
+"""Logs a person can read, from every process (web, worker, beat) alike.
+
+- Idle periodic work is DEBUG: beat's "Sending due task", a worker's "Task ... received",
+  and the "succeeded" line of a periodic task that found nothing to do. Work done stays
+  INFO: one "succeeded" line per task that did something.
+- No secret in any line: the tokens of tracking and unsubscribe paths, API keys past
+  their public prefix and webhook secrets are replaced by `[redacted]`.
+- LOG_FORMAT=json: one JSON object per line.
+
+Celery and gunicorn use this too: the Celery app leaves logging to Django's LOGGING
+(config.celery), and gunicorn's logger class (config/gunicorn.py) puts the same filter and
+formatter on its error and access logs.
+"""
+
+import json
+import logging
+import re
+from datetime import UTC, datetime
+
+REDACTED = "[redacted]"
+_REDACTIONS = [
+    # Open pixel /t/o/<token>.gif and unsubscribe page /u/<token>: the token is the secret.
+    (re.compile(r"/t/o/[^/\s\"'?#]+?\.gif"), f"/t/o/{REDACTED}.gif"),
+    (re.compile(r"/t/o/(?!\[redacted\])[^/\s\"'?#]+"), f"/t/o/{REDACTED}"),
+    (re.compile(r"/u/[^/\s\"'?#]+"), f"/u/{REDACTED}"),
+    # API keys: the first 12 characters are the key's public prefix.
+    (re.compile(r"\b(ak_live_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+"), rf"\1{REDACTED}"),
+    (re.compile(r"\bwhsec_[A-Za-z0-9_-]+"), f"whsec_{REDACTED}"),
+]
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in _REDACTIONS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class RedactFilter(logging.Filter):
+    """Rewrites a record whose message carries a token or a secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+# What a periodic task returns when it found nothing to do (Celery logs its repr).
+_IDLE_RESULTS = {"0", "None", "[]", "{}", "()"}
+_RECEIVED = "Task %(name)s[%(id)s] received"
+_SUCCEEDED = "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s"
+_BEAT_SENDS = "Scheduler: Sending due task %s (%s)"
+_NO_HOSTNAME = "No hostname was supplied."
+
+
+class QuietIdleFilter(logging.Filter):
+    """Demotes the lines of idle periodic work to DEBUG (dropped unless LOG_LEVEL=DEBUG)."""
+
+    def __init__(self, periodic_tasks=(), filesystem_broker: bool = False):
+        super().__init__()
+        self.periodic_tasks = set(periodic_tasks)
+        self.filesystem_broker = filesystem_broker
+
+    def _idle(self, record: logging.LogRecord) -> bool:
+        if not isinstance(record.msg, str):
+            return False
+        if record.levelno == logging.WARNING and record.msg.startswith(_NO_HOSTNAME):
+            # kombu warns that filesystem:// has no host; it needs none.
+            return self.filesystem_broker
+        if record.levelno != logging.INFO:
+            return False
+        if record.msg in (_RECEIVED, _BEAT_SENDS):
+            return True
+        if record.msg == _SUCCEEDED and isinstance(record.args, dict):
+            return (
+                record.args.get("name") in self.periodic_tasks
+                and str(record.args.get("return_value")) in _IDLE_RESULTS
+            )
+        return False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._idle(record):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, process, message (and exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "process": record.processName
+            if record.processName != "MainProcess"
+            else record.process,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = redact(self.formatException(record.exc_info))
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# gunicorn's access line without its own timestamp (the formatter adds one).
+ACCESS_LOG_FORMAT = '%(h)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms'
+
+
+def formatter(json_format: bool) -> logging.Formatter:
+    return JsonFormatter() if json_format else logging.Formatter(PLAIN_FORMAT)
+
+
+def logging_config(*, level: str, json_format: bool, periodic_tasks, filesystem_broker) -> dict:
+    """The LOGGING setting."""
+    formatter = {"()": JsonFormatter} if json_format else {"format": PLAIN_FORMAT}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {
+            "redact": {"()": RedactFilter},
+            "quiet_idle": {
+                "()": QuietIdleFilter,
+                "periodic_tasks": list(periodic_tasks),
+                "filesystem_broker": filesystem_broker,
+            },
+        },
+        "formatters": {"default": formatter},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "default",
+                "filters": ["quiet_idle", "redact"],
+            }
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            # 4xx are the access log's one line each; 5xx keep their traceback here.
+            "django.request": {"level": "ERROR"},
+            "django.server": {"level": "WARNING"},
+        },
+    }

@@ -1,0 +1,77 @@
+"""What `make run` prints before it starts the processes: where things are, and which
+optional parts are off (and the variable that turns each on)."""
+
+import os
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from plans.models import Plan
+
+
+def banner_text() -> str:
+    base = settings.BASE_URL
+    if settings.EMBEDDED:
+        mode = f"embedded mode (development), files under {settings.VAR_DIR}"
+    else:
+        mode = "production mode"
+    lines = [
+        f"Outreach service: {mode}",
+        f"  API    {base}  (first steps: README, 'First ten minutes')",
+        f"  Docs   {base}/docs",
+        f"  Admin  {base}/admin/  (user: .venv/bin/python manage.py createsuperuser)",
+    ]
+    bind = os.environ.get("BIND", "")
+    if bind and bind not in base:
+        lines.append(f"  Listening on {bind} (BIND); links use BASE_URL")
+
+    off = []
+    if not settings.STRIPE_SECRET_KEY:
+        off.append("Stripe       STRIPE_SECRET_KEY unset: no customers, no checkout or portal")
+    unpriced = list(
+        Plan.objects.filter(public=True, archived_at__isnull=True, tier__gt=0, psp_price_id=None)
+        .order_by("tier")
+        .values_list("slug", flat=True)
+    )
+    if unpriced:
+        listed = Plan.objects.purchasable().exists()
+        off.append(
+            f"Plan prices  {', '.join(unpriced)} unpriced: "
+            + ("GET /plans omits them" if listed else "GET /plans is empty")
+            + ", checkout refuses them"
+        )
+        variables = ", ".join(f"STRIPE_PRICE_{slug.upper()}" for slug in unpriced)
+        off.append(f"             ({variables} at the first migrate, or in the admin)")
+    if not settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
+        off.append(
+            "Webhooks to private and loopback addresses refused "
+            "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true for local trials)"
+        )
+    if off:
+        lines.append("Off:")
+        lines += [f"  {line}" for line in off]
+
+    if settings.EMBEDDED:
+        lines.append("Development defaults (production keeps them strict):")
+        if settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
+            lines.append(
+                "  Webhooks to private and loopback addresses allowed "
+                "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)"
+            )
+        lines.append(
+            f"  Signups: {settings.SIGNUP_RATE_LIMIT} per IP per hour, production 5 "
+            "(SIGNUP_RATE_LIMIT)"
+        )
+    elif settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
+        lines.append(
+            "Warning: webhooks to private and loopback addresses allowed "
+            "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true): tests and local development only"
+        )
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = "Print where the API, docs and admin are, and which optional parts are off."
+
+    def handle(self, *args, **options):
+        self.stdout.write(banner_text())

@@ -1,0 +1,146 @@
+"""`make run`'s banner (manage.py banner) and the embedded mode's development defaults."""
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from plans.models import Plan
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.django_db
+
+
+def _banner() -> str:
+    out = StringIO()
+    call_command("banner", stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def embedded(settings, tmp_path):
+    settings.EMBEDDED = True
+    settings.VAR_DIR = tmp_path
+    settings.BASE_URL = "http://127.0.0.1:8123"
+    settings.STRIPE_SECRET_KEY = ""
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True
+    settings.SIGNUP_RATE_LIMIT = 100
+    Plan.objects.filter(tier__gt=0).update(psp_price_id=None)
+    return settings
+
+
+def test_it_says_where_the_api_docs_and_admin_are(embedded):
+    text = _banner()
+    assert text.splitlines()[:4] == [
+        f"Outreach service: embedded mode (development), files under {embedded.VAR_DIR}",
+        "  API    http://127.0.0.1:8123  (first steps: README, 'First ten minutes')",
+        "  Docs   http://127.0.0.1:8123/docs",
+        "  Admin  http://127.0.0.1:8123/admin/  (user: .venv/bin/python manage.py createsuperuser)",
+    ]
+
+
+def test_it_names_what_is_off_and_the_variable_for_each(embedded):
+    text = _banner()
+    assert "Off:\n" in text
+    assert "  Stripe       STRIPE_SECRET_KEY unset: no customers, no checkout or portal\n" in text
+    assert (
+        "  Plan prices  hobby, pro, scale unpriced: GET /plans is empty, checkout refuses them\n"
+        "               (STRIPE_PRICE_HOBBY, STRIPE_PRICE_PRO, STRIPE_PRICE_SCALE at the first "
+        "migrate, or in the admin)\n"
+    ) in text
+
+
+def test_it_says_the_development_defaults_of_the_embedded_mode(embedded):
+    text = _banner()
+    assert text.endswith(
+        "Development defaults (production keeps them strict):\n"
+        "  Webhooks to private and loopback addresses allowed "
+        "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)\n"
+        "  Signups: 100 per IP per hour, production 5 (SIGNUP_RATE_LIMIT)\n"
+    )
+
+
+def test_a_priced_plan_is_not_named_and_plans_is_not_said_empty(embedded):
+    Plan.objects.filter(slug="hobby").update(psp_price_id="price_hobby")
+    text = _banner()
+    assert "pro, scale unpriced: GET /plans omits them, checkout refuses them" in text
+    assert "(STRIPE_PRICE_PRO, STRIPE_PRICE_SCALE at the first migrate" in text
+
+
+def test_with_stripe_and_every_price_nothing_is_off(embedded):
+    embedded.STRIPE_SECRET_KEY = "sk_test_x"
+    for plan in Plan.objects.filter(tier__gt=0):
+        plan.psp_price_id = f"price_{plan.slug}"
+        plan.save()
+    assert "Off:" not in _banner()
+
+
+def test_production_has_no_development_defaults(embedded):
+    embedded.EMBEDDED = False
+    embedded.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
+    text = _banner()
+    assert text.startswith("Outreach service: production mode\n")
+    assert "Development defaults" not in text
+    assert text.endswith(
+        "  Webhooks to private and loopback addresses refused "
+        "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true for local trials)\n"
+    )
+
+
+def test_production_warns_when_private_networks_are_allowed(embedded):
+    embedded.EMBEDDED = False
+    text = _banner()
+    assert text.endswith(
+        "Warning: webhooks to private and loopback addresses allowed "
+        "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true): tests and local development only\n"
+    )
+
+
+def test_a_bind_other_than_the_base_url_is_said(embedded, monkeypatch):
+    monkeypatch.setenv("BIND", "0.0.0.0:9000")
+    assert "  Listening on 0.0.0.0:9000 (BIND); links use BASE_URL\n" in _banner()
+
+
+def _settings_of(tmp_path, **env) -> dict:
+    """The defaults config.settings (not the test settings) gives in a fresh process."""
+    code = (
+        "import json; from django.conf import settings;"
+        "print(json.dumps([settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS, settings.SIGNUP_RATE_LIMIT]))"
+    )
+    names = ("DATABASE_URL", "REDIS_URL", "OUTBOUND_ALLOW_PRIVATE_NETWORKS", "SIGNUP_RATE_LIMIT")
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "config.settings", "VAR_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    allow, signups = json.loads(out.stdout)
+    return {"allow_private": allow, "signups": signups}
+
+
+def test_the_embedded_mode_allows_private_webhooks_and_more_signups(tmp_path):
+    assert _settings_of(tmp_path) == {"allow_private": True, "signups": 100}
+
+
+def test_production_keeps_both_strict(tmp_path):
+    production = {
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/outreach",
+        "SECRET_KEY": "s" * 50,
+        "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+    }
+    assert _settings_of(tmp_path, **production) == {"allow_private": False, "signups": 5}
+
+
+def test_both_can_be_set_either_way(tmp_path):
+    assert _settings_of(
+        tmp_path, OUTBOUND_ALLOW_PRIVATE_NETWORKS="false", SIGNUP_RATE_LIMIT="7"
+    ) == {"allow_private": False, "signups": 7}

@@ -1,0 +1,219 @@
+"""Logs a person can read: quiet when idle, one line per request, no token or secret in
+any line, a clean Ctrl-C, JSON with LOG_FORMAT=json."""
+
+import json
+import logging
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
+from outreach import tokens
+from tests.support.embedded import ROOT, embedded_env, procfile_processes
+from tests.support.ports import free_port, wait_for_port
+
+RECEIVED = "Task %(name)s[%(id)s] received"
+SUCCEEDED = "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s"
+
+
+def _record(msg, args=None, level=logging.INFO, name="celery.app.trace") -> logging.LogRecord:
+    record = logging.LogRecord(name, level, __file__, 1, msg, None, None)
+    record.args = args  # a dict, as Celery passes it
+    return record
+
+
+@pytest.fixture
+def quiet():
+    logging.getLogger("celery.app.trace").setLevel(logging.INFO)
+    yield QuietIdleFilter(periodic_tasks=["outreach.tasks.schedule_sends"], filesystem_broker=True)
+    logging.getLogger("celery.app.trace").setLevel(logging.NOTSET)
+
+
+def test_an_idle_periodic_task_is_debug(quiet):
+    args = {"name": "outreach.tasks.schedule_sends", "id": "1", "runtime": 0.01}
+    for nothing in ("0", "None"):
+        record = _record(SUCCEEDED, {**args, "return_value": nothing})
+        assert quiet.filter(record) is False  # dropped at INFO
+        assert record.levelname == "DEBUG"
+
+
+def test_a_periodic_task_that_did_work_stays_info(quiet):
+    args = {"name": "outreach.tasks.schedule_sends", "id": "1", "runtime": 0.01}
+    record = _record(SUCCEEDED, {**args, "return_value": "3"})
+    assert quiet.filter(record) is True
+    assert record.levelname == "INFO"
+
+
+def test_other_tasks_log_one_line_when_done(quiet):
+    received = _record(RECEIVED, {"name": "outreach.tasks.send_batch", "id": "1"})
+    done = _record(
+        SUCCEEDED,
+        {"name": "outreach.tasks.send_batch", "id": "1", "runtime": 1, "return_value": "None"},
+    )
+    assert quiet.filter(received) is False
+    assert quiet.filter(done) is True
+
+
+def test_beats_sending_line_is_debug_and_shown_at_debug(quiet):
+    record = _record("Scheduler: Sending due task %s (%s)", ("a", "b"), name="celery.beat")
+    logging.getLogger("celery.beat").setLevel(logging.DEBUG)
+    try:
+        assert quiet.filter(record) is True
+        assert record.levelname == "DEBUG"
+    finally:
+        logging.getLogger("celery.beat").setLevel(logging.NOTSET)
+
+
+def test_failures_are_untouched(quiet):
+    record = _record("Task %(name)s[%(id)s] %(description)s: %(exc)s", {}, level=logging.ERROR)
+    assert quiet.filter(record) is True
+    assert record.levelname == "ERROR"
+
+
+def test_tokens_keys_and_secrets_are_redacted():
+    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=uuid.uuid4())
+    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=uuid.uuid4())
+    line = (
+        f'"GET /t/o/{pixel}.gif HTTP/1.1" "POST /u/{unsubscribe} HTTP/1.1" '
+        f'"https://x.example/u/{unsubscribe}" Bearer ak_live_{"A" * 43} whsec_{"b" * 32}'
+    )
+    assert redact(line) == (
+        '"GET /t/o/[redacted].gif HTTP/1.1" "POST /u/[redacted] HTTP/1.1" '
+        '"https://x.example/u/[redacted]" Bearer ak_live_AAAA[redacted] whsec_[redacted]'
+    )
+
+
+def test_the_filter_rewrites_the_formatted_message():
+    record = _record("Not Found: %s", ("/u/abc.def",), name="django.request")
+    assert RedactFilter().filter(record) is True
+    assert record.getMessage() == "Not Found: /u/[redacted]"
+
+
+def test_json_lines():
+    record = _record("hello %s", ("world",), level=logging.WARNING, name="outreach.sending")
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["level"] == "WARNING"
+    assert entry["logger"] == "outreach.sending"
+    assert entry["message"] == "hello world"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", entry["time"])
+
+
+# --- gunicorn as the Procfile starts it ---
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (loopback)
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.fixture
+def gunicorn(tmp_path):
+    started = []
+
+    def start(**env):
+        port = free_port()
+        log = tmp_path / f"gunicorn{len(started)}.log"
+        env = embedded_env(tmp_path / "var", f"127.0.0.1:{port}", env)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=120,
+        )
+        (tmp_path / "var" / "static").mkdir()  # what collectstatic makes (make run runs it)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn"]
+            + ["config.wsgi", "-c", "config/gunicorn.py", "--bind", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        started.append(process)
+        wait_for_port(port, process=process)
+        return f"http://127.0.0.1:{port}", log
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _lines_after(log, marker: str, count: int, timeout: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if marker in text:
+            lines = text[text.index(marker) :].splitlines()[1:]
+            if len(lines) >= count:
+                time.sleep(0.3)  # anything more would be a second line for one request
+                return log.read_text()[text.index(marker) :].splitlines()[1:]
+        time.sleep(0.05)
+    raise AssertionError(log.read_text())
+
+
+def test_gunicorn_logs_one_redacted_line_per_request(gunicorn):
+    url, log = gunicorn()
+    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=uuid.uuid4())
+    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=uuid.uuid4())
+    assert _get(f"{url}/nope") == 404
+    assert _get(f"{url}/t/o/{pixel}.gif") == 200
+    assert _get(f"{url}/u/{unsubscribe}") == 404  # signed with another key: not ours
+    lines = _lines_after(log, "Booting worker", 3)
+    lines = [line for line in lines if "Booting worker" not in line]
+    assert len(lines) == 3, lines  # one line each, no second line for the 404
+    assert re.fullmatch(
+        r'\S+ \S+ INFO gunicorn.access 127.0.0.1 "GET /nope HTTP/1.1" 404 .*', lines[0]
+    )
+    assert '"GET /t/o/[redacted].gif HTTP/1.1" 200' in lines[1]
+    assert '"GET /u/[redacted] HTTP/1.1"' in lines[2]
+    assert pixel not in log.read_text() and unsubscribe not in log.read_text()
+
+
+def test_gunicorn_logs_json_with_log_format_json(gunicorn):
+    url, log = gunicorn(LOG_FORMAT="json")
+    assert _get(f"{url}/nope") == 404
+    lines = _lines_after(log, "Booting worker", 1)
+    access = [json.loads(line) for line in lines if "gunicorn.access" in line]
+    assert len(access) == 1
+    assert access[0]["level"] == "INFO"
+    assert access[0]["message"].startswith('127.0.0.1 "GET /nope HTTP/1.1" 404 ')
+    for line in log.read_text().splitlines():
+        json.loads(line)  # the master's lines too
+
+
+# --- the whole service, as `make run` starts it ---
+
+
+@pytest.mark.e2e
+def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embedded_service):
+    service = embedded_service(
+        env={"SENDING_SCHEDULE_INTERVAL_SECONDS": "1", "WEBHOOK_SWEEP_INTERVAL_SECONDS": "1"}
+    )
+    ready_at = len(service.log)
+    time.sleep(6)  # six scheduler ticks, six webhook sweeps
+    idle = service.log[ready_at:]
+    assert "Sending due task" not in idle
+    assert "received" not in idle and "succeeded" not in idle
+    assert _get(f"{service.url}/nope") == 404
+    time.sleep(1)
+
+    seconds = service.interrupt()
+    assert seconds < 30
+    log = service.log
+    stopped = re.findall(r"system +\| (\w+)\.1 stopped", log)
+    assert sorted(stopped) == sorted(procfile_processes())
+    assert "SIGKILL" not in log
+    assert " ERROR " not in log and "ERROR/" not in log
+    assert "Traceback" not in log
+    assert len(re.findall(r"/nope", log)) == 1

@@ -1,0 +1,144 @@
+"""The Makefile's choice of interpreter, and its rebuild of a .venv made by another one.
+
+Fake interpreters stand in for real ones (a shell script answering the Makefile's
+version question, or failing like a pyenv shim of a version pyenv has not selected), so
+nothing is installed.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+# Answers `-c <code>` as the Makefile asks: the version check exits 0 when <code> asks
+# about this script's version; the version printer prints it. `-m venv DIR` makes a
+# venv of this same fake, whose pip records its calls.
+FAKE = """#!/bin/sh
+VERSION={version}
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  mkdir -p "$3/bin"
+  cp "$0" "$3/bin/python"
+  printf '#!/bin/sh\\necho "$@" >> "%s/pip.log"\\n' "$3" > "$3/bin/pip"
+  chmod +x "$3/bin/pip"
+  exit 0
+fi
+case "$2" in
+  *"sys.version[:len('"*) case "$2" in *"'$(echo $VERSION | cut -d. -f1,2)'"*) exit 0;; *) exit 1;; esac;;
+  *) echo $VERSION;;
+esac
+"""
+BROKEN_SHIM = "#!/bin/sh\necho 'pyenv: python3.x: command not found' >&2\nexit 127\n"
+
+
+def _fake(path: Path, version: str | None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FAKE.format(version=version) if version else BROKEN_SHIM)
+    path.chmod(0o755)
+    return path
+
+
+# The only programs on the PATH besides the fakes: no real Python can be found.
+TOOLS = ("sh", "cp", "mkdir", "chmod", "cut", "rm", "touch", "cat")
+
+
+def _make(*args, path_dir: Path, pyenv: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    tools = path_dir.parent / "tools"
+    tools.mkdir(exist_ok=True)
+    for tool in TOOLS:
+        if not (tools / tool).exists():
+            (tools / tool).symlink_to(shutil.which(tool))
+    env = {
+        **os.environ,
+        "PATH": f"{path_dir}:{tools}",
+        "PYENV_ROOT": str(pyenv),
+        "MAKEFLAGS": "",
+    }
+    return subprocess.run(
+        [shutil.which("make"), "-s", "-f", str(ROOT / "Makefile"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_it_lists_the_supported_interpreters_newest_first(tmp_path):
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    _fake(bin_dir / "python3.11", "3.11.7")
+    _fake(bin_dir / "python3.12", None)  # a pyenv shim for a version not selected
+    _fake(bin_dir / "python3.13", None)
+    _fake(pyenv / "versions/3.13.0/bin/python3.13", "3.13.0")
+    _fake(bin_dir / "python3.10", "3.10.13")  # too old: never listed
+    result = _make("pythons", path_dir=bin_dir, pyenv=pyenv)
+    assert result.stdout.splitlines() == [
+        str(pyenv / "versions/3.13.0/bin/python3.13"),
+        str(bin_dir / "python3.11"),
+    ]
+
+
+def test_nothing_supported_says_so(tmp_path):
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    _fake(bin_dir / "python3.10", "3.10.13")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("")
+    result = _make("install", f"VENV={work}/.venv", path_dir=bin_dir, pyenv=pyenv, cwd=work)
+    assert result.returncode != 0
+    assert "No Python 3.11, 3.12 or 3.13 found." in result.stderr
+
+
+def test_an_unsupported_python_named_is_refused(tmp_path):
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    old = _fake(bin_dir / "python3.10", "3.10.13")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("")
+    result = _make(
+        "install", f"PYTHON={old}", "VENV=.venv", path_dir=bin_dir, pyenv=pyenv, cwd=work
+    )
+    assert result.returncode != 0
+    assert f"{old} is Python 3.10.13; this project needs 3.11, 3.12 or 3.13" in result.stderr
+
+
+def test_a_venv_made_by_another_python_is_rebuilt(tmp_path):
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    new = _fake(bin_dir / "python3.13", "3.13.0")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("")
+    # A .venv left by a failed install: its python is 3.12, yet a stamp is there.
+    _fake(work / ".venv/bin/python", "3.12.1")
+    (work / ".venv/lib/python3.11").mkdir(parents=True)
+    (work / ".venv/.installed").touch()
+    result = _make("install", path_dir=bin_dir, pyenv=pyenv, cwd=work)
+    assert result.returncode == 0, result.stderr
+    assert f".venv was made by another Python: rebuilding it with {new} (3.13.0)" in result.stdout
+    assert not (work / ".venv/lib/python3.11").exists()
+    assert sorted(p.name for p in (work / ".venv").glob(".installed*")) == [".installed-3.13.0"]
+    assert "install --quiet -e .[test]" in (work / ".venv/pip.log").read_text()
+
+    # Up to date now: nothing more to do.
+    again = _make("install", path_dir=bin_dir, pyenv=pyenv, cwd=work)
+    assert "rebuilding" not in again.stdout
+    assert (work / ".venv/pip.log").read_text().count("-e .[test]") == 1
+
+
+def test_a_venv_of_the_same_python_is_kept(tmp_path):
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    _fake(bin_dir / "python3.13", "3.13.0")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("")
+    _fake(work / ".venv/bin/python", "3.13.0")
+    (work / ".venv/keep").touch()
+    result = _make("install", path_dir=bin_dir, pyenv=pyenv, cwd=work)
+    assert result.returncode == 0, result.stderr
+    assert "rebuilding" not in result.stdout
+    assert (work / ".venv/keep").exists()

@@ -1,0 +1,133 @@
+"""The whole service as `make run` starts it, in the embedded mode, for end-to-end tests.
+
+Fixture `embedded_service`: a factory that migrates a fresh VAR_DIR (SQLite, filesystem
+broker, generated keys), collects the static files and starts the Procfile's processes under
+`python -m config.procfile`, with the real settings (config.settings, not the test
+settings) and nothing of DATABASE_URL or REDIS_URL. Stopped (Ctrl-C, then SIGKILL to
+whatever is left) when the test ends.
+
+    service = embedded_service(env={"SENDING_SCHEDULE_INTERVAL_SECONDS": "1"})
+    service.url                    # http://127.0.0.1:<port>
+    service.log                    # everything the processes printed so far
+    service.interrupt()            # Ctrl-C; returns the seconds everything took to stop
+"""
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.ports import free_port, wait_for_port
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def procfile_processes() -> list[str]:
+    """The names of the Procfile's processes, in order."""
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return [line.split(":", 1)[0] for line in lines if re.match(r"\w+:", line)]
+
+
+def procfile_workers() -> int:
+    """How many of them are Celery workers."""
+    return sum(" worker" in line for line in (ROOT / "Procfile").read_text().splitlines())
+
+
+def embedded_env(var_dir: Path, bind: str, extra: dict | None = None) -> dict:
+    names = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")
+    env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("PYTEST")}
+    env.update(
+        {
+            "VAR_DIR": str(var_dir),
+            "BIND": bind,
+            "BASE_URL": f"http://{bind}",
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+            "PYTHONUNBUFFERED": "1",
+            **(extra or {}),
+        }
+    )
+    return env
+
+
+class EmbeddedService:
+    def __init__(self, directory: Path, env: dict | None = None):
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.var_dir = directory / "var"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = embedded_env(self.var_dir, f"127.0.0.1:{self.port}", env)
+        self.log_path = directory / "service.log"
+        for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):  # as make run
+            subprocess.run(
+                [sys.executable, "manage.py", *command, "--verbosity", "0"],
+                cwd=ROOT,
+                env=self.env,
+                check=True,
+                timeout=300,
+            )
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "config.procfile", "start"]
+            + ["-f", str(ROOT / "Procfile"), "-d", str(ROOT)],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 90.0) -> "EmbeddedService":
+        wait_for_port(self.port, timeout=timeout, process=self.process)
+        deadline = time.monotonic() + timeout
+        while not (
+            self.log.count(" ready.") >= procfile_workers() and "beat: Starting" in self.log
+        ):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"the service did not start:\n{self.log[-4000:]}")
+            time.sleep(0.2)
+        return self
+
+    def interrupt(self, timeout: float = 45.0) -> float:
+        """Ctrl-C, as a terminal sends it to `make run`; the seconds until all stopped."""
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=timeout)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.interrupt()
+        # Whatever is left of the processes honcho started (each in a session of its own).
+        for line in self.log.splitlines():
+            match = re.search(r"\| \S+ started \(pid=(\d+)\)", line)
+            if match:
+                with contextlib.suppress(OSError):
+                    os.killpg(int(match.group(1)), signal.SIGKILL)
+        self._log.close()
+
+
+@pytest.fixture
+def embedded_service(tmp_path):
+    services: list[EmbeddedService] = []
+
+    def start(env: dict | None = None) -> EmbeddedService:
+        service = EmbeddedService(tmp_path / f"service{len(services)}", env)
+        services.append(service)
+        return service.wait_ready()
+
+    yield start
+    for service in services:
+        service.stop()
