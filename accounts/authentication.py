@@ -90,6 +90,15 @@ def _key_authenticate_generic(digest: str, now) -> ApiKey | None:
     return key
 
 
+def _failure(request) -> AuthenticationFailed:
+    """Count a failed authentication against the client's IP; over the limit the
+    answer is 429 rather than 401 (accounts.throttling.auth_failures_check)."""
+    from accounts.throttling import auth_failure_count
+
+    auth_failure_count(request)
+    return AuthenticationFailed(INVALID_KEY_MESSAGE, code="invalid_api_key")
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
@@ -97,21 +106,26 @@ class ApiKeyAuthentication(BaseAuthentication):
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != b"bearer":
             return None  # No bearer credentials: authentication_required.
+        from accounts.throttling import auth_failures_check
+
+        # An IP over the failed-authentication limit is refused before any lookup,
+        # so a correct guess answers like a wrong one.
+        auth_failures_check(request)
         if len(parts) != 2:
-            raise AuthenticationFailed(INVALID_KEY_MESSAGE, code="invalid_api_key")
+            raise _failure(request)
         try:
             token = parts[1].decode("ascii")
         except UnicodeDecodeError:
-            raise AuthenticationFailed(INVALID_KEY_MESSAGE, code="invalid_api_key") from None
+            raise _failure(request) from None
         if not token_is_well_formed(token):
-            raise AuthenticationFailed(INVALID_KEY_MESSAGE, code="invalid_api_key")
+            raise _failure(request)
         now = timezone.now()
         if connection.vendor == "postgresql":
             key = _key_authenticate_postgresql(token_hash(token), now)
         else:
             key = _key_authenticate_generic(token_hash(token), now)
         if key is None:
-            raise AuthenticationFailed(INVALID_KEY_MESSAGE, code="invalid_api_key")
+            raise _failure(request)
         return (key.account, key)
 
     def authenticate_header(self, request):

@@ -39,6 +39,11 @@ logger = logging.getLogger(__name__)
 API_KEY_LIMIT = 60
 API_KEY_PERIOD = 60
 SIGNUP_PERIOD = 3600
+# Failed authentications (unknown, malformed or revoked keys) per client IP. Over it,
+# every authentication from that IP is refused until the window ends, valid keys
+# included, so guessing keys gains nothing.
+AUTH_FAILURE_LIMIT = 20
+AUTH_FAILURE_PERIOD = 60
 
 REDIS_SOCKET_TIMEOUT_SECONDS = 0.5
 REDIS_RETRY_SECONDS = 5.0  # after a Redis error, the SQL store counts for this long
@@ -139,6 +144,49 @@ def rate_limit_hit(*, policy: str, identity: str, limit: int, period: int) -> Ra
                 REDIS_RETRY_SECONDS,
             )
     count, left_ms = counted if counted is not None else _hit_sql(bucket, period_ms)
+    reset_after = min(period, max(1, math.ceil(left_ms / 1000)))
+    return RateLimitDecision(
+        policy=policy, limit=limit, period=period, count=count, reset_after=reset_after
+    )
+
+
+def _peek_redis(url: str, bucket: str) -> tuple[int, int]:
+    client = _redis(url)
+    with client.pipeline(transaction=False) as pipe:
+        pipe.get(bucket)
+        pipe.pttl(bucket)
+        count, left_ms = pipe.execute()
+    return int(count or 0), max(0, int(left_ms or 0))
+
+
+def _peek_sql(bucket: str, period_ms: int) -> tuple[int, int]:
+    now_ms = int(time.time() * 1000)
+    row = (
+        RateLimitBucket.objects.filter(bucket=bucket, window_started_ms__gt=now_ms - period_ms)
+        .values_list("count", "window_started_ms")
+        .first()
+    )
+    if row is None:
+        return 0, 0
+    return int(row[0]), int(row[1]) + period_ms - now_ms
+
+
+def rate_limit_over(
+    *, policy: str, identity: str, limit: int, period: int
+) -> RateLimitDecision | None:
+    """The bucket's decision when it is already over `limit`, without counting a hit;
+    None while it is within (the common case: one read)."""
+    bucket = f"{settings.RATE_LIMIT_KEY_PREFIX}:{policy}:{identity}"
+    period_ms = period * 1000
+    counted = None
+    if settings.REDIS_URL and time.monotonic() >= _redis_unavailable_until:
+        try:
+            counted = _peek_redis(settings.REDIS_URL, bucket)
+        except redis.RedisError:
+            counted = None
+    count, left_ms = counted if counted is not None else _peek_sql(bucket, period_ms)
+    if count < limit:
+        return None
     reset_after = min(period, max(1, math.ceil(left_ms / 1000)))
     return RateLimitDecision(
         policy=policy, limit=limit, period=period, count=count, reset_after=reset_after

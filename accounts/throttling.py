@@ -12,6 +12,7 @@ import ipaddress
 from django.conf import settings
 from rest_framework.throttling import BaseThrottle
 
+from accounts import ratelimit
 from accounts.models import ApiKey
 from accounts.ratelimit import (
     API_KEY_LIMIT,
@@ -19,6 +20,7 @@ from accounts.ratelimit import (
     SIGNUP_PERIOD,
     RateLimitDecision,
     rate_limit_hit,
+    rate_limit_over,
 )
 from config.api.errors import RateLimited
 
@@ -99,3 +101,34 @@ class SignupRateThrottle(BaseThrottle):
             period=SIGNUP_PERIOD,
         )
         return _enforce(request, decision)
+
+
+def _auth_identity(request) -> str:
+    return client_ip_bucket(client_ip(request))
+
+
+def auth_failures_check(request) -> None:
+    """429 when the client's IP is over the failed-authentication limit (one read)."""
+    decision = rate_limit_over(
+        policy="auth_failure",
+        identity=_auth_identity(request),
+        limit=ratelimit.AUTH_FAILURE_LIMIT,
+        period=ratelimit.AUTH_FAILURE_PERIOD,
+    )
+    if decision is not None:
+        request._request.rate_limit = decision
+        raise RateLimited(
+            limit=decision.limit, period=decision.period, retry_after=decision.reset_after
+        )
+
+
+def auth_failure_count(request) -> None:
+    """Count one failed authentication of the client's IP; 429 once over the limit."""
+    decision = rate_limit_hit(
+        policy="auth_failure",
+        identity=_auth_identity(request),
+        limit=ratelimit.AUTH_FAILURE_LIMIT,
+        period=ratelimit.AUTH_FAILURE_PERIOD,
+    )
+    if not decision.allowed:
+        _enforce(request, decision)

@@ -167,7 +167,7 @@ def main() -> None:
 
     port = free_port()
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi"]
+        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi", "-c", "config/gunicorn.py"]
         + ["--workers", str(WORKERS), "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
         cwd=ROOT,
         env=env,

@@ -20,6 +20,7 @@ from datetime import timedelta
 
 # Webhook delivery tasks go to the broker as in production, not run inline.
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
+os.environ["OUTBOUND_ALLOW_PRIVATE_NETWORKS"] = "true"  # the sink is on loopback
 
 from _peers import process_stop, smtp_sink_start  # noqa: E402
 from _setup import (  # noqa: E402

@@ -9,7 +9,6 @@ from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +18,7 @@ from accounts.selectors import api_request_counts
 from billing import services
 from billing.selectors import usage_history
 from config.api.errors import InvalidJson, InvalidSignature
+from config.api.parsers import JSONParser, json_problems
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +180,11 @@ class PspWebhookView(APIView):
             raise InvalidSignature() from None
         try:
             event = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InvalidJson() from None
+        if json_problems(event) is not None:
+            # Too deep, or a NUL character the payload's jsonb column cannot store.
+            raise InvalidJson("The event is nested too deeply or holds a NUL character.")
         if not (
             isinstance(event, dict)
             and isinstance(event.get("id"), str)

@@ -82,3 +82,40 @@ class BillingAccount(Account):
         proxy = True
         verbose_name = "account billing"
         verbose_name_plural = "account billing"
+
+
+class CheckoutSession(models.Model):
+    """A hosted checkout an account started. At most one per account is being created
+    or open at a time (the constraint), so an account cannot start two subscriptions by
+    opening two checkouts."""
+
+    class Status(models.TextChoices):
+        CREATING = "creating", "Being created at the provider"
+        OPEN = "open", "Open: its page can still start a subscription"
+        COMPLETE = "complete", "Completed"
+        EXPIRED = "expired", "Expired"
+        FAILED = "failed", "Never created"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="checkout_sessions"
+    )
+    plan_slug = models.CharField(max_length=64)
+    psp_session_id = models.CharField(max_length=255, blank=True, default="")
+    url = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=20, choices=Status.choices)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account"],
+                condition=models.Q(status__in=["creating", "open"]),
+                name="checkout_one_unfinished_per_account",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.plan_slug} ({self.status})"

@@ -71,24 +71,49 @@ def checkout_session_create(
     success_url: str,
     cancel_url: str,
     idempotency_key: str,
-) -> str:
-    """A hosted Checkout Session in subscription mode for one price; returns its URL."""
+    expires_at: int | None = None,
+) -> dict:
+    """A hosted Checkout Session in subscription mode for one price; returns its
+    `id`, `url` and `expires_at` (a Unix time, or None)."""
+    params = {
+        "mode": "subscription",
+        "customer": customer_id,
+        "line_items": [{"price": price_id, "quantity": 1}],
+        "success_url": success_url,
+        "cancel_url": cancel_url,
+        "client_reference_id": account_id,
+    }
+    if expires_at is not None:
+        params["expires_at"] = expires_at
     try:
         session = stripe_client().v1.checkout.sessions.create(
-            params={
-                "mode": "subscription",
-                "customer": customer_id,
-                "line_items": [{"price": price_id, "quantity": 1}],
-                "success_url": success_url,
-                "cancel_url": cancel_url,
-                "client_reference_id": account_id,
-            },
-            options={"idempotency_key": idempotency_key},
+            params=params, options={"idempotency_key": idempotency_key}
         )
     except stripe.StripeError as exc:
         logger.warning("stripe checkout session create failed: %s", type(exc).__name__)
         raise PspUnavailable() from exc
-    return _session_url(session)
+    data = session.to_dict()
+    return {
+        "id": data.get("id") or "",
+        "url": _session_url(session),
+        "expires_at": data.get("expires_at"),
+    }
+
+
+def checkout_session_status(session_id: str) -> str | None:
+    """`open`, `complete` or `expired` as Stripe has the session now; None if Stripe
+    does not know it."""
+    try:
+        session = stripe_client().v1.checkout.sessions.retrieve(session_id)
+    except stripe.InvalidRequestError as exc:
+        if exc.http_status == 404:
+            return None
+        logger.warning("stripe checkout session retrieve failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    except stripe.StripeError as exc:
+        logger.warning("stripe checkout session retrieve failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    return session.to_dict().get("status")
 
 
 def portal_session_create(*, customer_id: str, return_url: str, idempotency_key: str) -> str:
@@ -128,3 +153,68 @@ def subscription_retrieve(subscription_id: str) -> dict | None:
         logger.warning("stripe subscription retrieve failed: %s", type(exc).__name__)
         raise PspUnavailable() from exc
     return subscription.to_dict()
+
+
+# Subscription statuses during which a subscription is live (it bills the customer).
+LIVE_SUBSCRIPTION_STATUSES = frozenset({"active", "trialing", "past_due"})
+SUBSCRIPTIONS_LISTED_MAX = 10_000
+
+
+def _subscriptions_list(params: dict) -> list[dict]:
+    """Every subscription Stripe lists for `params`; none when it does not know the
+    customer named."""
+    try:
+        page = stripe_client().v1.subscriptions.list(params={**params, "limit": 100})
+        found = []
+        for subscription in page.auto_paging_iter():
+            found.append(subscription.to_dict())
+            if len(found) >= SUBSCRIPTIONS_LISTED_MAX:
+                logger.warning("stripe subscriptions list cut at %d", SUBSCRIPTIONS_LISTED_MAX)
+                break
+    except stripe.InvalidRequestError as exc:
+        if exc.http_status == 404 and "customer" in params:
+            return []
+        logger.warning("stripe subscriptions list failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    except stripe.StripeError as exc:
+        logger.warning("stripe subscriptions list failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    return found
+
+
+def subscriptions_live(customer_id: str) -> list[dict]:
+    """The customer's live subscriptions (active, trialing, past_due), as plain data."""
+    listed = _subscriptions_list({"customer": customer_id})  # Stripe's default: not canceled
+    return [s for s in listed if s.get("status") in LIVE_SUBSCRIPTION_STATUSES]
+
+
+def customers_with_live_subscriptions() -> set[str]:
+    """Every customer that has a live subscription at Stripe (reconcile's search)."""
+    customers: set[str] = set()
+    for status in sorted(LIVE_SUBSCRIPTION_STATUSES):
+        for subscription in _subscriptions_list({"status": status}):
+            customer = subscription.get("customer")
+            if isinstance(customer, dict):
+                customer = customer.get("id")
+            if isinstance(customer, str) and customer:
+                customers.add(customer)
+    return customers
+
+
+def subscription_cancel(subscription_id: str) -> bool:
+    """Cancel a subscription at once (no proration, no refund of the current period:
+    a duplicate's first invoice is the customer's to settle with support). True when
+    it is cancelled now or was already; PspUnavailable when Stripe failed."""
+    try:
+        stripe_client().v1.subscriptions.cancel(
+            subscription_id, options={"idempotency_key": f"duplicate-cancel-{subscription_id}"}
+        )
+    except stripe.InvalidRequestError as exc:
+        if exc.http_status == 404:
+            return True
+        logger.warning("stripe subscription cancel failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    except stripe.StripeError as exc:
+        logger.warning("stripe subscription cancel failed: %s", type(exc).__name__)
+        raise PspUnavailable() from exc
+    return True

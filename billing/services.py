@@ -10,15 +10,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Max, Min
+from django.db.models import F, Max, Min, Q
 from django.utils import timezone
 
 from accounts.models import Account
 from billing import psp
-from billing.models import PspEvent, UsageRecord
+from billing.models import CheckoutSession, PspEvent, UsageRecord
 from billing.periods import ACTIVE_SUBSCRIPTION_STATUSES, period_bounds
 from config.api.errors import (
     AlreadySubscribed,
+    CheckoutInProgress,
     NoPspCustomer,
     PlanLimitReached,
     PlanNotFound,
@@ -42,6 +43,11 @@ USAGE_INCREMENT = prepared(
 # Subscription statuses that end the paid plan: the account goes back to free.
 # `paused` (a trial ended without a payment method) is not paying either.
 ENDED_SUBSCRIPTION_STATUSES = frozenset({"canceled", "unpaid", "incomplete_expired", "paused"})
+# How long a hosted checkout stays payable (Stripe's minimum is 30 minutes). While it
+# is open the account cannot start another one.
+CHECKOUT_SESSION_MINUTES = 30
+# A checkout claim still "creating" after this long belongs to a request that died.
+CHECKOUT_CLAIM_STALE_SECONDS = 120
 
 
 # --- Usage ------------------------------------------------------------------
@@ -237,16 +243,87 @@ def checkout_session_start(*, account, plan_slug: str, client_key: str | None = 
             f"The account already has a subscription ({account.psp_subscription_status}); "
             "change or cancel it in the billing portal."
         )
-    return psp.checkout_session_create(
-        customer_id=account.psp_customer_id,
-        price_id=plan.psp_price_id,
-        account_id=str(account.pk),
-        success_url=_return_url("success"),
-        cancel_url=_return_url("cancel"),
-        idempotency_key=_stripe_idempotency_key(
-            "checkout", account=account, client_key=client_key, fingerprint=plan.psp_price_id
-        ),
+    _checkout_sessions_settle(account=account)
+    # The claim: at most one session per account is being created or open (a partial
+    # unique constraint), so two concurrent checkouts cannot both reach Stripe.
+    try:
+        with transaction.atomic():
+            claim = CheckoutSession.objects.create(
+                account=account, plan_slug=plan.slug, status=CheckoutSession.Status.CREATING
+            )
+    except IntegrityError:
+        raise CheckoutInProgress(
+            "Another checkout of this account is being created; use its page or retry shortly."
+        ) from None
+    expires_at = timezone.now() + timedelta(minutes=CHECKOUT_SESSION_MINUTES)
+    try:
+        session = psp.checkout_session_create(
+            customer_id=account.psp_customer_id,
+            price_id=plan.psp_price_id,
+            account_id=str(account.pk),
+            success_url=_return_url("success"),
+            cancel_url=_return_url("cancel"),
+            idempotency_key=_stripe_idempotency_key(
+                "checkout", account=account, client_key=client_key, fingerprint=plan.psp_price_id
+            ),
+            expires_at=int(expires_at.timestamp()),
+        )
+    except BaseException:
+        claim.delete()
+        raise
+    claim.psp_session_id = session["id"]
+    claim.url = session["url"]
+    claim.expires_at = _timestamp(session["expires_at"]) or expires_at
+    claim.status = CheckoutSession.Status.OPEN
+    claim.save(update_fields=["psp_session_id", "url", "expires_at", "status"])
+    return session["url"]
+
+
+def _checkout_sessions_settle(*, account) -> None:
+    """Bring the account's unfinished checkouts up to date, refusing a new one while
+    one is still open (its page can still start a subscription) or has just completed
+    (its subscription's notification is on its way)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=CHECKOUT_CLAIM_STALE_SECONDS)
+    unfinished = CheckoutSession.objects.filter(
+        account=account,
+        status__in=[CheckoutSession.Status.CREATING, CheckoutSession.Status.OPEN],
     )
+    for session in unfinished:
+        if session.status == CheckoutSession.Status.CREATING:
+            if session.created_at < stale:  # its request died between the claim and Stripe
+                session.status = CheckoutSession.Status.FAILED
+                session.save(update_fields=["status"])
+                continue
+            raise CheckoutInProgress(
+                "Another checkout of this account is being created; retry shortly."
+            )
+        status = "expired" if session.expires_at and session.expires_at <= now else None
+        if status is None:
+            status = psp.checkout_session_status(session.psp_session_id) or "expired"
+        if status == "open":
+            raise CheckoutInProgress(
+                "A checkout of this account is still open: complete it at its url, or wait "
+                "until it expires.",
+                details={
+                    "url": session.url,
+                    "plan_slug": session.plan_slug,
+                    "expires_at": session.expires_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                    if session.expires_at
+                    else None,
+                },
+            )
+        session.status = (
+            CheckoutSession.Status.COMPLETE
+            if status == "complete"
+            else CheckoutSession.Status.EXPIRED
+        )
+        session.save(update_fields=["status"])
+        if status == "complete" and psp.subscriptions_live(account.psp_customer_id):
+            raise AlreadySubscribed(
+                "A checkout of this account has just completed; its subscription is being "
+                "set up. Change or cancel it in the billing portal."
+            )
 
 
 def portal_session_start(*, account, client_key: str | None = None) -> str:
@@ -275,6 +352,7 @@ class SubscriptionState:
     price_id: str | None
     period_start: datetime | None
     period_end: datetime | None
+    created: datetime | None = None
 
 
 def _object_id(value) -> str | None:
@@ -315,6 +393,7 @@ def subscription_state(subscription: dict) -> SubscriptionState:
         price_id=price_id,
         period_start=_timestamp(start),
         period_end=_timestamp(end),
+        created=_timestamp(subscription.get("created")),
     )
 
 
@@ -367,24 +446,92 @@ def subscription_apply(*, account: Account, state: SubscriptionState) -> tuple[s
     return PspEvent.Outcome.PROCESSED, f"status {state.status}, plan unchanged"
 
 
+def subscription_choose(
+    *, state: SubscriptionState | None, live: list[SubscriptionState], current_id: str | None
+) -> tuple[SubscriptionState | None, list[SubscriptionState]]:
+    """The subscription the account follows, and the live ones to cancel.
+
+    An account has at most one live subscription. When Stripe reports several (two
+    checkouts completed), the oldest is kept (the account's current one on a tie) and
+    the newer ones are cancelled. `state` is the subscription an event names, as just
+    re-read; `live` the customer's live subscriptions as listed. With none live,
+    `state` itself is followed (an ended one takes the account back to free when it is
+    the current one).
+    """
+    by_id = {s.id: s for s in live if s.status in ACTIVE_SUBSCRIPTION_STATUSES}
+    if state is not None:
+        by_id.pop(state.id, None)
+        if state.status in ACTIVE_SUBSCRIPTION_STATUSES:
+            by_id[state.id] = state
+    if not by_id:
+        return state, []
+    oldest = datetime.max.replace(tzinfo=UTC)
+    keep = min(
+        by_id.values(),
+        key=lambda s: (s.created or oldest, s.id != current_id, s.id),
+    )
+    return keep, [s for s in by_id.values() if s.id != keep.id]
+
+
+def _live_states(customer_id: str) -> list[SubscriptionState]:
+    if not customer_id:
+        return []
+    return [subscription_state(s) for s in psp.subscriptions_live(customer_id)]
+
+
+def _duplicates_cancel(*, account_pk, duplicates: list[SubscriptionState]) -> list[str]:
+    """Cancel the newer live subscriptions at Stripe; returns the ids cancelled. A
+    failure is logged and left to the next notification or reconcile."""
+    cancelled = []
+    for duplicate in duplicates:
+        try:
+            psp.subscription_cancel(duplicate.id)
+        except PspUnavailable:
+            logger.warning(
+                "account %s: could not cancel duplicate subscription %s", account_pk, duplicate.id
+            )
+            continue
+        logger.warning(
+            "account %s: cancelled subscription %s, a second live subscription",
+            account_pk,
+            duplicate.id,
+        )
+        cancelled.append(duplicate.id)
+    return cancelled
+
+
+def _cancelled_note(cancelled: list[str]) -> str:
+    return f"; cancelled duplicate {', '.join(cancelled)}" if cancelled else ""
+
+
 def subscription_sync(*, account: Account) -> tuple[str, str]:
-    """Re-read the account's subscription from Stripe and apply it (reconcile)."""
+    """Re-read the account's subscriptions from Stripe and apply them (reconcile): the
+    one it has, and any other live one of its customer (cancelling the newer ones)."""
     subscription_id = account.psp_subscription_id
-    if not subscription_id:
+    live = _live_states(account.psp_customer_id or "")
+    state = None
+    if subscription_id:
+        subscription = psp.subscription_retrieve(subscription_id)
+        if subscription is not None:
+            state = subscription_state(subscription)
+    if state is None and not live:
+        if subscription_id:
+            return (
+                PspEvent.Outcome.UNMAPPED,
+                f"Stripe does not know subscription {subscription_id}",
+            )
         return PspEvent.Outcome.IGNORED, "no subscription"
-    subscription = psp.subscription_retrieve(subscription_id)
-    if subscription is None:
-        return PspEvent.Outcome.UNMAPPED, f"Stripe does not know subscription {subscription_id}"
-    state = subscription_state(subscription)
+    target, duplicates = subscription_choose(state=state, live=live, current_id=subscription_id)
     with transaction.atomic():
         locked = _account_lock(account.pk)
-        result = subscription_apply(account=locked, state=state)
-    _subscription_settle(account_pk=account.pk, applied=state)
-    return result
+        outcome, detail = subscription_apply(account=locked, state=target)
+    cancelled = _duplicates_cancel(account_pk=account.pk, duplicates=duplicates)
+    _subscription_settle(account_pk=account.pk, applied=target)
+    return outcome, detail + _cancelled_note(cancelled)
 
 
 def _subscription_settle(*, account_pk, applied: SubscriptionState) -> None:
-    """Read the subscription again after applying it, and apply again if Stripe
+    """Read the subscriptions again after applying one, and apply again if Stripe
     moved meanwhile.
 
     Stripe is never called with a database lock held, so two handlers can read
@@ -396,15 +543,23 @@ def _subscription_settle(*, account_pk, applied: SubscriptionState) -> None:
     for _attempt in range(2):
         try:
             fresh = psp.subscription_retrieve(applied.id)
+            live = _live_states(applied.customer_id)
         except PspUnavailable:
             logger.warning("could not re-check subscription %s after applying it", applied.id)
             return
         state = subscription_state(fresh) if fresh is not None else None
-        if state is None or state == applied:
+        current_id = (
+            Account.objects.filter(pk=account_pk)
+            .values_list("psp_subscription_id", flat=True)
+            .first()
+        )
+        target, duplicates = subscription_choose(state=state, live=live, current_id=current_id)
+        if target is None or (target == applied and not duplicates):
             return
         with transaction.atomic():
-            subscription_apply(account=_account_lock(account_pk), state=state)
-        applied = state
+            subscription_apply(account=_account_lock(account_pk), state=target)
+        _duplicates_cancel(account_pk=account_pk, duplicates=duplicates)
+        applied = target
 
 
 def account_plan_assign(*, account: Account, plan: Plan) -> None:
@@ -496,6 +651,7 @@ def psp_event_handle(*, event: dict) -> str:
     # Stripe is read before any lock is taken; a failure here records nothing,
     # so Stripe's retry of the event is processed.
     subscription = psp.subscription_retrieve(subscription_id)
+    live = _live_states(customer_id)
     with transaction.atomic():
         account = _account_lock(account.pk)
         try:
@@ -505,17 +661,23 @@ def psp_event_handle(*, event: dict) -> str:
                 )
         except IntegrityError:
             return "duplicate"  # A concurrent delivery of the same event won.
-        outcome, detail, applied = _psp_event_apply(
+        outcome, detail, applied, duplicates = _psp_event_apply(
             account=account,
             event_type=event_type,
             obj=obj,
             subscription_id=subscription_id,
             subscription=subscription,
+            live=live,
         )
         if outcome == PspEvent.Outcome.UNMAPPED:
             logger.warning("psp event %s (%s) not mapped: %s", event_id, event_type, detail)
         row.outcome, row.detail = outcome, detail[:500]
         row.save(update_fields=["outcome", "detail"])
+    if duplicates:
+        cancelled = _duplicates_cancel(account_pk=account.pk, duplicates=duplicates)
+        PspEvent.objects.filter(pk=event_id).update(
+            detail=(detail + _cancelled_note(cancelled))[:500]
+        )
     if applied is not None and subscription is not None:
         _subscription_settle(account_pk=account.pk, applied=applied)
     return outcome
@@ -528,26 +690,47 @@ def _psp_event_apply(
     obj: dict,
     subscription_id: str,
     subscription: dict | None,
-) -> tuple[str, str, SubscriptionState | None]:
-    """Apply the re-read subscription; returns (outcome, detail, state applied)."""
+    live: list[SubscriptionState],
+) -> tuple[str, str, SubscriptionState | None, list[SubscriptionState]]:
+    """Apply the re-read subscription, or the one live subscription the account keeps
+    (subscription_choose); returns (outcome, detail, state applied, live subscriptions
+    to cancel)."""
     if subscription is None:
         if event_type == "customer.subscription.deleted":
             # Stripe no longer has it at all: it has certainly ended.
             state = subscription_state({**obj, "status": "canceled"})
-            return (*subscription_apply(account=account, state=state), None)
+            target, duplicates = subscription_choose(
+                state=state, live=live, current_id=account.psp_subscription_id
+            )
+            return (*subscription_apply(account=account, state=target), None, duplicates)
         return (
             PspEvent.Outcome.UNMAPPED,
             f"Stripe does not know subscription {subscription_id}",
             None,
+            [],
         )
     state = subscription_state(subscription)
     if state.customer_id and state.customer_id != account.psp_customer_id:
-        return PspEvent.Outcome.UNMAPPED, "the subscription belongs to another customer", None
+        return PspEvent.Outcome.UNMAPPED, "the subscription belongs to another customer", None, []
     # Every event, invoice.payment_failed included, applies the subscription as Stripe
     # has it now: a failed renewal has made it past_due (the plan stays while Stripe
     # retries), and a failure notification arriving after the payment recovered
-    # finds it active again and leaves the account so.
-    return (*subscription_apply(account=account, state=state), state)
+    # finds it active again and leaves the account so. With another live subscription
+    # of the customer, the older one is kept and the newer cancelled.
+    target, duplicates = subscription_choose(
+        state=state, live=live, current_id=account.psp_subscription_id
+    )
+    if (
+        target.id != state.id
+        and target.id == account.psp_subscription_id
+        and state.status not in ACTIVE_SUBSCRIPTION_STATUSES
+    ):
+        # Another subscription ended while the account's own goes on: nothing to do.
+        return (*subscription_apply(account=account, state=state), None, duplicates)
+    outcome, detail = subscription_apply(account=account, state=target)
+    if target.id != state.id:
+        detail = f"{detail} (kept {target.id}; {state.id} is {state.status})"
+    return outcome, detail, target, duplicates
 
 
 def _psp_event_record(**fields) -> str:
@@ -581,6 +764,9 @@ class ReconcileResult:
     checked: int = 0
     changed: int = 0
     failed: int = 0
+    # Stripe's live subscriptions could not be listed: accounts that do not know of
+    # theirs were not looked at.
+    search_failed: bool = False
 
 
 def subscriptions_reconcile(*, progress=None) -> ReconcileResult:
@@ -590,14 +776,24 @@ def subscriptions_reconcile(*, progress=None) -> ReconcileResult:
     `progress(index, total, item: ReconcileItem)` is called after each account.
     A Stripe failure for one account is counted and the others still run.
     """
+    # The accounts with a subscription, and those whose customer has a live one the
+    # account does not know of (a missed notification, a second subscription).
+    result = ReconcileResult()
+    try:
+        customers = psp.customers_with_live_subscriptions()
+    except PspUnavailable:
+        logger.warning("billing reconcile: Stripe's live subscriptions could not be listed")
+        customers = set()
+        result.search_failed = True
     accounts = (
-        Account.objects.filter(psp_subscription_id__isnull=False)
-        .exclude(psp_subscription_id="")
+        Account.objects.filter(
+            (Q(psp_subscription_id__isnull=False) & ~Q(psp_subscription_id=""))
+            | Q(psp_customer_id__in=customers)
+        )
         .select_related("plan")
         .order_by("created_at", "pk")
     )
     total = accounts.count()
-    result = ReconcileResult()
     for index, account in enumerate(accounts.iterator(), start=1):
         result.checked += 1
         before = (account.plan.slug, account.psp_subscription_status)

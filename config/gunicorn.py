@@ -4,6 +4,11 @@ web line). Bind address and worker count stay on the command line.
 Its error and access logs use the service's format (LOG_FORMAT=json included) and
 redaction (config.logs): an access line never shows an open-tracking or unsubscribe
 token. Without this file gunicorn logs in its own format and unredacted.
+
+Header limits: a header field up to 32 KB reaches the service, which answers what it
+cannot use with the error envelope (an over-long `Authorization` is 401
+invalid_api_key). Only past these limits does gunicorn itself answer, with its plain
+431/400 page (docs/api.md "Limits of the server").
 """
 
 import os
@@ -11,6 +16,10 @@ import os
 from gunicorn.glogging import Logger
 
 from config.logs import ACCESS_LOG_FORMAT, RedactFilter, formatter
+
+limit_request_field_size = 32768  # bytes per header field (gunicorn's default: 8190)
+limit_request_line = 8190  # bytes of the request line (gunicorn's maximum)
+limit_request_fields = 100  # header fields per request
 
 accesslog = "-"
 access_log_format = ACCESS_LOG_FORMAT

@@ -109,6 +109,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "config.api.middleware.BodySizeLimitMiddleware",
+    "config.api.middleware.QueryNulMiddleware",
+    "config.api.middleware.AllowHeaderMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -247,7 +249,9 @@ REST_FRAMEWORK = {
     # accounts: 60 requests a minute per API key on every authenticated request.
     "DEFAULT_THROTTLE_CLASSES": ["accounts.throttling.ApiKeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JSONParser"],
+    # No OPTIONS metadata: OPTIONS is 405 method_not_allowed like any undocumented method.
+    "DEFAULT_METADATA_CLASS": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.api.handlers.exception_handler",
     "UNAUTHENTICATED_USER": None,
@@ -441,10 +445,21 @@ CELERY_BEAT_SCHEDULE["billing-subscriptions-reconcile"] = {
 }
 # --- end billing: housekeeping ---
 
-# Outbound webhooks. The SSRF guard refuses private, loopback and link-local destinations
-# in production; the embedded (development) mode lets them through, so a receiver on the
-# same machine works (the start banner says so).
-WEBHOOK_ALLOW_PRIVATE_NETWORKS = env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", default=EMBEDDED)
+# The outbound guard (config/outbound.py): connections to hosts an account named
+# (webhook URLs, mailbox SMTP and IMAP servers) refuse loopback, private, link-local
+# and the other internal ranges unless this is on. For tests and local development:
+# the embedded mode turns it on by default (and says so at start); production keeps it
+# off. WEBHOOK_ALLOW_PRIVATE_NETWORKS is its old name, still read.
+OUTBOUND_PRIVATE_NETWORKS_BY_DEFAULT = EMBEDDED and not (
+    "OUTBOUND_ALLOW_PRIVATE_NETWORKS" in os.environ
+    or "WEBHOOK_ALLOW_PRIVATE_NETWORKS" in os.environ
+)
+OUTBOUND_ALLOW_PRIVATE_NETWORKS = env.bool(
+    "OUTBOUND_ALLOW_PRIVATE_NETWORKS",
+    default=env.bool("WEBHOOK_ALLOW_PRIVATE_NETWORKS", default=EMBEDDED),
+)
+
+# Outbound webhooks.
 # Seconds to wait before attempts 2..5; empty means the default polynomial schedule.
 WEBHOOK_RETRY_SCHEDULE = env.list("WEBHOOK_RETRY_SCHEDULE", cast=int, default=[])
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)

@@ -9,7 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-000000000000")
 os.environ.setdefault("FIELD_ENCRYPTION_KEY", "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=")
-os.environ.setdefault("WEBHOOK_ALLOW_PRIVATE_NETWORKS", "true")
+# Test peers listen on loopback; the guard's own tests switch it off.
+os.environ.setdefault("OUTBOUND_ALLOW_PRIVATE_NETWORKS", "true")
 # Production's limit, whatever the mode the tests run in.
 os.environ.setdefault("SIGNUP_RATE_LIMIT", "5")
 os.environ.setdefault("WEBHOOK_RETRY_SCHEDULE", "0,0,0,0")

@@ -12,7 +12,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
@@ -23,8 +23,11 @@ from config.api.errors import (
     CredentialNotFound,
     ValidationFailed,
 )
+from config.api.fields import StrictBooleanField, TimestampField
 from config.api.pagination import StartingAfterPagination
+from config.api.parsers import RowsJSONParser
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
+from config.outbound import host_normalize, host_refusal
 from outreach import selectors, services
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
@@ -57,6 +60,13 @@ class BlankAsNullChoiceField(serializers.ChoiceField):
     def to_internal_value(self, data):
         return "" if data is None else super().to_internal_value(data)
 
+    def validate_empty_values(self, data):
+        # DRF returns None for a null without calling to_internal_value; the column
+        # stores "" for "none".
+        if data is None and not self.read_only:
+            return (True, "")
+        return super().validate_empty_values(data)
+
 
 def _validate_email_value(value: str) -> str:
     try:
@@ -79,6 +89,18 @@ def _secret_field(max_length: int) -> serializers.CharField:
 # --- SMTP credentials ------------------------------------------------------------------
 
 
+def _mailbox_host(value: str, port: int) -> str:
+    """A mailbox server the outbound guard lets the service reach (API.md section 11)."""
+    try:
+        host = host_normalize(value)
+    except ValueError as exc:
+        raise serializers.ValidationError(str(exc)) from None
+    refusal = host_refusal(host, port)
+    if refusal:
+        raise serializers.ValidationError(refusal)
+    return host
+
+
 class CredentialSerializer(serializers.ModelSerializer):
     from_email = serializers.CharField(max_length=254)
     smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
@@ -93,7 +115,7 @@ class CredentialSerializer(serializers.ModelSerializer):
     relay_signing_key = _secret_field(10_000)
     relay_webhook_url = serializers.SerializerMethodField()
     daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
-    disabled_at = serializers.DateTimeField(required=False, allow_null=True)
+    disabled_at = TimestampField(required=False, allow_null=True)
     disabled_reason = BlankAsNullChoiceField(
         choices=SmtpCredential.DisabledReason.choices, read_only=True
     )
@@ -167,6 +189,12 @@ class CredentialSerializer(serializers.ModelSerializer):
 
     def validate_from_email(self, value):
         return _validate_email_value(value)
+
+    def validate_smtp_host(self, value):
+        return _mailbox_host(value, 25)
+
+    def validate_imap_host(self, value):
+        return _mailbox_host(value, 993) if value else value
 
     def validate(self, attrs):
         creating = self.instance is None
@@ -337,8 +365,8 @@ class CampaignSerializer(serializers.Serializer):
     bounce_threshold_percent = serializers.FloatField(
         required=False, default=5.0, min_value=0, max_value=100
     )
-    track_opens = serializers.BooleanField(required=False, default=True)
-    stop_on_reply = serializers.BooleanField(required=False, default=True)
+    track_opens = StrictBooleanField(required=False, default=True)
+    stop_on_reply = StrictBooleanField(required=False, default=True)
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)
@@ -406,7 +434,7 @@ class DispatchSerializer(serializers.Serializer):
     contact_ids = serializers.ListField(
         child=serializers.UUIDField(), required=False, max_length=MAX_DISPATCH_IDS
     )
-    all_pending = serializers.BooleanField(required=False, default=False)
+    all_pending = StrictBooleanField(required=False, default=False)
 
     def validate(self, attrs):
         if attrs.get("all_pending") and "contact_ids" in attrs:
@@ -696,9 +724,34 @@ class ContactImportJsonSerializer(serializers.Serializer):
     campaign_id = _campaign_id_field()
 
 
+class _FormUUIDField(serializers.UUIDField):
+    """DRF drops an empty optional form field as if it were absent; here it is
+    validated like any other value (an empty string is not a UUID)."""
+
+    def get_value(self, dictionary):
+        return dictionary.get(self.field_name, serializers.empty)
+
+
 class ContactImportUploadSerializer(serializers.Serializer):
-    file = serializers.FileField(allow_empty_file=True)
-    campaign_id = _campaign_id_field()
+    file = serializers.FileField(
+        allow_empty_file=True, help_text="CSV, UTF-8 text, with a header row naming `email`."
+    )
+    # A form field is a string: an empty one is not "no campaign" (leave it out).
+    campaign_id = _FormUUIDField(required=False)
+
+    def validate_file(self, upload):
+        head = upload.read()
+        upload.seek(0)
+        if b"\x00" in head:
+            raise serializers.ValidationError("Must be a CSV file: this one holds NUL bytes.")
+        try:
+            head.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise serializers.ValidationError(
+                f"Must be a CSV file in UTF-8 (invalid byte at offset {exc.start}). "
+                "Save it as CSV UTF-8."
+            ) from None
+        return upload
 
 
 class ContactImportViewSet(
@@ -709,7 +762,7 @@ class ContactImportViewSet(
     serializer_class = ContactImportSerializer
     not_found_error = ContactImportNotFound
     pagination_class = StartingAfterPagination
-    parser_classes = [JSONParser, MultiPartParser]
+    parser_classes = [RowsJSONParser, MultiPartParser]
     http_method_names = ["get", "post"]
 
     def list(self, request):

@@ -57,6 +57,8 @@ def fields_errors(value: object) -> str | None:
             )
         if not isinstance(item, str):
             return f"Field {key!r} must be a string."
+        if "\x00" in item:
+            return f"Field {key!r} holds a null character."
         if len(item) > FIELD_VALUE_MAX:
             return f"Field {key!r} is longer than {FIELD_VALUE_MAX} characters."
     return None
@@ -76,6 +78,8 @@ def contact_data_clean(raw: dict) -> ContactData:
             value = ""
         if not isinstance(value, str):
             raise InvalidContactData(name, "Must be a string.")
+        if "\x00" in value:
+            raise InvalidContactData(name, "Null characters are not allowed.")
         value = value.strip()
         if len(value) > NAME_MAX:
             raise InvalidContactData(name, f"Longer than {NAME_MAX} characters.")

@@ -82,6 +82,41 @@ FROM verdict AS v
 SQL = prepared(_SQL.replace("{usage}", USAGE_INCREMENT_CTE).replace("{event}", EVENT_EMIT_CTES))
 
 
+# A claim's start mark (outreach.sending._mark_started), the same conditions as its ORM
+# form, as one prepared statement: the ORM's UPDATE with a joined subquery cost a
+# message about as much as the whole record.
+MARK_STARTED = prepared(
+    """
+UPDATE outreach_sendclaim AS c
+SET sending_at = %(now)s, message_id = %(message_id)s, subject = %(subject)s,
+    to_email = %(to_email)s
+FROM outreach_enrollment AS e, outreach_contact AS ct, outreach_campaign AS cp
+WHERE c.enrollment_id = %(enrollment)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
+  AND e.id = c.enrollment_id AND e.status = ANY(%(due)s)
+  AND ct.id = e.contact_id AND ct.unsubscribed_at IS NULL AND ct.bounced_at IS NULL
+  AND cp.id = e.campaign_id AND cp.status = 'active'
+"""
+)
+
+
+def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email) -> bool:
+    """Mark a claim started (see outreach.sending._mark_started); whether it was."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            MARK_STARTED,
+            {
+                "now": now,
+                "message_id": message_id,
+                "subject": subject,
+                "to_email": to_email,
+                "enrollment": enrollment_id,
+                "batch": batch_id,
+                "due": [str(s) for s in Enrollment.DUE_STATUSES],
+            },
+        )
+        return cursor.rowcount == 1
+
+
 def supported() -> bool:
     return connection.vendor == "postgresql"
 

@@ -230,14 +230,17 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     ):
         linked[campaign_id].append(credential_id)
     credential_ids = {c for ids in linked.values() for c in ids}
-    # Locked in one ordered statement: concurrent schedulers queue here, never deadlock,
-    # and the daily counters read below cannot move until this transaction ends.
-    credentials = {
-        c.pk: c
-        for c in SmtpCredential.objects.select_for_update()
-        .filter(pk__in=credential_ids)
-        .order_by("pk")
-    }
+    rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
+    # Which are enabled, read without locking: a campaign is paused only when none is.
+    enabled_ids = set(rows.filter(disabled_at__isnull=True).values_list("pk", flat=True))
+    # The mailboxes claims are made for are locked, so the daily counters read below
+    # cannot move until this transaction ends; concurrent schedulers never take the
+    # same one. On PostgreSQL a row another transaction holds is skipped: a sender
+    # recording a message holds its mailbox's row for a moment (and the account's
+    # usage row), and waiting for it here could close a cycle of waits with the other
+    # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=skip_locked)}
     today = utc_day(now)
     room = {pk: _room_today(c, today) for pk, c in credentials.items()}
     window_open_at: dict = {}
@@ -257,16 +260,21 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
         if window_open_at[campaign.pk] > now:
             plan.defer[window_open_at[campaign.pk]].append(enrollment.pk)
             continue
-        enabled = [pk for pk in linked[campaign.pk] if credentials[pk].disabled_at is None]
+        enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         if not enabled:
             plan.pause.add(campaign.pk)
             continue
         # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
         thread = enrollment.credential_id
         candidates = [thread] if thread in enabled else enabled
-        candidates = [pk for pk in candidates if pk not in busy]
+        candidates = [
+            pk
+            for pk in candidates
+            if pk not in busy and pk in credentials and credentials[pk].disabled_at is None
+        ]
         if not candidates:
-            continue  # its mailboxes are all still sending: a later run takes it
+            # Its mailboxes are all still sending, or held for a moment: a later run.
+            continue
         chosen = max(candidates, key=lambda pk: room[pk])  # first in link order on a tie
         if room[chosen] <= 0:
             tomorrow = send_window_next_open(

@@ -41,6 +41,7 @@ from django.utils import timezone
 from billing.periods import period_bounds
 from billing.services import usage_record_increment
 from config.db import connection_release
+from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from config.worker import stopping
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
@@ -191,10 +192,14 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
     timeout = settings.SENDING_SMTP_TIMEOUT_SECONDS
     host, port = credential.smtp_host, credential.smtp_port
     try:
+        # Through the outbound guard: a host resolving to a refused address is a mailbox
+        # failure (the batch waits), never a bounce.
         if credential.smtp_security == Security.SSL:
-            conn = smtplib.SMTP_SSL(host, port, timeout=timeout, context=_tls_context())
+            conn = GuardedSMTP_SSL(host, port, timeout=timeout, context=_tls_context())
         else:
-            conn = smtplib.SMTP(host, port, timeout=timeout)
+            conn = GuardedSMTP(host, port, timeout=timeout)
+    except OutboundRefused as exc:
+        raise MailboxError(f"refused: {exc}"[:ERROR_MAX_CHARS]) from exc
     except (ssl.SSLError, ssl.CertificateError) as exc:
         raise MailboxError(f"TLS failed: {exc}"[:ERROR_MAX_CHARS]) from exc
     except (OSError, smtplib.SMTPException) as exc:
@@ -532,6 +537,17 @@ def credential_error_record(*, credential: SmtpCredential, error: str, now: date
 
 
 def _mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
+    """Mark the claim started, with the message it is about to send, if its enrollment
+    is still due, its contact not suppressed and its campaign active."""
+    if record_sql.supported():
+        return record_sql.mark_started(
+            enrollment_id=claim.pk,
+            batch_id=claim.batch_id,
+            now=now,
+            message_id=outgoing.message_id,
+            subject=outgoing.subject[:998],
+            to_email=outgoing.to_email[:254],
+        )
     return bool(
         SendClaim.objects.filter(
             pk=claim.pk,

@@ -525,6 +525,10 @@ def contact_import_run(
     return ContactImport.objects.get(pk=import_id)
 
 
+def _shown(text: str) -> str:
+    return text.replace("\x00", "\ufffd")[:500]
+
+
 def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[dict]) -> int:
     """Upsert one batch: returns its row count. `errors` is extended in place."""
     account_id = contact_import.account_id
@@ -542,8 +546,9 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                 errors.append(
                     {
                         "row": row.number,
-                        "email": email if isinstance(email, str) else "",
-                        "message": f"{exc.field_name}: {exc.message}",
+                        # What the row said, shown back; never a NUL (jsonb refuses it).
+                        "email": _shown(email) if isinstance(email, str) else "",
+                        "message": _shown(f"{exc.field_name}: {exc.message}"),
                     }
                 )
             continue

@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
 from config.api.errors import WebhookNotFound
+from config.api.fields import TimestampField
 from config.api.pagination import parse_limit
 from config.api.viewsets import AccountScopedViewSet
 from webhooks import selectors, services
@@ -80,7 +81,7 @@ class WebhookCreateInput(_WebhookFieldsInput):
 class WebhookUpdateInput(_WebhookFieldsInput):
     url = serializers.CharField(max_length=MAX_URL_LENGTH, trim_whitespace=False, required=False)
     event_filters = serializers.ListField(child=serializers.CharField(), required=False)
-    disabled_at = serializers.DateTimeField(
+    disabled_at = TimestampField(
         allow_null=True,
         required=False,
         help_text="null re-enables (and resets consecutive_failures); a timestamp disables, "

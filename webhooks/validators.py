@@ -1,11 +1,8 @@
-"""Checks on what an account registers: the URL (scheme, host, SSRF guard) and
+"""Checks on what an account registers: the URL (scheme, host, outbound guard) and
 the event filters. Each returns the messages to show, empty when valid."""
 
-import socket
-from urllib.parse import urlsplit
-
+from config.outbound import OutboundRefused, http_url_parts, resolve_checked
 from webhooks.models import ALL_EVENTS, EVENT_TYPES
-from webhooks.transport import UnsafeAddress, resolve_checked
 
 MAX_URL_LENGTH = 2048
 
@@ -14,22 +11,15 @@ def url_problems(url: str) -> list[str]:
     if len(url) > MAX_URL_LENGTH:
         return [f"Must be at most {MAX_URL_LENGTH} characters."]
     try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return ["Enter a valid URL."]
-    if parts.scheme not in ("http", "https"):
-        return ["Must start with http:// or https://."]
-    if not parts.hostname:
-        return ["Must name a host."]
-    if any(ch.isspace() for ch in url):
-        return ["Enter a valid URL."]
+        _scheme, host, port = http_url_parts(url)
+    except ValueError as e:
+        return [str(e)]
     try:
-        resolve_checked(parts.hostname, port or (443 if parts.scheme == "https" else 80))
-    except UnsafeAddress as e:
+        resolve_checked(host, port)
+    except OutboundRefused as e:
         return [f"Not allowed: {e}. Webhooks must reach a public address."]
-    except (socket.gaierror, UnicodeError):
-        return [f"The host {parts.hostname} does not resolve."]
+    except (OSError, UnicodeError):
+        return [f"The host {host} does not resolve."]
     return []
 
 

@@ -162,6 +162,14 @@ for _args in [
         "in the billing portal (`POST /billing/portal`).",
     ),
     (
+        "checkout_in_progress",
+        409,
+        "A checkout of this account is still open.",
+        "An account has at most one subscription, so it has at most one open checkout. "
+        "Complete the open one (`details.url`) or wait until it expires (`details.expires_at`, "
+        "30 minutes after it was started).",
+    ),
+    (
         "payload_too_large",
         413,
         "The request body is too large.",
@@ -277,6 +285,7 @@ CannotRevokeLastKey = _error("cannot_revoke_last_key")
 PlanNotPurchasable = _error("plan_not_purchasable")
 NoPspCustomer = _error("no_psp_customer")
 AlreadySubscribed = _error("already_subscribed")
+CheckoutInProgress = _error("checkout_in_progress")
 PspUnavailable = _error("psp_unavailable")
 
 

@@ -33,3 +33,44 @@ class BodySizeLimitMiddleware:
             )
             return JsonResponse(body, status=413, json_dumps_params=COMPACT)
         return self.get_response(request)
+
+
+class QueryNulMiddleware:
+    """422 validation_failed for a NUL character in a query parameter's name or value:
+    PostgreSQL cannot compare text holding one (the filter would be a 500), and no
+    parameter of this API has a use for it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "%00" in request.META.get("QUERY_STRING", "") or "\x00" in request.META.get(
+            "QUERY_STRING", ""
+        ):
+            for name, values in request.GET.lists():
+                if "\x00" in name or any("\x00" in value for value in values):
+                    field = name.replace("\x00", "\\u0000")
+                    message = "Null characters are not allowed."
+                    body = error_body(
+                        "validation_failed",
+                        f"{field}: {message}",
+                        {"fields": {field: [message]}},
+                    )
+                    return JsonResponse(body, status=422, json_dumps_params=COMPACT)
+        return self.get_response(request)
+
+
+class AllowHeaderMiddleware:
+    """OPTIONS is answered 405 like any undocumented method (DEFAULT_METADATA_CLASS is
+    None), so it is not listed in `Allow` either."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        allow = response.get("Allow")
+        if allow and "OPTIONS" in allow:
+            methods = [m.strip() for m in allow.split(",") if m.strip() != "OPTIONS"]
+            response["Allow"] = ", ".join(methods)
+        return response

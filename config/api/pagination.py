@@ -54,7 +54,7 @@ class StartingAfterPagination(BasePagination):
         self.limit = parse_limit(request)
         after = request.query_params.get("starting_after")
         anchor = None
-        if after:
+        if after is not None:  # an empty value names no object either
             anchor = (
                 queryset.filter(pk=after).values("created_at", "pk").first()
                 if is_uuid(after)

@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db.models import Min, Q
 from django.utils import timezone
 
+from config.outbound import GuardedIMAP4, GuardedIMAP4_SSL, OutboundRefused
 from outreach.bounces import enrollment_mark_bounced
 from outreach.intake.selectors import (
     enrollment_sent_from,
@@ -255,12 +256,12 @@ def _connect(credential: SmtpCredential) -> imaplib.IMAP4:
     timeout = settings.IMAP_TIMEOUT_SECONDS
     if credential.imap_security == Security.SSL:
         port = credential.imap_port or 993
-        client: imaplib.IMAP4 = imaplib.IMAP4_SSL(
+        client: imaplib.IMAP4 = GuardedIMAP4_SSL(
             host, port, ssl_context=ssl.create_default_context(), timeout=timeout
         )
     else:
         port = credential.imap_port or 143
-        client = imaplib.IMAP4(host, port, timeout=timeout)
+        client = GuardedIMAP4(host, port, timeout=timeout)
         if credential.imap_security == Security.STARTTLS:
             client.starttls(ssl_context=ssl.create_default_context())
     client.login(credential.imap_username, credential.imap_password)
@@ -307,7 +308,14 @@ def mailbox_poll(*, credential: SmtpCredential) -> PollResult:
     result = PollResult(credential_id=str(credential.pk))
     try:
         _poll(credential, result)
-    except (OSError, imaplib.IMAP4.error, MailboxUnreachable, ssl.SSLError, EOFError) as exc:
+    except (
+        OSError,
+        imaplib.IMAP4.error,
+        MailboxUnreachable,
+        ssl.SSLError,
+        EOFError,
+        OutboundRefused,
+    ) as exc:
         result.error = _describe(exc)
         now = timezone.now()
         SmtpCredential.objects.filter(pk=credential.pk).update(
@@ -322,6 +330,8 @@ def mailbox_poll(*, credential: SmtpCredential) -> PollResult:
 
 
 def _describe(exc: Exception) -> str:
+    if isinstance(exc, OutboundRefused):
+        return f"refused: {exc}"
     if isinstance(exc, socket.timeout | TimeoutError):
         return f"timed out after {settings.IMAP_TIMEOUT_SECONDS}s"
     text = str(exc) or exc.__class__.__name__

@@ -32,7 +32,14 @@ def _server_env(**overrides) -> dict:
 def _gunicorn(env: dict):
     port = free_port()
     process = subprocess.Popen(
-        [str(BIN / "gunicorn"), "config.wsgi", "--workers", str(WORKERS)]
+        [
+            str(BIN / "gunicorn"),
+            "config.wsgi",
+            "-c",
+            "config/gunicorn.py",
+            "--workers",
+            str(WORKERS),
+        ]
         + ["--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
         cwd=ROOT,
         env=env,

@@ -36,7 +36,14 @@ class RecordedStripe:
     """Answers each (method, path) with a recorded Stripe body and keeps every request."""
 
     url: str = ""
-    routes: dict = field(default_factory=dict)
+    # The customer's live subscriptions: none unless a test records some.
+    routes: dict = field(
+        default_factory=lambda: {
+            ("GET", "/v1/subscriptions"): [
+                (200, {"object": "list", "data": [], "has_more": False, "url": "/v1/subscriptions"})
+            ]
+        }
+    )
     requests: list = field(default_factory=list)
 
     def answer(self, method: str, path: str, body: dict, status: int = 200) -> None:

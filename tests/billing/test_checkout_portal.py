@@ -2,6 +2,8 @@
 responses at the HTTP boundary: what we send Stripe, exactly, and what the
 caller gets back."""
 
+import time
+
 import pytest
 from django.utils import timezone
 
@@ -55,7 +57,10 @@ def test_it_creates_a_subscription_checkout_session(
         "success_url": "https://app.example.com/billing?status=success",
         "cancel_url": "https://app.example.com/billing?status=cancel",
         "client_reference_id": str(customer_account.id),
+        # Payable for 30 minutes: the account cannot open another checkout meanwhile.
+        "expires_at": sent.form["expires_at"],
     }
+    assert abs(int(sent.form["expires_at"]) - (time.time() + 30 * 60)) < 60
     assert sent.headers["authorization"] == "Bearer sk_test_recorded"
     assert sent.headers["idempotency-key"].startswith("checkout-")
     assert sent.headers["content-type"] == "application/x-www-form-urlencoded"

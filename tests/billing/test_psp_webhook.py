@@ -302,10 +302,11 @@ def test_a_stale_created_after_an_upgrade_keeps_the_upgrade(anon_client, peer, c
 def test_an_old_subscription_ending_does_not_undo_the_current_one(anon_client, peer, customer):
     old = localstripe_subscribe(peer, customer.psp_customer_id, "price_hobby_ls")
     signed_event_post(anon_client, stripe_event("customer.subscription.created", old))
+    ended = localstripe_cancel(peer, old["id"])
     new = localstripe_subscribe(peer, customer.psp_customer_id, "price_pro_ls")
     signed_event_post(anon_client, stripe_event("customer.subscription.created", new))
-    ended = localstripe_cancel(peer, old["id"])
 
+    # The old one's deletion arrives late: it is not the current one any more.
     response = signed_event_post(anon_client, stripe_event("customer.subscription.deleted", ended))
 
     assert response.json()["outcome"] == "ignored"
@@ -490,7 +491,8 @@ def test_current_api_invoice_and_item_level_period(
     assert account.psp_current_period_start == ts(item["current_period_start"])
     assert account.psp_current_period_end == ts(item["current_period_end"])
     reads = {r.path for r in recorded_stripe.requests if r.method == "GET"}
-    assert reads == {f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}"}
+    # The subscription, and the customer's live subscriptions (one live subscription).
+    assert reads == {f"/v1/subscriptions/{CURRENT_SUBSCRIPTION['id']}", "/v1/subscriptions"}
 
 
 def test_a_failed_renewal_records_past_due_and_keeps_the_plan(

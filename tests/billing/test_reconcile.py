@@ -82,5 +82,6 @@ def test_stripe_failures_are_reported_and_fail_the_command(settings, monkeypatch
         call_command("billing_reconcile", stdout=out, stderr=err)
     assert exited.value.code == 1
     assert f"[1/1] {account.email}: Stripe unavailable" in err.getvalue()
+    assert "Stripe's live subscriptions could not be listed" in err.getvalue()
     assert "1 failed" in out.getvalue()
     assert Account.objects.get(pk=account.pk).plan.slug == "pro"

@@ -28,7 +28,7 @@ def embedded(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     settings.BASE_URL = "http://127.0.0.1:8123"
     settings.STRIPE_SECRET_KEY = ""
-    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True
     settings.SIGNUP_RATE_LIMIT = 100
     Plan.objects.filter(tier__gt=0).update(psp_price_id=None)
     return settings
@@ -60,7 +60,7 @@ def test_it_says_the_development_defaults_of_the_embedded_mode(embedded):
     assert text.endswith(
         "Development defaults (production keeps them strict):\n"
         "  Webhooks to private and loopback addresses allowed "
-        "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)\n"
+        "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)\n"
         "  Signups: 100 per IP per hour, production 5 (SIGNUP_RATE_LIMIT)\n"
     )
 
@@ -82,13 +82,13 @@ def test_with_stripe_and_every_price_nothing_is_off(embedded):
 
 def test_production_has_no_development_defaults(embedded):
     embedded.EMBEDDED = False
-    embedded.WEBHOOK_ALLOW_PRIVATE_NETWORKS = False
+    embedded.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
     text = _banner()
     assert text.startswith("Outreach service: production mode\n")
     assert "Development defaults" not in text
     assert text.endswith(
         "  Webhooks to private and loopback addresses refused "
-        "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true for local trials)\n"
+        "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true for local trials)\n"
     )
 
 
@@ -97,7 +97,7 @@ def test_production_warns_when_private_networks_are_allowed(embedded):
     text = _banner()
     assert text.endswith(
         "Warning: webhooks to private and loopback addresses allowed "
-        "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true): tests and local development only\n"
+        "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true): tests and local development only\n"
     )
 
 
@@ -110,9 +110,9 @@ def _settings_of(tmp_path, **env) -> dict:
     """The defaults config.settings (not the test settings) gives in a fresh process."""
     code = (
         "import json; from django.conf import settings;"
-        "print(json.dumps([settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS, settings.SIGNUP_RATE_LIMIT]))"
+        "print(json.dumps([settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS, settings.SIGNUP_RATE_LIMIT]))"
     )
-    names = ("DATABASE_URL", "REDIS_URL", "WEBHOOK_ALLOW_PRIVATE_NETWORKS", "SIGNUP_RATE_LIMIT")
+    names = ("DATABASE_URL", "REDIS_URL", "OUTBOUND_ALLOW_PRIVATE_NETWORKS", "SIGNUP_RATE_LIMIT")
     clean = {k: v for k, v in os.environ.items() if k not in names}
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -142,5 +142,5 @@ def test_production_keeps_both_strict(tmp_path):
 
 def test_both_can_be_set_either_way(tmp_path):
     assert _settings_of(
-        tmp_path, WEBHOOK_ALLOW_PRIVATE_NETWORKS="false", SIGNUP_RATE_LIMIT="7"
+        tmp_path, OUTBOUND_ALLOW_PRIVATE_NETWORKS="false", SIGNUP_RATE_LIMIT="7"
     ) == {"allow_private": False, "signups": 7}

@@ -175,8 +175,6 @@ def test_enrolling_keeps_an_existing_enrollment_state(
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
-        (b"email,name\n" + "é".encode("latin-1") + b"@x.org,\xe9\n", "not UTF-8"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "NUL bytes"),
         (b"", "empty"),
         (b"   \n\n", "empty"),
         (b"name,company\nAda,Engines\n", "No email column"),
@@ -193,6 +191,30 @@ def test_malformed_files_end_failed_with_a_reason(
     assert reason in result["failure_reason"]
     assert result["completed_at"] is not None
     assert not Contact.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"email,name\n" + "é".encode("latin-1") + b"@x.org,\xe9\n",
+            "Must be a CSV file in UTF-8 (invalid byte at offset 11). Save it as CSV UTF-8.",
+        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "Must be a CSV file: this one holds NUL bytes."),
+    ],
+)
+def test_a_file_that_is_not_text_is_refused_at_upload(api_client, content, message):
+    response = upload(api_client, content)
+    assert response.status_code == 422
+    assert response.json()["details"]["fields"] == {"file": [message]}
+    assert not ContactImport.objects.exists()
+
+
+def test_an_empty_campaign_id_in_a_form_is_refused(api_client):
+    response = upload(api_client, "email\na@example.org\n", campaign_id="")
+    assert response.status_code == 422
+    assert response.json()["details"]["fields"] == {"campaign_id": ["Must be a valid UUID."]}
+    assert not ContactImport.objects.exists()
 
 
 def test_header_only_completes_with_zero_rows(api_client, django_capture_on_commit_callbacks):
@@ -216,7 +238,9 @@ def test_invalid_requests(api_client, body, fields):
 
 def test_multipart_without_file(api_client):
     assert_fields(
-        api_client.post("/contact_imports", {"campaign_id": ""}, format="multipart"), "file"
+        api_client.post("/contact_imports", {"campaign_id": ""}, format="multipart"),
+        "file",
+        "campaign_id",  # an empty form value is not "no campaign"
     )
 
 

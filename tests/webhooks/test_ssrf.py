@@ -1,7 +1,6 @@
 """The SSRF guard: at registration, and again on every connection."""
 
 import ipaddress
-import socket
 
 import pytest
 
@@ -49,37 +48,7 @@ def test_public_addresses_are_allowed(address):
 
 @pytest.fixture
 def guarded(settings):
-    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = False
-
-
-class FakeDns:
-    """Answers for made-up names; everything else goes to the real resolver.
-    `answers[name]` is a list of lookups' answers, consumed one lookup at a time
-    (the last one repeats); an answer is a comma-separated list of addresses."""
-
-    def __init__(self):
-        self.answers: dict[str, list[str]] = {}
-        self.lookups: list[str] = []
-
-
-@pytest.fixture
-def fake_dns(monkeypatch):
-    real = socket.getaddrinfo
-    dns = FakeDns()
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if host not in dns.answers:
-            return real(host, port, *args, **kwargs)
-        dns.lookups.append(host)
-        queue = dns.answers[host]
-        answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        return [
-            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
-            for a in answer.split(",")
-        ]
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return dns
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
 
 
 @pytest.mark.parametrize(
@@ -127,7 +96,7 @@ def test_patch_refuses_internal_destinations(guarded, api_client, account):
 
 
 def test_the_setting_allows_private_networks(settings, api_client):
-    settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS = True
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True
     response = api_client.post(
         "/webhooks", {"webhook": {"url": "http://127.0.0.1:9/hook"}}, format="json"
     )

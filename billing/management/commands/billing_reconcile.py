@@ -1,5 +1,6 @@
-"""Re-read every account's Stripe subscription and put the account where Stripe
-says: the safety net for missed or failed notifications. Safe to re-run: it only
+"""Re-read every account's Stripe subscriptions and put the account where Stripe
+says (one live subscription: newer duplicates are cancelled): the safety net for
+missed or failed notifications. Safe to re-run: it only
 ever converges on Stripe's current state. Beat runs the same service daily
 (billing.tasks.subscriptions_reconcile)."""
 
@@ -33,5 +34,10 @@ class Command(BaseCommand):
             f"Done: {result.checked} checked, {result.changed} changed, "
             f"{result.failed} failed (re-run to retry them)."
         )
-        if result.failed:
+        if result.search_failed:
+            self.stderr.write(
+                "Stripe's live subscriptions could not be listed: accounts that do not "
+                "know of theirs were not checked (re-run to retry)."
+            )
+        if result.failed or result.search_failed:
             raise SystemExit(1)

@@ -42,10 +42,10 @@ def banner_text() -> str:
         )
         variables = ", ".join(f"STRIPE_PRICE_{slug.upper()}" for slug in unpriced)
         off.append(f"             ({variables} at the first migrate, or in the admin)")
-    if not settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS:
+    if not settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
         off.append(
             "Webhooks to private and loopback addresses refused "
-            "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true for local trials)"
+            "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true for local trials)"
         )
     if off:
         lines.append("Off:")
@@ -53,19 +53,19 @@ def banner_text() -> str:
 
     if settings.EMBEDDED:
         lines.append("Development defaults (production keeps them strict):")
-        if settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS:
+        if settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
             lines.append(
                 "  Webhooks to private and loopback addresses allowed "
-                "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)"
+                "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)"
             )
         lines.append(
             f"  Signups: {settings.SIGNUP_RATE_LIMIT} per IP per hour, production 5 "
             "(SIGNUP_RATE_LIMIT)"
         )
-    elif settings.WEBHOOK_ALLOW_PRIVATE_NETWORKS:
+    elif settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
         lines.append(
             "Warning: webhooks to private and loopback addresses allowed "
-            "(WEBHOOK_ALLOW_PRIVATE_NETWORKS=true): tests and local development only"
+            "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true): tests and local development only"
         )
     return "\n".join(lines)
 

@@ -1,0 +1,38 @@
+"""Header limits of the server as deployed (config/gunicorn.py): a header field up to
+32 KB reaches the service and gets the envelope; only past it does gunicorn answer."""
+
+import pytest
+import requests
+
+from tests.accounts.test_rate_limit_server import (
+    _gunicorn,
+    _server_env,
+    _stop,
+    _test_database_url,
+    postgresql_only,
+)
+
+
+@postgresql_only
+@pytest.mark.usefixtures("live_db")
+def test_an_authorization_header_up_to_32_kb_gets_the_envelope(settings):
+    env = _server_env(
+        DATABASE_URL=_test_database_url(),
+        REDIS_URL=settings.REDIS_URL or None,
+        RATE_LIMIT_KEY_PREFIX=settings.RATE_LIMIT_KEY_PREFIX,
+    )
+    process, url = _gunicorn(env)
+    try:
+        for size in (9_000, 30_000):
+            response = requests.get(
+                f"{url}/api_keys", headers={"Authorization": "Bearer " + "a" * size}, timeout=30
+            )
+            assert response.status_code == 401, response.text[:200]
+            assert response.json()["code"] == "invalid_api_key"
+        # Past the documented limit gunicorn refuses the request itself.
+        response = requests.get(
+            f"{url}/api_keys", headers={"Authorization": "Bearer " + "a" * 40_000}, timeout=30
+        )
+        assert response.status_code in (400, 431)
+    finally:
+        _stop(process)
