@@ -61,6 +61,9 @@ pythons:
 run: export VAR_DIR := $(VAR_DIR)
 run: export BIND := $(BIND)
 run: export BASE_URL := $(or $(BASE_URL),http://$(BIND))
+# The banner says what is off and what the embedded mode allows: the processes need not
+# say it again, each of them (config/apps.py).
+run: export STARTUP_BANNER_SHOWN := 1
 run: $(STAMP)
 	mkdir -p $(VAR_DIR)
 	$(BIN)/python manage.py migrate --noinput

@@ -15,7 +15,7 @@ import pytest
 
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
 from outreach import tokens
-from tests.support.embedded import ROOT, embedded_env, procfile_processes
+from tests.support.embedded import ROOT, TEST_SETTINGS_ENV, embedded_env, procfile_processes
 from tests.support.ports import free_port, wait_for_port
 
 RECEIVED = "Task %(name)s[%(id)s] received"
@@ -200,6 +200,10 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     service = embedded_service(
         env={"SENDING_SCHEDULE_INTERVAL_SECONDS": "1", "WEBHOOK_SWEEP_INTERVAL_SECONDS": "1"}
     )
+    # The banner said what the embedded mode allows; no process repeats it.
+    assert service.log.startswith("Outreach service: embedded mode (development)")
+    assert "OUTBOUND_ALLOW_PRIVATE_NETWORKS=true" in service.log.split(" started (pid=")[0]
+    assert "Embedded mode: OUTBOUND_ALLOW_PRIVATE_NETWORKS is on" not in service.log
     ready_at = len(service.log)
     time.sleep(6)  # six scheduler ticks, six webhook sweeps
     idle = service.log[ready_at:]
@@ -217,3 +221,25 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     assert " ERROR " not in log and "ERROR/" not in log
     assert "Traceback" not in log
     assert len(re.findall(r"/nope", log)) == 1
+
+
+def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_on(tmp_path):
+    env = embedded_env(tmp_path / "var", "127.0.0.1:8000")
+    env.pop("STARTUP_BANNER_SHOWN")
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stderr.count("Embedded mode: OUTBOUND_ALLOW_PRIVATE_NETWORKS is on") == 1
+
+
+def test_the_embedded_service_runs_without_the_test_settings_environment():
+    # Eager tasks or the test keys in make run's processes would test something else.
+    env = embedded_env(ROOT / "var", "127.0.0.1:8000")
+    assert {"SECRET_KEY", "CELERY_TASK_ALWAYS_EAGER", "SIGNUP_RATE_LIMIT"} <= TEST_SETTINGS_ENV
+    assert not TEST_SETTINGS_ENV & set(env) - {"BASE_URL"}

@@ -40,8 +40,21 @@ def procfile_workers() -> int:
     return sum(" worker" in line for line in (ROOT / "Procfile").read_text().splitlines())
 
 
+# What the test settings put into this process's environment (os.environ.setdefault):
+# eager tasks, test keys, production's signup limit... none of it is make run's.
+TEST_SETTINGS_ENV = set(
+    re.findall(
+        r'os\.environ\.setdefault\("([A-Z0-9_]+)"',
+        (ROOT / "config" / "settings_test.py").read_text(),
+    )
+) | {"TEST_REDIS_URL_GIVEN"}
+
+
 def embedded_env(var_dir: Path, bind: str, extra: dict | None = None) -> dict:
-    names = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")
+    """The environment of `make run` on the embedded mode: this one, less the database,
+    Redis and broker URLs, the test settings and what they set."""
+    names = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
+    names |= TEST_SETTINGS_ENV
     env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("PYTEST")}
     env.update(
         {
@@ -50,6 +63,7 @@ def embedded_env(var_dir: Path, bind: str, extra: dict | None = None) -> dict:
             "BASE_URL": f"http://{bind}",
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
             "PYTHONUNBUFFERED": "1",
+            "STARTUP_BANNER_SHOWN": "1",  # as make run sets it
             **(extra or {}),
         }
     )
@@ -65,15 +79,18 @@ class EmbeddedService:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = embedded_env(self.var_dir, f"127.0.0.1:{self.port}", env)
         self.log_path = directory / "service.log"
-        for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):  # as make run
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+        # As make run does before it starts the processes (the banner into the log).
+        for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"], ["banner"]):
             subprocess.run(
                 [sys.executable, "manage.py", *command, "--verbosity", "0"],
                 cwd=ROOT,
                 env=self.env,
+                stdout=self._log,
                 check=True,
                 timeout=300,
             )
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop())
+            self._log.flush()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "config.procfile", "start"]
             + ["-f", str(ROOT / "Procfile"), "-d", str(ROOT)],
