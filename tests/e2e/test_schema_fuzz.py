@@ -66,7 +66,7 @@ def fuzz_account(db, settings, monkeypatch):
     settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
     settings.STRIPE_SECRET_KEY = ""
     monkeypatch.setattr(throttling, "API_KEY_LIMIT", 10**9)
-    monkeypatch.setattr(throttling, "SIGNUP_LIMIT", 10**9)
+    settings.SIGNUP_RATE_LIMIT = 10**9
     monkeypatch.setattr(ratelimit, "AUTH_FAILURE_LIMIT", 10**9)
     # No DNS: names under example.test resolve to a public address, others do not
     # resolve (at once, instead of waiting on a resolver for each generated host).
