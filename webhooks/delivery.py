@@ -100,7 +100,7 @@ def _attempt_failed(webhook_id) -> bool:
 
 
 def _claimable(
-    webhook: Webhook, *, now, limit: int, attempt_failed: bool | None = None
+    webhook: Webhook, *, now, limit: int, attempt_failed: bool | None = None, in_flight=()
 ) -> list[tuple]:
     """(id, state, next_attempt_at) of the jobs a claim would take now, oldest first
     (all due ones of a disabled webhook: they are dropped).
@@ -111,10 +111,14 @@ def _claimable(
     FAILURES_BEFORE_DISABLE: a dead endpoint gets 5 deliveries x 5 attempts before it
     is disabled, however many events wait for it. `attempt_failed`: what
     _attempt_failed would say, when the caller knows (a drain that has seen no failed
-    attempt since it looked); None: ask the database.
+    attempt since it looked); None: ask the database. `in_flight`: ids of jobs the
+    caller has requests in flight for, never claimed again meanwhile (an attempt that
+    outlives its claim's lease is not made a second time by its own drain).
     """
     active = DeliveryJob.objects.filter(webhook_id=webhook.id, state__in=DeliveryJob.ACTIVE_STATES)
     due = active.filter(next_attempt_at__lte=now).order_by("next_attempt_at")
+    if in_flight:
+        due = due.exclude(id__in=list(in_flight))
     fields = ("id", "state", "next_attempt_at")
     failures = webhook.consecutive_failures
     if not webhook.is_enabled:  # every due job, to be dropped
@@ -133,7 +137,12 @@ def _claimable(
 
 
 def jobs_claim(
-    *, webhook_id, limit: int, webhook: Webhook | None = None, attempt_failed: bool | None = None
+    *,
+    webhook_id,
+    limit: int,
+    webhook: Webhook | None = None,
+    attempt_failed: bool | None = None,
+    in_flight=(),
 ) -> list[ClaimedJob]:
     """Claim up to `limit` due jobs of one webhook (those _claimable names), each for an
     attempt made right away. `webhook`: the row as just read, if the caller has it.
@@ -149,7 +158,9 @@ def jobs_claim(
         if webhook is None:
             return []
     now = timezone.now()
-    candidates = _claimable(webhook, now=now, limit=limit, attempt_failed=attempt_failed)
+    candidates = _claimable(
+        webhook, now=now, limit=limit, attempt_failed=attempt_failed, in_flight=in_flight
+    )
     if not candidates:
         return []
     fresh_token, lost_token = uuid.uuid4(), uuid.uuid4()
@@ -384,6 +395,7 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
                     limit=lanes - len(in_flight),
                     webhook=webhook,
                     attempt_failed=attempt_failed,
+                    in_flight={item.job.id for item in in_flight.values()},
                 )
         for item in claimed:
             worked += 1

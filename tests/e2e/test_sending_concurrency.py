@@ -93,7 +93,7 @@ def test_thirty_slow_mailboxes_send_at_once_over_a_few_connections(
             concurrency=40,
             env={**WORKER_ENV, "DB_POOL_MAX_SIZE": "3", "PGAPPNAME": "e2e-worker"},
         )
-        sink.wait_for(90, timeout=60)
+        sink.wait_for(90, timeout=150)
     deadline = time.monotonic() + 30
     while Message.objects.count() < 90:  # the last records
         assert time.monotonic() < deadline
@@ -116,7 +116,7 @@ def test_a_mailbox_whose_server_never_answers_delays_only_itself(
     _mailbox_campaigns(account, healthy, count=10, per_mailbox=3)
     celery_worker(beat=True, concurrency=8, env=WORKER_ENV)
 
-    healthy.wait_for(30, timeout=60)
+    healthy.wait_for(30, timeout=150)
     deadline = time.monotonic() + 30
     while Enrollment.objects.filter(status="completed").count() < 30:  # the last records
         assert time.monotonic() < deadline, "the healthy mailboxes' sends were not recorded"

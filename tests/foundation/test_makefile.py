@@ -53,11 +53,13 @@ def _make(*args, path_dir: Path, pyenv: Path, cwd: Path = ROOT) -> subprocess.Co
     for tool in TOOLS:
         if not (tools / tool).exists():
             (tools / tool).symlink_to(shutil.which(tool))
+    # Run under `make test PYTHON=... VENV=...` (as .ci/run does), the suite inherits
+    # those variables in its environment; the make under test must not see them.
+    inherited = ("PYTHON", "VENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
     env = {
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if key not in inherited},
         "PATH": f"{path_dir}:{tools}",
         "PYENV_ROOT": str(pyenv),
-        "MAKEFLAGS": "",
     }
     return subprocess.run(
         [shutil.which("make"), "-s", "-f", str(ROOT / "Makefile"), *args],

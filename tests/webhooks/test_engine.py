@@ -86,7 +86,11 @@ def test_one_webhook_has_at_most_its_lanes_in_flight(account, receiver, celery_w
     receiver.default = Reply(200, hold=True)
     WebhookFactory(account=account, url=receiver.url)
     emit_quietly(account, 10, monkeypatch)
-    celery_worker(beat=True, env={**FAST, "WEBHOOK_MAX_IN_FLIGHT": "4"})
+    # A claim lease longer than the hold: only the lanes limit what goes out.
+    celery_worker(
+        beat=True,
+        env={**FAST, "WEBHOOK_MAX_IN_FLIGHT": "4", "WEBHOOK_CLAIM_LEASE_SECONDS": "60"},
+    )
 
     receiver.wait_for(4, timeout=30)
     time.sleep(1.0)  # had a fifth request been allowed, it would be here by now
