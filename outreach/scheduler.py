@@ -29,6 +29,7 @@ injectable, so tests drive the clock.
 import logging
 import uuid
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -343,10 +344,44 @@ def _used_expression(today: date):
     return Case(When(daily_sent_on=today, then=F("daily_sent_count")), default=Value(0))
 
 
+# Key of the PostgreSQL advisory lock one scheduler run holds (any constant of the
+# project's own; "SEND" in ASCII).
+SCHEDULER_LOCK = 0x53454E44
+
+
+@contextmanager
+def _single_run():
+    """Yields whether this is the only scheduler run in progress. Runs overlap when a
+    dispatch's fast path and beat's tick meet, or with several beats; the claims would
+    stay correct, but their mailbox updates could wait on each other in a cycle. On
+    PostgreSQL a session advisory lock lets one run at a time and the others return at
+    once (the run in progress claims what they would have); SQLite serialises writers."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SCHEDULER_LOCK])
+        acquired = cursor.fetchone()[0]
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [SCHEDULER_LOCK])
+
+
 def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[Batch]:
     """One scheduler run (see the module docstring). Returns the batches claimed; with
-    enqueue=True each is queued to a sending task after its transaction commits."""
-    now = now or timezone.now()
+    enqueue=True each is queued to a sending task after its transaction commits. Returns
+    [] at once while another run is in progress (PostgreSQL)."""
+    with _single_run() as alone:
+        if not alone:
+            logger.debug("send scheduler: another run is in progress")
+            return []
+        return _schedule_due(now=now or timezone.now(), enqueue=enqueue)
+
+
+def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
     claims_recover(now=now)
     suppressed_end(now=now)
     batch_size = settings.SENDING_BATCH_SIZE

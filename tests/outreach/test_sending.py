@@ -1014,3 +1014,23 @@ def test_a_connection_dropped_after_the_final_dot_counts_as_sent_once(sink):
     assert cut.status == "completed" and "never seen" in cut.last_error
     assert _run(NOW + timedelta(minutes=30)) == []  # nothing due again
     assert len(sink.to("cut@example.org")) == 1 and len(sink.to("after@example.org")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's advisory lock")
+def test_one_scheduler_run_at_a_time(smtp_sink):
+    import psycopg
+
+    from outreach.scheduler import SCHEDULER_LOCK
+
+    campaign = _campaign(smtp_sink())
+    _enroll(campaign)
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "pool"):
+        params.pop(key, None)
+    with psycopg.connect(**params, autocommit=True) as other_run:
+        other_run.execute("SELECT pg_advisory_lock(%s)", [SCHEDULER_LOCK])
+        assert schedule_due(now=NOW) == []  # another run holds it: nothing claimed
+        other_run.execute("SELECT pg_advisory_unlock(%s)", [SCHEDULER_LOCK])
+    [batch] = schedule_due(now=NOW)
+    assert batch.size == 1
