@@ -12,6 +12,7 @@ from django.db import transaction
 from tests.support.celery_worker import requires_live_peers
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
+from tests.webhooks.test_e2e_delivery import wait_until
 from webhooks import services
 from webhooks.delivery import LOST_ATTEMPT_ERROR, webhook_drain
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
@@ -34,16 +35,6 @@ def emit_quietly(account, count: int, monkeypatch) -> None:
         for n in range(count):
             with transaction.atomic():
                 event_emit(account=account, event_type="enrollment.sent", data={**DATA, "n": n})
-
-
-def wait_until(predicate, *, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError("condition not met in time")
 
 
 def envelope_ids(requests) -> list[str]:
@@ -96,7 +87,7 @@ def test_one_webhook_has_at_most_its_lanes_in_flight(account, receiver, celery_w
     time.sleep(1.0)  # had a fifth request been allowed, it would be here by now
     assert len(receiver.requests) == 4
     receiver.release()
-    wait_until(lambda: DeliveryJob.objects.filter(state="succeeded").count() == 10)
+    wait_until(lambda: DeliveryJob.objects.filter(state="succeeded").count() == 10, timeout=60)
     assert sorted(Counter(envelope_ids(receiver.requests)).values()) == [1] * 10
 
 
@@ -119,7 +110,8 @@ def test_a_hanging_endpoint_delays_only_itself(account, receiver, celery_worker,
         # Every healthy delivery arrives while the other endpoint holds its lanes.
         receiver.wait_for(20, timeout=30)
         wait_until(
-            lambda: DeliveryJob.objects.filter(webhook=healthy, state="succeeded").count() == 20
+            lambda: DeliveryJob.objects.filter(webhook=healthy, state="succeeded").count() == 20,
+            timeout=60,
         )
         assert len(hanging.requests) <= 4
     finally:
