@@ -106,7 +106,10 @@ class Worker:
             f"e2e-{os.getpid()}-{time.monotonic_ns()}@%h",
         ]
         if beat:
-            command += ["--beat", "--schedule", str(log_path.with_suffix(".beat"))]
+            # The in-memory scheduler: a test's beat needs no schedule file, and on
+            # Python 3.13 shelve's SQLite file, opened by the beat process the worker
+            # forks, failed now and then with "locking protocol" (beat then stopped).
+            command += ["--beat", "--scheduler", "celery.beat:Scheduler"]
         full_env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings_test",
