@@ -100,20 +100,29 @@ def checkout_session_create(
     }
 
 
-def checkout_session_status(session_id: str) -> str | None:
-    """`open`, `complete` or `expired` as Stripe has the session now; None if Stripe
-    does not know it."""
+def _retrieve(what: str, retrieve) -> dict | None:
+    """`retrieve()` as plain data; None if Stripe does not know the object (404), and
+    PspUnavailable for any other failure."""
     try:
-        session = stripe_client().v1.checkout.sessions.retrieve(session_id)
+        found = retrieve()
     except stripe.InvalidRequestError as exc:
         if exc.http_status == 404:
             return None
-        logger.warning("stripe checkout session retrieve failed: %s", type(exc).__name__)
+        logger.warning("stripe %s retrieve failed: %s", what, type(exc).__name__)
         raise PspUnavailable() from exc
     except stripe.StripeError as exc:
-        logger.warning("stripe checkout session retrieve failed: %s", type(exc).__name__)
+        logger.warning("stripe %s retrieve failed: %s", what, type(exc).__name__)
         raise PspUnavailable() from exc
-    return session.to_dict().get("status")
+    return found.to_dict()
+
+
+def checkout_session_status(session_id: str) -> str | None:
+    """`open`, `complete` or `expired` as Stripe has the session now; None if Stripe
+    does not know it."""
+    session = _retrieve(
+        "checkout session", lambda: stripe_client().v1.checkout.sessions.retrieve(session_id)
+    )
+    return None if session is None else session.get("status")
 
 
 def portal_session_create(*, customer_id: str, return_url: str, idempotency_key: str) -> str:
@@ -142,17 +151,9 @@ def _session_url(session) -> str:
 
 def subscription_retrieve(subscription_id: str) -> dict | None:
     """The subscription as Stripe has it now, as plain data; None if Stripe does not know it."""
-    try:
-        subscription = stripe_client().v1.subscriptions.retrieve(subscription_id)
-    except stripe.InvalidRequestError as exc:
-        if exc.http_status == 404:
-            return None
-        logger.warning("stripe subscription retrieve failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
-    except stripe.StripeError as exc:
-        logger.warning("stripe subscription retrieve failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
-    return subscription.to_dict()
+    return _retrieve(
+        "subscription", lambda: stripe_client().v1.subscriptions.retrieve(subscription_id)
+    )
 
 
 # Subscription statuses during which a subscription is live (it bills the customer).
