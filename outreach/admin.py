@@ -8,6 +8,7 @@ pause, imports) go through the API, so the admin only edits harmless attributes.
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
+from outreach import enrollments
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -183,6 +184,15 @@ class ContactAdmin(ReadOnlyAdmin):
         # Emails are stored lower-cased in email_lower: search it lower-cased too.
         return super().get_search_results(request, queryset, search_term.lower())
 
+    # Deleting a contact deletes its enrollments: through the service that takes them
+    # out of their campaigns' stats.
+    def delete_model(self, request, obj):
+        enrollments.contact_delete(contact=obj)
+
+    def delete_queryset(self, request, queryset):
+        for contact in queryset:
+            enrollments.contact_delete(contact=contact)
+
 
 @admin.register(Suppression)
 class SuppressionAdmin(ReadOnlyAdmin):
@@ -282,6 +292,12 @@ class EnrollmentAdmin(ReadOnlyAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         return super().get_search_results(request, queryset, search_term.lower())
+
+    def delete_model(self, request, obj):
+        enrollments.enrollments_delete(enrollment_ids=[obj.pk])
+
+    def delete_queryset(self, request, queryset):
+        enrollments.enrollments_delete(enrollment_ids=queryset.values_list("pk", flat=True))
 
 
 # --- sending engine: messages per enrollment, credential health per campaign ---

@@ -28,12 +28,14 @@ from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
-from outreach import selectors, services
+from outreach import enrollments, selectors, services
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
+from outreach.enrollments import STAT_NAMES
 from outreach.mailbox_check import credential_verify
 from outreach.models import (
     Campaign,
+    CampaignStats,
     Contact,
     ContactImport,
     Enrollment,
@@ -371,8 +373,11 @@ class CampaignSerializer(serializers.Serializer):
 
     @extend_schema_field(StatsSerializer)
     def get_stats(self, obj) -> dict:
-        stats = self.context.get("stats", {})
-        return stats.get(obj.pk) or selectors.campaign_stats(campaign_ids=[obj.pk])[obj.pk]
+        try:
+            row = obj.stats_row
+        except CampaignStats.DoesNotExist:  # nothing counted yet
+            return dict.fromkeys(STAT_NAMES, 0)
+        return {name: getattr(row, name) for name in STAT_NAMES}
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -504,8 +509,7 @@ class CampaignViewSet(
 
     def list(self, request):
         page = self.paginate_queryset(self.get_queryset())
-        stats = selectors.campaign_stats(campaign_ids=[c.pk for c in page])
-        data = CampaignSerializer(page, many=True, context={"stats": stats}).data
+        data = CampaignSerializer(page, many=True).data
         return self.get_paginated_response(data)
 
     @idempotent
@@ -658,6 +662,9 @@ class ContactViewSet(
             queryset = queryset.filter(bounced_at__isnull=not bounced)
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ContactSerializer(page, many=True).data)
+
+    def perform_destroy(self, instance):
+        enrollments.contact_delete(contact=instance)
 
     def create(self, request):
         serializer = self.get_serializer(data=request.data)

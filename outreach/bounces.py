@@ -32,6 +32,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from outreach.campaign_state import campaigns_complete_if_done
+from outreach.enrollments import count, counting
 from outreach.events import (
     ENROLLMENT_BOUNCED,
     campaign_paused_emit,
@@ -97,7 +98,14 @@ def enrollment_mark_bounced(
     """
     at = at or timezone.now()
     reason = (reason or "bounced").strip()[:BOUNCE_REASON_MAX_CHARS] or "bounced"
-    with transaction.atomic():
+    with transaction.atomic(), counting():
+        # The contact before its enrollment: the order of every change that locks both
+        # (an unsubscribe, a deleted contact).
+        list(
+            Contact.objects.select_for_update(no_key=True)
+            .filter(pk=enrollment.contact_id)
+            .values_list("pk")
+        )
         won = Enrollment.objects.filter(pk=enrollment.pk, bounced_at__isnull=True).update(
             status=Enrollment.Status.BOUNCED,
             bounced_at=at,
@@ -108,6 +116,7 @@ def enrollment_mark_bounced(
         if not won:
             return False
         row = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment.pk)
+        count(row.campaign_id, bounced=1)
         Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
             bounced_at=at, updated_at=at
         )

@@ -387,6 +387,32 @@ class Message(models.Model):
 # --- sending engine -------------------------------------------------------------------
 
 
+class CampaignStats(models.Model):
+    """A campaign's enrollment counts, kept on write (outreach.enrollments): a campaign's
+    stats are one row read however many enrollments it has.
+
+    enrolled: enrollments; sent: enrollments with at least one step sent; opened /
+    replied / bounced / unsubscribed: enrollments where that happened. Each changes in the
+    transaction of the enrollment change it counts; `manage.py campaign_stats` recounts.
+    """
+
+    campaign = models.OneToOneField(
+        Campaign, on_delete=models.CASCADE, primary_key=True, related_name="stats_row"
+    )
+    enrolled = models.IntegerField(default=0, db_default=0)
+    sent = models.IntegerField(default=0, db_default=0)
+    opened = models.IntegerField(default=0, db_default=0)
+    replied = models.IntegerField(default=0, db_default=0)
+    bounced = models.IntegerField(default=0, db_default=0)
+    unsubscribed = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        verbose_name_plural = "campaign stats"
+
+    def __str__(self) -> str:
+        return f"stats of {self.campaign_id}"
+
+
 class CredentialCampaignStats(models.Model):
     """Send verdicts and bounces of one mailbox in one campaign: the bounce rate that
     auto-disables a credential (outreach.bounces) is bounces / sends of this row.

@@ -4,7 +4,8 @@
 enrollment's state, the claim's deletion, the mailbox's sent_count, the per-campaign
 send count, the period's usage (billing.services.usage_record_increment) and the
 `enrollment.sent` event with a delivery job per matching enabled webhook
-(webhooks.services.event_emit). Through the ORM that is about a dozen statements and
+(webhooks.services.event_emit), and the campaign's `sent` count on a first step
+(outreach.enrollments). Through the ORM that is about a dozen statements and
 a BEGIN/COMMIT pair, and about 8 ms of a worker's CPU per message; here it is one
 prepared statement of data-modifying CTEs, in autocommit mode (one statement, one
 transaction, committed with the server's normal durability).
@@ -17,8 +18,9 @@ The statement only covers the common case. When the enrollment did not move (int
 changed it since the claim), or the per-campaign stats row or the period's usage
 record does not exist yet, its final SELECT raises a marked error, the statement rolls
 back whole, and the caller records through the ORM path instead (which creates the
-rows, or reloads the enrollment for the event). Nothing is half written. Billing's and
-the outbox's writes are their apps' fragments (billing/sql.py, webhooks/sql.py), and
+rows, or reloads the enrollment for the event). Nothing is half written. Billing's, the
+outbox's and the stats' writes are their modules' fragments (billing/sql.py,
+webhooks/sql.py, outreach/enrollments.py), and
 tests/outreach/test_sending_record.py compares both paths row for row.
 """
 
@@ -34,6 +36,7 @@ from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
 from config.db.prepared import prepared
+from outreach.enrollments import STATS_SENT_CTE
 from outreach.models import Enrollment
 from webhooks.sql import EVENT_EMIT_CTES
 
@@ -66,20 +69,32 @@ cred AS (
 stats AS (
     UPDATE outreach_credentialcampaignstats SET sends = sends + 1
     WHERE credential_id = %(credential)s AND campaign_id = %(campaign)s RETURNING 1
-),{usage}{event}
-verdict AS (
-    SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM stats) AS stats,
-        (SELECT count(*) FROM usage) AS usage
+),{usage}{event}{campaign_stats}
+verdict AS MATERIALIZED (
+    -- Computed in this order, which is the lock order of the same writes through the ORM
+    -- and of a bounce (the enrollment, the mailbox, its campaign row, the usage; the
+    -- outbox and the campaign's stats after them, outreach.enrollments).
+    SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM cred) AS cred,
+        (SELECT count(*) FROM stats) AS stats, (SELECT count(*) FROM usage) AS usage
 )
 SELECT
     -- Not a constant, so PostgreSQL cannot fold the cast at planning time: it fails
     -- (and the whole statement with it) only when a row the fast path needs is missing.
-    CASE WHEN v.moved = 1 AND v.stats = 1 AND v.usage = 1 THEN 1
-        ELSE CAST(%(marker)s::text || v.moved || v.stats || v.usage AS integer) END,
+    CASE WHEN v.moved = 1 AND v.cred = 1 AND v.stats = 1 AND v.usage = 1 THEN 1
+        ELSE CAST(%(marker)s::text || v.moved || v.cred || v.stats || v.usage AS integer) END,
     ARRAY(SELECT id FROM rung)
 FROM verdict AS v
 """
-SQL = prepared(_SQL.replace("{usage}", USAGE_INCREMENT_CTE).replace("{event}", EVENT_EMIT_CTES))
+SQL = prepared(
+    _SQL.replace("{usage}", USAGE_INCREMENT_CTE)
+    .replace("{event}", EVENT_EMIT_CTES)
+    .replace(
+        "{campaign_stats}",
+        STATS_SENT_CTE.replace(
+            "{after}", "(SELECT count(*) FROM cred) + (SELECT count(*) FROM rung) >= 0"
+        ),
+    )
+)
 
 
 # A claim's start mark (outreach.sending._mark_started), the same conditions as its ORM
@@ -151,6 +166,7 @@ def record_sent(
         "credential": credential_id,
         "enrollment": enrollment_id,
         "step": step,
+        "first": step == 1,
         "message_id": message_id,
         "to_email": to_email,
         "subject": subject,

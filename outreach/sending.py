@@ -45,6 +45,7 @@ from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from config.worker import stopping
 from outreach import record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
+from outreach.enrollments import count, counting
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mime import (
     SharingHeaderFactory,
@@ -438,7 +439,7 @@ def _record_sent(
                 transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
             return
         # The statement did not apply (nothing written): the ORM path does it all.
-    with transaction.atomic():
+    with transaction.atomic(), counting():
         Message.objects.create(
             account_id=campaign.account_id,
             enrollment_id=enrollment.pk,
@@ -470,6 +471,8 @@ def _record_sent(
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
         usage_record_increment(account=campaign.account, at=now)
         if moved:
+            if claim.step == 1:
+                count(campaign.pk, sent=1)
             enrollment.status, enrollment.current_step = status, claim.step
             enrollment.sent_at, enrollment.next_send_at = now, next_send_at
             enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk

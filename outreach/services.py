@@ -1,7 +1,7 @@
 """Writes for the outreach resources. Views validate, then call these."""
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -16,6 +16,7 @@ from billing.services import plan_limit_enforce
 from config.api.errors import CampaignNotDispatchable, ValidationFailed
 from outreach.contact_data import ContactData, InvalidContactData, contact_data_clean
 from outreach.csv_source import CsvSource, JsonSource, Row, SourceError
+from outreach.enrollments import enroll, enrollment_enroll
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -392,7 +393,7 @@ def outreach_create(
             raise ValidationFailed(
                 {"contact.email": [f"This contact has {why}; it is never enrolled again."]}
             )
-        enrollment, created = Enrollment.objects.get_or_create(campaign=campaign, contact=row)
+        enrollment, created = enrollment_enroll(campaign_id=campaign.pk, contact_id=row.pk)
         changed = created
         if enrollment.status == Enrollment.Status.PENDING:
             enrollment.status = Enrollment.Status.SCHEDULED
@@ -600,7 +601,7 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
             )
         if contact_import.campaign_id and rows_out:
             if _campaign_hold(contact_import.campaign_id):
-                enrollments_create(
+                enroll(
                     campaign_id=contact_import.campaign_id,
                     contact_ids=[c.pk for c in rows_out if not c.is_suppressed],
                 )
@@ -637,16 +638,6 @@ def _campaign_hold(campaign_id) -> bool:
             [campaign_id],
         )
         return cursor.fetchone() is not None
-
-
-def enrollments_create(*, campaign_id, contact_ids: Iterable[UUID]) -> None:
-    """Enroll contacts as pending; a contact already in the campaign is left as it is.
-    Callers pass only non-suppressed contacts."""
-    Enrollment.objects.bulk_create(
-        [Enrollment(campaign_id=campaign_id, contact_id=contact_id) for contact_id in contact_ids],
-        ignore_conflicts=True,
-        batch_size=2000,
-    )
 
 
 def contact_imports_redrive(*, now: datetime | None = None) -> list:

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from outreach.campaign_state import campaigns_complete_if_done
+from outreach.enrollments import count, counting
 from outreach.events import (
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
@@ -33,7 +34,7 @@ def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool
     at = at or timezone.now()
     # No savepoint: called from the pixel view outside any transaction, this is one
     # BEGIN/UPDATE/COMMIT for a repeat open.
-    with transaction.atomic(savepoint=False):
+    with transaction.atomic(savepoint=False), counting():
         first = Enrollment.objects.filter(pk=enrollment_id, opened_at__isnull=True).update(
             opened_at=at, updated_at=at
         )
@@ -41,6 +42,7 @@ def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool
             return False
         enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_OPENED)
+        count(enrollment.campaign_id, opened=1)
     return True
 
 
@@ -61,7 +63,7 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
     Returns the enrollment when this call recorded the reply, None if it was known.
     """
     at = at or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(), counting():
         enrollment = (
             Enrollment.objects.select_for_update(of=("self",))
             .select_related("campaign", "contact")
@@ -81,6 +83,7 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
             enrollment.next_send_at = None
             fields += ["status", "next_send_at"]
         enrollment.save(update_fields=fields)
+        count(enrollment.campaign_id, replied=1)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
         if stops and was_active:
             # It may have been the campaign's last active enrollment.
@@ -103,8 +106,9 @@ def contact_unsubscribe(
     nothing and fires nothing. Returns the enrollments this call moved.
     """
     at = at or timezone.now()
-    with transaction.atomic():
-        contact = Contact.objects.select_for_update().filter(pk=contact_id).first()
+    with transaction.atomic(), counting():
+        # Not a key change: a concurrent insert referencing the contact need not wait.
+        contact = Contact.objects.select_for_update(no_key=True).filter(pk=contact_id).first()
         if contact is None:
             return []
         if contact.unsubscribed_at is None:
@@ -133,6 +137,7 @@ def contact_unsubscribe(
             enrollment.unsubscribed_at = at
             enrollment.next_send_at = None
             enrollment.contact = contact
+            count(enrollment.campaign_id, unsubscribed=1)
             enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_UNSUBSCRIBED)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in moved}, at=at)
     logger.info("contact %s unsubscribed: %d enrollment(s) stopped", contact_id, len(moved))

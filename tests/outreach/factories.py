@@ -1,5 +1,6 @@
 import factory
 
+from outreach import enrollments
 from outreach.models import Campaign, CampaignStep, Contact, Enrollment, SmtpCredential
 from tests.accounts.factories import AccountFactory
 
@@ -63,3 +64,11 @@ class EnrollmentFactory(factory.django.DjangoModelFactory):
     contact = factory.SubFactory(
         ContactFactory, account=factory.SelfAttribute("..campaign.account")
     )
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        # Made in the state its history would have left it: counted in its campaign's
+        # stats as the services that make that history count it.
+        enrollment = super()._create(model_class, *args, **kwargs)
+        enrollments.count(enrollment.campaign_id, **enrollments.counted(enrollment))
+        return enrollment

@@ -11,6 +11,7 @@ from django.db import connection
 
 from billing.services import usage_record_current
 from outreach import record_sql, sending
+from outreach.enrollments import stats_read
 from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
@@ -128,6 +129,7 @@ def _snapshot(campaign, hooks, enrollments) -> dict:
             )
         ),
         "usage": usage_record_current(account=campaign.account, at=NOW).sends_count,
+        "campaign_stats": stats_read(campaign_ids=[campaign.pk])[campaign.pk],
         "events": sorted(
             (e.type, order[e.data["enrollment_id"]], sorted(_ids_out(e.data, ids).items()))
             for e in events
@@ -176,6 +178,7 @@ def test_the_statement_leaves_the_same_rows_as_the_orm_path(
 
     assert fast == slow
     assert (fast["usage"], fast["sent_count"], fast["stats"]) == (3, 3, [(3, 0)])
+    assert (fast["campaign_stats"]["enrolled"], fast["campaign_stats"]["sent"]) == (3, 3)
     assert len(fast["jobs"]) == 6  # three events, two webhooks want them
     assert {name for _, name, _ in fast["jobs"]} == {"all", "sent"}
     assert fast["rung"] == ["all", "sent"]

@@ -1,0 +1,239 @@
+"""A campaign's stats, kept on write: every enrollment change that moves a count says so
+here, in its own transaction, and a campaign's stats are one row read (CampaignStats)
+however many enrollments it has.
+
+The counts (STAT_NAMES): enrolled (enrollments), sent (enrollments with a step sent),
+opened, replied, bounced, unsubscribed (enrollments where that happened): the same
+definitions as a count over the enrollments table, which `stats_check` recomputes.
+
+Writers call `count(campaign_id, sent=1)` after the enrollment UPDATE that made the
+change, and only when that UPDATE matched its row, so a change counts once however
+many workers race for it. The record of a sent message on PostgreSQL does the same in
+SQL (outreach.record_sql, with STATS_SENT_CTE below).
+
+Lock order: a transaction writes its stats rows last, in campaign id order. `counting()`
+gathers a transaction's counts and writes them when its block ends (inside the
+transaction), so a transition that changes several enrollments (an unsubscribe in
+every campaign, a deleted contact) cannot hold one stats row while it waits for an
+enrollment row that a sender holds while waiting for that stats row.
+"""
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from uuid import UUID
+
+from django.db import connection, transaction
+from django.db.models import Count, Q
+
+from outreach.models import CampaignStats, Contact, Enrollment
+
+STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed")
+
+# What each count counts, as a filter on enrollments (for recounts).
+_COUNTED = {
+    "enrolled": Q(),
+    "sent": Q(sent_at__isnull=False),
+    "opened": Q(opened_at__isnull=False),
+    "replied": Q(replied_at__isnull=False),
+    "bounced": Q(bounced_at__isnull=False),
+    "unsubscribed": Q(unsubscribed_at__isnull=False),
+}
+
+_TABLE = CampaignStats._meta.db_table
+
+# The record of a sent message (outreach.record_sql) counts its first step in its own
+# statement. It runs after the statement's other locking writes (see the module's lock
+# order): `after` names CTEs of that statement to finish first.
+STATS_SENT_CTE = """
+cstats AS (
+    INSERT INTO outreach_campaignstats AS s (campaign_id, sent)
+    SELECT %(campaign)s, 1
+    WHERE %(first)s AND EXISTS (SELECT FROM moved) AND {after}
+    ON CONFLICT (campaign_id) DO UPDATE SET sent = s.sent + excluded.sent
+    RETURNING 1
+),"""
+
+
+def _write(campaign_id, deltas: dict[str, int]) -> None:
+    names = [name for name in STAT_NAMES if deltas.get(name)]
+    if not names:
+        return
+    columns = ", ".join(names)
+    placeholders = ", ".join(["%s"] * len(names))
+    updates = ", ".join(f"{name} = s.{name} + excluded.{name}" for name in names)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {_TABLE} AS s (campaign_id, {columns}) VALUES (%s, {placeholders}) "  # noqa: S608
+            f"ON CONFLICT (campaign_id) DO UPDATE SET {updates}",
+            [
+                CampaignStats._meta.pk.get_db_prep_value(campaign_id, connection),
+                *(deltas[name] for name in names),
+            ],
+        )
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.deltas: defaultdict[UUID, Counter] = defaultdict(Counter)
+
+    def flush(self) -> None:
+        for campaign_id in sorted(self.deltas, key=str):
+            _write(campaign_id, self.deltas[campaign_id])
+        self.deltas.clear()
+
+
+_local = threading.local()
+
+
+@contextmanager
+def counting() -> Iterator[None]:
+    """Gather the counts of the block and write them when it ends, in campaign order.
+    Use it inside the transaction (`with transaction.atomic(), counting():`). Nested
+    blocks write with the outermost one."""
+    if getattr(_local, "tally", None) is not None:
+        yield
+        return
+    tally = _local.tally = _Tally()
+    try:
+        yield
+        tally.flush()
+    finally:
+        _local.tally = None
+
+
+def count(campaign_id, **deltas: int) -> None:
+    """Add to a campaign's counts: at the end of the enclosing `counting()` block, or now."""
+    unknown = set(deltas) - set(STAT_NAMES)
+    if unknown:
+        raise ValueError(f"not a campaign stat: {', '.join(sorted(unknown))}")
+    tally = getattr(_local, "tally", None)
+    if tally is None:
+        _write(campaign_id, deltas)
+    else:
+        tally.deltas[campaign_id].update(deltas)
+
+
+def enroll(*, campaign_id, contact_ids: Iterable[UUID]) -> int:
+    """Enroll contacts as pending; a contact already in the campaign is left as it is.
+    Returns how many were enrolled. Callers pass only non-suppressed contacts."""
+    rows = [
+        Enrollment(campaign_id=campaign_id, contact_id=contact_id) for contact_id in contact_ids
+    ]
+    if not rows:
+        return 0
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # The foreign keys checked (and their contacts and campaign key-share locked)
+            # now, not at commit: after this transaction's stats write, that lock could
+            # wait on a contact whose unsubscribe waits on these stats.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        Enrollment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+        # The ids are made here, so the rows that exist under them are the ones this call
+        # inserted (a conflict keeps the other row, with its own id).
+        created = Enrollment.objects.filter(pk__in=[row.pk for row in rows]).count()
+        count(campaign_id, enrolled=created)
+    return created
+
+
+def enrollment_enroll(*, campaign_id, contact_id) -> tuple[Enrollment, bool]:
+    """One contact's enrollment, made if it did not exist: (enrollment, created)."""
+    with transaction.atomic():
+        enrollment, created = Enrollment.objects.get_or_create(
+            campaign_id=campaign_id, contact_id=contact_id
+        )
+        if created:
+            count(campaign_id, enrolled=1)
+    return enrollment, created
+
+
+def counted(enrollment: Enrollment) -> dict[str, int]:
+    """The counts one enrollment contributes to its campaign's stats."""
+    return {
+        "enrolled": 1,
+        "sent": int(enrollment.sent_at is not None),
+        "opened": int(enrollment.opened_at is not None),
+        "replied": int(enrollment.replied_at is not None),
+        "bounced": int(enrollment.bounced_at is not None),
+        "unsubscribed": int(enrollment.unsubscribed_at is not None),
+    }
+
+
+def _uncount(enrollments: Iterable[Enrollment]) -> None:
+    for enrollment in enrollments:
+        count(enrollment.campaign_id, **{k: -v for k, v in counted(enrollment).items()})
+
+
+def _locked(queryset) -> list[Enrollment]:
+    # Locked: a change racing the delete either lands first (and is taken out with the
+    # row) or finds no row (and counts nothing).
+    return list(
+        queryset.select_for_update()
+        .order_by("pk")
+        .only("campaign_id", *(f"{name}_at" for name in STAT_NAMES[1:]))
+    )
+
+
+def contact_delete(*, contact: Contact) -> None:
+    """Delete a contact and its enrollments, taking them out of their campaigns' stats."""
+    with transaction.atomic(), counting():
+        # The contact before its enrollments, as an unsubscribe or a bounce locks them.
+        if not Contact.objects.select_for_update().filter(pk=contact.pk).exists():
+            return
+        _uncount(_locked(Enrollment.objects.filter(contact_id=contact.pk)))
+        Contact.objects.filter(pk=contact.pk).delete()
+
+
+def enrollments_delete(*, enrollment_ids: Iterable[UUID]) -> int:
+    """Delete enrollments (the back office's delete), taking them out of their campaigns'
+    stats. Returns how many were deleted."""
+    with transaction.atomic(), counting():
+        rows = _locked(Enrollment.objects.filter(pk__in=list(enrollment_ids)))
+        _uncount(rows)
+        Enrollment.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    return len(rows)
+
+
+def stats_read(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]:
+    """The stats of these campaigns, one query for any number (zeros before any count)."""
+    ids = list(campaign_ids)
+    stats = {campaign_id: dict.fromkeys(STAT_NAMES, 0) for campaign_id in ids}
+    if ids:
+        for row in CampaignStats.objects.filter(pk__in=ids).values("campaign_id", *STAT_NAMES):
+            stats[row["campaign_id"]] = {name: row[name] for name in STAT_NAMES}
+    return stats
+
+
+def stats_recount(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]:
+    """The stats of these campaigns counted from their enrollments (one grouped query)."""
+    ids = list(campaign_ids)
+    stats = {campaign_id: dict.fromkeys(STAT_NAMES, 0) for campaign_id in ids}
+    rows = (
+        Enrollment.objects.filter(campaign_id__in=ids)
+        .values("campaign_id")
+        .annotate(**{name: Count("id", filter=rule) for name, rule in _COUNTED.items()})
+        .order_by()
+    )
+    for row in rows:
+        stats[row["campaign_id"]] = {name: row[name] for name in STAT_NAMES}
+    return stats
+
+
+def stats_check(*, campaign_id, repair: bool = False) -> dict[str, tuple[int, int]]:
+    """Compare a campaign's kept stats with a recount: {name: (kept, counted)} for each
+    that differs. With `repair`, the kept row takes the recount. Exact beside writers: the
+    row is locked before the recount, so a change still in flight (its stats write waits
+    on the lock) is not in the recount and adds itself after."""
+    with transaction.atomic():
+        CampaignStats.objects.get_or_create(campaign_id=campaign_id)
+        kept_row = CampaignStats.objects.select_for_update().get(pk=campaign_id)
+        kept = {name: getattr(kept_row, name) for name in STAT_NAMES}
+        actual = stats_recount(campaign_ids=[campaign_id])[campaign_id]
+        drift = {
+            name: (kept[name], actual[name]) for name in STAT_NAMES if kept[name] != actual[name]
+        }
+        if repair and drift:
+            CampaignStats.objects.filter(pk=campaign_id).update(**actual)
+    return drift
