@@ -60,7 +60,9 @@ class ApiKey(models.Model):
         indexes = [
             models.Index(
                 fields=["account"], name="apikey_active_idx", condition=Q(revoked_at__isnull=True)
-            )
+            ),
+            # Keyset pages (config.api.pagination): the order, tie-breaker included.
+            models.Index(fields=["account", "created_at", "id"], name="apikey_account_page_idx"),
         ]
 
     def __str__(self) -> str:

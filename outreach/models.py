@@ -82,7 +82,10 @@ class SmtpCredential(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["account", "created_at"], name="credential_account_idx")]
+        # Keyset pages (config.api.pagination): the order, tie-breaker included.
+        indexes = [
+            models.Index(fields=["account", "created_at", "id"], name="credential_account_page_idx")
+        ]
 
     def __str__(self) -> str:
         return self.from_email
@@ -127,7 +130,8 @@ class Campaign(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [
-            models.Index(fields=["account", "created_at"], name="campaign_account_idx"),
+            # Keyset pages (config.api.pagination): the order, tie-breaker included.
+            models.Index(fields=["account", "created_at", "id"], name="campaign_account_page_idx"),
             models.Index(fields=["status"], name="campaign_status_idx"),
         ]
 
@@ -184,7 +188,10 @@ class Contact(models.Model):
                 fields=["account", "email_lower"], name="contact_email_ci_unique"
             )
         ]
-        indexes = [models.Index(fields=["account", "created_at"], name="contact_account_idx")]
+        # Keyset pages (config.api.pagination): the order, tie-breaker included.
+        indexes = [
+            models.Index(fields=["account", "created_at", "id"], name="contact_account_page_idx")
+        ]
 
     def __str__(self) -> str:
         return self.email
@@ -272,7 +279,8 @@ class ContactImport(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [
-            models.Index(fields=["account", "created_at"], name="import_account_idx"),
+            # Keyset pages (config.api.pagination): the order, tie-breaker included.
+            models.Index(fields=["account", "created_at", "id"], name="import_account_page_idx"),
             models.Index(
                 fields=["status", "heartbeat_at"],
                 name="import_unfinished_idx",
@@ -336,8 +344,15 @@ class Enrollment(models.Model):
             models.UniqueConstraint(fields=["campaign", "contact"], name="enrollment_unique")
         ]
         indexes = [
-            models.Index(fields=["campaign", "status"], name="enrollment_campaign_status_idx"),
-            models.Index(fields=["campaign", "created_at"], name="enrollment_campaign_idx"),
+            # Keyset pages (config.api.pagination), all and by status: the order,
+            # tie-breaker included.
+            models.Index(
+                fields=["campaign", "status", "created_at", "id"],
+                name="enrollment_status_page_idx",
+            ),
+            models.Index(
+                fields=["campaign", "created_at", "id"], name="enrollment_campaign_page_idx"
+            ),
             # The scheduler's scan: due enrollments by next_send_at.
             models.Index(
                 fields=["next_send_at"],

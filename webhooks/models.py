@@ -166,7 +166,7 @@ class WebhookDelivery(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "webhook deliveries"
         indexes = [
-            models.Index(fields=["webhook", "-created_at"], name="webhookdelivery_list_idx"),
+            models.Index(fields=["webhook", "-created_at", "-id"], name="webhookdelivery_page_idx"),
         ]
 
     def __str__(self) -> str:

@@ -105,3 +105,39 @@ def test_other_shapes_always_go_through_the_orm(account, contacts, build):
     assert _shape(queryset, False, 5) == (None, [])
     page_fetch(queryset, None, 5)
     assert pagination._statements == {}
+
+
+# --- every keyset page is served by an index in its full order ----------------------
+
+
+@pytest.mark.skipif(
+    __import__("django.db").db.connection.vendor != "postgresql",
+    reason="the plans are PostgreSQL's",
+)
+@pytest.mark.parametrize("anchored", [False, True], ids=["first page", "next page"])
+def test_each_keyset_list_is_read_in_index_order_without_a_sort(account, anchored):
+    """Many rows may share one created_at (one statement writes a batch): the index must
+    hold the tie-breaker too, or each page sorts every row of that instant."""
+    from django.db import connection
+
+    from outreach.models import Campaign, ContactImport, SmtpCredential
+    from webhooks.models import Webhook, WebhookDelivery
+
+    lists = {
+        "api keys": ApiKey.objects.filter(account=account),
+        "mailboxes": SmtpCredential.objects.filter(account=account),
+        "campaigns": Campaign.objects.filter(account=account),
+        "contacts": Contact.objects.filter(account=account),
+        "imports": ContactImport.objects.filter(account=account),
+        "enrollments": Enrollment.objects.filter(campaign_id=account.pk),
+        "enrollments by status": Enrollment.objects.filter(campaign_id=account.pk, status="sent"),
+        "deliveries": WebhookDelivery.objects.filter(webhook=Webhook(pk=account.pk)),
+    }
+    anchor = {"created_at": timezone.now(), "pk": account.pk} if anchored else None
+    with connection.cursor() as cursor:
+        # Whatever the tables hold, a sort must not look cheaper than the index.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+    for name, queryset in lists.items():
+        plan = _keyset(queryset, anchor)[:21].explain()
+        assert "Sort" not in plan and "Index" in plan, f"{name}:\n{plan}"
