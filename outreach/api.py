@@ -1,6 +1,7 @@
 """HTTP API of the outreach resources (API.md section 2): thin views over services."""
 
 import json
+from uuid import UUID
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
@@ -26,6 +27,7 @@ from config.api.errors import (
 from config.api.fields import StrictBooleanField, TimestampField
 from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
+from config.api.serializers import RepresentationMixin
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
 from outreach import enrollments, selectors, services
@@ -352,7 +354,10 @@ class StatsSerializer(serializers.Serializer):
     unsubscribed = serializers.IntegerField()
 
 
-class CampaignSerializer(serializers.Serializer):
+class CampaignSerializer(RepresentationMixin, serializers.Serializer):
+    """A campaign; its representation reuses one set of bound fields (RepresentationMixin):
+    a page of campaigns is GET /campaigns's hot path."""
+
     id = serializers.UUIDField(read_only=True)
     name = serializers.CharField(max_length=200)
     created_at = serializers.DateTimeField(read_only=True)
@@ -379,10 +384,27 @@ class CampaignSerializer(serializers.Serializer):
             return dict.fromkeys(STAT_NAMES, 0)
         return {name: getattr(row, name) for name in STAT_NAMES}
 
+    representation_skip = ("steps", "credential_ids")
+
     def to_representation(self, instance):
+        """Steps and mailboxes from the page's own query (selectors.campaigns_with_relations)."""
         data = super().to_representation(instance)
-        data["steps"] = [StepSerializer().to_representation(s) for s in instance.steps.all()]
-        data["credential_ids"] = [str(c.pk) for c in instance.credentials.all()]
+        steps = sorted(instance.step_rows or (), key=lambda step: step["position"])
+        data["steps"] = [
+            {
+                "subject": step["subject"],
+                "body_text": step["body_text"],
+                "body_html": step["body_html"] or None,
+                "delay_minutes": step["delay_minutes"],
+            }
+            for step in steps
+        ]
+        # Newest mailbox first (SmtpCredential's ordering); one database's timestamps sort
+        # as their text does.
+        credentials = sorted(
+            instance.credential_rows or (), key=lambda row: row["created_at"], reverse=True
+        )
+        data["credential_ids"] = [str(UUID(str(row["id"]))) for row in credentials]
         return data
 
     def validate_timezone(self, value):

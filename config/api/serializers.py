@@ -13,11 +13,18 @@ from rest_framework.relations import PKOnlyObject
 
 
 class RepresentationMixin:
+    # Fields the class's to_representation fills itself (from annotations, say).
+    representation_skip: tuple[str, ...] = ()
+
     @classmethod
     def representation_fields(cls) -> tuple:
         fields = cls.__dict__.get("_representation_fields")  # this class's own, never a parent's
         if fields is None:
-            fields = tuple(field for field in cls().fields.values() if not field.write_only)
+            fields = tuple(
+                field
+                for name, field in cls().fields.items()
+                if not field.write_only and name not in cls.representation_skip
+            )
             cls._representation_fields = fields
         return fields
 

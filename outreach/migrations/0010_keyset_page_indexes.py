@@ -4,59 +4,70 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_keyset_page_indexes'),
-        ('outreach', '0009_campaign_stats'),
+        ("accounts", "0004_keyset_page_indexes"),
+        ("outreach", "0009_campaign_stats"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='campaign',
-            name='campaign_account_idx',
+            model_name="campaign",
+            name="campaign_account_idx",
         ),
         migrations.RemoveIndex(
-            model_name='contact',
-            name='contact_account_idx',
+            model_name="contact",
+            name="contact_account_idx",
         ),
         migrations.RemoveIndex(
-            model_name='contactimport',
-            name='import_account_idx',
+            model_name="contactimport",
+            name="import_account_idx",
         ),
         migrations.RemoveIndex(
-            model_name='enrollment',
-            name='enrollment_campaign_status_idx',
+            model_name="enrollment",
+            name="enrollment_campaign_status_idx",
         ),
         migrations.RemoveIndex(
-            model_name='enrollment',
-            name='enrollment_campaign_idx',
+            model_name="enrollment",
+            name="enrollment_campaign_idx",
         ),
         migrations.RemoveIndex(
-            model_name='smtpcredential',
-            name='credential_account_idx',
+            model_name="smtpcredential",
+            name="credential_account_idx",
         ),
         migrations.AddIndex(
-            model_name='campaign',
-            index=models.Index(fields=['account', 'created_at', 'id'], name='campaign_account_page_idx'),
+            model_name="campaign",
+            index=models.Index(
+                fields=["account", "created_at", "id"], name="campaign_account_page_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='contact',
-            index=models.Index(fields=['account', 'created_at', 'id'], name='contact_account_page_idx'),
+            model_name="contact",
+            index=models.Index(
+                fields=["account", "created_at", "id"], name="contact_account_page_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='contactimport',
-            index=models.Index(fields=['account', 'created_at', 'id'], name='import_account_page_idx'),
+            model_name="contactimport",
+            index=models.Index(
+                fields=["account", "created_at", "id"], name="import_account_page_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='enrollment',
-            index=models.Index(fields=['campaign', 'status', 'created_at', 'id'], name='enrollment_status_page_idx'),
+            model_name="enrollment",
+            index=models.Index(
+                fields=["campaign", "status", "created_at", "id"], name="enrollment_status_page_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='enrollment',
-            index=models.Index(fields=['campaign', 'created_at', 'id'], name='enrollment_campaign_page_idx'),
+            model_name="enrollment",
+            index=models.Index(
+                fields=["campaign", "created_at", "id"], name="enrollment_campaign_page_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='smtpcredential',
-            index=models.Index(fields=['account', 'created_at', 'id'], name='credential_account_page_idx'),
+            model_name="smtpcredential",
+            index=models.Index(
+                fields=["account", "created_at", "id"], name="credential_account_page_idx"
+            ),
         ),
     ]
