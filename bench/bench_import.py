@@ -17,9 +17,9 @@ from _setup import account_create, account_drop, prepare
 
 prepare()
 
+import psycopg  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
-import psycopg  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
 from outreach import services  # noqa: E402
