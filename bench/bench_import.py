@@ -124,7 +124,9 @@ def main():
     base_rate = ROWS / base_seconds
     service_rate = ROWS / service_seconds
     print(f"rows: {ROWS} ({len(data) / 1e6:.1f} MB CSV)")
-    print(f"baseline (csv + psycopg INSERT ... ON CONFLICT): {base_seconds:.2f} s, {base_rate:,.0f} rows/s")
+    print(
+        f"baseline (csv + psycopg INSERT ... ON CONFLICT): {base_seconds:.2f} s, {base_rate:,.0f} rows/s"
+    )
     print(f"service (contact_import_run): {service_seconds:.2f} s, {service_rate:,.0f} rows/s")
     print(f"ratio: {service_rate / base_rate:.0%} (goal >= 50%)")
 

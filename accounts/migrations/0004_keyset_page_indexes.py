@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0003_idempotency_rate_limits'),
+        ("accounts", "0003_idempotency_rate_limits"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='apikey',
-            index=models.Index(fields=['account', 'created_at', 'id'], name='apikey_account_page_idx'),
+            model_name="apikey",
+            index=models.Index(
+                fields=["account", "created_at", "id"], name="apikey_account_page_idx"
+            ),
         ),
     ]

@@ -4,18 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('webhooks', '0002_drain_lease'),
+        ("webhooks", "0002_drain_lease"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='webhookdelivery',
-            name='webhookdelivery_list_idx',
+            model_name="webhookdelivery",
+            name="webhookdelivery_list_idx",
         ),
         migrations.AddIndex(
-            model_name='webhookdelivery',
-            index=models.Index(fields=['webhook', '-created_at', '-id'], name='webhookdelivery_page_idx'),
+            model_name="webhookdelivery",
+            index=models.Index(
+                fields=["webhook", "-created_at", "-id"], name="webhookdelivery_page_idx"
+            ),
         ),
     ]
