@@ -39,7 +39,7 @@ LOAD_SECONDS = float(os.environ.get("BENCH_LOAD_SECONDS", "10"))
 SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "0,10000,100000,1000000").split(",")]
 OTHER_SIZE = int(os.environ.get("BENCH_OTHER_SIZE", "100000"))
 KEYS = 2000  # 60 requests a minute per key: the load spreads over many keys of one account
-CAMPAIGNS = 20
+CAMPAIGNS = int(os.environ.get("BENCH_CAMPAIGNS", "1"))
 DOMAIN = "flat.bench.invalid"
 
 
@@ -264,6 +264,7 @@ def main() -> None:
         + ["--workers", str(WORKERS), "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
         cwd=ROOT,
         env=env,
+        stdout=subprocess.DEVNULL,  # the access log
     )
     keys = Keys(seed.keys)
     campaign, webhook = seed.campaign, seed.webhook

@@ -37,7 +37,6 @@ from outreach.enrollments import STAT_NAMES
 from outreach.mailbox_check import credential_verify
 from outreach.models import (
     Campaign,
-    CampaignStats,
     Contact,
     ContactImport,
     Enrollment,
@@ -378,11 +377,8 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
 
     @extend_schema_field(StatsSerializer)
     def get_stats(self, obj) -> dict:
-        try:
-            row = obj.stats_row
-        except CampaignStats.DoesNotExist:  # nothing counted yet
-            return dict.fromkeys(STAT_NAMES, 0)
-        return {name: getattr(row, name) for name in STAT_NAMES}
+        # selectors.campaigns_with_relations; null before anything was counted.
+        return obj.stats_json or dict.fromkeys(STAT_NAMES, 0)
 
     representation_skip = ("steps", "credential_ids")
 
@@ -520,9 +516,12 @@ class CampaignViewSet(
     pagination_class = StartingAfterPagination
     http_method_names = ["get", "post", "patch", "delete"]
 
+    # The list's page compiles these annotations once (config.api.pagination).
+    page_extend = staticmethod(selectors.campaigns_with_relations)
+
     def get_queryset(self):
         queryset = super().get_queryset()
-        if self.action in ("list", "retrieve"):
+        if self.action == "retrieve":
             queryset = selectors.campaigns_with_relations(queryset)
         return queryset
 

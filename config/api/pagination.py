@@ -11,6 +11,10 @@ SQL, but only after checking that the parameters the next pages will compute are
 exactly the ones the ORM produced; anything else (joins, annotations, deferred
 fields, other lookups, NULL or boolean values whose SQL differs by value) always
 goes through the ORM.
+
+A list that shows more than the model's columns passes `extend`: a function that adds
+the same annotations every time (no per-request values; the function names the shape),
+compiled with the page once and set on each object as attributes.
 """
 
 from dataclasses import dataclass
@@ -50,6 +54,7 @@ class StartingAfterPagination(BasePagination):
     """Keyset pagination on (created_at, id), newest first: stable under inserts."""
 
     def paginate_queryset(self, queryset, request, view=None):
+        """The page; a view's `page_extend` adds its annotations (see page_fetch)."""
         self.request = request
         self.limit = parse_limit(request)
         after = request.query_params.get("starting_after")
@@ -62,7 +67,7 @@ class StartingAfterPagination(BasePagination):
             )
             if anchor is None:
                 raise ValidationFailed({"starting_after": ["No such object in this list."]})
-        page = page_fetch(queryset, anchor, self.limit + 1)
+        page = page_fetch(queryset, anchor, self.limit + 1, getattr(view, "page_extend", None))
         self.has_more = len(page) > self.limit
         page = page[: self.limit]
         self.last_id = page[-1].pk if page else None
@@ -112,35 +117,47 @@ class _PageStatement:
     sql: str
     attnames: list[str]
     converters: list  # [(position, converters, expression)]
+    extra: list[str]  # annotations after the model's columns (`extend`)
+    fixed_params: list  # the annotations' own parameters, before the page's
 
 
 _statements: dict[tuple, _PageStatement | None] = {}  # shape -> statement, None: ORM only
 _STATEMENTS_MAX = 1024
 
 
-def page_fetch(queryset, anchor: dict | None, size: int) -> list:
+def page_fetch(queryset, anchor: dict | None, size: int, extend=None) -> list:
     """Up to `size` objects of `queryset`, newest first, after `anchor` (a dict of
-    the anchor's created_at and pk) when given."""
+    the anchor's created_at and pk) when given, with `extend`'s annotations."""
     shape, lookups = _shape(queryset, anchor is not None, size)
+    if shape is not None:
+        shape += (extend,)
     statement = _statements.get(shape) if shape is not None else None
     db = queryset.db
     connection = connections[db]
     if statement is not None:
-        params = _params(lookups, queryset.model, anchor, connection)
+        params = statement.fixed_params + _params(lookups, queryset.model, anchor, connection)
         with connection.cursor() as cursor:
             cursor.execute(statement.sql, params)
             rows = cursor.fetchall()
-        model = queryset.model
-        return [
-            model.from_db(db, statement.attnames, _convert(row, statement, connection))
-            for row in rows
-        ]
-    page_queryset = _keyset(queryset, anchor)[:size]
+        return _objects(queryset.model, db, rows, statement, connection)
+    page_queryset = _keyset(extend(queryset) if extend else queryset, anchor)[:size]
     if shape is not None and shape not in _statements:
         if len(_statements) >= _STATEMENTS_MAX:
             _statements.clear()
         _statements[shape] = _statement(page_queryset, lookups, anchor, connection)
     return list(page_queryset)
+
+
+def _objects(model, db, rows, statement: _PageStatement, connection) -> list:
+    width = len(statement.attnames)
+    objects = []
+    for row in rows:
+        row = _convert(row, statement, connection)
+        obj = model.from_db(db, statement.attnames, row[:width])
+        for name, value in zip(statement.extra, row[width:], strict=True):
+            setattr(obj, name, value)
+        objects.append(obj)
+    return objects
 
 
 def _keyset(queryset, anchor: dict | None):
@@ -211,21 +228,40 @@ def _params(lookups, model, anchor: dict | None, connection) -> list:
 def _statement(page_queryset, lookups, anchor, connection) -> _PageStatement | None:
     """The page's compiled statement, if reusing it is provably the same as compiling
     again: same parameters, the model's own columns in order."""
-    compiler = page_queryset.query.get_compiler(connection=connection)
+    query = page_queryset.query
+    if query.select_related:
+        return None
+    compiler = query.get_compiler(connection=connection)
     sql, compiled_params = compiler.as_sql()
     model = page_queryset.model
-    if list(compiled_params) != _params(lookups, model, anchor, connection):
+    compiled_params = list(compiled_params)
+    page_params = _params(lookups, model, anchor, connection)
+    # The annotations' parameters come first (they are in the SELECT list), the page's last.
+    fixed = len(compiled_params) - len(page_params)
+    if fixed < 0 or compiled_params[fixed:] != page_params:
+        return None
+    extra = list(query.annotation_select)
+    if fixed and not extra:
         return None
     expressions = [expression for expression, _, _ in compiler.select]
     attnames = [f.attname for f in model._meta.concrete_fields]
-    if [getattr(getattr(e, "target", None), "attname", None) for e in expressions] != attnames:
+    own = expressions[: len(attnames)]
+    if [getattr(getattr(e, "target", None), "attname", None) for e in own] != attnames:
+        return None
+    if len(expressions) != len(attnames) + len(extra):
         return None
     converters = [
         (position, convs, expression)
         for position, (convs, expression) in compiler.get_converters(expressions).items()
     ]
     # One text per shape, a bounded set: worth preparing on PostgreSQL.
-    return _PageStatement(sql=prepared(sql), attnames=attnames, converters=converters)
+    return _PageStatement(
+        sql=prepared(sql),
+        attnames=attnames,
+        converters=converters,
+        extra=extra,
+        fixed_params=compiled_params[:fixed],
+    )
 
 
 def _convert(row, statement: _PageStatement, connection):

@@ -107,6 +107,53 @@ def test_other_shapes_always_go_through_the_orm(account, contacts, build):
     assert pagination._statements == {}
 
 
+# --- a list that shows more than its model's columns (extend) -------------------------
+
+
+def test_annotated_pages_match_the_orm_and_take_one_query(account, django_assert_num_queries):
+    """Campaigns with their stats, steps and mailboxes (selectors.campaigns_with_relations):
+    compiled once, then the kept statement, page by page, equal to the ORM's."""
+    from outreach import enrollments, selectors
+    from outreach.models import Campaign
+    from tests.outreach.factories import CampaignFactory
+
+    base = timezone.now()
+    made = [CampaignFactory(account=account, with_steps=n % 3) for n in range(5)]
+    Campaign.objects.filter(pk__in=[made[1].pk, made[2].pk]).update(created_at=base)
+    contacts = [ContactFactory(account=account) for _ in range(3)]
+    enrollments.enroll(campaign_id=made[2].pk, contact_ids=[c.pk for c in contacts])
+    CampaignFactory()  # another account's
+    queryset = Campaign.objects.filter(account=account)
+    extend = selectors.campaigns_with_relations
+    annotations = ("stats_json", "step_rows", "credential_rows")
+
+    def shown(objects):
+        return [
+            (o.pk, o.name, o.created_at, *(_sorted(getattr(o, a)) for a in annotations))
+            for o in objects
+        ]
+
+    anchor, seen = None, []
+    while True:
+        expected = list(_keyset(extend(queryset), anchor)[:2])
+        first = page_fetch(queryset, anchor, 2, extend)  # the ORM, keeping the statement
+        with django_assert_num_queries(1):
+            again = page_fetch(queryset, anchor, 2, extend)  # the kept statement
+        assert shown(first) == shown(again) == shown(expected)
+        seen += [o.pk for o in again]
+        if len(again) < 2:
+            break
+        anchor = {"created_at": again[-1].created_at, "pk": again[-1].pk}
+    assert sorted(seen) == sorted(c.pk for c in made)
+    assert None not in pagination._statements.values()
+    stats = {o.pk: o.stats_json for o in page_fetch(queryset, None, 10, extend)}
+    assert stats[made[2].pk]["enrolled"] == 3
+
+
+def _sorted(value):
+    return sorted(value, key=str) if isinstance(value, list) else value
+
+
 # --- every keyset page is served by an index in its full order ----------------------
 
 
