@@ -1,6 +1,7 @@
 """HTTP API of the outreach resources (API.md section 2): thin views over services."""
 
 import json
+import uuid
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
@@ -21,6 +22,8 @@ from config.api.errors import (
     ContactImportNotFound,
     ContactNotFound,
     CredentialNotFound,
+    EnrollmentNotActive,
+    EnrollmentNotFound,
     ValidationFailed,
 )
 from config.api.fields import StrictBooleanField, TimestampField
@@ -28,7 +31,7 @@ from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
-from outreach import selectors, services
+from outreach import selectors, services, stopping
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
 from outreach.mailbox_check import credential_verify
@@ -41,6 +44,7 @@ from outreach.models import (
     SmtpCredential,
 )
 from outreach.rendering import template_errors
+from outreach.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
 from outreach.windows import send_window_errors, timezone_valid
 
 MAX_STEPS = 20
@@ -310,7 +314,16 @@ def _template_validator(value: str) -> str:
     return value
 
 
-class StepSerializer(serializers.Serializer):
+def _body_template_validator(value: str) -> str:
+    problems = template_errors(value, body=True)
+    if problems:
+        raise serializers.ValidationError(problems)
+    return value
+
+
+class StepContentSerializer(serializers.Serializer):
+    """A step's subject and bodies: the step's own (variant A) and each of its variants."""
+
     subject = serializers.CharField(
         required=False,
         allow_blank=True,
@@ -319,25 +332,56 @@ class StepSerializer(serializers.Serializer):
         trim_whitespace=False,
         validators=[_template_validator],
     )
-    body_text = serializers.CharField(trim_whitespace=False, validators=[_template_validator])
+    body_text = serializers.CharField(trim_whitespace=False, validators=[_body_template_validator])
     body_html = serializers.CharField(
         required=False,
         allow_blank=True,
         allow_null=True,
         default="",
         trim_whitespace=False,
-        validators=[_template_validator],
+        validators=[_body_template_validator],
     )
+
+    def validate(self, attrs):
+        attrs["body_html"] = attrs.get("body_html") or ""
+        return attrs
+
+
+class VariantSerializer(StepContentSerializer):
+    variant = serializers.CharField(
+        read_only=True, help_text="B, C, ...: the step's own content is variant A."
+    )
+
+
+class StepSerializer(StepContentSerializer):
     delay_minutes = serializers.IntegerField(
         min_value=0, max_value=366 * 24 * 60, required=False, default=0
     )
+    variants = serializers.ListField(
+        child=VariantSerializer(),
+        required=False,
+        default=list,
+        max_length=MAX_EXTRA_VARIANTS,
+        help_text=f"A/B variants besides the step's own content, at most {MAX_EXTRA_VARIANTS}.",
+    )
 
     def to_representation(self, instance):
+        letters = step_letters(instance)
         return {
             "subject": instance.subject,
             "body_text": instance.body_text,
             "body_html": instance.body_html or None,
             "delay_minutes": instance.delay_minutes,
+            "variants": [
+                {
+                    "variant": letter,
+                    "subject": content.subject,
+                    "body_text": content.body_text,
+                    "body_html": content.body_html or None,
+                }
+                for letter in letters[1:]
+                for content in [step_content(instance, letter)]
+            ],
         }
 
 
@@ -348,6 +392,25 @@ class StatsSerializer(serializers.Serializer):
     replied = serializers.IntegerField()
     bounced = serializers.IntegerField()
     unsubscribed = serializers.IntegerField()
+    stopped = serializers.IntegerField()
+
+
+class VariantStatsSerializer(serializers.Serializer):
+    variant = serializers.CharField()
+    sent = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    replied = serializers.IntegerField()
+    bounced = serializers.IntegerField()
+
+
+class StepStatsSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    variants = VariantStatsSerializer(many=True)
+
+
+class CampaignStatsSerializer(StatsSerializer):
+    campaign_id = serializers.UUIDField()
+    steps = StepStatsSerializer(many=True)
 
 
 class CampaignSerializer(serializers.Serializer):
@@ -367,6 +430,8 @@ class CampaignSerializer(serializers.Serializer):
     )
     track_opens = StrictBooleanField(required=False, default=True)
     stop_on_reply = StrictBooleanField(required=False, default=True)
+    stop_on_domain_reply = StrictBooleanField(required=False, default=False)
+    unsubscribe_footer = StrictBooleanField(required=False, default=False)
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)
@@ -400,8 +465,14 @@ class CampaignSerializer(serializers.Serializer):
             raise serializers.ValidationError(f"At most {MAX_STEPS} steps.")
         if steps and not steps[0].get("subject", "").strip():
             raise serializers.ValidationError({0: {"subject": ["The first step needs a subject."]}})
-        for step in steps:
-            step["body_html"] = step.get("body_html") or ""
+        if steps:
+            untitled = {
+                index: {"subject": ["The first step needs a subject, in every variant."]}
+                for index, variant in enumerate(steps[0].get("variants") or [])
+                if not variant.get("subject", "").strip()
+            }
+            if untitled:
+                raise serializers.ValidationError({0: {"variants": untitled}})
         instance = self.instance
         if not steps and instance is not None and instance.status != Campaign.Status.DRAFT:
             raise serializers.ValidationError(
@@ -476,6 +547,9 @@ class EnrollmentSerializer(serializers.ModelSerializer):
             "replied_at",
             "bounce_reason",
             "unsubscribed_at",
+            "stopped_at",
+            "stop_reason",
+            "variants",
             "last_error",
             "created_at",
         ]
@@ -571,6 +645,54 @@ class CampaignViewSet(
             queryset = queryset.filter(status=wanted)
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(EnrollmentSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses=EnrollmentSerializer)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path=r"enrollments/(?P<enrollment_id>[^/]+)/stop",
+        url_name="enrollment-stop",
+    )
+    def stop_enrollment(self, request, pk=None, enrollment_id=None):
+        campaign = self.get_object()
+        enrollment = _campaign_enrollment(campaign, enrollment_id)
+        if not stopping.enrollment_stop(enrollment_id=enrollment.pk):
+            enrollment.refresh_from_db(fields=["status"])
+            raise EnrollmentNotActive(
+                f"The enrollment has already ended ({enrollment.status}).",
+                details={"status": enrollment.status},
+            )
+        enrollment.refresh_from_db()
+        return Response(EnrollmentSerializer(enrollment).data)
+
+    @extend_schema(responses=CampaignStatsSerializer)
+    @action(detail=True, methods=["get"])
+    def stats(self, request, pk=None):
+        campaign = self.get_object()
+        body = selectors.campaign_stats(campaign_ids=[campaign.pk])[campaign.pk]
+        return Response(
+            {
+                "campaign_id": str(campaign.pk),
+                **body,
+                "steps": selectors.campaign_step_stats(campaign=campaign),
+            }
+        )
+
+
+def _campaign_enrollment(campaign: Campaign, enrollment_id) -> Enrollment:
+    """One enrollment of the campaign (already scoped to the caller's account), or 404."""
+    try:
+        enrollment_id = uuid.UUID(str(enrollment_id))
+    except ValueError:
+        raise EnrollmentNotFound() from None
+    enrollment = (
+        Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
+        .select_related("contact")
+        .first()
+    )
+    if enrollment is None:
+        raise EnrollmentNotFound()
+    return enrollment
 
 
 # --- Contacts --------------------------------------------------------------------------
