@@ -17,6 +17,7 @@ status), and a send already under way is recorded without moving the enrollment.
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from outreach.campaign_state import campaigns_complete_if_done
@@ -156,10 +157,43 @@ def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:
     return bool(stopped)
 
 
+def _same_domain(campaign_id, domain: str) -> Q:
+    return Q(
+        campaign_id=campaign_id,
+        status__in=Enrollment.ACTIVE_STATUSES,
+        contact__email_lower__endswith=f"@{domain}",
+    )
+
+
+def domain_reply_lock(*, enrollment_id) -> None:
+    """Lock, in primary key order, a replying enrollment and the colleagues its reply
+    may stop, before the reply locks anything else. Two colleagues replying at once
+    each lock their own row and then want the other's: taken in one order, the second
+    waits for the first instead of deadlocking. Call it inside the reply's transaction;
+    nothing is locked when the campaign does not stop on domain replies."""
+    row = (
+        Enrollment.objects.filter(pk=enrollment_id)
+        .values("campaign_id", "campaign__stop_on_domain_reply", "contact__email_lower")
+        .first()
+    )
+    if row is None or not row["campaign__stop_on_domain_reply"]:
+        return
+    domain = email_domain(row["contact__email_lower"])
+    if not domain or is_consumer_domain(domain):
+        return
+    list(
+        Enrollment.objects.select_for_update(of=("self",))
+        .filter(Q(pk=enrollment_id) | _same_domain(row["campaign_id"], domain))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
 def enrollments_stop_same_domain(*, enrollment: Enrollment, at: datetime) -> int:
     """After `enrollment`'s contact replied: stop the campaign's other active enrollments
     at the same email domain, when the campaign asks for it and the domain is not a
-    consumer one. Runs inside the reply's transaction. Returns how many it stopped."""
+    consumer one. Runs inside the reply's transaction, after domain_reply_lock. Returns
+    how many it stopped."""
     campaign = enrollment.campaign
     if not campaign.stop_on_domain_reply:
         return 0
@@ -167,11 +201,7 @@ def enrollments_stop_same_domain(*, enrollment: Enrollment, at: datetime) -> int
     if not domain or is_consumer_domain(domain):
         return 0
     stopped = (
-        Enrollment.objects.filter(
-            campaign_id=campaign.pk,
-            status__in=Enrollment.ACTIVE_STATUSES,
-            contact__email_lower__endswith=f"@{domain}",
-        )
+        Enrollment.objects.filter(_same_domain(campaign.pk, domain))
         .exclude(pk=enrollment.pk)
         .update(
             status=Enrollment.Status.STOPPED,

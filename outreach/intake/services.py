@@ -19,7 +19,7 @@ from outreach.events import (
     enrollment_emit,
 )
 from outreach.models import Contact, Enrollment, Suppression
-from outreach.stopping import enrollments_stop_same_domain
+from outreach.stopping import domain_reply_lock, enrollments_stop_same_domain
 from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
     """
     at = at or timezone.now()
     with transaction.atomic():
+        domain_reply_lock(enrollment_id=enrollment_id)
         enrollment = (
             Enrollment.objects.select_for_update(of=("self",))
             .select_related("campaign", "contact")
