@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from outreach.models import Campaign, CampaignStep, Enrollment, Message
+from outreach.models import Campaign, CampaignStep, Enrollment, Message, SendClaim
 from outreach.scheduler import schedule_due
 from outreach.sending import batch_send
 from outreach.variants import variants_assign
@@ -380,3 +380,22 @@ def test_an_enrollment_shows_its_variants(api_client, account):
 def test_stats_of_another_accounts_campaign_are_not_found(api_client):
     campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
     assert_error(api_client.get(f"/campaigns/{campaign.pk}/stats"), 404, "campaign_not_found")
+
+
+def test_a_send_whose_worker_was_lost_records_the_variant_drawn(sink, settings):
+    settings.SENDING_LEASE_SECONDS = 60
+    campaign = _campaign(
+        sink, [{"subject": "Subject A", "body_text": "A", "variants": [_variant("B")]}]
+    )
+    [enrollment] = _enroll(campaign, 1)
+    schedule_due(now=NOW)
+    # The sender drew the variant and marked the claim started, then died.
+    Enrollment.objects.filter(pk=enrollment.pk).update(variants={"1": "B"})
+    SendClaim.objects.filter(pk=enrollment.pk).update(
+        sending_at=NOW, message_id="m1@example.com", subject="Subject B", to_email="x@example.org"
+    )
+
+    schedule_due(now=NOW + timedelta(seconds=60))
+
+    message = Message.objects.get(enrollment=enrollment)
+    assert (message.subject, message.variant, message.reply_seen) == ("Subject B", "B", False)
