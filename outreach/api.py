@@ -531,6 +531,7 @@ class EnrollmentSerializer(serializers.ModelSerializer):
     campaign_id = serializers.UUIDField(read_only=True)
     contact_id = serializers.UUIDField(read_only=True)
     contact_email = serializers.EmailField(source="contact.email", read_only=True)
+    stop_reason = BlankAsNullChoiceField(choices=Enrollment.StopReason.choices, read_only=True)
 
     class Meta:
         model = Enrollment
