@@ -307,18 +307,16 @@ class CredentialViewSet(
 # --- Campaigns -------------------------------------------------------------------------
 
 
-def _template_validator(value: str) -> str:
-    problems = template_errors(value)
-    if problems:
-        raise serializers.ValidationError(problems)
-    return value
+def _template_validator(*, body: bool):
+    """A field validator for a subject (`body` false) or a body part's template."""
 
+    def validate(value: str) -> str:
+        problems = template_errors(value, body=body)
+        if problems:
+            raise serializers.ValidationError(problems)
+        return value
 
-def _body_template_validator(value: str) -> str:
-    problems = template_errors(value, body=True)
-    if problems:
-        raise serializers.ValidationError(problems)
-    return value
+    return validate
 
 
 class StepContentSerializer(serializers.Serializer):
@@ -330,16 +328,18 @@ class StepContentSerializer(serializers.Serializer):
         default="",
         max_length=998,
         trim_whitespace=False,
-        validators=[_template_validator],
+        validators=[_template_validator(body=False)],
     )
-    body_text = serializers.CharField(trim_whitespace=False, validators=[_body_template_validator])
+    body_text = serializers.CharField(
+        trim_whitespace=False, validators=[_template_validator(body=True)]
+    )
     body_html = serializers.CharField(
         required=False,
         allow_blank=True,
         allow_null=True,
         default="",
         trim_whitespace=False,
-        validators=[_body_template_validator],
+        validators=[_template_validator(body=True)],
     )
 
     def validate(self, attrs):

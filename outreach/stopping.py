@@ -134,6 +134,17 @@ def is_consumer_domain(domain: str) -> bool:
     return domain.lower() in CONSUMER_MAIL_DOMAINS
 
 
+def _stopped(reason: str, at: datetime) -> dict:
+    """The columns of an enrollment that ends `stopped`."""
+    return {
+        "status": Enrollment.Status.STOPPED,
+        "stop_reason": reason,
+        "stopped_at": at,
+        "next_send_at": None,
+        "updated_at": at,
+    }
+
+
 def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:
     """Stop one enrollment by hand. Returns False when it is no longer active (it ended
     before, or meanwhile): nothing is changed then."""
@@ -144,13 +155,7 @@ def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:
             return False
         stopped = Enrollment.objects.filter(
             pk=enrollment_id, status__in=Enrollment.ACTIVE_STATUSES
-        ).update(
-            status=Enrollment.Status.STOPPED,
-            stop_reason=Enrollment.StopReason.MANUAL,
-            stopped_at=at,
-            next_send_at=None,
-            updated_at=at,
-        )
+        ).update(**_stopped(Enrollment.StopReason.MANUAL, at))
         if stopped:
             # It may have been the campaign's last active enrollment.
             campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=at)
@@ -203,13 +208,7 @@ def enrollments_stop_same_domain(*, enrollment: Enrollment, at: datetime) -> int
     stopped = (
         Enrollment.objects.filter(_same_domain(campaign.pk, domain))
         .exclude(pk=enrollment.pk)
-        .update(
-            status=Enrollment.Status.STOPPED,
-            stop_reason=Enrollment.StopReason.DOMAIN_REPLY,
-            stopped_at=at,
-            next_send_at=None,
-            updated_at=at,
-        )
+        .update(**_stopped(Enrollment.StopReason.DOMAIN_REPLY, at))
     )
     if stopped:
         campaigns_complete_if_done(campaign_ids=[campaign.pk], at=at)

@@ -2,10 +2,8 @@
 campaign's other active enrollments at the replier's company domain, never at a
 consumer mail domain; and a stop never overwrites an enrollment that ended meanwhile."""
 
-import threading
-
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from outreach.intake.mailbox import mailbox_poll
 from outreach.intake.services import enrollment_mark_replied
@@ -17,6 +15,7 @@ from tests.intake.helpers import events
 from tests.intake.mail import reply
 from tests.intake.test_mailbox import with_imap
 from tests.outreach.factories import CampaignFactory, ContactFactory
+from tests.support.threads import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -164,24 +163,7 @@ def test_a_reply_and_a_stop_that_meet_never_overwrite_each_other(run):
         lambda: enrollment_mark_replied(enrollment_id=colleague.pk),
         lambda: stopped_by_hand.append(enrollment_stop(enrollment_id=colleague.pk)),
     ]
-    errors: list[Exception] = []
-    barrier = threading.Barrier(len(calls))
-
-    def run_one(call):
-        try:
-            barrier.wait(timeout=10)
-            call()
-        except Exception as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run_one, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
+    at_once(calls)
 
     colleague.refresh_from_db()
     # Its reply is always recorded and announced (a reply is never lost).
