@@ -19,6 +19,8 @@ from outreach.models import (
     SmtpCredential,
     Suppression,
 )
+from outreach.selectors import VARIANT_STAT_NAMES, campaign_step_stats
+from outreach.variants import step_content, step_letters
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -109,12 +111,21 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
 class CampaignStepInline(admin.StackedInline):
     model = CampaignStep
     extra = 0
-    fields = ("position", "subject", "body_text", "body_html", "delay_minutes")
+    fields = ("position", "subject", "body_text", "body_html", "delay_minutes", "variant_list")
     readonly_fields = fields
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="A/B variants (besides A, the step's own content)")
+    def variant_list(self, obj):
+        rows = [
+            (letter, content.subject, content.body_text, content.body_html or "-")
+            for letter in step_letters(obj)[1:]
+            for content in [step_content(obj, letter)]
+        ]
+        return _table(("Variant", "Subject", "Text body", "HTML body"), rows)
 
 
 @admin.register(Campaign)
@@ -137,6 +148,9 @@ class CampaignAdmin(ReadOnlyAdmin):
         "bounce_threshold_percent",
         "track_opens",
         "stop_on_reply",
+        "stop_on_domain_reply",
+        "unsubscribe_footer",
+        "variant_stats",
         "created_at",
         "updated_at",
     )
@@ -145,6 +159,15 @@ class CampaignAdmin(ReadOnlyAdmin):
     @admin.display(description="Credentials")
     def credential_list(self, obj):
         return ", ".join(c.from_email for c in obj.credentials.all()) or "none"
+
+    @admin.display(description="Stats per step and variant")
+    def variant_stats(self, obj):
+        rows = [
+            (step["position"], *(variant[k] for k in ("variant", *VARIANT_STAT_NAMES)))
+            for step in campaign_step_stats(campaign=obj)
+            for variant in step["variants"]
+        ]
+        return _table(("Step", "Variant", "Sent", "Opened", "Replied", "Bounced"), rows)
 
 
 @admin.register(Contact)
@@ -263,7 +286,7 @@ class EnrollmentAdmin(ReadOnlyAdmin):
         "sent_at",
         "replied_at",
     )
-    list_filter = ("status",)
+    list_filter = ("status", "stop_reason")
     search_fields = ("contact__email_lower", "campaign__name", "campaign__account__email")
     list_select_related = ("contact", "campaign")
     raw_id_fields = ("campaign", "contact", "credential")
@@ -284,6 +307,9 @@ class EnrollmentAdmin(ReadOnlyAdmin):
         "bounce_reason",
         "unsubscribed_at",
         "completed_at",
+        "stopped_at",
+        "stop_reason",
+        "variants",
         "send_attempts",
         "last_error",
         "created_at",
@@ -318,10 +344,10 @@ def _table(headers, rows) -> str:
 @admin.display(description="Messages")
 def _enrollment_messages(self, obj):
     rows = [
-        (m.step, m.sent_at, m.subject, m.to_email, m.message_id, m.credential or "-")
+        (m.step, m.variant, m.sent_at, m.subject, m.to_email, m.message_id, m.credential or "-")
         for m in obj.messages.select_related("credential").order_by("step", "sent_at")
     ]
-    return _table(("Step", "Sent at", "Subject", "To", "Message-ID", "Mailbox"), rows)
+    return _table(("Step", "Variant", "Sent at", "Subject", "To", "Message-ID", "Mailbox"), rows)
 
 
 @admin.display(description="Sends by campaign")

@@ -1,6 +1,7 @@
 """HTTP API of the outreach resources (API.md section 2): thin views over services."""
 
 import json
+from types import SimpleNamespace
 from uuid import UUID
 
 from django.conf import settings
@@ -22,6 +23,8 @@ from config.api.errors import (
     ContactImportNotFound,
     ContactNotFound,
     CredentialNotFound,
+    EnrollmentNotActive,
+    EnrollmentNotFound,
     ValidationFailed,
 )
 from config.api.fields import StrictBooleanField, TimestampField
@@ -30,7 +33,7 @@ from config.api.parsers import RowsJSONParser
 from config.api.serializers import RepresentationMixin
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
-from outreach import enrollments, selectors, services
+from outreach import enrollments, selectors, services, stopping
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
 from outreach.enrollments import STAT_NAMES
@@ -44,6 +47,7 @@ from outreach.models import (
     SmtpCredential,
 )
 from outreach.rendering import template_errors
+from outreach.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
 from outreach.windows import send_window_errors, timezone_valid
 
 MAX_STEPS = 20
@@ -306,42 +310,88 @@ class CredentialViewSet(
 # --- Campaigns -------------------------------------------------------------------------
 
 
-def _template_validator(value: str) -> str:
-    problems = template_errors(value)
-    if problems:
-        raise serializers.ValidationError(problems)
-    return value
+def _template_validator(*, body: bool):
+    """A field validator for a subject (`body` false) or a body part's template."""
+
+    def validate(value: str) -> str:
+        problems = template_errors(value, body=body)
+        if problems:
+            raise serializers.ValidationError(problems)
+        return value
+
+    return validate
 
 
-class StepSerializer(serializers.Serializer):
+class StepContentSerializer(serializers.Serializer):
+    """A step's subject and bodies: the step's own (variant A) and each of its variants."""
+
     subject = serializers.CharField(
         required=False,
         allow_blank=True,
         default="",
         max_length=998,
         trim_whitespace=False,
-        validators=[_template_validator],
+        validators=[_template_validator(body=False)],
     )
-    body_text = serializers.CharField(trim_whitespace=False, validators=[_template_validator])
+    body_text = serializers.CharField(
+        trim_whitespace=False, validators=[_template_validator(body=True)]
+    )
     body_html = serializers.CharField(
         required=False,
         allow_blank=True,
         allow_null=True,
         default="",
         trim_whitespace=False,
-        validators=[_template_validator],
+        validators=[_template_validator(body=True)],
     )
+
+    def validate(self, attrs):
+        attrs["body_html"] = attrs.get("body_html") or ""
+        return attrs
+
+
+class VariantSerializer(StepContentSerializer):
+    variant = serializers.CharField(
+        read_only=True, help_text="B, C, ...: the step's own content is variant A."
+    )
+
+
+class StepSerializer(StepContentSerializer):
     delay_minutes = serializers.IntegerField(
         min_value=0, max_value=366 * 24 * 60, required=False, default=0
     )
+    variants = serializers.ListField(
+        child=VariantSerializer(),
+        required=False,
+        default=list,
+        max_length=MAX_EXTRA_VARIANTS,
+        help_text=f"A/B variants besides the step's own content, at most {MAX_EXTRA_VARIANTS}.",
+    )
 
     def to_representation(self, instance):
-        return {
-            "subject": instance.subject,
-            "body_text": instance.body_text,
-            "body_html": instance.body_html or None,
-            "delay_minutes": instance.delay_minutes,
-        }
+        return step_representation(instance)
+
+
+def step_representation(instance) -> dict:
+    """A step as the API shows it: a CampaignStep, or any object with its attributes
+    (a row of selectors.campaigns_with_relations)."""
+    letters = step_letters(instance)
+    return {
+        "subject": instance.subject,
+        "body_text": instance.body_text,
+        "body_html": instance.body_html or None,
+        "delay_minutes": instance.delay_minutes,
+        "variants": [
+            {
+                "variant": letter,
+                "subject": content.subject,
+                "body_text": content.body_text,
+                "body_html": content.body_html or None,
+            }
+            for letter in letters[1:]
+            for content in [step_content(instance, letter)]
+        ],
+    }
 
 
 class StatsSerializer(serializers.Serializer):
@@ -351,6 +401,25 @@ class StatsSerializer(serializers.Serializer):
     replied = serializers.IntegerField()
     bounced = serializers.IntegerField()
     unsubscribed = serializers.IntegerField()
+    stopped = serializers.IntegerField()
+
+
+class VariantStatsSerializer(serializers.Serializer):
+    variant = serializers.CharField()
+    sent = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    replied = serializers.IntegerField()
+    bounced = serializers.IntegerField()
+
+
+class StepStatsSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    variants = VariantStatsSerializer(many=True)
+
+
+class CampaignStatsSerializer(StatsSerializer):
+    campaign_id = serializers.UUIDField()
+    steps = StepStatsSerializer(many=True)
 
 
 class CampaignSerializer(RepresentationMixin, serializers.Serializer):
@@ -373,6 +442,8 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
     )
     track_opens = StrictBooleanField(required=False, default=True)
     stop_on_reply = StrictBooleanField(required=False, default=True)
+    stop_on_domain_reply = StrictBooleanField(required=False, default=False)
+    unsubscribe_footer = StrictBooleanField(required=False, default=False)
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)
@@ -386,15 +457,7 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
         """Steps and mailboxes from the page's own query (selectors.campaigns_with_relations)."""
         data = super().to_representation(instance)
         steps = sorted(instance.step_rows or (), key=lambda step: step["position"])
-        data["steps"] = [
-            {
-                "subject": step["subject"],
-                "body_text": step["body_text"],
-                "body_html": step["body_html"] or None,
-                "delay_minutes": step["delay_minutes"],
-            }
-            for step in steps
-        ]
+        data["steps"] = [step_representation(SimpleNamespace(**step)) for step in steps]
         # Newest mailbox first (SmtpCredential's ordering); one database's timestamps sort
         # as their text does.
         credentials = sorted(
@@ -423,8 +486,14 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
             raise serializers.ValidationError(f"At most {MAX_STEPS} steps.")
         if steps and not steps[0].get("subject", "").strip():
             raise serializers.ValidationError({0: {"subject": ["The first step needs a subject."]}})
-        for step in steps:
-            step["body_html"] = step.get("body_html") or ""
+        if steps:
+            untitled = {
+                index: {"subject": ["The first step needs a subject, in every variant."]}
+                for index, variant in enumerate(steps[0].get("variants") or [])
+                if not variant.get("subject", "").strip()
+            }
+            if untitled:
+                raise serializers.ValidationError({0: {"variants": untitled}})
         instance = self.instance
         if not steps and instance is not None and instance.status != Campaign.Status.DRAFT:
             raise serializers.ValidationError(
@@ -483,6 +552,7 @@ class EnrollmentSerializer(serializers.ModelSerializer):
     campaign_id = serializers.UUIDField(read_only=True)
     contact_id = serializers.UUIDField(read_only=True)
     contact_email = serializers.EmailField(source="contact.email", read_only=True)
+    stop_reason = BlankAsNullChoiceField(choices=Enrollment.StopReason.choices, read_only=True)
 
     class Meta:
         model = Enrollment
@@ -499,6 +569,9 @@ class EnrollmentSerializer(serializers.ModelSerializer):
             "replied_at",
             "bounce_reason",
             "unsubscribed_at",
+            "stopped_at",
+            "stop_reason",
+            "variants",
             "last_error",
             "created_at",
         ]
@@ -596,6 +669,54 @@ class CampaignViewSet(
             queryset = queryset.filter(status=wanted)
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(EnrollmentSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses=EnrollmentSerializer)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path=r"enrollments/(?P<enrollment_id>[^/]+)/stop",
+        url_name="enrollment-stop",
+    )
+    def stop_enrollment(self, request, pk=None, enrollment_id=None):
+        campaign = self.get_object()
+        enrollment = _campaign_enrollment(campaign, enrollment_id)
+        if not stopping.enrollment_stop(enrollment_id=enrollment.pk):
+            enrollment.refresh_from_db(fields=["status"])
+            raise EnrollmentNotActive(
+                f"The enrollment has already ended ({enrollment.status}).",
+                details={"status": enrollment.status},
+            )
+        enrollment.refresh_from_db()
+        return Response(EnrollmentSerializer(enrollment).data)
+
+    @extend_schema(responses=CampaignStatsSerializer)
+    @action(detail=True, methods=["get"])
+    def stats(self, request, pk=None):
+        campaign = self.get_object()
+        body = enrollments.stats_read(campaign_ids=[campaign.pk])[campaign.pk]
+        return Response(
+            {
+                "campaign_id": str(campaign.pk),
+                **body,
+                "steps": selectors.campaign_step_stats(campaign=campaign),
+            }
+        )
+
+
+def _campaign_enrollment(campaign: Campaign, enrollment_id) -> Enrollment:
+    """One enrollment of the campaign (already scoped to the caller's account), or 404."""
+    try:
+        enrollment_id = UUID(str(enrollment_id))
+    except ValueError:
+        raise EnrollmentNotFound() from None
+    enrollment = (
+        Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
+        .select_related("contact")
+        .first()
+    )
+    if enrollment is None:
+        raise EnrollmentNotFound()
+    return enrollment
 
 
 # --- Contacts --------------------------------------------------------------------------

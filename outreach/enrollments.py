@@ -4,7 +4,9 @@ however many enrollments it has.
 
 The counts (STAT_NAMES): enrolled (enrollments), sent (enrollments with a step sent),
 opened, replied, bounced, unsubscribed (enrollments where that happened): the same
-definitions as a count over the enrollments table, which `stats_check` recomputes.
+definitions as a count over the enrollments table, which `stats_check` recomputes;
+and stopped (enrollments ended by a rule or by hand, outreach.stopping, even if a bounce
+came after).
 
 Writers call `count(campaign_id, sent=1)` after the enrollment UPDATE that made the
 change, and only when that UPDATE matched its row, so a change counts once however
@@ -29,7 +31,7 @@ from django.db.models import Count, Q
 
 from outreach.models import CampaignStats, Contact, Enrollment
 
-STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed")
+STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed", "stopped")
 
 # What each count counts, as a filter on enrollments (for recounts).
 _COUNTED = {
@@ -39,6 +41,7 @@ _COUNTED = {
     "replied": Q(replied_at__isnull=False),
     "bounced": Q(bounced_at__isnull=False),
     "unsubscribed": Q(unsubscribed_at__isnull=False),
+    "stopped": Q(stopped_at__isnull=False),
 }
 
 _TABLE = CampaignStats._meta.db_table
@@ -158,6 +161,7 @@ def counted(enrollment: Enrollment) -> dict[str, int]:
         "replied": int(enrollment.replied_at is not None),
         "bounced": int(enrollment.bounced_at is not None),
         "unsubscribed": int(enrollment.unsubscribed_at is not None),
+        "stopped": int(enrollment.stopped_at is not None),
     }
 
 

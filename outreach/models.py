@@ -124,6 +124,11 @@ class Campaign(models.Model):
     bounce_threshold_percent = models.FloatField(default=5.0)
     track_opens = models.BooleanField(default=True)
     stop_on_reply = models.BooleanField(default=True)
+    # A reply also stops the other active enrollments whose contact shares the replier's
+    # email domain (consumer mail domains excepted: outreach.stopping).
+    stop_on_domain_reply = models.BooleanField(default=False)
+    # Append an opt-out line to each body part that does not place {{unsubscribe_url}}.
+    unsubscribe_footer = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -151,6 +156,9 @@ class CampaignStep(models.Model):
     body_html = models.TextField(blank=True, default="")
     # Step 1: from dispatch; later steps: from the previous step's send.
     delay_minutes = models.PositiveIntegerField(default=0)
+    # A/B variants besides the step's own content (variant "A"): [{subject, body_text,
+    # body_html}, ...], variants "B", "C", ... in order (outreach.variants).
+    variants = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["campaign", "position"]
@@ -304,6 +312,11 @@ class Enrollment(models.Model):
         BOUNCED = "bounced"
         UNSUBSCRIBED = "unsubscribed"
         FAILED = "failed"
+        STOPPED = "stopped"  # ended by a rule or by hand, not by the contact
+
+    class StopReason(models.TextChoices):
+        MANUAL = "manual"
+        DOMAIN_REPLY = "domain_reply"
 
     ACTIVE_STATUSES = (Status.PENDING, Status.SCHEDULED, Status.SENT)
     # Statuses whose next_send_at the scheduler watches.
@@ -332,6 +345,13 @@ class Enrollment(models.Model):
     bounce_reason = models.TextField(null=True, blank=True)
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(
+        max_length=16, choices=StopReason.choices, blank=True, default=""
+    )
+    # The A/B variant drawn for each step, {"<position>": "B"}, drawn at the step's first
+    # send attempt and kept for its retries (outreach.variants).
+    variants = models.JSONField(default=dict, blank=True)
     # Temporary send failures (4xx, connection) so far, and the last one; `failed` past a bound.
     send_attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
@@ -384,6 +404,8 @@ class Message(models.Model):
     message_id = models.CharField(max_length=255, unique=True)
     to_email = models.EmailField(max_length=254)
     subject = models.CharField(max_length=998, blank=True, default="")
+    # The step's A/B variant this message carried ("A": the step's own content).
+    variant = models.CharField(max_length=1, default="A")
     sent_at = models.DateTimeField()
     # The server took the whole message but its reply to the final dot never came (the
     # connection dropped, or it timed out): it may or may not have been accepted. It is
@@ -407,8 +429,9 @@ class CampaignStats(models.Model):
     stats are one row read however many enrollments it has.
 
     enrolled: enrollments; sent: enrollments with at least one step sent; opened /
-    replied / bounced / unsubscribed: enrollments where that happened. Each changes in the
-    transaction of the enrollment change it counts; `manage.py campaign_stats` recounts.
+    replied / bounced / unsubscribed: enrollments where that happened; stopped: ended by a
+    rule or by hand. Each changes in the transaction of the enrollment change it counts;
+    `manage.py campaign_stats` recounts.
     """
 
     campaign = models.OneToOneField(
@@ -420,6 +443,7 @@ class CampaignStats(models.Model):
     replied = models.IntegerField(default=0, db_default=0)
     bounced = models.IntegerField(default=0, db_default=0)
     unsubscribed = models.IntegerField(default=0, db_default=0)
+    stopped = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name_plural = "campaign stats"

@@ -46,9 +46,9 @@ _SQL = """
 WITH
 msg AS (
     INSERT INTO outreach_message (id, account_id, enrollment_id, credential_id, step,
-        message_id, to_email, subject, sent_at, reply_seen, created_at)
+        message_id, to_email, subject, variant, sent_at, reply_seen, created_at)
     VALUES (%(message_pk)s, %(account)s, %(enrollment)s, %(credential)s, %(step)s,
-        %(message_id)s, %(to_email)s, %(subject)s, %(now)s, true, %(created)s)
+        %(message_id)s, %(to_email)s, %(subject)s, %(variant)s, %(now)s, true, %(created)s)
     RETURNING 1
 ),
 moved AS (
@@ -146,6 +146,7 @@ def record_sent(
     message_id: str,
     to_email: str,
     subject: str,
+    variant: str,
     now: datetime,
     status: str,
     next_send_at: datetime | None,
@@ -170,6 +171,7 @@ def record_sent(
         "message_id": message_id,
         "to_email": to_email,
         "subject": subject,
+        "variant": variant,
         "now": now,
         "status": status,
         "next_send_at": next_send_at,

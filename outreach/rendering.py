@@ -2,9 +2,13 @@
 
 Variables: {{first_name}}, {{last_name}}, {{company}}, {{email}},
 {{fields.<name>}}, each with an optional fallback used when the value is empty:
-{{first_name|there}}. Whitespace inside the braces is allowed. Campaign saves call
+{{first_name|there}}, and in bodies only {{unsubscribe_url}} (the contact's
+unsubscribe page). Whitespace inside the braces is allowed. Campaign saves call
 `template_errors` so an unknown variable is a 422 at save time; the sending engine
 calls `template_render` with the contact.
+
+The campaign's unsubscribe footer (`unsubscribe_footer_text`, `unsubscribe_footer_html`)
+is appended by the sending engine to a body part that does not place the link itself.
 """
 
 import html
@@ -13,6 +17,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 CONTACT_VARIABLES = ("first_name", "last_name", "company", "email")
+UNSUBSCRIBE_URL = "unsubscribe_url"
 FIELD_NAME = r"[A-Za-z0-9_\-]+"
 
 # {{ name }} or {{ name | fallback }}; a fallback cannot contain braces.
@@ -22,24 +27,36 @@ _FIELD_VARIABLE = re.compile(rf"fields\.({FIELD_NAME})")
 Kind = Literal["text", "html", "header"]
 
 
-def _is_known(name: str) -> bool:
-    return name in CONTACT_VARIABLES or _FIELD_VARIABLE.fullmatch(name) is not None
+def _is_known(name: str, *, body: bool = True) -> bool:
+    return (
+        name in CONTACT_VARIABLES
+        or (body and name == UNSUBSCRIBE_URL)
+        or _FIELD_VARIABLE.fullmatch(name) is not None
+    )
 
 
-def template_errors(text: str) -> list[str]:
-    """What is wrong with a template, as messages for the field; [] when it is fine."""
+def template_errors(text: str, *, body: bool = False) -> list[str]:
+    """What is wrong with a template, as messages for the field; [] when it is fine.
+    `body`: a body part, where {{unsubscribe_url}} is allowed too."""
     errors = []
     for match in _VARIABLE.finditer(text):
         name = match.group(1)
-        if not _is_known(name):
-            errors.append(
-                f"Unknown variable {{{{{name}}}}}. Use first_name, last_name, company, email "
-                "or fields.<name>."
-            )
+        if not _is_known(name, body=body):
+            known = "first_name, last_name, company, email, fields.<name>"
+            if body:
+                known += " or unsubscribe_url"
+            elif name == UNSUBSCRIBE_URL:
+                known += " (unsubscribe_url only in body_text and body_html)"
+            errors.append(f"Unknown variable {{{{{name}}}}}. Use {known}.")
     leftover = _VARIABLE.sub("", text)
     if "{{" in leftover or "}}" in leftover:
         errors.append("Unbalanced braces: a variable is written {{name}} or {{name|fallback}}.")
     return errors
+
+
+def places_variable(text: str, name: str) -> bool:
+    """Whether the template substitutes the variable `name` somewhere."""
+    return any(match.group(1) == name for match in _VARIABLE.finditer(text))
 
 
 def contact_values(contact) -> dict[str, object]:
@@ -86,3 +103,23 @@ def template_render(text: str, values: Mapping[str, object], *, kind: Kind = "te
     if kind == "header":
         rendered = " ".join(rendered.splitlines())
     return rendered
+
+
+# The opt-out line of the campaign's unsubscribe footer.
+FOOTER_TEXT = "Don't want to hear from me again? Unsubscribe:"
+FOOTER_LINK_TEXT = "Unsubscribe"
+FOOTER_HTML_INTRO = "Don't want to hear from me again?"
+
+
+def unsubscribe_footer_text(text: str, url: str) -> str:
+    """A plain-text body with the opt-out line appended."""
+    return f"{text.rstrip()}\n\n--\n{FOOTER_TEXT} {url}\n"
+
+
+def unsubscribe_footer_html(url: str) -> str:
+    """The HTML opt-out line: the URL escaped as an attribute value, the words as text."""
+    return (
+        '<p style="font-size:12px;color:#777777">'
+        f"{html.escape(FOOTER_HTML_INTRO)} "
+        f'<a href="{html.escape(url, quote=True)}">{html.escape(FOOTER_LINK_TEXT)}</a></p>'
+    )

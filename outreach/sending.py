@@ -62,8 +62,17 @@ from outreach.models import (
     SendClaim,
     SmtpCredential,
 )
-from outreach.rendering import contact_values, template_render
+from outreach.rendering import (
+    UNSUBSCRIBE_URL,
+    contact_values,
+    places_variable,
+    template_render,
+    unsubscribe_footer_html,
+    unsubscribe_footer_text,
+)
 from outreach.scheduler import campaigns_complete_if_done, reservation_release
+from outreach.variants import DEFAULT as DEFAULT_VARIANT
+from outreach.variants import step_content, stored_letter, variants_assign
 from outreach.windows import SendWindow, step_send_at
 from webhooks.services import drains_publish
 
@@ -249,6 +258,7 @@ class Outgoing:
     to_email: str  # the envelope recipient (domain in IDNA form)
     # A non-ASCII local part can only travel with SMTPUTF8 (RFC 6531).
     needs_smtputf8: bool = False
+    variant: str = DEFAULT_VARIANT  # the step's A/B variant it carries
 
 
 def ascii_address(address: str) -> str | None:
@@ -272,12 +282,17 @@ def _domain(address: str) -> str:
         return domain
 
 
-def _with_pixel(html: str, pixel_url: str) -> str:
-    pixel = f'<img src="{pixel_url}" width="1" height="1" alt="" style="display:none">'
+def _before_body_end(html: str, fragment: str) -> str:
+    """The HTML with `fragment` inserted before its closing body tag (or at its end)."""
     index = html.lower().rfind("</body>")
     if index == -1:
-        return html + pixel
-    return html[:index] + pixel + html[index:]
+        return html + fragment
+    return html[:index] + fragment + html[index:]
+
+
+def _with_pixel(html: str, pixel_url: str) -> str:
+    pixel = f'<img src="{pixel_url}" width="1" height="1" alt="" style="display:none">'
+    return _before_body_end(html, pixel)
 
 
 def message_build(
@@ -289,13 +304,18 @@ def message_build(
     thread: list[Message],
     first_subject: str,
     now: datetime,
+    variant: str = DEFAULT_VARIANT,
 ) -> Outgoing:
-    """The email of one step (API.md section 5). `thread`: the enrollment's earlier
-    messages, oldest first; a step with an empty subject replies to the last of them."""
+    """The email of one step's A/B `variant` (API.md sections 5 and 8). `thread`: the
+    enrollment's earlier messages, oldest first; a step with an empty subject replies
+    to the last of them."""
     contact = enrollment.contact
-    values = contact_values(contact)
-    message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
+    content = step_content(step, variant)
+    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
     base_url = settings.BASE_URL
+    unsubscribe_url = f"{base_url}/u/{unsubscribe}"
+    values = {**contact_values(contact), UNSUBSCRIBE_URL: unsubscribe_url}
+    message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
 
     # Display names lose their line breaks: a name cannot add a header.
     headers = [
@@ -308,8 +328,8 @@ def message_build(
     else:  # SMTPUTF8: the header carries the address as UTF-8
         local, _, domain = contact.email.rpartition("@")
         headers.append(("To", Address(display_name=name, username=local, domain=domain)))
-    if step.subject.strip():
-        subject = template_render(step.subject, values, kind="header")
+    if content.subject.strip():
+        subject = template_render(content.subject, values, kind="header")
     else:
         previous = thread[-1].subject if thread else first_subject
         while previous[:4].lower() == "re: ":
@@ -318,22 +338,27 @@ def message_build(
         if thread:
             headers.append(("In-Reply-To", f"<{thread[-1].message_id}>"))
             headers.append(("References", " ".join(f"<{m.message_id}>" for m in thread)))
-    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
     headers += (
         ("Subject", subject),
         ("Date", format_datetime(now)),
         ("Message-ID", f"<{message_id}>"),
         (
             "List-Unsubscribe",
-            f"<{base_url}/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>",
+            f"<{unsubscribe_url}>, <mailto:{credential.from_email}?subject=unsubscribe>",
         ),
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    text = template_render(step.body_text, values, kind="text")
+    # The footer goes to each part that does not place the link itself.
+    footer = campaign.unsubscribe_footer
+    text = template_render(content.body_text, values, kind="text")
+    if footer and not places_variable(content.body_text, UNSUBSCRIBE_URL):
+        text = unsubscribe_footer_text(text, unsubscribe_url)
     html = None
-    if step.body_html.strip():
-        html = template_render(step.body_html, values, kind="html")
+    if content.body_html.strip():
+        html = template_render(content.body_html, values, kind="html")
+        if footer and not places_variable(content.body_html, UNSUBSCRIBE_URL):
+            html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
         if campaign.track_opens:
             token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
             html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
@@ -356,6 +381,7 @@ def message_build(
         data=data,
         to_email=recipient or contact.email,
         needs_smtputf8=recipient is None,
+        variant=variant,
     )
 
 
@@ -426,6 +452,7 @@ def _record_sent(
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
+            variant=outgoing.variant,
             now=now,
             status=status,
             next_send_at=next_send_at,
@@ -448,6 +475,7 @@ def _record_sent(
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
+            variant=outgoing.variant,
             sent_at=now,
             reply_seen=reply_seen,
         )
@@ -608,6 +636,7 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
                 subject=claim.subject,
                 data=b"",
                 to_email=claim.to_email,
+                variant=stored_letter(enrollment, claim.step),
             ),
             now=claim.sending_at,
             reply_seen=False,
@@ -654,9 +683,17 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
     steps: dict = {cid: {} for cid in campaign_ids}
     for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
         steps[step.campaign_id][step.position] = step
-    # Earlier messages only matter to a reply (a step with an empty subject).
+    # Drawn (and stored) before anything is built: a retry sends the same variant.
+    variants = variants_assign(
+        [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
+    )
+    # Earlier messages only matter to a reply (a variant with an empty subject).
     threads: dict = {c.pk: [] for c in claims}
-    replies = [c.pk for c in claims if _is_reply(steps[c.enrollment.campaign_id].get(c.step))]
+    replies = [
+        c.pk
+        for c in claims
+        if _is_reply(steps[c.enrollment.campaign_id].get(c.step), variants[c.pk])
+    ]
     if replies:
         for message in Message.objects.filter(enrollment_id__in=replies).order_by(
             "step", "sent_at"
@@ -704,7 +741,9 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                         last_error="", last_error_at=None
                     )
                     credential.last_error = ""
-            outgoing = _build(claim, credential, campaign, step, steps, threads, now)
+            outgoing = _build(
+                claim, credential, campaign, step, variants[claim.pk], steps, threads, now
+            )
             if isinstance(outgoing, Exception):
                 exc = outgoing
                 # Retrying cannot fix it, and it must not crash every batch it lands in.
@@ -794,12 +833,13 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
     return result
 
 
-def _is_reply(step: CampaignStep | None) -> bool:
-    """Whether the step's message replies in the thread (message_build: empty subject)."""
-    return step is not None and not step.subject.strip()
+def _is_reply(step: CampaignStep | None, variant: str) -> bool:
+    """Whether the step variant's message replies in the thread (message_build: empty
+    subject)."""
+    return step is not None and not step_content(step, variant).subject.strip()
 
 
-def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing | Exception:
+def _build(claim, credential, campaign, step, variant, steps, threads, now) -> Outgoing | Exception:
     """The claim's message, or what prevented building it (one bad row must not stop
     the batch)."""
     thread = threads[claim.pk]
@@ -813,19 +853,22 @@ def _build(claim, credential, campaign, step, steps, threads, now) -> Outgoing |
             thread=thread,
             # Only a reply without an earlier message needs it.
             first_subject=_first_subject(steps[campaign.pk], enrollment)
-            if _is_reply(step) and not thread
+            if _is_reply(step, variant) and not thread
             else "",
             now=now,
+            variant=variant,
         )
     except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim
         return exc
 
 
 def _first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> str:
+    """The subject step 1 had for this enrollment (its variant's)."""
     first = steps.get(1)
     if first is None:
         return ""
-    return template_render(first.subject, contact_values(enrollment.contact), kind="header")
+    subject = step_content(first, stored_letter(enrollment, 1)).subject
+    return template_render(subject, contact_values(enrollment.contact), kind="header")
 
 
 def _batch_abandon(claims, credential, error: str, now, result: BatchResult) -> BatchResult:

@@ -97,6 +97,14 @@ def _steps_replace(*, campaign: Campaign, steps: Sequence[dict]) -> None:
         step.body_text = data["body_text"]
         step.body_html = data.get("body_html") or ""
         step.delay_minutes = data.get("delay_minutes", 0)
+        step.variants = [
+            {
+                "subject": variant.get("subject", ""),
+                "body_text": variant["body_text"],
+                "body_html": variant.get("body_html") or "",
+            }
+            for variant in data.get("variants") or []
+        ]
         step.save()
     CampaignStep.objects.filter(campaign=campaign, position__gt=len(steps)).delete()
 
@@ -108,6 +116,8 @@ _CAMPAIGN_FIELDS = (
     "bounce_threshold_percent",
     "track_opens",
     "stop_on_reply",
+    "stop_on_domain_reply",
+    "unsubscribe_footer",
 )
 
 

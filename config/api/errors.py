@@ -155,6 +155,13 @@ for _args in [
         "It has no steps, or no enabled SMTP credential. `details` says which.",
     ),
     (
+        "enrollment_not_active",
+        409,
+        "The enrollment has already ended.",
+        "Only a pending, scheduled or sent enrollment can be stopped. `details.status` is "
+        "the status it ended with.",
+    ),
+    (
         "already_subscribed",
         409,
         "The account already has a subscription.",
@@ -280,6 +287,7 @@ InvalidRelaySignature = _error("invalid_relay_signature")
 IdempotencyConflict = _error("idempotency_conflict")
 IdempotencyInProgress = _error("idempotency_in_progress")
 CampaignNotDispatchable = _error("campaign_not_dispatchable")
+EnrollmentNotActive = _error("enrollment_not_active")
 PayloadTooLarge = _error("payload_too_large")
 CannotRevokeLastKey = _error("cannot_revoke_last_key")
 PlanNotPurchasable = _error("plan_not_purchasable")

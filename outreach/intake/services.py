@@ -20,6 +20,7 @@ from outreach.events import (
     enrollment_emit,
 )
 from outreach.models import Contact, Enrollment, Suppression
+from outreach.stopping import domain_reply_lock, enrollments_stop_same_domain
 from outreach.suppression import suppression_record
 
 logger = logging.getLogger(__name__)
@@ -57,13 +58,16 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
     - stop_on_reply (default): status `replied`, next_send_at cleared: no further step.
     - stop_on_reply false: replied_at is recorded and the event fires, but the status
       stays (`sent`) and the next step still goes out; a `completed` one becomes `replied`.
-    - bounced, unsubscribed, failed, pending enrollments keep their status (they are
-      already stopped); the reply is still recorded and announced.
+    - bounced, unsubscribed, failed, stopped, pending enrollments keep their status
+      (they are already stopped); the reply is still recorded and announced.
+    - stop_on_domain_reply: the campaign's other active enrollments at the replier's
+      email domain end `stopped` (outreach.stopping), whatever the replier's status.
 
     Returns the enrollment when this call recorded the reply, None if it was known.
     """
     at = at or timezone.now()
     with transaction.atomic(), counting():
+        domain_reply_lock(enrollment_id=enrollment_id)
         enrollment = (
             Enrollment.objects.select_for_update(of=("self",))
             .select_related("campaign", "contact")
@@ -85,6 +89,8 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
         enrollment.save(update_fields=fields)
         count(enrollment.campaign_id, replied=1)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
+        # Colleagues at the replier's company (stop_on_domain_reply), in this transaction.
+        enrollments_stop_same_domain(enrollment=enrollment, at=at)
         if stops and was_active:
             # It may have been the campaign's last active enrollment.
             campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=at)

@@ -1,10 +1,8 @@
 """Each signal fires once even when it arrives several times at once (PostgreSQL:
 separate connections, real row locks)."""
 
-import threading
-
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from outreach.intake.services import (
     contact_unsubscribe,
@@ -13,6 +11,7 @@ from outreach.intake.services import (
 )
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
+from tests.support.threads import at_once
 
 needs_postgres = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="row locks between connections need PostgreSQL"
@@ -21,24 +20,7 @@ pytestmark = [needs_postgres]
 
 
 def in_threads(call, count: int = 8) -> None:
-    errors: list[Exception] = []
-    barrier = threading.Barrier(count)
-
-    def run():
-        try:
-            barrier.wait(timeout=10)
-            call()
-        except Exception as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
+    at_once([call] * count)
 
 
 def test_concurrent_unsubscribes_announce_each_enrollment_once(live_db):

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from outreach.models import ContactImport, Suppression
+from outreach.models import CampaignStep, ContactImport, Message, Suppression
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +85,43 @@ def test_credential_edit_keeps_secrets(admin_client, rows):
     credential.refresh_from_db()
     assert credential.daily_limit == 75
     assert credential.smtp_password == "smtp-plaintext-xyz"
+
+
+def test_campaign_page_shows_variants_inline_and_stats_per_variant(admin_client, rows):
+    campaign, enrollment = rows["campaign"], rows["enrollment"]
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(
+        variants=[{"subject": "Other angle", "body_text": "Variant <b>B</b> body", "body_html": ""}]
+    )
+    Message.objects.create(
+        account=campaign.account,
+        enrollment=enrollment,
+        step=2,
+        variant="B",
+        message_id="admin-b@sender.example",
+        to_email=enrollment.contact.email,
+        sent_at=timezone.now(),
+    )
+
+    page = admin_client.get(reverse("admin:outreach_campaign_change", args=[campaign.pk]))
+
+    content = page.content.decode()
+    assert "Other angle" in content
+    assert "Variant &lt;b&gt;B&lt;/b&gt; body" in content  # escaped
+    assert "Stats per step and variant" in content
+    assert "<td>2</td><td>B</td><td>1</td><td>0</td><td>0</td><td>0</td>" in content
+
+
+def test_enrollments_filter_by_stopped(admin_client, rows):
+    campaign = rows["campaign"]
+    stopped = EnrollmentFactory(campaign=campaign, status="stopped", stop_reason="domain_reply")
+
+    url = reverse("admin:outreach_enrollment_changelist")
+    page = admin_client.get(url, {"status__exact": "stopped"})
+    assert page.status_code == 200
+    assert list(page.context["cl"].result_list) == [stopped]
+    page = admin_client.get(url, {"stop_reason__exact": "domain_reply"})
+    assert list(page.context["cl"].result_list) == [stopped]
+    assert (
+        admin_client.get(reverse("admin:outreach_enrollment_change", args=[stopped.pk])).status_code
+        == 200
+    )

@@ -1,10 +1,9 @@
 """outreach.bounces.enrollment_mark_bounced: the rules every bounce source shares."""
 
-import threading
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from outreach.bounces import BOUNCE_RATE_MIN_SENDS, enrollment_mark_bounced, stats_increment
 from outreach.models import (
@@ -20,6 +19,7 @@ from tests.outreach.factories import (
     CredentialFactory,
     EnrollmentFactory,
 )
+from tests.support.threads import at_once
 from webhooks.models import Event
 
 AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -253,27 +253,6 @@ needs_postgres = pytest.mark.skipif(
 )
 
 
-def _in_threads(calls) -> None:
-    barrier = threading.Barrier(len(calls))
-    errors = []
-
-    def run(call):
-        try:
-            barrier.wait()
-            call()
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == []
-
-
 @needs_postgres
 def test_it_disables_once_under_concurrent_bounces(live_db):
     campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
@@ -281,7 +260,7 @@ def test_it_disables_once_under_concurrent_bounces(live_db):
     stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=20)
     enrollments = [_sent_enrollment(campaign, credential) for _ in range(6)]
 
-    _in_threads(
+    at_once(
         [
             lambda e=e: enrollment_mark_bounced(enrollment=e, reason="550 rejected")
             for e in enrollments
@@ -306,7 +285,7 @@ def test_it_pauses_once_when_two_credentials_are_disabled_concurrently(live_db):
             enrollment = _sent_enrollment(campaign, credential)
             calls.append(lambda e=enrollment: enrollment_mark_bounced(enrollment=e, reason="550"))
 
-    _in_threads(calls)
+    at_once(calls)
 
     assert len(_events("credential.disabled")) == 2
     assert len(_events("campaign.paused")) == 1

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from outreach import enrollments, sending
+from outreach import enrollments, sending, stopping
 from outreach.bounces import enrollment_mark_bounced
 from outreach.contact_data import contact_data_clean
 from outreach.intake.services import (
@@ -88,6 +88,7 @@ def test_each_change_counts_once_and_matches_a_recount(api_client, account, smtp
         "replied": 1,
         "bounced": 1,
         "unsubscribed": 1,
+        "stopped": 0,
     }
     assert _stats(api_client, campaign) == expected == _recount(campaign)
 
@@ -162,11 +163,19 @@ def test_the_command_reports_drift_and_repairs_it(capsys):
 def test_the_migration_counts_existing_campaigns():
     enrollment = EnrollmentFactory(sent_at=timezone.now(), opened_at=timezone.now())
     CampaignStats.objects.all().delete()
-    migration = importlib.import_module("outreach.migrations.0009_campaign_stats")
+    migration = importlib.import_module("outreach.migrations.0010_campaign_stats")
     migration.stats_backfill(apps, None)
     assert enrollments.stats_read(campaign_ids=[enrollment.campaign_id])[
         enrollment.campaign_id
-    ] == {"enrolled": 1, "sent": 1, "opened": 1, "replied": 0, "bounced": 0, "unsubscribed": 0}
+    ] == {
+        "enrolled": 1,
+        "sent": 1,
+        "opened": 1,
+        "replied": 0,
+        "bounced": 0,
+        "unsubscribed": 0,
+        "stopped": 0,
+    }
 
 
 def test_an_unknown_stat_is_refused():
@@ -216,13 +225,16 @@ class _Record:
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite runs one writer at a time")
 @pytest.mark.django_db(transaction=True)
 def test_a_thousand_concurrent_changes_keep_the_counts_exact():
-    """Sends (both record paths), opens, replies, bounces, unsubscribes, enrollments and
-    deleted contacts, 1,000 in all on 8 threads over three campaigns sharing contacts:
+    """Sends (both record paths), opens, replies (one campaign stopping the replier's
+    colleagues), bounces, unsubscribes, stops, enrollments and deleted contacts, 1,000 in all on 8 threads over three campaigns sharing contacts:
     no deadlock, and every campaign's kept stats equal a recount."""
     rng = random.Random()
     campaigns = [CampaignFactory(status=Campaign.Status.ACTIVE, with_steps=2)]
     account = campaigns[0].account
     credential = campaigns[0].credentials.get()
+    # A reply in the first one also stops the replier's colleagues (all at example.org).
+    Campaign.objects.filter(pk=campaigns[0].pk).update(stop_on_domain_reply=True)
+    campaigns[0].refresh_from_db()
     for _ in range(2):
         campaign = CampaignFactory(account=account, status=Campaign.Status.ACTIVE, with_steps=2)
         campaign.credentials.set([credential])
@@ -256,8 +268,8 @@ def test_a_thousand_concurrent_changes_keep_the_counts_exact():
     operations = []
     for _ in range(1000):
         kind = rng.choices(
-            ["send", "open", "reply", "bounce", "unsubscribe", "enroll", "delete"],
-            weights=[30, 20, 15, 10, 10, 10, 5],
+            ["send", "open", "reply", "bounce", "unsubscribe", "enroll", "delete", "stop"],
+            weights=[30, 20, 15, 10, 10, 10, 5, 5],
         )[0]
         pk, campaign_id, contact_id = rng.choice(rows)
         if kind == "send" and sends:
@@ -278,6 +290,8 @@ def test_a_thousand_concurrent_changes_keep_the_counts_exact():
                     (campaign_id, chosen),
                 )
             )
+        elif kind == "stop":
+            operations.append((lambda e: stopping.enrollment_stop(enrollment_id=e), (pk,)))
         else:
             operations.append((_delete_contact, (rng.choice(deletable).pk,)))
     errors = []

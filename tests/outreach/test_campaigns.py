@@ -39,6 +39,7 @@ def test_it_creates_a_draft_with_defaults(api_client):
     assert body["send_window"] is None
     assert body["bounce_threshold_percent"] == 5.0
     assert body["track_opens"] is True and body["stop_on_reply"] is True
+    assert body["stop_on_domain_reply"] is False and body["unsubscribe_footer"] is False
     assert body["stats"] == {
         "enrolled": 0,
         "sent": 0,
@@ -46,6 +47,7 @@ def test_it_creates_a_draft_with_defaults(api_client):
         "replied": 0,
         "bounced": 0,
         "unsubscribed": 0,
+        "stopped": 0,
     }
 
 
@@ -69,6 +71,7 @@ def test_it_creates_with_everything(api_client, account):
         "body_text": "Following up, {{fields.job_title|friend}}",
         "body_html": None,
         "delay_minutes": 1440,
+        "variants": [],
     }
     assert sorted(body["credential_ids"]) == sorted(str(c.pk) for c in credentials)
     assert body["timezone"] == "Europe/Paris"
@@ -189,13 +192,15 @@ def test_stats_count_enrollments(api_client, account):
     EnrollmentFactory(campaign=campaign, status="replied", sent_at=now, replied_at=now)
     EnrollmentFactory(campaign=campaign, status="bounced", sent_at=now, bounced_at=now)
     EnrollmentFactory(campaign=campaign, status="unsubscribed", sent_at=now, unsubscribed_at=now)
+    EnrollmentFactory(campaign=campaign, status="stopped", stopped_at=now, stop_reason="manual")
     expected = {
-        "enrolled": 5,
+        "enrolled": 6,
         "sent": 4,
         "opened": 1,
         "replied": 1,
         "bounced": 1,
         "unsubscribed": 1,
+        "stopped": 1,
     }
     assert api_client.get(f"/campaigns/{campaign.pk}").json()["stats"] == expected
     listed = api_client.get("/campaigns").json()

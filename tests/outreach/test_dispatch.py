@@ -373,6 +373,7 @@ def test_campaign_status_choices_cover_api():
         "bounced",
         "unsubscribed",
         "failed",
+        "stopped",
     }
 
 

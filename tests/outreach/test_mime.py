@@ -51,7 +51,7 @@ def _build(contact, step, sender, *, thread):
     enrollment = SimpleNamespace(pk=uuid.UUID(int=7), contact=SimpleNamespace(fields={}, **contact))
     return sending.message_build(
         credential=credential,
-        campaign=SimpleNamespace(track_opens=True),
+        campaign=SimpleNamespace(track_opens=True, unsubscribe_footer=False),
         step=SimpleNamespace(**step),
         enrollment=enrollment,
         thread=thread,
@@ -188,7 +188,7 @@ def _message(rng):
     )
     return dict(
         credential=SimpleNamespace(from_name=from_name, from_email=from_email),
-        campaign=SimpleNamespace(track_opens=rng.random() < 0.7),
+        campaign=SimpleNamespace(track_opens=rng.random() < 0.7, unsubscribe_footer=False),
         step=SimpleNamespace(subject=subject, body_text=body_text, body_html=body_html),
         enrollment=SimpleNamespace(pk=uuid.UUID(int=rng.getrandbits(128)), contact=contact),
         thread=thread,
@@ -254,7 +254,7 @@ def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
 
 COMMON = dict(
     credential=SimpleNamespace(from_name="Bench", from_email="bench@sender.example"),
-    campaign=SimpleNamespace(track_opens=True),
+    campaign=SimpleNamespace(track_opens=True, unsubscribe_footer=False),
     step=SimpleNamespace(
         subject="Quick question, {{first_name|there}}",
         body_text="Hi {{first_name}},\n\nWould {{company}} like to talk?\n\nBench",

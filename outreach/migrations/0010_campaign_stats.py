@@ -19,6 +19,7 @@ def stats_backfill(apps, schema_editor):
             replied=Count("id", filter=Q(replied_at__isnull=False)),
             bounced=Count("id", filter=Q(bounced_at__isnull=False)),
             unsubscribed=Count("id", filter=Q(unsubscribed_at__isnull=False)),
+            stopped=Count("id", filter=Q(stopped_at__isnull=False)),
         )
         .order_by()
     )
@@ -27,7 +28,7 @@ def stats_backfill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("outreach", "0008_sendclaim_message"),
+        ("outreach", "0009_stop_footer_and_variants"),
     ]
 
     operations = [
@@ -50,6 +51,7 @@ class Migration(migrations.Migration):
                 ("replied", models.IntegerField(db_default=0, default=0)),
                 ("bounced", models.IntegerField(db_default=0, default=0)),
                 ("unsubscribed", models.IntegerField(db_default=0, default=0)),
+                ("stopped", models.IntegerField(db_default=0, default=0)),
             ],
             options={
                 "verbose_name_plural": "campaign stats",

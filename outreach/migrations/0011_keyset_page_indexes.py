@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0004_keyset_page_indexes"),
-        ("outreach", "0009_campaign_stats"),
+        ("outreach", "0010_campaign_stats"),
     ]
 
     operations = [
