@@ -7,6 +7,7 @@ from django.db.models import (
     Aggregate,
     Count,
     F,
+    Func,
     JSONField,
     OuterRef,
     Q,
@@ -40,6 +41,17 @@ class JSONList(Aggregate):
         return super().as_sql(compiler, connection, function="JSON_GROUP_ARRAY", **extra_context)
 
 
+class JSONColumn(Func):
+    """A JSON column as a value inside a JSON object (SQLite keeps JSON as text, which
+    JSON_OBJECT would embed as a string; json() makes it JSON again)."""
+
+    template = "%(expressions)s"
+    output_field = JSONField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, template="JSON(%(expressions)s)")
+
+
 def _rows(queryset: QuerySet, group: str, **columns) -> Subquery:
     return Subquery(
         queryset.order_by()
@@ -71,7 +83,7 @@ def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]
             body_text="body_text",
             body_html="body_html",
             delay_minutes="delay_minutes",
-            variants="variants",
+            variants=JSONColumn("variants"),
         ),
         credential_rows=_rows(
             SmtpCredential.objects.filter(campaigns=OuterRef("pk")),
