@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from django.conf import settings
 
 from config.db import connection_release
+from outreach import oauth
 from outreach.intake.mailbox import _connect as imap_connect
 from outreach.models import SmtpCredential
 from outreach.sending import smtp_connect
@@ -58,6 +59,14 @@ def credential_verify(*, credential: SmtpCredential) -> dict:
     checks = {"smtp": (_smtp_check, settings.SENDING_SMTP_TIMEOUT_SECONDS)}
     if credential.imap_host:
         checks["imap"] = (_imap_check, settings.IMAP_TIMEOUT_SECONDS)
+    if credential.uses_oauth:
+        # One access token for both checks, fetched (refreshed if need be) here: the
+        # checks' threads then only talk to the mail servers.
+        try:
+            oauth.access_token_get(credential=credential)
+        except oauth.TokenError as exc:
+            failed = {"ok": False, "error": str(exc)[:ERROR_MAX_CHARS]}
+            return {"smtp": failed, "imap": failed if "imap" in checks else None}
     deadline = settings.MAILBOX_VERIFY_TIMEOUT_SECONDS
     # The request waits on mail servers now: its pooled database connection goes back
     # meanwhile (nothing without a pool).

@@ -35,9 +35,7 @@ def connect(api_client, client, provider_server, email=OWNER, **body) -> SmtpCre
     params = provider_server.consent(started["authorization_url"], email=email)
     page = callback(client, params, provider_server.name)
     assert page.status_code == 200, page.content.decode()
-    return SmtpCredential.objects.get(
-        from_email=email, auth_method=f"oauth_{provider_server.name}"
-    )
+    return SmtpCredential.objects.get(from_email=email, auth_method=f"oauth_{provider_server.name}")
 
 
 def stored_columns(credential_id) -> tuple[str, str]:

@@ -15,6 +15,7 @@ service's settings pointed at it (client id and secret, authorize and token URLs
     provider.token_requests                   # [{"grant_type": ..., ...}] as received
     provider.access_token_valid(user, token)  # what a mail server asks (aiosmtpd sink)
     provider.access_token_issue(email)        # a token for a test's own IMAP client
+    provider.grant_issue(email)               # {access_token, refresh_token, ...} as after consent
 
 `consent(..., claims={...})` changes the ID token's claims (None removes one).
 """
@@ -180,7 +181,8 @@ class OAuthProvider:
         return token
 
     # --- endpoints ---
-    def _tokens(self, email: str) -> dict:
+    def grant_issue(self, email: str) -> dict:
+        """A grant as a consent would make it: access and refresh token."""
         refresh_token = "rt-" + secrets.token_urlsafe(32)
         with self._lock:
             self._refresh[refresh_token] = email
@@ -242,7 +244,7 @@ class OAuthProvider:
                 grant.redirect_uri
             ):
                 return 400, {"error": "invalid_grant", "error_description": "PKCE failed"}
-            return 200, {**self._tokens(grant.email), "id_token": self._id_token(grant)}
+            return 200, {**self.grant_issue(grant.email), "id_token": self._id_token(grant)}
         if grant_type == "refresh_token":
             token = form.get("refresh_token", "")
             with self._lock:
@@ -254,7 +256,7 @@ class OAuthProvider:
                     "error": "invalid_grant",
                     "error_description": "Token has been expired or revoked.",
                 }
-            tokens = self._tokens(email) if self.rotate_refresh_tokens else None
+            tokens = self.grant_issue(email) if self.rotate_refresh_tokens else None
             if tokens is None:
                 return 200, {
                     "access_token": self.access_token_issue(email),
