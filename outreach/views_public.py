@@ -103,6 +103,9 @@ def oauth_callback(request, provider: str):
     says so, or says why not; a bad, reused or expired state connects nothing."""
     if request.method not in ("GET", "HEAD"):
         return _method_not_allowed(["GET", "HEAD"])
+    if request.method == "HEAD":
+        # A link checker's probe must not spend the single-use state.
+        return HttpResponse(content_type="text/html; charset=utf-8")
     if provider not in oauth.PROVIDERS:
         return render(
             request,

@@ -202,6 +202,16 @@ def test_the_state_works_once(api_client, anon_client, oauth_provider):
     assert len(provider.token_requests) == 1  # the second callback never reached it
 
 
+def test_a_head_request_does_not_spend_the_state(api_client, anon_client, oauth_provider):
+    provider = oauth_provider()
+    started = start(api_client)
+    params = provider.consent(started["authorization_url"], email=OWNER)
+    assert anon_client.head("/oauth/callback/google", params).status_code == 200
+    assert anon_client.post("/oauth/callback/google", params).status_code == 405
+    assert not SmtpCredential.objects.exists()
+    assert callback(anon_client, params).status_code == 200
+
+
 def test_an_expired_state_creates_nothing(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)

@@ -22,7 +22,12 @@ from outreach.models import Campaign, Enrollment, SmtpCredential
 from outreach.scheduler import schedule_due
 from outreach.sending import batch_send
 from tests.conftest import client_for
-from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
+from tests.outreach.factories import (
+    CampaignFactory,
+    ContactFactory,
+    CredentialFactory,
+    EnrollmentFactory,
+)
 from webhooks.models import Event
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday
@@ -181,6 +186,30 @@ def test_a_revoked_grant_defers_sends_until_the_mailbox_is_re_authorized(
     credential.save()
     [result] = run(later + timedelta(seconds=900))
     assert result.sent == 2
+
+
+def test_new_threads_go_to_the_campaigns_other_mailboxes(sink, provider, smtp_sink):
+    campaign = oauth_campaign(sink, provider)
+    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(
+        oauth_status="reauthorization_required"
+    )
+    other_sink = smtp_sink()
+    other = CredentialFactory(
+        account=campaign.account,
+        smtp_host=other_sink.host,
+        smtp_port=other_sink.port,
+        smtp_security="none",
+        smtp_username="",
+    )
+    campaign.credentials.add(other)
+    enroll(campaign)
+    enroll(campaign)
+
+    [result] = run()
+
+    assert result.sent == 2
+    assert len(other_sink.messages) == 2 and sink.messages == []
+    assert provider.token_requests == []
 
 
 def test_a_failing_token_endpoint_is_retried_later_without_counting_an_attempt(
