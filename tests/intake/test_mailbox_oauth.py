@@ -11,6 +11,7 @@ from outreach.models import Enrollment, SmtpCredential
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.mail import reply
+from tests.support.oauth_provider import credential_connect
 
 pytestmark = [pytest.mark.django_db, requires_dovecot]
 
@@ -24,21 +25,10 @@ def oauth_thread(oauth_provider, oauth_imap_mailbox):
     provider = oauth_provider()
     mailbox = oauth_imap_mailbox(provider, OWNER)
     enrollment = sent_enrollment()
-    grant = provider.grant_issue(OWNER)
     credential = SmtpCredential.objects.get(pk=enrollment.credential_id)
-    credential.from_email = OWNER
-    credential.auth_method = "oauth_google"
-    credential.oauth_status = "connected"
-    credential.smtp_password = ""
-    credential.imap_host = mailbox.host
-    credential.imap_port = mailbox.port
+    credential.imap_host, credential.imap_port = mailbox.host, mailbox.port
     credential.imap_security = "none"
-    credential.imap_username = OWNER
-    credential.imap_password = ""
-    credential.oauth_refresh_token = grant["refresh_token"]
-    credential.oauth_access_token = grant["access_token"]
-    credential.oauth_access_token_expires_at = timezone.now() + timedelta(minutes=1)
-    credential.save()
+    credential_connect(credential, provider, OWNER, expires_in=timedelta(minutes=1))
     return provider, mailbox, enrollment, credential
 
 

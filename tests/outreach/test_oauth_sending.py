@@ -28,6 +28,7 @@ from tests.outreach.factories import (
     CredentialFactory,
     EnrollmentFactory,
 )
+from tests.support.oauth_provider import credential_connect
 from webhooks.models import Event
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday
@@ -40,22 +41,10 @@ def oauth_campaign(sink, provider, *, expires_in=timedelta(hours=1)) -> Campaign
     """An active campaign whose one mailbox is an OAuth mailbox of `provider`, pointed at
     the sink, with the grant a consent gives."""
     campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
-    grant = provider.grant_issue(OWNER)
-    SmtpCredential.objects.filter(pk=campaign.credentials.get().pk).update(
-        from_email=OWNER,
-        smtp_host=sink.host,
-        smtp_port=sink.port,
-        smtp_security="none",
-        smtp_username=OWNER,
-        smtp_password="",
-        auth_method=f"oauth_{provider.name}",
-        oauth_status="connected",
-    )
     credential = campaign.credentials.get()
-    credential.oauth_refresh_token = grant["refresh_token"]
-    credential.oauth_access_token = grant["access_token"]
-    credential.oauth_access_token_expires_at = timezone.now() + expires_in
-    credential.save()
+    credential.smtp_host, credential.smtp_port = sink.host, sink.port
+    credential.smtp_security = "none"
+    credential_connect(credential, provider, OWNER, expires_in=expires_in)
     return campaign
 
 

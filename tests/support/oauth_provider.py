@@ -274,6 +274,23 @@ class OAuthProvider:
         return {"active": True, "username": entry[0], "client_id": self.client_id}
 
 
+def credential_connect(credential, provider: OAuthProvider, email: str, *, expires_in) -> None:
+    """Make `credential` the OAuth mailbox of `email` as a consent at `provider` leaves it
+    (its grant stored, status connected), its access token valid for `expires_in`."""
+    from django.utils import timezone
+
+    grant = provider.grant_issue(email)
+    credential.from_email = email
+    credential.auth_method = f"oauth_{provider.name}"
+    credential.oauth_status = "connected"
+    credential.smtp_username = credential.imap_username = email
+    credential.smtp_password = credential.imap_password = ""
+    credential.oauth_refresh_token = grant["refresh_token"]
+    credential.oauth_access_token = grant["access_token"]
+    credential.oauth_access_token_expires_at = timezone.now() + expires_in
+    credential.save()
+
+
 @pytest.fixture
 def oauth_provider(settings):
     providers: list[OAuthProvider] = []
