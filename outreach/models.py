@@ -32,8 +32,8 @@ class SmtpCredential(models.Model):
 
     class AuthMethod(models.TextChoices):
         PASSWORD = "password"  # noqa: S105 - a method name, not a secret
-        OAUTH_GOOGLE = "oauth_google"
-        OAUTH_MICROSOFT = "oauth_microsoft"
+        OAUTH_GOOGLE = "oauth_google", "OAuth (Google)"
+        OAUTH_MICROSOFT = "oauth_microsoft", "OAuth (Microsoft)"
 
     class OAuthStatus(models.TextChoices):
         CONNECTED = "connected"
