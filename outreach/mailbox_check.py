@@ -12,6 +12,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from django.conf import settings
+from django.db import connections
 
 from config.db import connection_release
 from outreach import oauth
@@ -35,6 +36,15 @@ def _imap_check(credential: SmtpCredential) -> None:
     client = imap_connect(credential)
     with contextlib.suppress(OSError, imaplib.IMAP4.error):
         client.logout()
+
+
+def _in_thread(check, credential: SmtpCredential) -> None:
+    """A check in its own thread. An OAuth mailbox whose access token the server
+    refuses forgets it (a database write): the thread's connection is closed after."""
+    try:
+        check(credential)
+    finally:
+        connections.close_all()
 
 
 def _describe(exc: Exception, timeout: float) -> str:
@@ -72,7 +82,9 @@ def credential_verify(*, credential: SmtpCredential) -> dict:
     # meanwhile (nothing without a pool).
     connection_release()
     executor = ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="mailbox-verify")
-    futures = {name: executor.submit(check, credential) for name, (check, _) in checks.items()}
+    futures = {
+        name: executor.submit(_in_thread, check, credential) for name, (check, _) in checks.items()
+    }
     wait(futures.values(), timeout=deadline)
     executor.shutdown(wait=False)
     result: dict = {"smtp": None, "imap": None}
