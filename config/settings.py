@@ -420,6 +420,35 @@ CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
 }
 # --- end outreach: sending engine ---
 
+# --- outreach: mailboxes over OAuth 2.0 (docs/outreach.md, "Google and Microsoft mailboxes") ---
+# The service's OAuth clients at each provider. Without a client id, POST
+# /smtp_credentials/oauth answers 422 oauth_not_configured for that provider. Register
+# {BASE_URL}/oauth/callback/google (or /microsoft) as the client's redirect URI.
+GOOGLE_OAUTH_CLIENT_ID = env.str("GOOGLE_OAUTH_CLIENT_ID", default="")
+GOOGLE_OAUTH_CLIENT_SECRET = env.str("GOOGLE_OAUTH_CLIENT_SECRET", default="")
+MICROSOFT_OAUTH_CLIENT_ID = env.str("MICROSOFT_OAUTH_CLIENT_ID", default="")
+MICROSOFT_OAUTH_CLIENT_SECRET = env.str("MICROSOFT_OAUTH_CLIENT_SECRET", default="")
+# Which Microsoft Entra tenants may sign in: "common" (any work or personal account),
+# "organizations", "consumers", or one tenant's id or domain.
+MICROSOFT_OAUTH_TENANT = env.str("MICROSOFT_OAUTH_TENANT", default="common")
+# The providers' endpoints; set them only to point at another authorization server (tests,
+# private deployments).
+GOOGLE_OAUTH_AUTHORIZE_URL = env.str(
+    "GOOGLE_OAUTH_AUTHORIZE_URL", default="https://accounts.google.com/o/oauth2/v2/auth"
+)
+GOOGLE_OAUTH_TOKEN_URL = env.str(
+    "GOOGLE_OAUTH_TOKEN_URL", default="https://oauth2.googleapis.com/token"
+)
+MICROSOFT_OAUTH_AUTHORIZE_URL = env.str(
+    "MICROSOFT_OAUTH_AUTHORIZE_URL",
+    default=f"https://login.microsoftonline.com/{MICROSOFT_OAUTH_TENANT}/oauth2/v2.0/authorize",
+)
+MICROSOFT_OAUTH_TOKEN_URL = env.str(
+    "MICROSOFT_OAUTH_TOKEN_URL",
+    default=f"https://login.microsoftonline.com/{MICROSOFT_OAUTH_TENANT}/oauth2/v2.0/token",
+)
+# --- end outreach: OAuth ---
+
 # Stripe. Unset STRIPE_SECRET_KEY: the payment provider is not configured.
 STRIPE_SECRET_KEY = env.str("STRIPE_SECRET_KEY", default="")
 STRIPE_WEBHOOK_SECRET = env.str("STRIPE_WEBHOOK_SECRET", default="")

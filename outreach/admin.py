@@ -43,13 +43,21 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "last_error_at",
         "disabled_reason",
         "bounce_rate",
+        "auth_method",
+        "oauth_status",
         "account",
         "smtp_host",
         "daily_limit",
         "sent_count",
         "bounced_count",
     )
-    list_filter = ("smtp_security", "relay_provider", ("disabled_at", admin.EmptyFieldListFilter))
+    list_filter = (
+        "auth_method",
+        "oauth_status",
+        "smtp_security",
+        "relay_provider",
+        ("disabled_at", admin.EmptyFieldListFilter),
+    )
     search_fields = ("from_email", "account__email", "smtp_host")
     list_select_related = ("account",)
     fields = (
@@ -57,6 +65,10 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "account",
         "from_email",
         "from_name",
+        "auth_method",
+        "oauth_status",
+        "oauth_hint",
+        "oauth_access_token_expires_at",
         "smtp_host",
         "smtp_port",
         "smtp_username",
@@ -94,6 +106,26 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         # each campaign separately: see "Sends by campaign" below.
         attempts = obj.sent_count + obj.bounced_count
         return f"{100.0 * obj.bounced_count / attempts:.1f}%" if attempts else "-"
+
+    @admin.display(description="OAuth")
+    def oauth_hint(self, obj):
+        """What to do about an OAuth mailbox (its tokens are never shown)."""
+        if not obj.uses_oauth:
+            return "-"
+        provider = "google" if obj.auth_method == obj.AuthMethod.OAUTH_GOOGLE else "microsoft"
+        if obj.oauth_status == obj.OAuthStatus.REAUTHORIZATION_REQUIRED:
+            return format_html(
+                "<strong>Re-authorization required.</strong> Its sends and reply polling "
+                "wait. The account connects it again with <code>POST "
+                '/smtp_credentials/oauth</code> <code>{{"provider": "{}"}}</code>, '
+                "signing in as {} at the provider; the mailbox keeps its settings and "
+                "threads.",
+                provider,
+                obj.from_email,
+            )
+        return format_html(
+            "Connected with {}; access tokens are refreshed as needed.", provider.title()
+        )
 
     @admin.display(boolean=True, description="SMTP password set")
     def smtp_password_set(self, obj):

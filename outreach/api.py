@@ -34,6 +34,7 @@ from config.api.serializers import RepresentationMixin
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
 from outreach import enrollments, selectors, services, stopping
+from outreach import oauth as oauth_flow
 from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.emails import InvalidEmail, email_clean
 from outreach.enrollments import STAT_NAMES
@@ -43,6 +44,7 @@ from outreach.models import (
     Contact,
     ContactImport,
     Enrollment,
+    OAuthAuthorization,
     Security,
     SmtpCredential,
 )
@@ -131,6 +133,19 @@ class CredentialSerializer(serializers.ModelSerializer):
     relay_signing_key_set = serializers.SerializerMethodField()
     last_error = serializers.SerializerMethodField()
     imap_last_error = serializers.SerializerMethodField()
+    auth_method = serializers.ChoiceField(
+        choices=SmtpCredential.AuthMethod.choices,
+        read_only=True,
+        help_text="How SMTP and IMAP log in: `password`, or OAuth 2.0 (XOAUTH2) for mailboxes "
+        "connected with POST /smtp_credentials/oauth.",
+    )
+    oauth_status = BlankAsNullChoiceField(
+        choices=SmtpCredential.OAuthStatus.choices,
+        read_only=True,
+        help_text="OAuth mailboxes: `connected`, or `reauthorization_required` when the "
+        "provider refused its refresh token (sends wait; connect it again). Null for "
+        "password mailboxes.",
+    )
 
     class Meta:
         model = SmtpCredential
@@ -165,6 +180,8 @@ class CredentialSerializer(serializers.ModelSerializer):
             "imap_last_polled_at",
             "imap_last_error",
             "imap_last_error_at",
+            "auth_method",
+            "oauth_status",
         ]
         read_only_fields = [
             "id",
@@ -222,7 +239,10 @@ class CredentialSerializer(serializers.ModelSerializer):
                 attrs["imap_port"] = DEFAULT_PORTS["imap"].get(imap_security, 143)
             if not attrs.get("imap_username", getattr(self.instance, "imap_username", "")):
                 errors["imap_username"] = ["Required when imap_host is set."]
-            if not attrs.get("imap_password", getattr(self.instance, "imap_password", "")):
+            oauth = self.instance is not None and self.instance.uses_oauth
+            if not oauth and not attrs.get(
+                "imap_password", getattr(self.instance, "imap_password", "")
+            ):
                 errors["imap_password"] = ["Required when imap_host is set."]
         provider = attrs.get("relay_provider", getattr(self.instance, "relay_provider", ""))
         if provider and not attrs.get(
@@ -258,6 +278,19 @@ class CredentialCreatedSerializer(CredentialSerializer):
         fields = [*CredentialSerializer.Meta.fields, "verification"]
 
 
+class OAuthStartSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(choices=OAuthAuthorization.Provider.choices)
+    daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    from_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class OAuthStartedSerializer(serializers.Serializer):
+    authorization_url = serializers.URLField(
+        help_text="The provider's consent page: open it in the mailbox owner's browser."
+    )
+    expires_at = TimestampField(help_text="The link works once, until then (15 minutes).")
+
+
 class CredentialViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -283,6 +316,28 @@ class CredentialViewSet(
         )
         body = self.get_serializer(credential).data
         body["verification"] = credential_verify(credential=credential)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=OAuthStartSerializer,
+        responses={201: OAuthStartedSerializer},
+        summary="Connect a Google or Microsoft mailbox (OAuth 2.0)",
+        description="Starts the provider's authorization code flow (PKCE, offline access, the "
+        "mail scopes). Send the mailbox's owner to `authorization_url`; after consent the "
+        "provider returns to `GET /oauth/callback/<provider>`, which creates the credential "
+        "(SMTP and IMAP hosts preset, `auth_method` `oauth_google` / `oauth_microsoft`), or "
+        "re-authorizes the account's mailbox with that address. 422 `oauth_not_configured` "
+        "when the service has no OAuth client for the provider.",
+    )
+    @action(detail=False, methods=["post"], url_path="oauth")
+    def oauth(self, request):
+        serializer = OAuthStartSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        url, expires_at = oauth_flow.authorization_start(
+            account=request.user, provider_name=data.pop("provider"), credential_settings=data
+        )
+        body = OAuthStartedSerializer({"authorization_url": url, "expires_at": expires_at}).data
         return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -12,8 +12,10 @@ import socket
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from django.conf import settings
+from django.db import connections
 
 from config.db import connection_release
+from outreach import oauth
 from outreach.intake.mailbox import _connect as imap_connect
 from outreach.models import SmtpCredential
 from outreach.sending import smtp_connect
@@ -34,6 +36,15 @@ def _imap_check(credential: SmtpCredential) -> None:
     client = imap_connect(credential)
     with contextlib.suppress(OSError, imaplib.IMAP4.error):
         client.logout()
+
+
+def _in_thread(check, credential: SmtpCredential) -> None:
+    """A check in its own thread. An OAuth mailbox whose access token the server
+    refuses forgets it (a database write): the thread's connection is closed after."""
+    try:
+        check(credential)
+    finally:
+        connections.close_all()
 
 
 def _describe(exc: Exception, timeout: float) -> str:
@@ -58,12 +69,22 @@ def credential_verify(*, credential: SmtpCredential) -> dict:
     checks = {"smtp": (_smtp_check, settings.SENDING_SMTP_TIMEOUT_SECONDS)}
     if credential.imap_host:
         checks["imap"] = (_imap_check, settings.IMAP_TIMEOUT_SECONDS)
+    if credential.uses_oauth:
+        # One access token for both checks, fetched (refreshed if need be) here: the
+        # checks' threads then only talk to the mail servers.
+        try:
+            oauth.access_token_get(credential=credential)
+        except oauth.TokenError as exc:
+            failed = {"ok": False, "error": str(exc)[:ERROR_MAX_CHARS]}
+            return {"smtp": failed, "imap": failed if "imap" in checks else None}
     deadline = settings.MAILBOX_VERIFY_TIMEOUT_SECONDS
     # The request waits on mail servers now: its pooled database connection goes back
     # meanwhile (nothing without a pool).
     connection_release()
     executor = ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="mailbox-verify")
-    futures = {name: executor.submit(check, credential) for name, (check, _) in checks.items()}
+    futures = {
+        name: executor.submit(_in_thread, check, credential) for name, (check, _) in checks.items()
+    }
     wait(futures.values(), timeout=deadline)
     executor.shutdown(wait=False)
     result: dict = {"smtp": None, "imap": None}

@@ -30,6 +30,15 @@ class SmtpCredential(models.Model):
         BOUNCE_RATE_EXCEEDED = "bounce_rate_exceeded"
         MANUAL = "manual"
 
+    class AuthMethod(models.TextChoices):
+        PASSWORD = "password"  # noqa: S105 - a method name, not a secret
+        OAUTH_GOOGLE = "oauth_google", "OAuth (Google)"
+        OAUTH_MICROSOFT = "oauth_microsoft", "OAuth (Microsoft)"
+
+    class OAuthStatus(models.TextChoices):
+        CONNECTED = "connected"
+        REAUTHORIZATION_REQUIRED = "reauthorization_required"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(
         "accounts.Account", on_delete=models.CASCADE, related_name="smtp_credentials"
@@ -77,8 +86,33 @@ class SmtpCredential(models.Model):
     last_error = models.TextField(blank=True, default="")
     last_error_at = models.DateTimeField(null=True, blank=True)
 
+    # OAuth 2.0 mailboxes (outreach.oauth): SMTP and IMAP log in with XOAUTH2 and an
+    # access token instead of the passwords. "" for password mailboxes.
+    auth_method = models.CharField(
+        max_length=16, choices=AuthMethod.choices, default=AuthMethod.PASSWORD
+    )
+    oauth_status = models.CharField(
+        max_length=32, choices=OAuthStatus.choices, blank=True, default=""
+    )
+    # Encrypted at rest; never returned by the API. The access token is kept so that not
+    # every connection needs a refresh; it is refreshed shortly before it expires.
+    oauth_refresh_token = EncryptedTextField(blank=True, default="")
+    oauth_access_token = EncryptedTextField(blank=True, default="")
+    oauth_access_token_expires_at = models.DateTimeField(null=True, blank=True)
+    # A refresh in progress (one at a time per mailbox, across workers) until then.
+    oauth_refreshing_until = models.DateTimeField(null=True, blank=True)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Written only by outreach.oauth, under its refresh lease: a save of the whole row
+    # elsewhere (an API PATCH) must not put back tokens it read before a refresh.
+    OAUTH_TOKEN_FIELDS = (
+        "oauth_refresh_token",
+        "oauth_access_token",
+        "oauth_access_token_expires_at",
+        "oauth_refreshing_until",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -93,6 +127,40 @@ class SmtpCredential(models.Model):
     @property
     def is_enabled(self) -> bool:
         return self.disabled_at is None
+
+    @property
+    def uses_oauth(self) -> bool:
+        return self.auth_method != self.AuthMethod.PASSWORD
+
+
+class OAuthAuthorization(models.Model):
+    """One started `POST /smtp_credentials/oauth`: the single-use `state` sent to the
+    provider, bound to the account, with the PKCE code verifier and the OpenID nonce
+    the callback needs. The state itself is not stored, only its SHA-256, so a
+    database read does not yield a usable callback."""
+
+    class Provider(models.TextChoices):
+        GOOGLE = "google"
+        MICROSOFT = "microsoft"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    provider = models.CharField(max_length=10, choices=Provider.choices)
+    state_hash = models.CharField(max_length=64, unique=True)
+    code_verifier = EncryptedTextField(blank=True, default="")
+    nonce = models.CharField(max_length=64)
+    # The mailbox settings given with the request (daily_limit, from_name), applied to
+    # the credential the callback creates.
+    credential_settings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="oauth_authorization_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.provider} authorization {self.id}"
 
 
 class Campaign(models.Model):

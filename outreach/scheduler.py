@@ -15,7 +15,9 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      the campaign (a thread never changes mailbox while it can be sent from), otherwise
      the enabled credential of the campaign with the most room left today (rotation);
      none with room under its daily_limit (UTC day): next_send_at = the next UTC
-     midnight, then the window's next opening;
+     midnight, then the window's next opening; OAuth mailboxes waiting to be
+     re-authorized are left out, and when no other is left next_send_at moves
+     SENDING_CREDENTIAL_RETRY_SECONDS on;
    - a campaign without any enabled credential is paused (all_credentials_disabled);
    - otherwise a claim: next_send_at moves to the lease's end, a unit of the mailbox's
      daily limit is reserved (daily_sent_count counts reserved and sent sends);
@@ -233,7 +235,15 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     credential_ids = {c for ids in linked.values() for c in ids}
     rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
     # Which are enabled, read without locking: a campaign is paused only when none is.
-    enabled_ids = set(rows.filter(disabled_at__isnull=True).values_list("pk", flat=True))
+    # An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
+    # threads, and campaigns with no other mailbox, wait (never paused, never failed).
+    enabled_status = dict(rows.filter(disabled_at__isnull=True).values_list("pk", "oauth_status"))
+    enabled_ids = set(enabled_status)
+    unauthorized = {
+        pk
+        for pk, oauth_status in enabled_status.items()
+        if oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
+    }
     # The mailboxes claims are made for are locked, so the daily counters read below
     # cannot move until this transaction ends; concurrent schedulers never take the
     # same one. On PostgreSQL a row another transaction holds is skipped: a sender
@@ -245,6 +255,8 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     today = utc_day(now)
     room = {pk: _room_today(c, today) for pk, c in credentials.items()}
     window_open_at: dict = {}
+    # Looked at again then (a re-authorization does not wake them; they wait this long).
+    reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
 
     plan = _Plan()
     for enrollment in enrollments:
@@ -268,10 +280,16 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
         # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
         thread = enrollment.credential_id
         candidates = [thread] if thread in enabled else enabled
+        if all(pk in unauthorized for pk in candidates):
+            plan.defer[reauthorization_wait].append(enrollment.pk)
+            continue
         candidates = [
             pk
             for pk in candidates
-            if pk not in busy and pk in credentials and credentials[pk].disabled_at is None
+            if pk not in busy
+            and pk not in unauthorized
+            and pk in credentials
+            and credentials[pk].disabled_at is None
         ]
         if not candidates:
             # Its mailboxes are all still sending, or held for a moment: a later run.

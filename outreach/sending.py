@@ -43,7 +43,7 @@ from billing.services import usage_record_increment
 from config.db import connection_release
 from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from config.worker import stopping
-from outreach import record_sql, tokens
+from outreach import oauth, record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
 from outreach.enrollments import count, counting
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
@@ -201,6 +201,15 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
     (authentication, TLS), TemporaryError when the server cannot be reached."""
     timeout = settings.SENDING_SMTP_TIMEOUT_SECONDS
     host, port = credential.smtp_host, credential.smtp_port
+    access_token = None
+    if credential.uses_oauth:
+        # Before connecting: a refresh may wait on the token endpoint. A mailbox that
+        # needs re-authorization, or a token endpoint that failed, waits like a mailbox
+        # failure (never a bounce, no attempt counted).
+        try:
+            access_token = oauth.access_token_get(credential=credential)
+        except oauth.TokenError as exc:
+            raise MailboxError(str(exc)[:ERROR_MAX_CHARS]) from exc
     try:
         # Through the outbound guard: a host resolving to a refused address is a mailbox
         # failure (the batch waits), never a bounce.
@@ -219,11 +228,22 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
         if credential.smtp_security == Security.STARTTLS:
             conn.starttls(context=_tls_context())
             conn.ehlo()
-        if credential.smtp_username:
+        if access_token is not None:
+            response = oauth.xoauth2_string(oauth.oauth_user(credential), access_token)
+            # The server's JSON error after a refused token is answered with an empty
+            # line (the SASL exchange's end); then it says 535.
+            conn.auth(
+                "XOAUTH2",
+                lambda challenge=None: response if challenge is None else "",
+                initial_response_ok=True,
+            )
+        elif credential.smtp_username:
             conn.login(credential.smtp_username, credential.smtp_password)
         return conn
     except smtplib.SMTPAuthenticationError as exc:
         _close(conn)
+        if access_token is not None:
+            oauth.access_token_forget(credential=credential)  # refreshed next time
         text = _reply_text(exc.smtp_code, exc.smtp_error)
         raise MailboxError(f"authentication failed: {text}") from exc
     except (smtplib.SMTPNotSupportedError, ssl.SSLError, ssl.CertificateError) as exc:

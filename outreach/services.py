@@ -80,7 +80,15 @@ def credential_update(*, credential: SmtpCredential, data: dict) -> SmtpCredenti
         # Without a host there is no mailbox to poll; forget its state.
         credential.imap_uidvalidity = None
         credential.imap_last_uid = None
-    credential.save()
+    # Every column but the OAuth tokens: a refresh may have replaced them since this
+    # row was read (outreach.oauth writes them, under its lease).
+    credential.save(
+        update_fields=[
+            f.name
+            for f in SmtpCredential._meta.concrete_fields
+            if not f.primary_key and f.name not in SmtpCredential.OAUTH_TOKEN_FIELDS
+        ]
+    )
     return credential
 
 

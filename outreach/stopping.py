@@ -207,11 +207,17 @@ def enrollments_stop_same_domain(*, enrollment: Enrollment, at: datetime) -> int
     domain = email_domain(enrollment.contact.email_lower)
     if not domain or is_consumer_domain(domain):
         return 0
-    stopped = (
+    colleagues = list(
         Enrollment.objects.filter(_same_domain(campaign.pk, domain))
         .exclude(pk=enrollment.pk)
-        .update(**_stopped(Enrollment.StopReason.DOMAIN_REPLY, at))
+        .values_list("pk", flat=True)
     )
+    # Not one UPDATE with the contact join: PostgreSQL would then not re-check the status
+    # of a row another transaction changed meanwhile (one enrolled after the domain lock
+    # and stopped or bounced since), and stop it again.
+    stopped = Enrollment.objects.filter(
+        pk__in=colleagues, status__in=Enrollment.ACTIVE_STATUSES
+    ).update(**_stopped(Enrollment.StopReason.DOMAIN_REPLY, at))
     if stopped:
         count(campaign.pk, stopped=stopped)
         campaigns_complete_if_done(campaign_ids=[campaign.pk], at=at)

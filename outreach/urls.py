@@ -18,6 +18,7 @@ urlpatterns = [
         views_public.RelayWebhookView.as_view(),
         name="relay-webhook",
     ),
+    path("oauth/callback/<str:provider>", views_public.oauth_callback, name="oauth-callback"),
     path("outreaches", api.OutreachView.as_view(), name="outreaches"),
     *router.urls,
 ]

@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api.errors import COMPACT, InvalidJson, InvalidRelaySignature, error_body
-from outreach import tokens
+from outreach import oauth, tokens
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened
 from outreach.models import Enrollment
@@ -94,6 +94,41 @@ def unsubscribe(request, token: str):
     if contact.unsubscribed_at is not None:
         return render(request, "outreach/unsubscribe_done.html", context)
     return render(request, "outreach/unsubscribe.html", {**context, "action": request.path})
+
+
+@never_cache
+def oauth_callback(request, provider: str):
+    """GET /oauth/callback/<provider>: where Google or Microsoft send the mailbox's owner
+    back after consent. Connects the mailbox (outreach.oauth.authorization_complete) and
+    says so, or says why not; a bad, reused or expired state connects nothing."""
+    if request.method not in ("GET", "HEAD"):
+        return _method_not_allowed(["GET", "HEAD"])
+    if request.method == "HEAD":
+        # A link checker's probe must not spend the single-use state.
+        return HttpResponse(content_type="text/html; charset=utf-8")
+    if provider not in oauth.PROVIDERS:
+        return render(
+            request,
+            "outreach/oauth_failed.html",
+            {"reason": "This page is not a sign-in return address."},
+            status=404,
+        )
+    try:
+        connected = oauth.authorization_complete(provider_name=provider, params=request.GET.dict())
+    except oauth.AuthorizationFailed as exc:
+        logger.info("oauth callback (%s) refused: %s", provider, exc)
+        return render(request, "outreach/oauth_failed.html", {"reason": str(exc)}, status=400)
+    credential = connected.credential
+    return render(
+        request,
+        "outreach/oauth_connected.html",
+        {
+            "email": credential.from_email,
+            "provider": "Google" if provider == "google" else "Microsoft",
+            "created": connected.created,
+            "credential_id": credential.pk,
+        },
+    )
 
 
 class RelayWebhookView(APIView):

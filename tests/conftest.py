@@ -106,4 +106,5 @@ pytest_plugins = [
     "tests.support.smtp",
     "tests.support.dns",
     "tests.support.embedded",
+    "tests.support.oauth_provider",
 ]

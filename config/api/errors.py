@@ -209,6 +209,14 @@ for _args in [
         "Billing checkout and portal need an account created while the payment provider was configured.",
     ),
     (
+        "oauth_not_configured",
+        422,
+        "The service has no OAuth client for this mailbox provider.",
+        "Connecting a Google or Microsoft mailbox with `POST /smtp_credentials/oauth` needs the "
+        "operator to set the provider's OAuth client id and secret (`GOOGLE_OAUTH_CLIENT_ID`, "
+        "`MICROSOFT_OAUTH_CLIENT_ID`, ...). `details.provider` names the provider.",
+    ),
+    (
         "validation_failed",
         422,
         "The request is not valid.",
@@ -295,6 +303,7 @@ NoPspCustomer = _error("no_psp_customer")
 AlreadySubscribed = _error("already_subscribed")
 CheckoutInProgress = _error("checkout_in_progress")
 PspUnavailable = _error("psp_unavailable")
+OAuthNotConfigured = _error("oauth_not_configured")
 
 
 class ValidationFailed(ServiceError):

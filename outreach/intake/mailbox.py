@@ -34,6 +34,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from config.outbound import GuardedIMAP4, GuardedIMAP4_SSL, OutboundRefused
+from outreach import oauth
 from outreach.bounces import enrollment_mark_bounced
 from outreach.intake.selectors import (
     enrollment_sent_from,
@@ -254,6 +255,12 @@ def _after_first_send(message: EmailMessage, enrollment) -> bool:
 def _connect(credential: SmtpCredential) -> imaplib.IMAP4:
     host = credential.imap_host
     timeout = settings.IMAP_TIMEOUT_SECONDS
+    access_token = None
+    if credential.uses_oauth:
+        try:
+            access_token = oauth.access_token_get(credential=credential)
+        except oauth.TokenError as exc:
+            raise MailboxUnreachable(str(exc)) from exc
     if credential.imap_security == Security.SSL:
         port = credential.imap_port or 993
         client: imaplib.IMAP4 = GuardedIMAP4_SSL(
@@ -264,7 +271,27 @@ def _connect(credential: SmtpCredential) -> imaplib.IMAP4:
         client = GuardedIMAP4(host, port, timeout=timeout)
         if credential.imap_security == Security.STARTTLS:
             client.starttls(ssl_context=ssl.create_default_context())
-    client.login(credential.imap_username, credential.imap_password)
+    if access_token is None:
+        client.login(credential.imap_username, credential.imap_password)
+        return client
+    response = oauth.xoauth2_string(
+        credential.imap_username or credential.from_email, access_token
+    ).encode()
+    sent = []
+
+    def respond(_challenge: bytes) -> bytes:
+        # The first continuation asks for the response; a second one carries the
+        # server's JSON error, answered with an empty line (then it says NO).
+        sent.append(True)
+        return response if len(sent) == 1 else b""
+
+    try:
+        client.authenticate("XOAUTH2", respond)
+    except imaplib.IMAP4.error:
+        oauth.access_token_forget(credential=credential)  # refreshed next time
+        with contextlib.suppress(OSError, imaplib.IMAP4.error):
+            client.shutdown()
+        raise
     return client
 
 
@@ -405,5 +432,10 @@ def _fetch_full(client: imaplib.IMAP4, uid: int) -> bytes:
 
 
 def mailboxes_due():
-    """Enabled credentials with IMAP settings (the beat task polls each)."""
-    return SmtpCredential.objects.filter(disabled_at__isnull=True).exclude(imap_host="")
+    """Enabled credentials with IMAP settings (the beat task polls each), less OAuth
+    mailboxes waiting to be re-authorized (no token would let them in)."""
+    return (
+        SmtpCredential.objects.filter(disabled_at__isnull=True)
+        .exclude(imap_host="")
+        .exclude(oauth_status=SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED)
+    )

@@ -8,6 +8,11 @@ binary is absent.
     def test_it(imap_mailbox):
         imap_mailbox.append(raw_bytes)        # APPEND into INBOX, like a delivery
         imap_mailbox.host / .port / .username / .password
+
+`oauth_imap_mailbox(provider, email)` (a factory fixture) starts a Dovecot of its own
+whose logins are SASL XOAUTH2 only: an oauth2 passdb asks the test's OAuthProvider
+(tests/support/oauth_provider.py) to introspect each bearer token, as a Google or
+Microsoft 365 IMAP server accepts only tokens its provider issued for that user.
 """
 
 import imaplib
@@ -19,6 +24,7 @@ import subprocess
 import tempfile
 import textwrap
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -76,7 +82,7 @@ USERS = 500  # mailboxes per test session (one per test)
 
 
 class Dovecot:
-    def __init__(self):
+    def __init__(self, *, oauth2_introspection_url: str | None = None):
         self.root = Path(tempfile.mkdtemp(prefix="dovecot-"))
         self.root.chmod(0o755)  # the mail user must reach its maildir
         self.port = free_port()  # IMAP, with STARTTLS
@@ -105,6 +111,32 @@ class Dovecot:
             users = f"default_internal_user = {me}\ndefault_login_user = {me}\n"
         (self.root / "run").mkdir()
         (self.root / "state").mkdir()
+        mechanisms = "plain login"
+        passdb = f"""\
+            passdb {{
+              driver = passwd-file
+              args = scheme=PLAIN username_format=%u {self.passwd}
+            }}
+            """
+        if oauth2_introspection_url:
+            # Bearer tokens only, each introspected (RFC 7662) at the test's provider.
+            oauth2 = self.root / "dovecot-oauth2.conf.ext"
+            oauth2.write_text(
+                f"introspection_mode = post\n"
+                f"introspection_url = {oauth2_introspection_url}\n"
+                "username_attribute = username\n"
+                "active_attribute = active\n"
+                "active_value = true\n"
+            )
+            oauth2.chmod(0o644)
+            mechanisms = "xoauth2 oauthbearer"
+            passdb = f"""\
+            passdb {{
+              driver = oauth2
+              mechanisms = xoauth2 oauthbearer
+              args = {oauth2}
+            }}
+            """
         self.config = self.root / "dovecot.conf"
         self.log = self.root / "dovecot.log"
         self.config.write_text(
@@ -119,14 +151,11 @@ class Dovecot:
                 ssl_cert = <{self.root}/cert.pem
                 ssl_key = <{self.root}/key.pem
                 disable_plaintext_auth = no
-                auth_mechanisms = plain login
+                auth_mechanisms = {mechanisms}
                 auth_failure_delay = 0
                 login_trusted_networks = 127.0.0.0/8
                 first_valid_uid = 1
-                passdb {{
-                  driver = passwd-file
-                  args = scheme=PLAIN username_format=%u {self.passwd}
-                }}
+                {passdb.strip()}
                 userdb {{
                   driver = static
                   args = uid={uid} gid={gid} home={home}/%u
@@ -201,10 +230,17 @@ class Mailbox:
     def ca_file(self) -> str:
         return str(self.server.ca_file)
 
+    # OAuth mailboxes: a bearer token for `username` instead of the password.
+    access_token: Callable[[], str] | None = None
+
     def append(self, raw: bytes) -> None:
         client = imaplib.IMAP4(self.host, self.port, timeout=10)
         try:
-            client.login(self.username, self.password)
+            if self.access_token is not None:
+                response = f"user={self.username}\x01auth=Bearer {self.access_token()}\x01\x01"
+                client.authenticate("XOAUTH2", lambda _challenge: response.encode())
+            else:
+                client.login(self.username, self.password)
             kind, data = client.append("INBOX", None, None, raw)
             assert kind == "OK", data
         finally:
@@ -225,3 +261,26 @@ def imap_mailbox(dovecot_server) -> Mailbox:
     """A new, empty mailbox (its own user) on the session's Dovecot."""
     username, password = dovecot_server.user_take()
     return Mailbox(server=dovecot_server, username=username, password=password)
+
+
+@pytest.fixture
+def oauth_imap_mailbox():
+    """A factory: (OAuthProvider, email) -> the mailbox of `email` on a Dovecot that
+    logs in with XOAUTH2 only, introspecting tokens at that provider."""
+    if DOVECOT is None:
+        pytest.skip(requires_dovecot.kwargs["reason"])
+    servers: list[Dovecot] = []
+
+    def start(provider, email: str) -> Mailbox:
+        server = Dovecot(oauth2_introspection_url=provider.introspect_url)
+        servers.append(server)
+        return Mailbox(
+            server=server,
+            username=email,
+            password="",
+            access_token=lambda: provider.access_token_issue(email),
+        )
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -125,3 +125,32 @@ def test_enrollments_filter_by_stopped(admin_client, rows):
         admin_client.get(reverse("admin:outreach_enrollment_change", args=[stopped.pk])).status_code
         == 200
     )
+
+
+def test_an_oauth_mailbox_shows_its_status_and_how_to_re_authorize(admin_client, account):
+    credential = CredentialFactory(
+        account=account,
+        from_email="owner@gmail.example",
+        smtp_password="",
+        auth_method="oauth_google",
+        oauth_status="reauthorization_required",
+        oauth_refresh_token="rt-plaintext-xyz",
+        oauth_access_token="at-plaintext-xyz",
+    )
+    changelist = admin_client.get(
+        reverse("admin:outreach_smtpcredential_changelist"),
+        {"oauth_status": "reauthorization_required"},
+    )
+    assert "owner@gmail.example" in changelist.content.decode()
+    page = admin_client.get(reverse("admin:outreach_smtpcredential_change", args=[credential.pk]))
+    html = page.content.decode()
+    assert "Re-authorization required" in html
+    assert 'POST /smtp_credentials/oauth</code> <code>{"provider": "google"}' in html
+    assert "rt-plaintext-xyz" not in html and "at-plaintext-xyz" not in html
+
+    CredentialFactory(account=account, from_email="pw@example.com")
+    connected = CredentialFactory(
+        account=account, auth_method="oauth_microsoft", oauth_status="connected"
+    )
+    page = admin_client.get(reverse("admin:outreach_smtpcredential_change", args=[connected.pk]))
+    assert "Connected with Microsoft" in page.content.decode()

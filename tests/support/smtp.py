@@ -5,6 +5,9 @@ when the test ends.
 
     sink = smtp_sink()                        # plain SMTP, any login accepted
     sink = smtp_sink(username="u", password="p")   # AUTH required; others get 535
+    sink = smtp_sink(xoauth2=check)           # AUTH XOAUTH2 only, required; check(user,
+                                              # bearer token) -> bool (an OAuthProvider's
+                                              # access_token_valid); sink.xoauth2_logins
     sink = smtp_sink(smtputf8=True)           # offer SMTPUTF8 (non-ASCII local parts)
     sink = smtp_sink(tls="starttls")          # or "ssl" (implicit TLS); self-signed
                                               # certificate at sink.ca_file (127.0.0.1)
@@ -38,10 +41,13 @@ as it can without keeping anything (the benchmark's peer); `--reply-delay`,
 
 import argparse
 import asyncio
+import base64
+import binascii
 import datetime
 import email
 import email.policy
 import ipaddress
+import json
 import socket
 import ssl
 import threading
@@ -52,7 +58,7 @@ from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, AuthResult
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult
 
 from tests.support.ports import free_port
 
@@ -200,6 +206,7 @@ class SmtpSink:
         data_delay: float | None = None,
         hang: bool = False,
         log: Path | None = None,
+        xoauth2=None,
     ):
         self.reply_delay = reply_delay
         self.data_delay = data_delay  # None: the end of DATA waits reply_delay too
@@ -218,7 +225,17 @@ class SmtpSink:
         self.port = port or free_port()
         self.ca_file: Path | None = None
         kwargs: dict = {"enable_SMTPUTF8": smtputf8}
-        if username is not None:
+        self._xoauth2 = xoauth2
+        self.xoauth2_logins: list[tuple[str, bool]] = []  # (user, accepted)
+        if xoauth2 is not None:
+            # As Gmail and Microsoft 365: XOAUTH2 only (no password mechanism offered).
+            self._credentials = None
+            kwargs.update(
+                auth_required=True,
+                auth_require_tls=False,
+                auth_exclude_mechanism=["PLAIN", "LOGIN"],
+            )
+        elif username is not None:
             self._credentials = (username, password or "")
             kwargs.update(
                 auth_required=True, auth_require_tls=False, authenticator=self._authenticate
@@ -226,6 +243,8 @@ class SmtpSink:
         else:
             self._credentials = None
             kwargs.update(auth_require_tls=False, authenticator=self._authenticate)
+        if xoauth2 is None:
+            kwargs["auth_exclude_mechanism"] = ["XOAUTH2"]
         if tls:
             cert, key = self_signed_certificate(directory or Path("."))
             self.ca_file = cert
@@ -279,6 +298,39 @@ class SmtpSink:
         password = getattr(auth_data, "password", b"") or b""
         ok = (login.decode(), password.decode()) == self._credentials
         return AuthResult(success=ok, handled=False)
+
+    async def auth_XOAUTH2(self, server, args):  # noqa: N802 (aiosmtpd's hook naming)
+        """SASL XOAUTH2: `user=<address>^Aauth=Bearer <token>^A^A`, base64. A refused
+        token gets Gmail's answer: a 334 with a JSON error, then 535 after the client's
+        empty line."""
+        self.auth_attempts += 1
+        if len(args) == 2:
+            try:
+                blob = base64.b64decode(args[1], validate=True)
+            except binascii.Error:
+                return AuthResult(success=False, handled=False)
+        else:
+            blob = await server.challenge_auth("")
+            if blob is MISSING:
+                return AuthResult(success=False, handled=False)
+        fields = dict(
+            part.split("=", 1)
+            for part in blob.decode("utf-8", "replace").split("\x01")
+            if "=" in part
+        )
+        user = fields.get("user", "")
+        token = fields.get("auth", "").removeprefix("Bearer ")
+        ok = bool(self._xoauth2(user, token))
+        self.xoauth2_logins.append((user, ok))
+        if ok:
+            return AuthResult(success=True, auth_data=user)
+        error = json.dumps(
+            {"status": "401", "schemes": "Bearer", "scope": "https://mail.google.com/"}
+        )
+        await server.challenge_auth(error)
+        return AuthResult(
+            success=False, handled=False, message="535 5.7.8 Username and Password not accepted"
+        )
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         reply = self._rcpt.take(address)

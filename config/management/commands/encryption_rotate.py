@@ -11,7 +11,7 @@ from django.db import transaction
 from accounts.models import IdempotencyRecord
 from config.crypto import bytes_rotate
 from outreach.crypto import EncryptedTextField
-from outreach.models import SmtpCredential
+from outreach.models import OAuthAuthorization, SmtpCredential
 from webhooks.models import Webhook
 
 
@@ -19,17 +19,22 @@ class Command(BaseCommand):
     help = "Re-encrypt stored secrets with the first key of FIELD_ENCRYPTION_KEY."
 
     def handle(self, *args, **options):
-        self._fields(SmtpCredential)
+        self._fields(SmtpCredential)  # passwords, signing keys, OAuth tokens
+        self._fields(OAuthAuthorization)  # PKCE code verifiers of flows in progress
         self._column(Webhook, "secret_encrypted", text=True)
         self._column(IdempotencyRecord, "response_body_encrypted", text=False)
 
     def _fields(self, model) -> None:
         """Models with EncryptedTextField: loading decrypts with any key, saving
-        encrypts with the first."""
+        encrypts with the first. Each row is read again under a lock, so a value
+        written meanwhile (an OAuth token refresh) is rotated, not overwritten."""
         names = [f.name for f in model._meta.fields if isinstance(f, EncryptedTextField)]
         count = 0
-        for obj in model.objects.iterator(chunk_size=500):
+        for pk in model.objects.values_list("pk", flat=True).iterator(chunk_size=500):
             with transaction.atomic():
+                obj = model.objects.select_for_update().only(*names).filter(pk=pk).first()
+                if obj is None:
+                    continue
                 obj.save(update_fields=names)
             count += 1
         self.stdout.write(f"{model._meta.label}: {count} re-encrypted ({', '.join(names)})")
