@@ -13,9 +13,9 @@ Retries, each bounded by `max_retries` (default 3), with exponential backoff and
 """
 
 import random
-import time
 import uuid
 from collections.abc import Iterator
+from time import sleep
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -106,7 +106,7 @@ class Transport:
             except requests.RequestException as exc:
                 if attempt < self.max_retries and (repeatable or _never_connected(exc)):
                     attempt += 1
-                    time.sleep(self._backoff(attempt))
+                    sleep(self._backoff(attempt))
                     continue
                 raise errors.APIConnectionError(
                     f"{method} {path} failed: {exc}", code="connection_error"
@@ -118,7 +118,7 @@ class Transport:
             if wait is None:
                 raise error
             attempt += 1
-            time.sleep(wait)
+            sleep(wait)
 
     def _retry_wait(self, error: errors.OutreachError, repeatable: bool, attempt: int):
         if attempt >= self.max_retries:
