@@ -4,8 +4,8 @@ an event emitted by another process, delivered by a real worker to a real receiv
 import json
 
 import pytest
-
 from outreach_sdk import Client, webhooks
+
 from tests.clients.conftest import postgresql_only
 from tests.support.celery_worker import requires_live_peers
 from tests.webhooks.test_e2e_delivery import emit_from_another_process
