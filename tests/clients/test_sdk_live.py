@@ -6,6 +6,7 @@ import pytest
 from outreach_sdk import APIConnectionError, Client, _transport, errors
 
 from outreach.models import Campaign, Contact, ContactImport
+from plans.models import Plan
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import postgresql_only
 from tests.outreach.factories import CampaignFactory, ContactFactory
@@ -185,3 +186,62 @@ def test_a_server_that_cannot_be_reached_fails_after_the_bounded_retries(sleeps)
         client.plans.list().__next__()
 
     assert len(sleeps) == 2
+
+
+def test_the_other_methods_reach_their_endpoints(service_url, sdk_key, sdk_account, smtp_sink):
+    sink = smtp_sink()
+    client = Client(api_key=sdk_key, base_url=service_url)
+
+    key = client.api_keys.create(label="ci", client_kind="sdk")
+    assert key.plaintext.startswith("ak_live_") and key.client_kind == "sdk"
+    assert {k.label for k in client.api_keys.list()} == {"sdk", "ci"}
+    client.api_keys.revoke(key.id)
+    assert {k.status for k in client.api_keys.list() if k.id == key.id} == {"revoked"}
+    Plan.objects.filter(slug="hobby").update(psp_price_id="price_hobby")
+    assert [(p.slug, p.psp_price_id) for p in client.plans.list()] == [("hobby", "price_hobby")]
+    assert client.billing.subscription().plan["slug"] == "free"
+    with pytest.raises(errors.NoPspCustomer):
+        client.billing.portal()
+
+    webhook = client.webhooks.create(url="http://127.0.0.1:9/hook")
+    assert webhook.secret.startswith("whsec_")
+    assert client.webhooks.retrieve(webhook.id).secret is None
+    disabled = client.webhooks.update(webhook.id, disabled_at="2026-01-01T00:00:00Z")
+    assert disabled.disabled_at is not None
+    assert client.webhooks.update(webhook.id, disabled_at=None).disabled_at is None
+    client.webhooks.delete(webhook.id)
+    with pytest.raises(errors.WebhookNotFound):
+        client.webhooks.retrieve(webhook.id)
+
+    mailbox = client.mailboxes.create(
+        from_email="ada@example.com",
+        smtp_host=sink.host,
+        smtp_port=sink.port,
+        smtp_security="none",
+        smtp_username="ada",
+        smtp_password="secret",
+    )
+    assert client.mailboxes.update(mailbox.id, daily_limit=10).daily_limit == 10
+    assert client.mailboxes.retrieve(mailbox.id).smtp_password_set is True
+    assert client.mailboxes.verify(mailbox.id).smtp["ok"] is True
+    client.mailboxes.delete(mailbox.id)
+    with pytest.raises(errors.CredentialNotFound):
+        client.mailboxes.retrieve(mailbox.id)
+
+    contact = client.contacts.create(email="lin@example.com", fields={"team": "ops"})
+    contact = client.contacts.update(contact.id, first_name="Lin")
+    assert (contact.first_name, contact.fields) == ("Lin", {"team": "ops"})
+    assert client.contacts.retrieve(contact.id).email == "lin@example.com"
+    assert list(client.contacts.list(unsubscribed=True)) == []
+    client.contacts.delete(contact.id)
+    with pytest.raises(errors.ContactNotFound):
+        client.contacts.retrieve(contact.id)
+
+    imported = client.contact_imports.create(contacts=[{"email": "sam@example.com"}])
+    assert [i.id for i in client.contact_imports.list()] == [imported.id]
+    assert client.contact_imports.retrieve(imported.id).created_count == 1
+
+    campaign = client.campaigns.create(name="Q4", steps=STEPS)
+    assert [c.id for c in client.campaigns.list()] == [campaign.id]
+    client.campaigns.delete(campaign.id)
+    assert list(client.campaigns.list()) == []

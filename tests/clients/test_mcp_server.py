@@ -1,21 +1,24 @@
 """The MCP server as an agent's host runs it: the `outreach-mcp` console script over
-stdio, driven by the official MCP client, against the live service. Every effect is
-checked through the API, and the server's traffic is counted as client_kind mcp."""
+stdio (and Streamable HTTP), driven by the official MCP client, against the live
+service. Every effect is checked through the API, and the server's traffic is counted
+as client_kind mcp."""
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from mcp import Client as McpClient
 from mcp.client.stdio import StdioServerParameters
-from outreach_sdk import Client
+from outreach_sdk import Client, errors
 
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import postgresql_only
 from tests.outreach.factories import CampaignFactory
+from tests.support.ports import free_port, wait_for_port
 
 pytestmark = [postgresql_only, pytest.mark.e2e]
 
@@ -191,9 +194,53 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
     assert usage["sdk"] > 0
 
 
-def test_it_refuses_to_start_without_an_api_key(tmp_path):
-    import subprocess
+def test_over_streamable_http_a_one_contact_dispatch_needs_no_confirmation(
+    service_url, sdk_key, sdk_account, smtp_sink
+):
+    api = Client(api_key=sdk_key, base_url=service_url)
+    campaign = api.campaigns.create(
+        name="Q4", steps=STEPS, credential_ids=[_mailbox(api, smtp_sink())]
+    )
+    api.contact_imports.create(
+        contacts=[{"email": "lin@example.com"}, {"email": "sam@example.com"}],
+        campaign_id=campaign.id,
+    )
+    lin = next(api.contacts.list(email="lin@example.com"))
+    mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
+    port = free_port()
+    server = subprocess.Popen(
+        [SCRIPT, "--transport", "streamable-http", "--port", str(port)],
+        env={"OUTREACH_API_KEY": mcp_key, "OUTREACH_BASE_URL": service_url, "PATH": "/usr/bin"},
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, timeout=30, process=server)
 
+        async def work(mcp):
+            dispatched = await mcp.call_tool(
+                "dispatch_campaign", {"campaign_id": campaign.id, "contact_ids": [lin.id]}
+            )
+            deleted = await mcp.call_tool("delete_campaign", {"campaign_id": campaign.id})
+            return _result(dispatched), _result(deleted)
+
+        async def over_http():
+            async with McpClient(f"http://127.0.0.1:{port}/mcp") as mcp:
+                return await work(mcp)
+
+        dispatched, deleted = asyncio.run(over_http())
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+
+    assert (dispatched["status"], dispatched["dispatched"]) == ("dispatched", 1)
+    assert dispatched["preview"]["contacts"] == 1
+    assert deleted == {"deleted": campaign.id}
+    with pytest.raises(errors.CampaignNotFound):
+        api.campaigns.retrieve(campaign.id)
+    assert api.billing.usage().by_client_kind["mcp"] > 0
+
+
+def test_it_refuses_to_start_without_an_api_key():
     done = subprocess.run([SCRIPT], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
     assert done.returncode == 1
     assert "OUTREACH_API_KEY" in done.stderr
