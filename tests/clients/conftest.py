@@ -4,6 +4,8 @@ inside the requests (contact imports are processed before their POST answers).""
 
 import pytest
 from django.db import connection
+from outreach_sdk import Client
+from outreach_sdk.models import Mailbox
 
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
@@ -63,3 +65,15 @@ def sdk_account(live_db):
 @pytest.fixture
 def sdk_key(sdk_account) -> str:
     return api_key_create(account=sdk_account, label="sdk", client_kind="sdk").plaintext
+
+
+def mailbox_create(client: Client, sink) -> Mailbox:
+    """A password mailbox on an SMTP sink (tests/support/smtp.py), made through the SDK."""
+    return client.mailboxes.create(
+        from_email="ada@example.com",
+        smtp_host=sink.host,
+        smtp_port=sink.port,
+        smtp_security="none",
+        smtp_username="ada",
+        smtp_password="secret",
+    )

@@ -16,7 +16,7 @@ from outreach_sdk import Client, errors
 
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
-from tests.clients.conftest import postgresql_only
+from tests.clients.conftest import mailbox_create, postgresql_only
 from tests.outreach.factories import CampaignFactory
 from tests.support.ports import free_port, wait_for_port
 
@@ -46,20 +46,9 @@ async def _session(env: dict, work):
         return await work(mcp)
 
 
-def _mailbox(api: Client, sink) -> str:
-    return api.mailboxes.create(
-        from_email="ada@example.com",
-        smtp_host=sink.host,
-        smtp_port=sink.port,
-        smtp_security="none",
-        smtp_username="ada",
-        smtp_password="secret",
-    ).id
-
-
 def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_account, smtp_sink):
     api = Client(api_key=sdk_key, base_url=service_url)
-    mailbox_id = _mailbox(api, smtp_sink())
+    mailbox_id = mailbox_create(api, smtp_sink()).id
     webhook = api.webhooks.create(url="http://127.0.0.1:9/hook")
     mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
     others = CampaignFactory(account=AccountFactory())
@@ -199,7 +188,7 @@ def test_over_streamable_http_a_one_contact_dispatch_needs_no_confirmation(
 ):
     api = Client(api_key=sdk_key, base_url=service_url)
     campaign = api.campaigns.create(
-        name="Q4", steps=STEPS, credential_ids=[_mailbox(api, smtp_sink())]
+        name="Q4", steps=STEPS, credential_ids=[mailbox_create(api, smtp_sink()).id]
     )
     api.contact_imports.create(
         contacts=[{"email": "lin@example.com"}, {"email": "sam@example.com"}],

@@ -8,7 +8,7 @@ from outreach_sdk import APIConnectionError, Client, _transport, errors
 from outreach.models import Campaign, Contact, ContactImport
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory
-from tests.clients.conftest import postgresql_only
+from tests.clients.conftest import mailbox_create, postgresql_only
 from tests.outreach.factories import CampaignFactory, ContactFactory
 
 pytestmark = [postgresql_only, pytest.mark.e2e]
@@ -33,14 +33,7 @@ def test_it_works_a_campaign_from_mailbox_to_enrollments(
 ):
     sink = smtp_sink()
     client = Client(api_key=sdk_key, base_url=service_url)
-    mailbox = client.mailboxes.create(
-        from_email="ada@example.com",
-        smtp_host=sink.host,
-        smtp_port=sink.port,
-        smtp_security="none",
-        smtp_username="ada",
-        smtp_password="secret",
-    )
+    mailbox = mailbox_create(client, sink)
     assert mailbox.verification["smtp"]["ok"] is True
     assert [m.id for m in client.mailboxes.list()] == [mailbox.id]
 
@@ -213,14 +206,7 @@ def test_the_other_methods_reach_their_endpoints(service_url, sdk_key, sdk_accou
     with pytest.raises(errors.WebhookNotFound):
         client.webhooks.retrieve(webhook.id)
 
-    mailbox = client.mailboxes.create(
-        from_email="ada@example.com",
-        smtp_host=sink.host,
-        smtp_port=sink.port,
-        smtp_security="none",
-        smtp_username="ada",
-        smtp_password="secret",
-    )
+    mailbox = mailbox_create(client, sink)
     assert client.mailboxes.update(mailbox.id, daily_limit=10).daily_limit == 10
     assert client.mailboxes.retrieve(mailbox.id).smtp_password_set is True
     assert client.mailboxes.verify(mailbox.id).smtp["ok"] is True
