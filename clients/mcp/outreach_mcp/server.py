@@ -9,6 +9,7 @@ with that token (confirmation.py).
 """
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from outreach_sdk import Client, OutreachError
+from outreach_sdk import Client, OutreachError, RouteNotFound
 from pydantic import Field
 
 from outreach_mcp import __version__
@@ -296,10 +297,18 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     ) -> list[dict[str, Any]]:
         return _first(client.campaigns.enrollments(campaign_id, status=status, limit=limit), limit)
 
-    @tool(READ, "Read a campaign's stats: enrolled, sent, opened, replied, bounced, unsubscribed.")
+    @tool(
+        READ,
+        "Read a campaign's stats: enrolled, sent, opened, replied, bounced, unsubscribed; and, "
+        "where the service reports them, sent/opened/replied/bounced per step and A/B variant.",
+    )
     def get_campaign_stats(campaign_id: CampaignId) -> dict[str, Any]:
         campaign = client.campaigns.retrieve(campaign_id)
-        return {"campaign_id": campaign.id, "status": campaign.status, "stats": campaign.stats}
+        result = {"campaign_id": campaign.id, "status": campaign.status, "stats": campaign.stats}
+        # A service without per-variant stats (GET /campaigns/:id/stats) answers not_found.
+        with contextlib.suppress(RouteNotFound):
+            result["steps"] = client.campaigns.stats(campaign_id).steps
+        return result
 
     @tool(
         READ,

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
 from outreach_sdk import errors
 
@@ -28,11 +29,12 @@ USER_AGENT = "outreach-sdk-python/0.1.0"
 
 
 def _never_connected(exc: requests.RequestException) -> bool:
+    """True when no byte of the request can have reached the service."""
     if isinstance(exc, requests.ConnectTimeout):
         return True
-    reason = exc.args[0] if exc.args else None
+    wrapped = exc.args[0] if exc.args else None
     # requests wraps urllib3's MaxRetryError, whose .reason is the NewConnectionError.
-    return type(getattr(reason, "reason", None)).__name__ == "NewConnectionError"
+    return isinstance(getattr(wrapped, "reason", None), NewConnectionError)
 
 
 def _next_params(link_header: str | None) -> dict[str, str] | None:
