@@ -40,7 +40,7 @@ TEST_PROCESSES ?= auto
 # in the same pytest run, against the service.
 CLIENTS := clients/python clients/mcp
 
-$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(CLIENTS))
+$(STAMP): pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(CLIENTS)))
 	@case "$(PYTHON_VERSION)" in 3.11.*|3.12.*|3.13.*) ;; \
 	  "") echo "No Python 3.11, 3.12 or 3.13 found. Install one, or name it: make PYTHON=/path/to/python3.13" >&2; exit 1;; \
 	  *) echo "$(PYTHON) is Python $(PYTHON_VERSION); this project needs 3.11, 3.12 or 3.13 (make PYTHON=...)." >&2; exit 1;; \
