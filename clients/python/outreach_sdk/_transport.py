@@ -26,6 +26,8 @@ from outreach_sdk import errors
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 USER_AGENT = "outreach-sdk-python/0.1.0"
+# Failures of the connection (not of the request itself, like a malformed URL).
+TRANSIENT = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 
 
 def _never_connected(exc: requests.RequestException) -> bool:
@@ -106,7 +108,8 @@ class Transport:
                     timeout=self.timeout,
                 )
             except requests.RequestException as exc:
-                if attempt < self.max_retries and (repeatable or _never_connected(exc)):
+                transient = isinstance(exc, TRANSIENT) and (repeatable or _never_connected(exc))
+                if transient and attempt < self.max_retries:
                     attempt += 1
                     sleep(self._backoff(attempt))
                     continue
