@@ -36,7 +36,11 @@ TEST_PROCESSES ?= auto
 
 .PHONY: run test install lint format clean pythons
 
-$(STAMP): pyproject.toml
+# The client packages (clients/) install editable next to the service: their tests run
+# in the same pytest run, against the service.
+CLIENTS := clients/python clients/mcp
+
+$(STAMP): pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(CLIENTS)))
 	@case "$(PYTHON_VERSION)" in 3.11.*|3.12.*|3.13.*) ;; \
 	  "") echo "No Python 3.11, 3.12 or 3.13 found. Install one, or name it: make PYTHON=/path/to/python3.13" >&2; exit 1;; \
 	  *) echo "$(PYTHON) is Python $(PYTHON_VERSION); this project needs 3.11, 3.12 or 3.13 (make PYTHON=...)." >&2; exit 1;; \
@@ -48,7 +52,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' $(addprefix -e ,$(CLIENTS))
 	touch $@
 
 install: $(STAMP)

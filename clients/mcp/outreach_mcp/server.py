@@ -1,0 +1,359 @@
+"""The MCP server: the outreach API's day-to-day work as tools, over stdio or
+Streamable HTTP, authenticated with one API key (OUTREACH_API_KEY, best one of
+client_kind `mcp`) against OUTREACH_BASE_URL.
+
+Agent safety is on this side of the tools: reads are annotated read-only; dispatch,
+pause and delete destructive; and a dispatch that would reach more than one contact
+answers a preview with a confirmation token first, and sends only when called again
+with that token (confirmation.py).
+"""
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from outreach_sdk import Client, OutreachError, RouteNotFound
+from pydantic import Field
+
+from outreach_mcp import __version__
+from outreach_mcp.confirmation import Confirmations, InvalidToken, selection_digest
+from outreach_mcp.preview import dispatch_preview
+
+# Dispatches reaching more contacts than this need the preview's confirmation token.
+CONFIRM_ABOVE = 1
+MAX_LIST = 100
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+UPDATE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+SENDS_MAIL = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+DISPATCH = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+
+CampaignId = Annotated[str, Field(description="The campaign's id (a UUID).")]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIST, description="How many at most (newest first).")]
+Steps = Annotated[
+    list[dict[str, Any]],
+    Field(
+        description="Ordered steps: {subject, body_text, body_html?, delay_minutes}. Step 1's "
+        "delay counts from dispatch, later ones from the previous step; an empty subject on a "
+        "later step replies in the same thread. Variables: {{first_name}}, {{last_name}}, "
+        "{{company}}, {{email}}, {{fields.<name>}}, with fallbacks like {{first_name|there}}."
+    ),
+]
+SendWindow = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description='When sends may go out, in the campaign\'s time zone: {"start": "09:00", '
+        '"end": "17:00", "days": [1, 2, 3, 4, 5]} (ISO weekdays). null: always.'
+    ),
+]
+
+
+def _api_errors(tool):
+    """An API error becomes a tool error carrying the envelope's code and message."""
+
+    @functools.wraps(tool)
+    def call(*args, **kwargs):
+        try:
+            return tool(*args, **kwargs)
+        except OutreachError as error:
+            text = f"{error.code}: {error.message}"
+            if error.details:
+                text += f" details: {json.dumps(error.details, sort_keys=True)}"
+            raise ToolError(text) from error
+
+    return call
+
+
+def _first(items, limit: int) -> list[dict[str, Any]]:
+    out = []
+    for item in items:
+        if len(out) >= limit:
+            break
+        out.append(item.raw)
+    return out
+
+
+def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
+    server = MCPServer(
+        "outreach",
+        version=__version__,
+        instructions="Run email outreach campaigns of one account: mailboxes, campaigns, "
+        "contacts, outreach, dispatch, enrollments, stats, usage and webhooks. A dispatch to "
+        "several contacts answers a preview first: show it to the user, and call "
+        "dispatch_campaign again with its confirmation_token only once they agree.",
+    )
+
+    def tool(annotations: ToolAnnotations, description: str):
+        def register(fn):
+            server.add_tool(_api_errors(fn), description=description, annotations=annotations)
+            return fn
+
+        return register
+
+    @tool(READ, "List the mailboxes (SMTP credentials) campaigns can send from.")
+    def list_mailboxes() -> list[dict[str, Any]]:
+        return _first(client.mailboxes.list(), MAX_LIST)
+
+    @tool(READ, "List campaigns, newest first, with their status and stats.")
+    def list_campaigns(limit: Limit = 20) -> list[dict[str, Any]]:
+        return _first(client.campaigns.list(limit=limit), limit)
+
+    @tool(READ, "Show one campaign: steps, mailboxes, settings, status and stats.")
+    def get_campaign(campaign_id: CampaignId) -> dict[str, Any]:
+        return client.campaigns.retrieve(campaign_id).raw
+
+    @tool(WRITE, "Create a campaign (status draft; nothing is sent until a dispatch).")
+    def create_campaign(
+        name: Annotated[str, Field(max_length=200, description="The campaign's name.")],
+        steps: Steps,
+        credential_ids: Annotated[
+            list[str], Field(description="Ids of the mailboxes to rotate across.")
+        ],
+        timezone: Annotated[str, Field(description="IANA time zone name.")] = "UTC",
+        send_window: SendWindow = None,
+        track_opens: bool = True,
+        stop_on_reply: bool = True,
+    ) -> dict[str, Any]:
+        return client.campaigns.create(
+            name=name,
+            steps=steps,
+            credential_ids=credential_ids,
+            timezone=timezone,
+            send_window=send_window,
+            track_opens=track_opens,
+            stop_on_reply=stop_on_reply,
+        ).raw
+
+    @tool(UPDATE, "Change a campaign's name, steps, mailboxes or settings (only those given).")
+    def update_campaign(
+        campaign_id: CampaignId,
+        name: str | None = None,
+        steps: Steps | None = None,
+        credential_ids: list[str] | None = None,
+        timezone: str | None = None,
+        send_window: Annotated[
+            dict[str, Any] | None,
+            Field(description='{"start", "end", "days"}; an empty object {} removes the window.'),
+        ] = None,
+        track_opens: bool | None = None,
+        stop_on_reply: bool | None = None,
+    ) -> dict[str, Any]:
+        changes = {
+            key: value
+            for key, value in {
+                "name": name,
+                "steps": steps,
+                "credential_ids": credential_ids,
+                "timezone": timezone,
+                "track_opens": track_opens,
+                "stop_on_reply": stop_on_reply,
+            }.items()
+            if value is not None
+        }
+        if send_window is not None:
+            changes["send_window"] = send_window or None
+        return client.campaigns.update(campaign_id, **changes).raw
+
+    @tool(DESTRUCTIVE, "Delete a campaign and its enrollments. This cannot be undone.")
+    def delete_campaign(campaign_id: CampaignId) -> dict[str, Any]:
+        client.campaigns.delete(campaign_id)
+        return {"deleted": campaign_id}
+
+    @tool(WRITE, "Add one contact (an email address, unique per account).")
+    def add_contact(
+        email: str,
+        first_name: str = "",
+        last_name: str = "",
+        company: str = "",
+        fields: Annotated[
+            dict[str, str] | None, Field(description="Custom values for {{fields.<name>}}.")
+        ] = None,
+    ) -> dict[str, Any]:
+        return client.contacts.create(
+            email=email,
+            first_name=first_name,
+            last_name=last_name,
+            company=company,
+            fields=fields or {},
+        ).raw
+
+    @tool(
+        WRITE,
+        "Import contacts from CSV text (a header row naming `email`; first_name, last_name, "
+        "company map to fields, other columns become custom fields). With campaign_id, every "
+        "imported contact is enrolled as pending (dispatch_campaign sends to them). Existing "
+        "emails are updated, never duplicated. Processed in the background: read its progress "
+        "with get_contact_import.",
+    )
+    def import_contacts_csv(
+        csv: Annotated[str, Field(description="The CSV file's text.")],
+        campaign_id: CampaignId | None = None,
+    ) -> dict[str, Any]:
+        return client.contact_imports.upload_csv(csv.encode(), campaign_id=campaign_id).raw
+
+    @tool(READ, "Show a contact import's status, counts and the rows it skipped.")
+    def get_contact_import(import_id: str) -> dict[str, Any]:
+        return client.contact_imports.retrieve(import_id).raw
+
+    @tool(
+        SENDS_MAIL,
+        "Start outreach to one contact now: add or update the contact, enroll it in the "
+        "campaign and schedule its first email at once (one recipient, no confirmation).",
+    )
+    def start_outreach(
+        campaign_id: CampaignId,
+        email: str,
+        first_name: str = "",
+        last_name: str = "",
+        company: str = "",
+        fields: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        contact = {"email": email, "first_name": first_name, "last_name": last_name}
+        contact |= {"company": company, "fields": fields or {}}
+        return client.outreaches.create(campaign_id=campaign_id, contact=contact).raw
+
+    @tool(
+        DISPATCH,
+        "Send a campaign to its pending enrollments (all_pending) or to the named contacts. "
+        f"When it would reach more than {CONFIRM_ABOVE} contact, the first call sends nothing "
+        "and answers a preview (contacts, mailboxes, first send time, the plan's remaining "
+        "sends) with a confirmation_token: show the preview to the user and call again with "
+        "the same arguments and the token to send. A token is valid for 10 minutes, and only "
+        "while the numbers it previewed still hold.",
+    )
+    def dispatch_campaign(
+        campaign_id: CampaignId,
+        all_pending: bool = False,
+        contact_ids: list[str] | None = None,
+        confirmation_token: str | None = None,
+    ) -> dict[str, Any]:
+        if all_pending == (contact_ids is not None):
+            raise ToolError("validation_failed: give either all_pending: true or contact_ids.")
+        campaign = client.campaigns.retrieve(campaign_id)
+        preview = dispatch_preview(client, campaign, contact_ids)
+        claims = {
+            "campaign_id": campaign.id,
+            "selection": selection_digest(contact_ids),
+            "contacts": preview["contacts"],
+            "mailboxes": sorted(m["id"] for m in preview["mailboxes"]),
+            "plan_remaining_sends": preview["plan_remaining_sends"],
+        }
+        if preview["contacts"] > CONFIRM_ABOVE:
+            refusal = None
+            if confirmation_token is None:
+                refusal = "Nothing was sent. Confirm with the user, then call again with the token."
+            else:
+                try:
+                    issued = confirmations.check(confirmation_token)
+                except InvalidToken as error:
+                    raise ToolError(f"invalid_confirmation_token: {error}") from None
+                if {key: issued.get(key) for key in claims} != claims:
+                    refusal = "Nothing was sent: the dispatch changed since its preview. Review "
+                    refusal += "this new preview, then call again with its token."
+            if refusal:
+                token, expires = confirmations.issue(claims)
+                return {
+                    "status": "confirmation_required",
+                    "message": refusal,
+                    "preview": preview,
+                    "confirmation_token": token,
+                    "expires_at": expires,
+                }
+        result = client.campaigns.dispatch(
+            campaign_id, contact_ids=contact_ids, all_pending=all_pending
+        )
+        return {"status": "dispatched", **result.raw, "preview": preview}
+
+    @tool(DESTRUCTIVE, "Pause a campaign: no email of it is sent until resume_campaign.")
+    def pause_campaign(campaign_id: CampaignId) -> dict[str, Any]:
+        return client.campaigns.pause(campaign_id).raw
+
+    @tool(WRITE, "Resume a paused campaign: its scheduled emails go out again.")
+    def resume_campaign(campaign_id: CampaignId) -> dict[str, Any]:
+        return client.campaigns.resume(campaign_id).raw
+
+    @tool(READ, "List a campaign's enrollments (one per contact), newest first.")
+    def list_enrollments(
+        campaign_id: CampaignId,
+        status: Annotated[
+            str | None,
+            Field(
+                description="Only this status: pending, scheduled, sent, completed, replied, "
+                "bounced, unsubscribed, failed, stopped."
+            ),
+        ] = None,
+        limit: Limit = 50,
+    ) -> list[dict[str, Any]]:
+        return _first(client.campaigns.enrollments(campaign_id, status=status, limit=limit), limit)
+
+    @tool(
+        READ,
+        "Read a campaign's stats: enrolled, sent, opened, replied, bounced, unsubscribed; and, "
+        "where the service reports them, sent/opened/replied/bounced per step and A/B variant.",
+    )
+    def get_campaign_stats(campaign_id: CampaignId) -> dict[str, Any]:
+        campaign = client.campaigns.retrieve(campaign_id)
+        result = {"campaign_id": campaign.id, "status": campaign.status, "stats": campaign.stats}
+        # A service without per-variant stats (GET /campaigns/:id/stats) answers not_found.
+        with contextlib.suppress(RouteNotFound):
+            result["steps"] = client.campaigns.stats(campaign_id).steps
+        return result
+
+    @tool(
+        READ,
+        "Read the account's usage: the plan's monthly send limit, this period's sends, the "
+        "last 12 periods, and this period's API requests by client kind (direct, sdk, mcp).",
+    )
+    def get_usage() -> dict[str, Any]:
+        usage = client.billing.usage()
+        return {**usage.raw, "remaining_sends": usage.remaining_sends}
+
+    @tool(READ, "List the account's webhooks (their URLs, event filters and health).")
+    def list_webhooks() -> list[dict[str, Any]]:
+        return _first(client.webhooks.list(), MAX_LIST)
+
+    @tool(READ, "List a webhook's most recent delivery attempts, newest first.")
+    def list_webhook_deliveries(webhook_id: str, limit: Limit = 20) -> list[dict[str, Any]]:
+        return [d.raw for d in client.webhooks.deliveries(webhook_id, limit=limit)]
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="outreach-mcp",
+        description="MCP server for the outreach service. Reads OUTREACH_API_KEY and "
+        "OUTREACH_BASE_URL (and OUTREACH_MCP_CONFIRMATION_SECRET, optional).",
+    )
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="Streamable HTTP only.")
+    parser.add_argument("--port", type=int, default=8765, help="Streamable HTTP only.")
+    args = parser.parse_args(argv)
+    api_key = os.environ.get("OUTREACH_API_KEY")
+    if not api_key:
+        sys.exit("outreach-mcp: set OUTREACH_API_KEY (a key of client_kind mcp).")
+    client = Client(
+        api_key=api_key,
+        base_url=os.environ.get("OUTREACH_BASE_URL"),
+        client_name=f"outreach-mcp/{__version__}",
+    )
+    server = build_server(client, Confirmations(os.environ.get("OUTREACH_MCP_CONFIRMATION_SECRET")))
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+"""`Client`: one method per endpoint of the API, grouped by resource.
+
+    client = Client(api_key="ak_live_...", base_url="https://outreach.example.com")
+    campaign = client.campaigns.create(name="Q4", steps=[...], credential_ids=[...])
+    for contact in client.contacts.list():      # follows every page
+        ...
+
+Lists return iterators that fetch the next page when the previous one is used up.
+Updates take the fields to change as keyword arguments and send them as given
+(`client.webhooks.update(webhook_id, disabled_at=None)` re-enables a webhook).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from outreach_sdk import models
+from outreach_sdk._transport import DEFAULT_BASE_URL, Transport
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _flag(value: bool | None) -> str | None:
+    return None if value is None else ("true" if value else "false")
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that were given (not None), as a request body."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class _Resource:
+    def __init__(self, transport: Transport):
+        self._t = transport
+
+    def _one(self, model: type[M], method: str, path: str, **kwargs) -> M:
+        return model.from_api(self._t.json(method, path, **kwargs))
+
+    def _each(self, model: type[M], path: str, **params) -> Iterator[M]:
+        for page in self._t.pages(path, params):
+            for item in page:
+                yield model.from_api(item)
+
+
+class ApiKeys(_Resource):
+    def list(self, *, limit: int | None = None) -> Iterator[models.ApiKey]:
+        return self._each(models.ApiKey, "/api_keys", limit=limit)
+
+    def create(
+        self, *, label: str, client_kind: str = "direct", idempotency_key: str | None = None
+    ) -> models.ApiKey:
+        """The new key; `.plaintext` is shown only here."""
+        body = {"label": label, "client_kind": client_kind}
+        return self._one(
+            models.ApiKey,
+            "POST",
+            "/api_keys",
+            json_body=body,
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def revoke(self, key_id: str) -> None:
+        self._t.json("DELETE", f"/api_keys/{key_id}")
+
+
+class Plans(_Resource):
+    def list(self) -> Iterator[models.Plan]:
+        return self._each(models.Plan, "/plans")
+
+
+class Billing(_Resource):
+    def subscription(self) -> models.Subscription:
+        return self._one(models.Subscription, "GET", "/billing/subscription")
+
+    def usage(self) -> models.Usage:
+        return self._one(models.Usage, "GET", "/billing/usage")
+
+    def checkout(self, *, plan_slug: str, idempotency_key: str | None = None) -> models.SessionUrl:
+        return self._one(
+            models.SessionUrl,
+            "POST",
+            "/billing/checkout",
+            json_body={"plan_slug": plan_slug},
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def portal(self, *, idempotency_key: str | None = None) -> models.SessionUrl:
+        return self._one(
+            models.SessionUrl,
+            "POST",
+            "/billing/portal",
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+
+class Webhooks(_Resource):
+    def list(self) -> Iterator[models.Webhook]:
+        return self._each(models.Webhook, "/webhooks")
+
+    def create(
+        self,
+        *,
+        url: str,
+        event_filters: list[str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> models.Webhook:
+        """The new webhook; `.secret` is shown only here and by rotate_secret."""
+        return self._one(
+            models.Webhook,
+            "POST",
+            "/webhooks",
+            json_body={"webhook": _given(url=url, event_filters=event_filters)},
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def retrieve(self, webhook_id: str) -> models.Webhook:
+        return self._one(models.Webhook, "GET", f"/webhooks/{webhook_id}")
+
+    def update(self, webhook_id: str, **changes: Any) -> models.Webhook:
+        """`url`, `event_filters`, `disabled_at` (None re-enables)."""
+        return self._one(
+            models.Webhook, "PATCH", f"/webhooks/{webhook_id}", json_body={"webhook": changes}
+        )
+
+    def delete(self, webhook_id: str) -> None:
+        self._t.json("DELETE", f"/webhooks/{webhook_id}")
+
+    def rotate_secret(
+        self, webhook_id: str, *, idempotency_key: str | None = None
+    ) -> models.WebhookSecret:
+        return self._one(
+            models.WebhookSecret,
+            "POST",
+            f"/webhooks/{webhook_id}/rotate_secret",
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def deliveries(self, webhook_id: str, *, limit: int = 100) -> list[models.WebhookDelivery]:
+        """The most recent delivery attempts, newest first (at most 1000)."""
+        rows = self._t.json("GET", f"/webhooks/{webhook_id}/deliveries", params={"limit": limit})
+        return [models.WebhookDelivery.from_api(row) for row in rows]
+
+
+class Mailboxes(_Resource):
+    """SMTP credentials: the mailboxes campaigns send from."""
+
+    def list(self) -> Iterator[models.Mailbox]:
+        return self._each(models.Mailbox, "/smtp_credentials")
+
+    def create(self, *, from_email: str, **fields: Any) -> models.Mailbox:
+        """Password mailboxes: smtp_host, smtp_username, smtp_password, ... (see the API).
+        The answer's `.verification` is the login check run at creation."""
+        return self._one(
+            models.Mailbox,
+            "POST",
+            "/smtp_credentials",
+            json_body={"from_email": from_email, **fields},
+        )
+
+    def start_oauth(
+        self,
+        *,
+        provider: str,
+        daily_limit: int | None = None,
+        min_interval_seconds: int | None = None,
+        max_interval_seconds: int | None = None,
+        from_name: str | None = None,
+    ) -> models.OAuthStart:
+        """Start connecting a Google or Microsoft mailbox: open `.authorization_url`."""
+        body = _given(
+            provider=provider,
+            daily_limit=daily_limit,
+            min_interval_seconds=min_interval_seconds,
+            max_interval_seconds=max_interval_seconds,
+            from_name=from_name,
+        )
+        return self._one(models.OAuthStart, "POST", "/smtp_credentials/oauth", json_body=body)
+
+    def retrieve(self, mailbox_id: str) -> models.Mailbox:
+        return self._one(models.Mailbox, "GET", f"/smtp_credentials/{mailbox_id}")
+
+    def update(self, mailbox_id: str, **changes: Any) -> models.Mailbox:
+        return self._one(
+            models.Mailbox, "PATCH", f"/smtp_credentials/{mailbox_id}", json_body=changes
+        )
+
+    def delete(self, mailbox_id: str) -> None:
+        self._t.json("DELETE", f"/smtp_credentials/{mailbox_id}")
+
+    def verify(self, mailbox_id: str) -> models.MailboxVerification:
+        """Log in to the SMTP (and IMAP) server now; sends nothing, changes nothing."""
+        return self._one(
+            models.MailboxVerification, "POST", f"/smtp_credentials/{mailbox_id}/verify"
+        )
+
+
+class Campaigns(_Resource):
+    def list(self, *, limit: int | None = None) -> Iterator[models.Campaign]:
+        return self._each(models.Campaign, "/campaigns", limit=limit)
+
+    def create(
+        self,
+        *,
+        name: str,
+        steps: list[dict[str, Any]] | None = None,
+        credential_ids: list[str] | None = None,
+        idempotency_key: str | None = None,
+        **settings: Any,
+    ) -> models.Campaign:
+        """`settings`: timezone, send_window, track_opens, stop_on_reply, ... (see the API)."""
+        body = {**_given(name=name, steps=steps, credential_ids=credential_ids), **settings}
+        return self._one(
+            models.Campaign,
+            "POST",
+            "/campaigns",
+            json_body=body,
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def retrieve(self, campaign_id: str) -> models.Campaign:
+        return self._one(models.Campaign, "GET", f"/campaigns/{campaign_id}")
+
+    def update(self, campaign_id: str, **changes: Any) -> models.Campaign:
+        return self._one(models.Campaign, "PATCH", f"/campaigns/{campaign_id}", json_body=changes)
+
+    def delete(self, campaign_id: str) -> None:
+        self._t.json("DELETE", f"/campaigns/{campaign_id}")
+
+    def dispatch(
+        self,
+        campaign_id: str,
+        *,
+        contact_ids: list[str] | None = None,
+        all_pending: bool = False,
+    ) -> models.DispatchResult:
+        """Schedule step 1 for the named pending enrollments, or for all of them."""
+        body: dict[str, Any] = {"all_pending": True} if all_pending else {}
+        if contact_ids is not None:
+            body["contact_ids"] = contact_ids
+        return self._one(
+            models.DispatchResult, "POST", f"/campaigns/{campaign_id}/dispatch", json_body=body
+        )
+
+    def pause(self, campaign_id: str) -> models.Campaign:
+        return self._one(models.Campaign, "POST", f"/campaigns/{campaign_id}/pause")
+
+    def resume(self, campaign_id: str) -> models.Campaign:
+        return self._one(models.Campaign, "POST", f"/campaigns/{campaign_id}/resume")
+
+    def enrollments(
+        self, campaign_id: str, *, status: str | None = None, limit: int | None = None
+    ) -> Iterator[models.Enrollment]:
+        return self._each(
+            models.Enrollment, f"/campaigns/{campaign_id}/enrollments", status=status, limit=limit
+        )
+
+    def stop_enrollment(self, campaign_id: str, enrollment_id: str) -> models.Enrollment:
+        """End one active enrollment by hand (status `stopped`)."""
+        return self._one(
+            models.Enrollment,
+            "POST",
+            f"/campaigns/{campaign_id}/enrollments/{enrollment_id}/stop",
+        )
+
+    def sending_status(self, campaign_id: str) -> models.SendingStatus:
+        return self._one(models.SendingStatus, "GET", f"/campaigns/{campaign_id}/sending_status")
+
+    def stats(self, campaign_id: str) -> models.CampaignStats:
+        return self._one(models.CampaignStats, "GET", f"/campaigns/{campaign_id}/stats")
+
+
+class Contacts(_Resource):
+    def list(
+        self,
+        *,
+        email: str | None = None,
+        unsubscribed: bool | None = None,
+        bounced: bool | None = None,
+        limit: int | None = None,
+    ) -> Iterator[models.Contact]:
+        return self._each(
+            models.Contact,
+            "/contacts",
+            email=email,
+            unsubscribed=_flag(unsubscribed),
+            bounced=_flag(bounced),
+            limit=limit,
+        )
+
+    def create(self, *, email: str, **fields: Any) -> models.Contact:
+        """`fields`: first_name, last_name, company, timezone, fields (custom values)."""
+        return self._one(models.Contact, "POST", "/contacts", json_body={"email": email, **fields})
+
+    def retrieve(self, contact_id: str) -> models.Contact:
+        return self._one(models.Contact, "GET", f"/contacts/{contact_id}")
+
+    def update(self, contact_id: str, **changes: Any) -> models.Contact:
+        return self._one(models.Contact, "PATCH", f"/contacts/{contact_id}", json_body=changes)
+
+    def delete(self, contact_id: str) -> None:
+        self._t.json("DELETE", f"/contacts/{contact_id}")
+
+
+class ContactImports(_Resource):
+    def create(
+        self,
+        *,
+        contacts: list[dict[str, Any]],
+        campaign_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> models.ContactImport:
+        """Import contacts given as objects; with campaign_id, enroll them (pending)."""
+        return self._one(
+            models.ContactImport,
+            "POST",
+            "/contact_imports",
+            json_body=_given(contacts=contacts, campaign_id=campaign_id),
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def upload_csv(
+        self,
+        file: str | os.PathLike | bytes | IO[bytes],
+        *,
+        campaign_id: str | None = None,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> models.ContactImport:
+        """Import a CSV (a path, its bytes, or a binary file object) with a header row
+        naming `email`; with campaign_id, enroll the contacts (pending)."""
+        if isinstance(file, str | os.PathLike):
+            path = Path(file)
+            content: bytes | IO[bytes] = path.read_bytes()
+            filename = filename or path.name
+        else:
+            content = file
+        upload = {"file": (filename or "contacts.csv", content, "text/csv")}
+        return self._one(
+            models.ContactImport,
+            "POST",
+            "/contact_imports",
+            files=upload,
+            data=_given(campaign_id=campaign_id),
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+    def retrieve(self, import_id: str) -> models.ContactImport:
+        return self._one(models.ContactImport, "GET", f"/contact_imports/{import_id}")
+
+    def list(self, *, limit: int | None = None) -> Iterator[models.ContactImport]:
+        return self._each(models.ContactImport, "/contact_imports", limit=limit)
+
+
+class Outreaches(_Resource):
+    def create(
+        self,
+        *,
+        campaign_id: str,
+        contact: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> models.Enrollment:
+        """Upsert the contact, enroll it and dispatch that one enrollment at once."""
+        return self._one(
+            models.Enrollment,
+            "POST",
+            "/outreaches",
+            json_body={"campaign_id": campaign_id, "contact": contact},
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+
+class Client:
+    """The API of one account, authenticated with one of its API keys.
+
+    `api_key` and `base_url` default to OUTREACH_API_KEY and OUTREACH_BASE_URL.
+    `timeout`: seconds per HTTP attempt (a number, or `(connect, read)`).
+    `max_retries`: retries per call after the first attempt; `max_retry_wait`: the longest
+    wait the client accepts between two attempts (a longer Retry-After raises at once).
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        timeout: float | tuple[float, float] = 30.0,
+        max_retries: int = 3,
+        max_retry_wait: float = 60.0,
+        client_name: str | None = None,
+    ):
+        self._transport = Transport(
+            api_key=api_key or os.environ.get("OUTREACH_API_KEY"),
+            base_url=base_url or os.environ.get("OUTREACH_BASE_URL") or DEFAULT_BASE_URL,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_retry_wait=max_retry_wait,
+            client_name=client_name,
+        )
+        self.api_keys = ApiKeys(self._transport)
+        self.plans = Plans(self._transport)
+        self.billing = Billing(self._transport)
+        self.webhooks = Webhooks(self._transport)
+        self.mailboxes = Mailboxes(self._transport)
+        self.campaigns = Campaigns(self._transport)
+        self.contacts = Contacts(self._transport)
+        self.contact_imports = ContactImports(self._transport)
+        self.outreaches = Outreaches(self._transport)
+
+    def signup(self, *, email: str, name: str = "") -> models.Signup:
+        """Create an account (no key needed); `.api_key["plaintext"]` is its first key."""
+        body = self._transport.json("POST", "/signup", json_body={"email": email, "name": name})
+        return models.Signup.from_api(body)
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -1,0 +1,262 @@
+"""Typed results: one dataclass per resource of the API.
+
+`Model.from_api(data)` keeps the fields the class declares and ignores the others, so a
+field the service adds later never breaks an older SDK; the whole object as received is
+kept in `.raw`. Timestamps (`*_at`, and `expires_at`) become aware `datetime`s.
+"""
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, Self
+
+
+def _timestamp(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    return value
+
+
+@dataclass
+class Model:
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        known = {f.name for f in fields(cls)} - {"raw"}
+        values = {
+            name: _timestamp(value) if name.endswith("_at") else value
+            for name, value in data.items()
+            if name in known
+        }
+        return cls(raw=data, **values)
+
+
+@dataclass
+class ApiKey(Model):
+    id: str = ""
+    prefix: str = ""
+    label: str = ""
+    client_kind: str = "direct"
+    status: str | None = None
+    created_at: datetime | None = None
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+    plaintext: str | None = None  # only in the response that created it
+
+
+@dataclass
+class Signup(Model):
+    account_id: str = ""
+    plan_slug: str = ""
+    api_key: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Plan(Model):
+    slug: str = ""
+    name: str = ""
+    tier: int = 0
+    monthly_limit: int = 0
+    psp_price_id: str | None = None
+
+
+@dataclass
+class Subscription(Model):
+    plan: dict[str, Any] = field(default_factory=dict)
+    current_period: dict[str, Any] = field(default_factory=dict)
+    psp_subscription_id: str | None = None
+    psp_customer_id: str | None = None
+
+
+@dataclass
+class Usage(Model):
+    monthly_limit: int = 0
+    current: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    by_client_kind: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def remaining_sends(self) -> int:
+        """Sends left in the current period before dispatches are refused (never below 0)."""
+        return max(0, self.monthly_limit - int(self.current.get("sends_count", 0)))
+
+
+@dataclass
+class SessionUrl(Model):
+    url: str = ""
+
+
+@dataclass
+class Webhook(Model):
+    id: str = ""
+    url: str = ""
+    event_filters: list[str] = field(default_factory=list)
+    disabled_at: datetime | None = None
+    consecutive_failures: int = 0
+    created_at: datetime | None = None
+    secret: str | None = None  # only from create and rotate_secret
+
+
+@dataclass
+class WebhookSecret(Model):
+    id: str = ""
+    secret: str = ""
+
+
+@dataclass
+class WebhookDelivery(Model):
+    id: str = ""
+    event_type: str = ""
+    attempt: int = 1
+    status_code: int | None = None
+    error: str | None = None
+    delivered_at: datetime | None = None
+    created_at: datetime | None = None
+
+
+@dataclass
+class Mailbox(Model):
+    """An SMTP credential (a mailbox the account sends from). Secrets are write-only."""
+
+    id: str = ""
+    created_at: datetime | None = None
+    from_email: str = ""
+    from_name: str = ""
+    auth_method: str = "password"
+    oauth_status: str | None = None
+    smtp_host: str = ""
+    smtp_port: int | None = None
+    smtp_username: str = ""
+    smtp_security: str = ""
+    smtp_password_set: bool = False
+    imap_host: str = ""
+    imap_port: int | None = None
+    imap_username: str = ""
+    imap_security: str = ""
+    imap_password_set: bool = False
+    daily_limit: int = 0
+    min_interval_seconds: int | None = None
+    max_interval_seconds: int | None = None
+    next_send_earliest_at: datetime | None = None
+    relay_provider: str | None = None
+    relay_signing_key_set: bool = False
+    relay_webhook_url: str = ""
+    disabled_at: datetime | None = None
+    disabled_reason: str | None = None
+    sent_count: int = 0
+    bounced_count: int = 0
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    imap_last_polled_at: datetime | None = None
+    imap_last_error: str | None = None
+    imap_last_error_at: datetime | None = None
+    verification: dict[str, Any] | None = None  # only in the response that created it
+
+
+@dataclass
+class MailboxVerification(Model):
+    smtp: dict[str, Any] = field(default_factory=dict)
+    imap: dict[str, Any] | None = None
+
+
+@dataclass
+class OAuthStart(Model):
+    authorization_url: str = ""
+    expires_at: datetime | None = None
+
+
+@dataclass
+class Campaign(Model):
+    id: str = ""
+    name: str = ""
+    created_at: datetime | None = None
+    status: str = "draft"
+    paused_reason: str | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    credential_ids: list[str] = field(default_factory=list)
+    timezone: str = "UTC"
+    send_window: dict[str, Any] | None = None
+    bounce_threshold_percent: float = 5.0
+    track_opens: bool = True
+    stop_on_reply: bool = True
+    stop_on_domain_reply: bool = False
+    send_in_contact_timezone: bool = False
+    unsubscribe_footer: bool = False
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class DispatchResult(Model):
+    campaign_id: str = ""
+    dispatched: int = 0
+
+
+@dataclass
+class CampaignStats(Model):
+    """Per step and per A/B variant: `steps: [{position, variants: [{variant, sent, ...}]}]`."""
+
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class SendingStatus(Model):
+    """A dry run of the scheduler for one campaign: which mailbox can send, and what is next."""
+
+    campaign_id: str = ""
+    status: str = ""
+    mailboxes: list[dict[str, Any]] = field(default_factory=list)
+    upcoming: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Contact(Model):
+    id: str = ""
+    created_at: datetime | None = None
+    email: str = ""
+    first_name: str = ""
+    last_name: str = ""
+    company: str = ""
+    timezone: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    unsubscribed_at: datetime | None = None
+    bounced_at: datetime | None = None
+
+
+@dataclass
+class ContactImport(Model):
+    id: str = ""
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    campaign_id: str | None = None
+    status: str = "pending"
+    source_format: str = ""
+    filename: str = ""
+    total_rows: int = 0
+    processed_rows: int = 0
+    created_count: int = 0
+    updated_count: int = 0
+    skipped_count: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    failure_reason: str | None = None
+
+
+@dataclass
+class Enrollment(Model):
+    id: str = ""
+    campaign_id: str = ""
+    contact_id: str = ""
+    contact_email: str = ""
+    status: str = ""
+    current_step: int = 0
+    variant: str | None = None
+    next_send_at: datetime | None = None
+    sent_at: datetime | None = None
+    opened_at: datetime | None = None
+    replied_at: datetime | None = None
+    bounce_reason: str | None = None
+    unsubscribed_at: datetime | None = None
+    last_error: str | None = None
+    created_at: datetime | None = None

@@ -1,0 +1,235 @@
+"""The MCP server as an agent's host runs it: the `outreach-mcp` console script over
+stdio (and Streamable HTTP), driven by the official MCP client, against the live
+service. Every effect is checked through the API, and the server's traffic is counted
+as client_kind mcp."""
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client as McpClient
+from mcp.client.stdio import StdioServerParameters
+from outreach_sdk import Client, errors
+
+from accounts.services import api_key_create
+from tests.accounts.factories import AccountFactory
+from tests.clients.conftest import mailbox_create, postgresql_only
+from tests.outreach.factories import CampaignFactory
+from tests.support.ports import free_port, wait_for_port
+
+pytestmark = [postgresql_only, pytest.mark.e2e]
+
+SCRIPT = str(Path(sys.executable).with_name("outreach-mcp"))
+STEPS = [{"subject": "Hello {{first_name|there}}", "body_text": "Hi.", "delay_minutes": 0}]
+CSV = "email,first_name,company\nlin@example.com,Lin,Acme\nsam@example.com,Sam,Acme\n"
+
+
+def _result(answer):
+    """A tool's answer: its structured content (a list comes wrapped in `result`)."""
+    assert not answer.is_error, answer.content[0].text
+    content = answer.structured_content
+    return content["result"] if set(content) == {"result"} else content
+
+
+def _error(answer) -> str:
+    """A tool error's text, less the MCP SDK's "Error executing tool <name>: " prefix."""
+    assert answer.is_error
+    return answer.content[0].text.split(": ", 1)[1]
+
+
+async def _session(env: dict, work):
+    params = StdioServerParameters(command=SCRIPT, env=env)
+    async with McpClient(params, read_timeout_seconds=60) as mcp:
+        return await work(mcp)
+
+
+def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_account, smtp_sink):
+    api = Client(api_key=sdk_key, base_url=service_url)
+    mailbox_id = mailbox_create(api, smtp_sink()).id
+    webhook = api.webhooks.create(url="http://127.0.0.1:9/hook")
+    mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
+    others = CampaignFactory(account=AccountFactory())
+    env = {"OUTREACH_API_KEY": mcp_key, "OUTREACH_BASE_URL": service_url}
+    assert api.billing.usage().by_client_kind["mcp"] == 0
+
+    async def work(mcp):
+        tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+        call = mcp.call_tool
+        seen = {"tools": tools}
+        campaign = _result(
+            await call(
+                "create_campaign",
+                {"name": "Q4", "steps": STEPS, "credential_ids": [mailbox_id]},
+            )
+        )
+        seen["campaign"] = campaign
+        cid = campaign["id"]
+        _result(await call("update_campaign", {"campaign_id": cid, "name": "Q4 launch"}))
+        seen["import"] = _result(
+            await call("import_contacts_csv", {"csv": CSV, "campaign_id": cid})
+        )
+        seen["contact"] = _result(await call("add_contact", {"email": "kim@example.com"}))
+
+        preview = _result(
+            await call("dispatch_campaign", {"campaign_id": cid, "all_pending": True})
+        )
+        seen["preview"] = preview
+        seen["pending_after_preview"] = [
+            e.status for e in api.campaigns.enrollments(cid, status="pending")
+        ]
+        forged = preview["confirmation_token"][:-4] + "AAAA"
+        seen["forged"] = _error(
+            await call(
+                "dispatch_campaign",
+                {"campaign_id": cid, "all_pending": True, "confirmation_token": forged},
+            )
+        )
+        # One more pending contact since the preview: the old token no longer holds.
+        api.contact_imports.create(contacts=[{"email": "joe@example.com"}], campaign_id=cid)
+        changed = _result(
+            await call(
+                "dispatch_campaign",
+                {
+                    "campaign_id": cid,
+                    "all_pending": True,
+                    "confirmation_token": preview["confirmation_token"],
+                },
+            )
+        )
+        seen["changed"] = changed
+        seen["dispatched"] = _result(
+            await call(
+                "dispatch_campaign",
+                {
+                    "campaign_id": cid,
+                    "all_pending": True,
+                    "confirmation_token": changed["confirmation_token"],
+                },
+            )
+        )
+        seen["outreach"] = _result(
+            await call("start_outreach", {"campaign_id": cid, "email": "kim@example.com"})
+        )
+        seen["paused"] = _result(await call("pause_campaign", {"campaign_id": cid}))
+        seen["paused_via_api"] = api.campaigns.retrieve(cid).status
+        seen["resumed"] = _result(await call("resume_campaign", {"campaign_id": cid}))
+        seen["enrollments"] = _result(await call("list_enrollments", {"campaign_id": cid}))
+        seen["stats"] = _result(await call("get_campaign_stats", {"campaign_id": cid}))
+        seen["campaigns"] = _result(await call("list_campaigns", {}))
+        seen["webhooks"] = _result(await call("list_webhooks", {}))
+        seen["deliveries"] = _result(
+            await call("list_webhook_deliveries", {"webhook_id": webhook.id})
+        )
+        seen["not_found"] = _error(await call("get_campaign", {"campaign_id": str(others.pk)}))
+        seen["invalid"] = _error(await call("add_contact", {"email": "not an address"}))
+        seen["usage"] = _result(await call("get_usage", {}))
+        return seen
+
+    seen = asyncio.run(_session(env, work))
+    cid = seen["campaign"]["id"]
+
+    tools = seen["tools"]
+    reads = [name for name, tool in tools.items() if tool.annotations.read_only_hint]
+    assert set(reads) >= {"list_campaigns", "list_enrollments", "get_campaign_stats", "get_usage"}
+    assert set(reads) >= {"list_webhooks", "list_webhook_deliveries", "list_mailboxes"}
+    destructive = {name for name, tool in tools.items() if tool.annotations.destructive_hint}
+    assert destructive == {"dispatch_campaign", "delete_campaign", "pause_campaign"}
+    schema = tools["create_campaign"].input_schema
+    assert set(schema["required"]) == {"name", "steps", "credential_ids"}
+    assert all(tool.description for tool in tools.values())
+
+    # Every change is visible through the API.
+    campaign = api.campaigns.retrieve(cid)
+    assert (campaign.name, campaign.status) == ("Q4 launch", "active")
+    assert seen["import"]["status"] in ("pending", "completed")
+    assert api.contacts.list(email="kim@example.com").__next__().id == seen["contact"]["id"]
+
+    preview = seen["preview"]
+    assert preview["status"] == "confirmation_required"
+    assert preview["preview"]["contacts"] == 2
+    assert preview["preview"]["mailboxes"][0]["from_email"] == "ada@example.com"
+    assert preview["preview"]["plan_remaining_sends"] == 100
+    assert preview["preview"]["first_send_at"]
+    assert seen["pending_after_preview"] == ["pending", "pending"]  # nothing sent
+    assert seen["forged"].startswith("invalid_confirmation_token")
+    assert seen["changed"]["status"] == "confirmation_required"
+    assert seen["changed"]["preview"]["contacts"] == 3
+    assert (seen["dispatched"]["status"], seen["dispatched"]["dispatched"]) == ("dispatched", 3)
+    assert seen["outreach"]["status"] == "scheduled"
+    assert (seen["paused"]["status"], seen["paused_via_api"]) == ("paused", "paused")
+    assert seen["resumed"]["status"] == "active"
+    assert sorted(e["contact_email"] for e in seen["enrollments"]) == [
+        "joe@example.com",
+        "kim@example.com",
+        "lin@example.com",
+        "sam@example.com",
+    ]
+    assert {e.status for e in api.campaigns.enrollments(cid)} == {"scheduled"}
+    assert seen["stats"]["stats"]["enrolled"] == 4
+    assert [c["id"] for c in seen["campaigns"]] == [cid]
+    assert [w["id"] for w in seen["webhooks"]] == [webhook.id]
+    assert seen["deliveries"] == []
+
+    assert seen["not_found"] == "campaign_not_found: No such campaign."
+    assert seen["invalid"].startswith("validation_failed: ")
+    assert json.loads(seen["invalid"].split(" details: ", 1)[1])["fields"].keys() == {"email"}
+
+    # The server's API traffic is counted as mcp; the test's own as sdk.
+    usage = api.billing.usage().by_client_kind
+    assert usage["mcp"] >= len(seen) and usage["mcp"] == seen["usage"]["by_client_kind"]["mcp"]
+    assert usage["sdk"] > 0
+
+
+def test_over_streamable_http_a_one_contact_dispatch_needs_no_confirmation(
+    service_url, sdk_key, sdk_account, smtp_sink
+):
+    api = Client(api_key=sdk_key, base_url=service_url)
+    campaign = api.campaigns.create(
+        name="Q4", steps=STEPS, credential_ids=[mailbox_create(api, smtp_sink()).id]
+    )
+    api.contact_imports.create(
+        contacts=[{"email": "lin@example.com"}, {"email": "sam@example.com"}],
+        campaign_id=campaign.id,
+    )
+    lin = next(api.contacts.list(email="lin@example.com"))
+    mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
+    port = free_port()
+    server = subprocess.Popen(
+        [SCRIPT, "--transport", "streamable-http", "--port", str(port)],
+        env={"OUTREACH_API_KEY": mcp_key, "OUTREACH_BASE_URL": service_url, "PATH": "/usr/bin"},
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, timeout=30, process=server)
+
+        async def work(mcp):
+            dispatched = await mcp.call_tool(
+                "dispatch_campaign", {"campaign_id": campaign.id, "contact_ids": [lin.id]}
+            )
+            deleted = await mcp.call_tool("delete_campaign", {"campaign_id": campaign.id})
+            return _result(dispatched), _result(deleted)
+
+        async def over_http():
+            async with McpClient(f"http://127.0.0.1:{port}/mcp") as mcp:
+                return await work(mcp)
+
+        dispatched, deleted = asyncio.run(over_http())
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+
+    assert (dispatched["status"], dispatched["dispatched"]) == ("dispatched", 1)
+    assert dispatched["preview"]["contacts"] == 1
+    assert deleted == {"deleted": campaign.id}
+    with pytest.raises(errors.CampaignNotFound):
+        api.campaigns.retrieve(campaign.id)
+    assert api.billing.usage().by_client_kind["mcp"] > 0
+
+
+def test_it_refuses_to_start_without_an_api_key():
+    done = subprocess.run([SCRIPT], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "OUTREACH_API_KEY" in done.stderr
