@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from outreach import enrollments
+from outreach.enrollments import VARIANT_STAT_NAMES
 from outreach.models import (
     Campaign,
     CampaignStep,
@@ -19,7 +20,7 @@ from outreach.models import (
     SmtpCredential,
     Suppression,
 )
-from outreach.selectors import VARIANT_STAT_NAMES, campaign_step_stats
+from outreach.selectors import campaign_step_stats
 from outreach.variants import step_content, step_letters
 
 

@@ -32,7 +32,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from outreach.campaign_state import campaigns_complete_if_done
-from outreach.enrollments import count, counting
+from outreach.enrollments import answer_count, counting
 from outreach.events import (
     ENROLLMENT_BOUNCED,
     campaign_paused_emit,
@@ -116,7 +116,7 @@ def enrollment_mark_bounced(
         if not won:
             return False
         row = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment.pk)
-        count(row.campaign_id, bounced=1)
+        answer_count(row, "bounced")
         Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
             bounced_at=at, updated_at=at
         )
@@ -196,7 +196,7 @@ def campaigns_pause_if_unsendable(*, campaign_ids, at: datetime | None = None) -
         # Lock first, then look at the credentials in a later statement: a concurrent
         # disabler of a sibling credential waits here and then sees this one disabled.
         campaigns = list(
-            Campaign.objects.select_for_update()
+            Campaign.objects.select_for_update(no_key=True)
             .filter(pk__in=campaign_ids, status=Campaign.Status.ACTIVE)
             .order_by("pk")
         )

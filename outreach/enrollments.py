@@ -29,9 +29,13 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Count, Q
 
-from outreach.models import CampaignStats, Contact, Enrollment
+from outreach.models import CampaignStats, Contact, Enrollment, Message, StepVariantStats
 
 STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed", "stopped")
+# Per step and A/B variant (StepVariantStats): messages sent, and the opens, replies and
+# bounces that answered them (Enrollment.opened_on, replied_on, bounced_on).
+VARIANT_STAT_NAMES = ("sent", "opened", "replied", "bounced")
+ANSWERS = ("opened", "replied", "bounced")
 
 # What each count counts, as a filter on enrollments (for recounts).
 _COUNTED = {
@@ -59,6 +63,17 @@ cstats AS (
 ),"""
 
 
+# The message's step and variant, counted after the campaign's row (the lock order).
+VARIANT_SENT_CTE = """
+vstats AS (
+    INSERT INTO outreach_stepvariantstats AS v (campaign_id, step, variant, sent)
+    SELECT %(campaign)s, %(step)s, %(variant)s, 1
+    WHERE EXISTS (SELECT FROM msg) AND (SELECT count(*) FROM cstats) >= 0
+    ON CONFLICT (campaign_id, step, variant) DO UPDATE SET sent = v.sent + excluded.sent
+    RETURNING 1
+),"""
+
+
 def _write(campaign_id, deltas: dict[str, int]) -> None:
     names = [name for name in STAT_NAMES if deltas.get(name)]
     if not names:
@@ -77,14 +92,51 @@ def _write(campaign_id, deltas: dict[str, int]) -> None:
         )
 
 
+def _write_variant(campaign_id, step: int, variant: str, deltas: dict[str, int]) -> None:
+    names = [name for name in VARIANT_STAT_NAMES if deltas.get(name)]
+    if not names:
+        return
+    columns = ", ".join(names)
+    placeholders = ", ".join(["%s"] * len(names))
+    updates = ", ".join(f"{name} = v.{name} + excluded.{name}" for name in names)
+    table = StepVariantStats._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} AS v (campaign_id, step, variant, {columns})"  # noqa: S608
+            f" VALUES (%s, %s, %s, {placeholders})"
+            f" ON CONFLICT (campaign_id, step, variant) DO UPDATE SET {updates}",
+            [
+                CampaignStats._meta.pk.get_db_prep_value(campaign_id, connection),
+                step,
+                variant,
+                *(deltas[name] for name in names),
+            ],
+        )
+
+
 class _Tally:
     def __init__(self) -> None:
         self.deltas: defaultdict[UUID, Counter] = defaultdict(Counter)
+        self.variants: defaultdict[tuple, Counter] = defaultdict(Counter)
 
     def flush(self) -> None:
-        for campaign_id in sorted(self.deltas, key=str):
-            _write(campaign_id, self.deltas[campaign_id])
+        if not (self.deltas or self.variants):
+            return
+        if connection.vendor == "postgresql" and connection.in_atomic_block:
+            # The transaction's foreign keys checked now, not at commit: at commit, after
+            # the stats rows, a check's key-share lock could wait on a row whose holder
+            # waits on these stats.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # Campaign by campaign: its row, then its variants' rows, in one order everywhere.
+        campaigns = {key[0] for key in self.variants} | set(self.deltas)
+        for campaign_id in sorted(campaigns, key=str):
+            if campaign_id in self.deltas:
+                _write(campaign_id, self.deltas[campaign_id])
+            for key in sorted(k for k in self.variants if k[0] == campaign_id):
+                _write_variant(*key, self.variants[key])
         self.deltas.clear()
+        self.variants.clear()
 
 
 _local = threading.local()
@@ -116,6 +168,43 @@ def count(campaign_id, **deltas: int) -> None:
         _write(campaign_id, deltas)
     else:
         tally.deltas[campaign_id].update(deltas)
+
+
+def variant_count(campaign_id, step: int, variant: str, **deltas: int) -> None:
+    """Add to one step variant's counts: at the end of the enclosing `counting()`, or now."""
+    unknown = set(deltas) - set(VARIANT_STAT_NAMES)
+    if unknown:
+        raise ValueError(f"not a variant stat: {', '.join(sorted(unknown))}")
+    tally = getattr(_local, "tally", None)
+    if tally is None:
+        _write_variant(campaign_id, step, variant, deltas)
+    else:
+        tally.variants[(campaign_id, step, variant)].update(deltas)
+
+
+def answered(enrollment: Enrollment) -> str:
+    """The step and variant ("2B") an open, reply or bounce of the enrollment answers
+    now: its last step sent ("" before any)."""
+    if not enrollment.current_step:
+        return ""
+    letter = (enrollment.variants or {}).get(str(enrollment.current_step), "A")
+    return f"{enrollment.current_step}{letter}"
+
+
+def _code(code: str) -> tuple[int, str]:
+    return int(code[:-1]), code[-1]
+
+
+def answer_count(enrollment: Enrollment, name: str) -> None:
+    """Record what the enrollment's first open, reply or bounce (`name`) answered, on
+    the enrollment and in its campaign's stats (the campaign count and the variant's).
+    Call it in the transaction that set the enrollment's `<name>_at`, holding its row."""
+    code = answered(enrollment)
+    count(enrollment.campaign_id, **{name: 1})
+    if code:
+        Enrollment.objects.filter(pk=enrollment.pk).update(**{f"{name}_on": code})
+        setattr(enrollment, f"{name}_on", code)
+        variant_count(enrollment.campaign_id, *_code(code), **{name: 1})
 
 
 def enroll(*, campaign_id, contact_ids: Iterable[UUID]) -> int:
@@ -165,9 +254,18 @@ def counted(enrollment: Enrollment) -> dict[str, int]:
     }
 
 
-def _uncount(enrollments: Iterable[Enrollment]) -> None:
+def _uncount(enrollments: list[Enrollment]) -> None:
     for enrollment in enrollments:
         count(enrollment.campaign_id, **{k: -v for k, v in counted(enrollment).items()})
+        for name in ANSWERS:
+            code = getattr(enrollment, f"{name}_on")
+            if code:
+                variant_count(enrollment.campaign_id, *_code(code), **{name: -1})
+    campaigns = {enrollment.pk: enrollment.campaign_id for enrollment in enrollments}
+    for enrollment_id, step, variant in Message.objects.filter(
+        enrollment_id__in=list(campaigns)
+    ).values_list("enrollment_id", "step", "variant"):
+        variant_count(campaigns[enrollment_id], step, variant, sent=-1)
 
 
 def _locked(queryset) -> list[Enrollment]:
@@ -176,7 +274,11 @@ def _locked(queryset) -> list[Enrollment]:
     return list(
         queryset.select_for_update()
         .order_by("pk")
-        .only("campaign_id", *(f"{name}_at" for name in STAT_NAMES[1:]))
+        .only(
+            "campaign_id",
+            *(f"{name}_at" for name in STAT_NAMES[1:]),
+            *(f"{name}_on" for name in ANSWERS),
+        )
     )
 
 
@@ -225,19 +327,76 @@ def stats_recount(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]
     return stats
 
 
+def variant_stats_read(*, campaign_id) -> dict[tuple[int, str], dict[str, int]]:
+    """The kept counts of a campaign's step variants: {(step, variant): {sent, ...}}."""
+    return {
+        (row["step"], row["variant"]): {name: row[name] for name in VARIANT_STAT_NAMES}
+        for row in StepVariantStats.objects.filter(campaign_id=campaign_id).values(
+            "step", "variant", *VARIANT_STAT_NAMES
+        )
+    }
+
+
+def variant_stats_recount(*, campaign_id) -> dict[tuple[int, str], dict[str, int]]:
+    """A campaign's step variant counts from its messages and enrollments."""
+    stats: defaultdict[tuple[int, str], dict[str, int]] = defaultdict(
+        lambda: dict.fromkeys(VARIANT_STAT_NAMES, 0)
+    )
+    sent = (
+        Message.objects.filter(enrollment__campaign_id=campaign_id)
+        .values_list("step", "variant")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for step, variant, n in sent:
+        stats[(step, variant)]["sent"] = n
+    for name in ANSWERS:
+        answers = (
+            Enrollment.objects.filter(campaign_id=campaign_id)
+            .exclude(**{f"{name}_on": ""})
+            .values_list(f"{name}_on")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for code, n in answers:
+            stats[_code(code)][name] = n
+    return dict(stats)
+
+
 def stats_check(*, campaign_id, repair: bool = False) -> dict[str, tuple[int, int]]:
     """Compare a campaign's kept stats with a recount: {name: (kept, counted)} for each
-    that differs. With `repair`, the kept row takes the recount. Exact beside writers: the
-    row is locked before the recount, so a change still in flight (its stats write waits
-    on the lock) is not in the recount and adds itself after."""
+    that differs (a step variant's as "2B sent"). With `repair`, the kept rows take the
+    recount. Exact beside writers: the campaign's rows are locked before the recount, so
+    a change still in flight (its stats write waits on the lock) is not in the recount
+    and adds itself after."""
     with transaction.atomic():
         CampaignStats.objects.get_or_create(campaign_id=campaign_id)
         kept_row = CampaignStats.objects.select_for_update().get(pk=campaign_id)
+        list(StepVariantStats.objects.select_for_update().filter(campaign_id=campaign_id))
         kept = {name: getattr(kept_row, name) for name in STAT_NAMES}
         actual = stats_recount(campaign_ids=[campaign_id])[campaign_id]
         drift = {
             name: (kept[name], actual[name]) for name in STAT_NAMES if kept[name] != actual[name]
         }
+        kept_variants = variant_stats_read(campaign_id=campaign_id)
+        actual_variants = variant_stats_recount(campaign_id=campaign_id)
+        zero = dict.fromkeys(VARIANT_STAT_NAMES, 0)
+        for key in sorted(set(kept_variants) | set(actual_variants)):
+            had, has = kept_variants.get(key, zero), actual_variants.get(key, zero)
+            for name in VARIANT_STAT_NAMES:
+                if had[name] != has[name]:
+                    drift[f"{key[0]}{key[1]} {name}"] = (had[name], has[name])
         if repair and drift:
             CampaignStats.objects.filter(pk=campaign_id).update(**actual)
+            for (step, variant), counts in actual_variants.items():
+                StepVariantStats.objects.update_or_create(
+                    campaign_id=campaign_id, step=step, variant=variant, defaults=counts
+                )
+            StepVariantStats.objects.filter(campaign_id=campaign_id).exclude(
+                pk__in=[
+                    row.pk
+                    for row in StepVariantStats.objects.filter(campaign_id=campaign_id)
+                    if (row.step, row.variant) in actual_variants
+                ]
+            ).delete()
     return drift

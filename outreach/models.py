@@ -423,6 +423,11 @@ class Enrollment(models.Model):
     # Temporary send failures (4xx, connection) so far, and the last one; `failed` past a bound.
     send_attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
+    # The step and variant ("2B") whose message the open, reply or bounce answered: the
+    # last step sent when it arrived ("" before any). Per-variant stats count these.
+    opened_on = models.CharField(max_length=8, blank=True, default="", db_default="")
+    replied_on = models.CharField(max_length=8, blank=True, default="", db_default="")
+    bounced_on = models.CharField(max_length=8, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -518,6 +523,32 @@ class CampaignStats(models.Model):
 
     def __str__(self) -> str:
         return f"stats of {self.campaign_id}"
+
+
+class StepVariantStats(models.Model):
+    """One A/B variant of one step of a campaign, counted on write (outreach.enrollments):
+    sent, the messages that carried it; opened / replied / bounced, the enrollments whose
+    open, reply or bounce answered it (Enrollment.opened_on, ...: the last step sent when
+    it arrived). GET /campaigns/:id/stats reads these rows."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveSmallIntegerField()
+    variant = models.CharField(max_length=1)
+    sent = models.IntegerField(default=0, db_default=0)
+    opened = models.IntegerField(default=0, db_default=0)
+    replied = models.IntegerField(default=0, db_default=0)
+    bounced = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        verbose_name_plural = "step variant stats"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "step", "variant"], name="step_variant_stats_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.step}{self.variant} of {self.campaign_id}"
 
 
 class CredentialCampaignStats(models.Model):

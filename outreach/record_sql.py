@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
 from config.db.prepared import prepared
-from outreach.enrollments import STATS_SENT_CTE
+from outreach.enrollments import STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.models import Enrollment
 from webhooks.sql import EVENT_EMIT_CTES
 
@@ -69,7 +69,7 @@ cred AS (
 stats AS (
     UPDATE outreach_credentialcampaignstats SET sends = sends + 1
     WHERE credential_id = %(credential)s AND campaign_id = %(campaign)s RETURNING 1
-),{usage}{event}{campaign_stats}
+),{usage}{event}{campaign_stats}{variant_stats}
 verdict AS MATERIALIZED (
     -- Computed in this order, which is the lock order of the same writes through the ORM
     -- and of a bounce (the enrollment, the mailbox, its campaign row, the usage; the
@@ -94,6 +94,7 @@ SQL = prepared(
             "{after}", "(SELECT count(*) FROM cred) + (SELECT count(*) FROM rung) >= 0"
         ),
     )
+    .replace("{variant_stats}", VARIANT_SENT_CTE)
 )
 
 

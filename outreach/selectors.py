@@ -5,29 +5,23 @@ from uuid import UUID
 
 from django.db.models import (
     Aggregate,
-    Count,
-    F,
     Func,
     JSONField,
     OuterRef,
-    Q,
     QuerySet,
     Subquery,
 )
 from django.db.models.functions import JSONObject
 
-from outreach.enrollments import STAT_NAMES
+from outreach.enrollments import STAT_NAMES, VARIANT_STAT_NAMES, variant_stats_read
 from outreach.models import (
     Campaign,
     CampaignStats,
     CampaignStep,
     Contact,
-    Message,
     SmtpCredential,
 )
 from outreach.variants import step_letters
-
-VARIANT_STAT_NAMES = ("sent", "opened", "replied", "bounced")
 
 
 class JSONList(Aggregate):
@@ -94,48 +88,20 @@ def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]
     )
 
 
-def _after_this_message(field: str) -> Q:
-    """The enrollment's `field` happened after this message and before the enrollment's
-    next one: the message it answers (last touch)."""
-    return Q(**{f"enrollment__{field}__gte": F("sent_at")}) & (
-        Q(next_sent_at__isnull=True) | Q(**{f"enrollment__{field}__lt": F("next_sent_at")})
-    )
-
-
 def campaign_step_stats(*, campaign: Campaign) -> list[dict]:
-    """Per step, per A/B variant: {variant, sent, opened, replied, bounced}, in one
-    grouped query over the campaign's messages.
+    """Per step, per A/B variant: {variant, sent, opened, replied, bounced}, from the
+    counts kept on write (outreach.enrollments; one small query whatever the campaign's
+    size).
 
-    sent: enrollments sent that step's variant. An open, reply or bounce is an
-    enrollment's, not a message's: it is counted for the message the enrollment was
-    sent last before it (the step it answers). A bounce at send time, which leaves no
-    message, counts in the campaign's `bounced` only. Every variant the step has now is
-    listed (zeros when unsent), then any letter only earlier messages carry.
+    sent: messages that carried the step's variant. An open, reply or bounce is an
+    enrollment's, not a message's: it counts for the last step the enrollment was sent
+    when it arrived (Enrollment.opened_on, ...). A bounce before any message counts in
+    the campaign's `bounced` only. Every variant the step has now is listed (zeros when
+    unsent), then any letter only earlier messages carry.
     """
-    next_sent = (
-        Message.objects.filter(
-            enrollment_id=OuterRef("enrollment_id"), sent_at__gt=OuterRef("sent_at")
-        )
-        .order_by("sent_at")
-        .values("sent_at")[:1]
-    )
-    rows = (
-        Message.objects.filter(enrollment__campaign_id=campaign.pk)
-        .annotate(next_sent_at=Subquery(next_sent))
-        .values("step", "variant")
-        .annotate(
-            sent=Count("enrollment_id", distinct=True),
-            opened=Count("enrollment_id", distinct=True, filter=_after_this_message("opened_at")),
-            replied=Count("enrollment_id", distinct=True, filter=_after_this_message("replied_at")),
-            bounced=Count("enrollment_id", distinct=True, filter=_after_this_message("bounced_at")),
-        )
-        .order_by()
-    )
     counts: dict[int, dict[str, dict]] = {}
-    for row in rows:
-        counts.setdefault(row["step"], {})[row["variant"]] = {
-            name: row[name] for name in VARIANT_STAT_NAMES
-        }
+    for (step, variant), row in variant_stats_read(campaign_id=campaign.pk).items():
+        counts.setdefault(step, {})[variant] = row
     steps = {step.position: step for step in campaign.steps.all()}
     result = []
     for position in sorted(set(steps) | set(counts)):

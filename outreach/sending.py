@@ -45,7 +45,7 @@ from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from config.worker import stopping
 from outreach import oauth, record_sql, tokens
 from outreach.bounces import enrollment_mark_bounced, stats_increment
-from outreach.enrollments import count, counting
+from outreach.enrollments import count, counting, variant_count
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mime import (
     SharingHeaderFactory,
@@ -499,6 +499,7 @@ def _record_sent(
             sent_at=now,
             reply_seen=reply_seen,
         )
+        variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
         # Intake may have changed the enrollment since the claim (a reply, an
         # unsubscribe): then the message is recorded, the sequence is not moved.
         moved = Enrollment.objects.filter(

@@ -260,7 +260,9 @@ def campaign_dispatch(
     with transaction.atomic():
         # Serialises dispatches of one campaign (and its status change).
         campaign = (
-            Campaign.objects.select_for_update().select_related("account").get(pk=campaign.pk)
+            Campaign.objects.select_for_update(no_key=True)
+            .select_related("account")
+            .get(pk=campaign.pk)
         )
         first_step = _dispatch_checks(campaign)
         send_at = _first_send_at(campaign, first_step, now)
@@ -372,7 +374,7 @@ def contact_upsert(*, account: Account, data: ContactData) -> tuple[Contact, boo
     Returns (contact, created)."""
     for _ in range(2):
         contact = (
-            Contact.objects.select_for_update()
+            Contact.objects.select_for_update(no_key=True)
             .filter(account=account, email_lower=data.key)
             .first()
         )
@@ -402,7 +404,9 @@ def outreach_create(
     now = now or timezone.now()
     with transaction.atomic():
         campaign = (
-            Campaign.objects.select_for_update().select_related("account").get(pk=campaign.pk)
+            Campaign.objects.select_for_update(no_key=True)
+            .select_related("account")
+            .get(pk=campaign.pk)
         )
         first_step = _dispatch_checks(campaign)
         row, _ = contact_upsert(account=account, data=contact)

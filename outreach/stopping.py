@@ -172,52 +172,50 @@ def _same_domain(campaign_id, domain: str) -> Q:
     )
 
 
-def domain_reply_lock(*, enrollment_id) -> None:
+def domain_reply_lock(*, enrollment_id) -> list:
     """Lock, in primary key order, a replying enrollment and the colleagues its reply
     may stop, before the reply locks anything else. Two colleagues replying at once
     each lock their own row and then want the other's: taken in one order, the second
     waits for the first instead of deadlocking. Call it inside the reply's transaction;
-    nothing is locked when the campaign does not stop on domain replies."""
+    nothing is locked when the campaign does not stop on domain replies. Returns the ids
+    locked: the only colleagues the reply may stop (one enrolled since waits for the next
+    reply; locking it now could deadlock with another reply's lock)."""
     row = (
         Enrollment.objects.filter(pk=enrollment_id)
         .values("campaign_id", "campaign__stop_on_domain_reply", "contact__email_lower")
         .first()
     )
     if row is None or not row["campaign__stop_on_domain_reply"]:
-        return
+        return []
     domain = email_domain(row["contact__email_lower"])
     if not domain or is_consumer_domain(domain):
-        return
-    list(
-        Enrollment.objects.select_for_update(of=("self",))
+        return []
+    return list(
+        Enrollment.objects.select_for_update(of=("self",), no_key=True)
         .filter(Q(pk=enrollment_id) | _same_domain(row["campaign_id"], domain))
         .order_by("pk")
         .values_list("pk", flat=True)
     )
 
 
-def enrollments_stop_same_domain(*, enrollment: Enrollment, at: datetime) -> int:
+def enrollments_stop_same_domain(*, enrollment: Enrollment, locked: list, at: datetime) -> int:
     """After `enrollment`'s contact replied: stop the campaign's other active enrollments
     at the same email domain, when the campaign asks for it and the domain is not a
-    consumer one. Runs inside the reply's transaction, after domain_reply_lock. Returns
-    how many it stopped."""
+    consumer one, among those domain_reply_lock locked (`locked`). Runs inside the reply's
+    transaction. Returns how many it stopped."""
     campaign = enrollment.campaign
     if not campaign.stop_on_domain_reply:
         return 0
     domain = email_domain(enrollment.contact.email_lower)
     if not domain or is_consumer_domain(domain):
         return 0
-    colleagues = list(
-        Enrollment.objects.filter(_same_domain(campaign.pk, domain))
+    # By id, the status checked on the row itself: an UPDATE joined to contacts would not
+    # re-check the status of a row another transaction changed meanwhile.
+    stopped = (
+        Enrollment.objects.filter(pk__in=locked, status__in=Enrollment.ACTIVE_STATUSES)
         .exclude(pk=enrollment.pk)
-        .values_list("pk", flat=True)
+        .update(**_stopped(Enrollment.StopReason.DOMAIN_REPLY, at))
     )
-    # Not one UPDATE with the contact join: PostgreSQL would then not re-check the status
-    # of a row another transaction changed meanwhile (one enrolled after the domain lock
-    # and stopped or bounced since), and stop it again.
-    stopped = Enrollment.objects.filter(
-        pk__in=colleagues, status__in=Enrollment.ACTIVE_STATUSES
-    ).update(**_stopped(Enrollment.StopReason.DOMAIN_REPLY, at))
     if stopped:
         count(campaign.pk, stopped=stopped)
         campaigns_complete_if_done(campaign_ids=[campaign.pk], at=at)

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from outreach.campaign_state import campaigns_complete_if_done
-from outreach.enrollments import count, counting
+from outreach.enrollments import answer_count, count, counting
 from outreach.events import (
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
@@ -43,7 +43,7 @@ def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool
             return False
         enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_OPENED)
-        count(enrollment.campaign_id, opened=1)
+        answer_count(enrollment, "opened")
     return True
 
 
@@ -67,9 +67,9 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
     """
     at = at or timezone.now()
     with transaction.atomic(), counting():
-        domain_reply_lock(enrollment_id=enrollment_id)
+        colleagues = domain_reply_lock(enrollment_id=enrollment_id)
         enrollment = (
-            Enrollment.objects.select_for_update(of=("self",))
+            Enrollment.objects.select_for_update(of=("self",), no_key=True)
             .select_related("campaign", "contact")
             .filter(pk=enrollment_id)
             .first()
@@ -87,10 +87,10 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
             enrollment.next_send_at = None
             fields += ["status", "next_send_at"]
         enrollment.save(update_fields=fields)
-        count(enrollment.campaign_id, replied=1)
+        answer_count(enrollment, "replied")
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
         # Colleagues at the replier's company (stop_on_domain_reply), in this transaction.
-        enrollments_stop_same_domain(enrollment=enrollment, at=at)
+        enrollments_stop_same_domain(enrollment=enrollment, locked=colleagues, at=at)
         if stops and was_active:
             # It may have been the campaign's last active enrollment.
             campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=at)
@@ -125,7 +125,7 @@ def contact_unsubscribe(
         # Locked, so a concurrent unsubscribe (a double click, a complaint arriving
         # with the click) cannot announce the same enrollment twice.
         moved = list(
-            Enrollment.objects.select_for_update(of=("self",))
+            Enrollment.objects.select_for_update(of=("self",), no_key=True)
             .select_related("campaign")
             .filter(contact_id=contact.pk, status__in=Enrollment.ACTIVE_STATUSES)
             .order_by("created_at")

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from outreach import enrollments
 from outreach.models import CampaignStep, ContactImport, Message, Suppression
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 
@@ -101,6 +102,7 @@ def test_campaign_page_shows_variants_inline_and_stats_per_variant(admin_client,
         to_email=enrollment.contact.email,
         sent_at=timezone.now(),
     )
+    enrollments.variant_count(campaign.pk, 2, "B", sent=1)  # as the sender counts it
 
     page = admin_client.get(reverse("admin:outreach_campaign_change", args=[campaign.pk]))
 
