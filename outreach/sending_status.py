@@ -122,7 +122,8 @@ def _window_closed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
 
 
 def _nothing_due(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    if ctx.zones_due(credential):
+    """No enrollment is due for this mailbox (a disabled one is given none at all)."""
+    if credential.disabled_at is not None or ctx.zones_due(credential):
         return None
     return Reason("nothing_due", until=ctx.next_due_at(credential))
 
