@@ -151,7 +151,7 @@ class CredentialSerializer(serializers.ModelSerializer):
     max_interval_seconds = serializers.IntegerField(
         min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
     )
-    next_send_earliest_at = TimestampField(read_only=True)
+    next_send_earliest_at = TimestampField(read_only=True, allow_null=True)
     disabled_at = TimestampField(required=False, allow_null=True)
     disabled_reason = BlankAsNullChoiceField(
         choices=SmtpCredential.DisabledReason.choices, read_only=True
