@@ -212,10 +212,11 @@ def _due_queryset(now: datetime):
 
 def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
     """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paced past
-    `now` and not still sending an earlier run's claims."""
+    `now` (as paced_until says) and not still sending an earlier run's claims."""
     free = Q(**{f"{prefix}disabled_at__isnull": True}) & (
         Q(**{f"{prefix}next_send_earliest_at__isnull": True})
         | Q(**{f"{prefix}next_send_earliest_at__lte": now})
+        | Q(**{f"{prefix}max_interval_seconds": 0})
     )
     if busy:
         free &= ~Q(**{f"{prefix}id__in": busy})

@@ -117,6 +117,23 @@ def test_an_unpaced_mailbox_still_sends_a_burst(smtp_sink):
 
 
 @pytest.mark.django_db
+def test_turning_the_pace_off_lifts_a_pending_wait(smtp_sink):
+    sink = smtp_sink()
+    credential = _mailbox(sink, low=600, high=600)
+    campaign = _campaign_on(credential)
+    for _ in range(3):
+        _enroll(campaign)
+    assert [b.size for b in schedule_due(now=NOW)] == [1]
+    assert schedule_due(now=NOW + TICK) == []  # claimed, then paced
+    SendClaim.objects.all().delete()
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        min_interval_seconds=0, max_interval_seconds=0
+    )
+    Enrollment.objects.update(next_send_at=NOW)
+    assert [b.size for b in schedule_due(now=NOW + 2 * TICK)] == [3]
+
+
+@pytest.mark.django_db
 def test_a_late_send_still_keeps_the_minimum_before_the_next(smtp_sink):
     """The gap is drawn at the claim; a send that leaves later raises the mailbox's next
     send to at least its own time + min_interval_seconds (both record paths)."""
