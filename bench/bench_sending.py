@@ -57,6 +57,10 @@ def main(count: int) -> None:
             smtp_port=port,
             smtp_security="none",
             daily_limit=count * 2,
+            # Raw throughput: one run claims every message of the mailbox (a paced
+            # mailbox would get one per run, spaced by its interval).
+            min_interval_seconds=0,
+            max_interval_seconds=0,
         )
         campaign = Campaign.objects.create(
             account=account, name="bench", status=Campaign.Status.ACTIVE

@@ -49,6 +49,8 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "account",
         "smtp_host",
         "daily_limit",
+        "pace",
+        "next_send_earliest_at",
         "sent_count",
         "bounced_count",
     )
@@ -90,6 +92,9 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "daily_limit",
         "daily_sent_count",
         "daily_sent_on",
+        "min_interval_seconds",
+        "max_interval_seconds",
+        "next_send_earliest_at",
         "sent_count",
         "bounced_count",
         "bounce_rate",
@@ -99,7 +104,14 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
         "last_error_at",
         "created_at",
     )
-    editable = ("daily_limit", "from_name")
+    editable = ("daily_limit", "from_name", "min_interval_seconds", "max_interval_seconds")
+
+    @admin.display(description="Pace")
+    def pace(self, obj):
+        """The gap between two sends of the mailbox (outreach.scheduler)."""
+        if not obj.is_paced:
+            return "off"
+        return f"{obj.min_interval_seconds}-{obj.max_interval_seconds} s"
 
     @admin.display(description="Bounce rate")
     def bounce_rate(self, obj):
@@ -184,6 +196,7 @@ class CampaignAdmin(ReadOnlyAdmin):
         "stop_on_domain_reply",
         "unsubscribe_footer",
         "variant_stats",
+        "send_in_contact_timezone",
         "created_at",
         "updated_at",
     )
@@ -229,6 +242,7 @@ class ContactAdmin(ReadOnlyAdmin):
         "last_name",
         "company",
         "fields",
+        "timezone",
         "unsubscribed_at",
         "bounced_at",
         "created_at",

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 from uuid import UUID
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -35,11 +36,17 @@ from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
 from outreach import enrollments, selectors, services, stopping
 from outreach import oauth as oauth_flow
-from outreach.contact_data import InvalidContactData, contact_data_clean, fields_errors
+from outreach.contact_data import (
+    InvalidContactData,
+    contact_data_clean,
+    fields_errors,
+    timezone_errors,
+)
 from outreach.emails import InvalidEmail, email_clean
 from outreach.enrollments import STAT_NAMES
 from outreach.mailbox_check import credential_verify
 from outreach.models import (
+    MAX_INTERVAL_SECONDS,
     Campaign,
     Contact,
     ContactImport,
@@ -49,6 +56,7 @@ from outreach.models import (
     SmtpCredential,
 )
 from outreach.rendering import template_errors
+from outreach.sending_status import UPCOMING_MAX, sending_status
 from outreach.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
 from outreach.windows import send_window_errors, timezone_valid
 
@@ -75,6 +83,28 @@ class BlankAsNullChoiceField(serializers.ChoiceField):
         if data is None and not self.read_only:
             return (True, "")
         return super().validate_empty_values(data)
+
+
+class TimezoneNameField(serializers.CharField):
+    """An optional IANA time zone name; null or "" for none (stored as "")."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, allow_blank=True, allow_null=True, max_length=64, **kwargs)
+
+    def to_representation(self, value):
+        return value or None
+
+    def validate_empty_values(self, data):
+        if data is None and not self.read_only:
+            return (True, "")
+        return super().validate_empty_values(data)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = timezone_errors(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value.strip()
 
 
 def _validate_email_value(value: str) -> str:
@@ -124,6 +154,13 @@ class CredentialSerializer(serializers.ModelSerializer):
     relay_signing_key = _secret_field(10_000)
     relay_webhook_url = serializers.SerializerMethodField()
     daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    min_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    max_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    next_send_earliest_at = TimestampField(read_only=True, allow_null=True)
     disabled_at = TimestampField(required=False, allow_null=True)
     disabled_reason = BlankAsNullChoiceField(
         choices=SmtpCredential.DisabledReason.choices, read_only=True
@@ -167,6 +204,9 @@ class CredentialSerializer(serializers.ModelSerializer):
             "imap_password_set",
             "imap_security",
             "daily_limit",
+            "min_interval_seconds",
+            "max_interval_seconds",
+            "next_send_earliest_at",
             "relay_provider",
             "relay_signing_key",
             "relay_signing_key_set",
@@ -249,6 +289,17 @@ class CredentialSerializer(serializers.ModelSerializer):
             "relay_signing_key", getattr(self.instance, "relay_signing_key", "")
         ):
             errors["relay_signing_key"] = ["Required when relay_provider is set."]
+        low, high = (
+            attrs.get(name, getattr(self.instance or SmtpCredential(), name))
+            for name in ("min_interval_seconds", "max_interval_seconds")
+        )
+        if low > high:
+            # Named after the field the request changed (min when it changed both).
+            changed = "min_interval_seconds" in attrs
+            field = "min_interval_seconds" if changed else "max_interval_seconds"
+            errors[field] = [
+                f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."
+            ]
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -281,7 +332,34 @@ class CredentialCreatedSerializer(CredentialSerializer):
 class OAuthStartSerializer(serializers.Serializer):
     provider = serializers.ChoiceField(choices=OAuthAuthorization.Provider.choices)
     daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    min_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    max_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
     from_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+    def validate(self, attrs):
+        low, high = (
+            attrs.get(name, SmtpCredential._meta.get_field(name).default)
+            for name in ("min_interval_seconds", "max_interval_seconds")
+        )
+        if low > high:
+            field = (
+                "min_interval_seconds"
+                if "min_interval_seconds" in attrs
+                else ("max_interval_seconds")
+            )
+            raise serializers.ValidationError(
+                {
+                    field: [
+                        f"min_interval_seconds ({low}) must not exceed "
+                        f"max_interval_seconds ({high})."
+                    ]
+                }
+            )
+        return attrs
 
 
 class OAuthStartedSerializer(serializers.Serializer):
@@ -499,6 +577,7 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
     stop_on_reply = StrictBooleanField(required=False, default=True)
     stop_on_domain_reply = StrictBooleanField(required=False, default=False)
     unsubscribe_footer = StrictBooleanField(required=False, default=False)
+    send_in_contact_timezone = StrictBooleanField(required=False, default=False)
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)
@@ -633,6 +712,48 @@ class EnrollmentSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class SendingReasonSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(
+        choices=[
+            "window_closed",
+            "paced",
+            "daily_limit_reached",
+            "mailbox_disabled",
+            "reauthorization_required",
+            "campaign_paused",
+            "campaign_completed",
+            "nothing_due",
+        ]
+    )
+    until = TimestampField(allow_null=True, help_text="When it lifts; null when not known.")
+    detail = serializers.CharField(allow_null=True)
+
+
+class SendingMailboxSerializer(serializers.Serializer):
+    credential_id = serializers.UUIDField()
+    from_email = serializers.CharField()
+    can_send_now = serializers.BooleanField()
+    reasons = SendingReasonSerializer(many=True)
+    next_send_earliest_at = TimestampField(allow_null=True)
+    sent_today = serializers.IntegerField()
+    daily_limit = serializers.IntegerField()
+
+
+class UpcomingSendSerializer(serializers.Serializer):
+    enrollment_id = serializers.UUIDField()
+    contact_email = serializers.CharField()
+    step = serializers.IntegerField()
+    credential_id = serializers.UUIDField()
+    earliest_at = TimestampField()
+
+
+class SendingStatusSerializer(serializers.Serializer):
+    campaign_id = serializers.UUIDField()
+    status = serializers.CharField()
+    mailboxes = SendingMailboxSerializer(many=True)
+    upcoming = UpcomingSendSerializer(many=True)
+
+
 class CampaignViewSet(
     mixins.RetrieveModelMixin,
     mixins.DestroyModelMixin,
@@ -704,6 +825,20 @@ class CampaignViewSet(
     def resume(self, request, pk=None):
         campaign = services.campaign_resume(campaign=self.get_object())
         return _campaign_response(campaign)
+
+    @extend_schema(
+        responses=SendingStatusSerializer,
+        summary="Why it is (not) sending",
+        description="Per mailbox of the campaign: whether it can send now and, if not, "
+        "every reason with the time it lifts; then the next planned sends (at most "
+        f"{UPCOMING_MAX}) with the earliest time each may go out. A dry run of the "
+        "scheduler: nothing is changed.",
+    )
+    @action(detail=True, methods=["get"], url_path="sending_status")
+    def sending_status(self, request, pk=None):
+        campaign = self.get_object()
+        answer = sending_status(campaign=campaign, now=timezone.now())
+        return Response(SendingStatusSerializer(answer).data)
 
     @extend_schema(
         responses=EnrollmentSerializer(many=True),
@@ -797,6 +932,10 @@ class CustomFieldsMixin:
 
 class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
     email = serializers.CharField(max_length=254)
+    timezone = TimezoneNameField(
+        help_text="IANA name (e.g. Asia/Tokyo): campaigns with send_in_contact_timezone "
+        "read their send window in it. null: the campaign's time zone."
+    )
 
     class Meta:
         model = Contact
@@ -808,6 +947,7 @@ class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
             "last_name",
             "company",
             "fields",
+            "timezone",
             "unsubscribed_at",
             "bounced_at",
         ]
@@ -1014,6 +1154,7 @@ class OutreachContactSerializer(CustomFieldsMixin, serializers.Serializer):
     first_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     last_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     company = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    timezone = TimezoneNameField()
 
     def validate_email(self, value):
         return _validate_email_value(value)

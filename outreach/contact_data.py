@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from outreach.emails import InvalidEmail, email_clean
 from outreach.rendering import FIELD_NAME
+from outreach.windows import timezone_valid
 
 NAME_MAX = 200
 FIELD_VALUE_MAX = 2000
@@ -30,6 +31,7 @@ class ContactData:
     last_name: str = ""
     company: str = ""
     fields: dict[str, str] = field(default_factory=dict)
+    timezone: str = ""  # IANA name, or "": the campaign's zone applies
 
     @property
     def key(self) -> str:
@@ -37,7 +39,7 @@ class ContactData:
 
     def absorb(self, later: "ContactData") -> None:
         """A later row for the same email: its non-empty values win, custom fields merge."""
-        for name in STANDARD:
+        for name in (*STANDARD, "timezone"):
             value = getattr(later, name)
             if value:
                 setattr(self, name, value)
@@ -92,4 +94,25 @@ def contact_data_clean(raw: dict) -> ContactData:
         raise InvalidContactData("fields", problem)
     # Empty custom values carry nothing (an empty CSV cell is "no value").
     cleaned_fields = {k: v.strip() for k, v in custom.items() if v.strip()}
-    return ContactData(email=email, fields=cleaned_fields, **values)
+    return ContactData(
+        email=email, fields=cleaned_fields, timezone=timezone_clean(raw.get("timezone")), **values
+    )
+
+
+def timezone_errors(value: object) -> str | None:
+    """Why a contact's time zone is not acceptable; None for an IANA name, "" or null."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        return "Must be a string."
+    if not timezone_valid(value.strip()):
+        return f"{value[:64]!r} is not an IANA time zone name (e.g. Asia/Tokyo)."
+    return None
+
+
+def timezone_clean(value: object) -> str:
+    """An IANA name, or "" for none; raises InvalidContactData otherwise."""
+    problem = timezone_errors(value)
+    if problem:
+        raise InvalidContactData("timezone", problem)
+    return value.strip() if isinstance(value, str) else ""

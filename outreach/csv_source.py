@@ -5,6 +5,8 @@ Header mapping (case-insensitive; spaces, hyphens and dots count as underscores)
 - first_name: first_name, firstname, first, given_name
 - last_name: last_name, lastname, last, surname, family_name
 - company: company, company_name, organization, organisation
+- timezone: timezone, time_zone (an IANA name such as Asia/Tokyo; an unknown one
+  rejects the row)
 - any other column becomes a custom field named after the header, lower-cased with
   runs of other characters turned into "_" ("Job Title" -> job_title; a
   "fields.x" header maps to x). Columns with an empty header are ignored.
@@ -24,7 +26,10 @@ ALIASES = {
     "first_name": ("first_name", "firstname", "first", "given_name"),
     "last_name": ("last_name", "lastname", "last", "surname", "family_name"),
     "company": ("company", "company_name", "organization", "organisation"),
+    "timezone": ("timezone", "time_zone"),
 }
+# Keys a row carries itself; any other column or key is a custom field.
+ROW_KEYS = frozenset(("email", *STANDARD, "timezone"))
 _BY_ALIAS = {alias: target for target, aliases in ALIASES.items() for alias in aliases}
 _DELIMITERS = (",", ";", "\t")
 
@@ -114,7 +119,7 @@ class CsvSource:
         for target, cell in zip(self.columns, cells, strict=False):
             if target is None:
                 continue
-            if target == "email" or target in STANDARD:
+            if target in ROW_KEYS:
                 raw[target] = cell
             else:
                 raw["fields"][target] = cell
@@ -146,7 +151,7 @@ class JsonSource:
             for key, value in item.items():
                 if key == "fields":
                     continue
-                if key == "email" or key in STANDARD:
+                if key in ROW_KEYS:
                     raw[key] = value
                 elif isinstance(raw["fields"], dict):
                     raw["fields"][key] = value

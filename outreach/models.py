@@ -7,8 +7,9 @@ state rules.
 
 import uuid
 
+from django.core.validators import MaxValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from outreach.crypto import EncryptedTextField
 
@@ -17,6 +18,10 @@ class Security(models.TextChoices):
     STARTTLS = "starttls"
     SSL = "ssl"
     NONE = "none"
+
+
+# The longest gap a mailbox's pace may ask for (a day).
+MAX_INTERVAL_SECONDS = 86_400
 
 
 class SmtpCredential(models.Model):
@@ -66,6 +71,18 @@ class SmtpCredential(models.Model):
     imap_last_error_at = models.DateTimeField(null=True, blank=True)
 
     daily_limit = models.PositiveIntegerField(default=50)
+    # Pace: between two sends from this mailbox (across all its campaigns) the scheduler
+    # waits a random gap drawn from [min, max] seconds; 0 / 0 turns pacing off.
+    min_interval_seconds = models.PositiveIntegerField(
+        default=120, validators=[MaxValueValidator(MAX_INTERVAL_SECONDS)]
+    )
+    max_interval_seconds = models.PositiveIntegerField(
+        default=300, validators=[MaxValueValidator(MAX_INTERVAL_SECONDS)]
+    )
+    # When the mailbox may be given its next send: set under the row's lock when a claim
+    # is made (claim time + the drawn gap), raised after a send to at least its time +
+    # min_interval_seconds (outreach.scheduler, outreach.sending). Null: now.
+    next_send_earliest_at = models.DateTimeField(null=True, blank=True)
     # Sends on `daily_sent_on` (UTC date); the engine resets it when the date changes.
     daily_sent_count = models.PositiveIntegerField(default=0)
     daily_sent_on = models.DateField(null=True, blank=True)
@@ -120,6 +137,17 @@ class SmtpCredential(models.Model):
         indexes = [
             models.Index(fields=["account", "created_at", "id"], name="credential_account_page_idx")
         ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(min_interval_seconds__lte=F("max_interval_seconds"))
+                & Q(max_interval_seconds__lte=MAX_INTERVAL_SECONDS),
+                name="credential_pace_valid",
+                violation_error_message=(
+                    "min_interval_seconds must not exceed max_interval_seconds, "
+                    f"which is at most {MAX_INTERVAL_SECONDS}."
+                ),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.from_email
@@ -131,6 +159,10 @@ class SmtpCredential(models.Model):
     @property
     def uses_oauth(self) -> bool:
         return self.auth_method != self.AuthMethod.PASSWORD
+
+    @property
+    def is_paced(self) -> bool:
+        return self.max_interval_seconds > 0
 
 
 class OAuthAuthorization(models.Model):
@@ -197,6 +229,9 @@ class Campaign(models.Model):
     stop_on_domain_reply = models.BooleanField(default=False)
     # Append an opt-out line to each body part that does not place {{unsubscribe_url}}.
     unsubscribe_footer = models.BooleanField(default=False)
+    # The send window in each contact's own time zone (Contact.timezone), falling back
+    # to `timezone` for contacts without one.
+    send_in_contact_timezone = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -251,6 +286,8 @@ class Contact(models.Model):
     last_name = models.CharField(max_length=200, blank=True, default="")
     company = models.CharField(max_length=200, blank=True, default="")
     fields = models.JSONField(default=dict, blank=True)
+    # IANA name (outreach.windows.timezone_valid), or "": the campaign's zone applies.
+    timezone = models.CharField(max_length=64, blank=True, default="")
     # Either one suppresses the contact: never enrolled or sent to again.
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
     bounced_at = models.DateTimeField(null=True, blank=True)

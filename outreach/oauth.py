@@ -45,6 +45,10 @@ from outreach.models import OAuthAuthorization, Security, SmtpCredential
 
 logger = logging.getLogger(__name__)
 
+# The mailbox settings POST /smtp_credentials/oauth takes, applied by the callback to the
+# mailbox it creates.
+OAUTH_START_SETTINGS = ("daily_limit", "min_interval_seconds", "max_interval_seconds", "from_name")
+
 AUTHORIZATION_LIFETIME = timedelta(minutes=15)
 # Refresh when the stored access token has less than this left (providers give an hour):
 # a token never expires in the middle of a batch's SMTP session.
@@ -392,7 +396,7 @@ def _credential_connect(
         for name, value in {**preset, **oauth}.items():
             setattr(credential, name, value)
         for name, value in flow.credential_settings.items():
-            if name in ("daily_limit", "from_name"):
+            if name in OAUTH_START_SETTINGS:
                 setattr(credential, name, value)
         credential.save()
     logger.info("mailbox %s connected with %s", credential.pk, provider.name)

@@ -1,7 +1,8 @@
 """The record of an accepted message on PostgreSQL: one statement.
 
 `outreach.sending._record_sent` writes, in one transaction, the Message row, the
-enrollment's state, the claim's deletion, the mailbox's sent_count, the per-campaign
+enrollment's state, the claim's deletion, the mailbox's sent_count (and, for a paced
+mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), the per-campaign
 send count, the period's usage (billing.services.usage_record_increment) and the
 `enrollment.sent` event with a delivery job per matching enabled webhook
 (webhooks.services.event_emit), and the campaign's `sent` count on a first step
@@ -63,7 +64,8 @@ claim AS (
     DELETE FROM outreach_sendclaim WHERE enrollment_id = %(enrollment)s RETURNING 1
 ),
 cred AS (
-    UPDATE outreach_smtpcredential SET sent_count = sent_count + 1
+    UPDATE outreach_smtpcredential SET sent_count = sent_count + 1,
+        next_send_earliest_at = GREATEST(next_send_earliest_at, %(pace_floor)s)
     WHERE id = %(credential)s RETURNING 1
 ),
 stats AS (
@@ -152,6 +154,7 @@ def record_sent(
     status: str,
     next_send_at: datetime | None,
     completed_at: datetime | None,
+    pace_floor: datetime | None,
     period: tuple[datetime, datetime],
     event_type: str,
     event_data: dict,
@@ -177,6 +180,8 @@ def record_sent(
         "status": status,
         "next_send_at": next_send_at,
         "completed_at": completed_at,
+        # GREATEST ignores NULL: an unpaced mailbox keeps its value.
+        "pace_floor": pace_floor,
         "due": [str(s) for s in Enrollment.DUE_STATUSES],
         "period_start": period[0],
         "period_end": period[1],

@@ -10,7 +10,8 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    the claim is also a conditional UPDATE of next_send_at whose row count must match,
    and a SendClaim row whose primary key is the enrollment. Per enrollment it decides:
    - no step left (steps were removed): completed;
-   - the campaign's send window is closed now: next_send_at = the next opening;
+   - the campaign's send window is closed now (in the contact's time zone when the
+     campaign sends in contact time zones): next_send_at = the next opening;
    - the mailbox: the thread's credential when it has one that is still enabled and in
      the campaign (a thread never changes mailbox while it can be sent from), otherwise
      the enabled credential of the campaign with the most room left today (rotation);
@@ -19,8 +20,13 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      re-authorized are left out, and when no other is left next_send_at moves
      SENDING_CREDENTIAL_RETRY_SECONDS on;
    - a campaign without any enabled credential is paused (all_credentials_disabled);
+   - a paced mailbox (max_interval_seconds > 0) whose next_send_earliest_at is still
+     ahead gets nothing: its enrollments stay due, untouched, and are not even read
+     until it may send (the scan leaves them out in SQL);
    - otherwise a claim: next_send_at moves to the lease's end, a unit of the mailbox's
-     daily limit is reserved (daily_sent_count counts reserved and sent sends);
+     daily limit is reserved (daily_sent_count counts reserved and sent sends), and a
+     paced mailbox's next_send_earliest_at moves a random gap (drawn from its [min, max]
+     interval) ahead, so it gets at most one claim per run;
 4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
    SMTP connection carries the batch.
 
@@ -29,6 +35,7 @@ injectable, so tests drive the clock.
 """
 
 import logging
+import random
 import uuid
 from collections import defaultdict
 from contextlib import contextmanager
@@ -37,7 +44,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -51,7 +58,7 @@ from outreach.models import (
     SendClaim,
     SmtpCredential,
 )
-from outreach.windows import SendWindow, send_window_next_open
+from outreach.windows import SendWindow, send_window_next_open, window_timezone
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +87,26 @@ def next_utc_midnight(at: datetime) -> datetime:
     return datetime.combine(utc_day(at) + timedelta(days=1), time(0), tzinfo=UTC)
 
 
+def sent_today(credential: SmtpCredential, today: date) -> int:
+    """Sends of the mailbox on `today` (UTC), reserved ones included."""
+    return credential.daily_sent_count if credential.daily_sent_on == today else 0
+
+
 def _room_today(credential: SmtpCredential, today: date) -> int:
-    used = credential.daily_sent_count if credential.daily_sent_on == today else 0
-    return max(0, credential.daily_limit - used)
+    return max(0, credential.daily_limit - sent_today(credential, today))
+
+
+def paced_until(credential: SmtpCredential, now: datetime) -> datetime | None:
+    """When a paced mailbox may send next, if that is still ahead of `now`; else None."""
+    if not credential.is_paced or credential.next_send_earliest_at is None:
+        return None
+    return credential.next_send_earliest_at if credential.next_send_earliest_at > now else None
+
+
+def pace_gap(credential: SmtpCredential) -> timedelta:
+    """A random gap before the mailbox's next send, uniform over [min, max] seconds."""
+    low, high = credential.min_interval_seconds, credential.max_interval_seconds
+    return timedelta(seconds=random.uniform(low, high))  # noqa: S311 - spacing, not secrecy
 
 
 def reservation_release(*, credential_id, at: datetime, count: int = 1) -> None:
@@ -188,21 +212,55 @@ def _due_queryset(now: datetime):
     )
 
 
+def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
+    """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paced past
+    `now` (as paced_until says) and not still sending an earlier run's claims."""
+    free = Q(**{f"{prefix}disabled_at__isnull": True}) & (
+        Q(**{f"{prefix}next_send_earliest_at__isnull": True})
+        | Q(**{f"{prefix}next_send_earliest_at__lte": now})
+        | Q(**{f"{prefix}max_interval_seconds": 0})
+    )
+    if busy:
+        free &= ~Q(**{f"{prefix}id__in": busy})
+    return free
+
+
+def _examinable(*, now: datetime, busy) -> Q:
+    """Due enrollments worth examining this run: the thread's mailbox may send now, or,
+    for a thread without a usable mailbox (new, or its mailbox disabled), the campaign
+    has a mailbox that may, or none enabled at all (the campaign is paused below).
+    Enrollments waiting for a paced or busy mailbox are left out here, in SQL, so a
+    backlog behind one mailbox never fills a run's scan (SENDING_MAX_PER_TICK)."""
+    links = Campaign.credentials.through.objects.filter(
+        campaign_id=OuterRef("campaign_id"), smtpcredential__disabled_at__isnull=True
+    )
+    free_links = links.filter(_mailbox_free("smtpcredential__", now=now, busy=busy))
+    on_thread = Q(credential__isnull=False, credential__disabled_at__isnull=True)
+    rotating = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
+    return (on_thread & _mailbox_free("credential__", now=now, busy=busy)) | (
+        rotating & (Exists(free_links) | ~Exists(links))
+    )
+
+
 @dataclass
 class _Plan:
     complete: list = field(default_factory=list)  # enrollments without a step left
     defer: dict = field(default_factory=lambda: defaultdict(list))  # when -> enrollment ids
     claims: list = field(default_factory=list)  # (enrollment, credential id, step)
     pause: set = field(default_factory=set)  # campaign ids without an enabled credential
+    paced: dict = field(default_factory=dict)  # credential id -> its new next_send_earliest_at
 
 
 def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[list[Batch], int]:
     """One transaction: select, decide, write. Returns (batches, enrollments examined).
     Enrollments whose thread is on a `busy` mailbox wait for a later run."""
     with transaction.atomic():
-        due = _due_queryset(now).order_by("next_send_at")
-        if busy:
-            due = due.exclude(credential_id__in=busy)
+        due = (
+            _due_queryset(now)
+            .filter(_examinable(now=now, busy=busy))
+            .annotate(contact_timezone=F("contact__timezone"))
+            .order_by("next_send_at")
+        )
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True, of=("self",))
         enrollments = list(
@@ -254,6 +312,9 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     credentials = {c.pk: c for c in rows.select_for_update(skip_locked=skip_locked)}
     today = utc_day(now)
     room = {pk: _room_today(c, today) for pk, c in credentials.items()}
+    # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
+    # another run, or by a claim earlier in this one) gets no claim.
+    paced = {pk for pk, c in credentials.items() if paced_until(c, now)}
     window_open_at: dict = {}
     # Looked at again then (a re-authorization does not wake them; they wait this long).
     reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
@@ -266,12 +327,13 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             plan.complete.append(enrollment)
             continue
         window = SendWindow.from_json(campaign.send_window)
-        if campaign.pk not in window_open_at:
-            window_open_at[campaign.pk] = send_window_next_open(
-                now, timezone=campaign.timezone, window=window
+        zone = window_timezone(campaign=campaign, contact_timezone=enrollment.contact_timezone)
+        if (campaign.pk, zone) not in window_open_at:
+            window_open_at[campaign.pk, zone] = send_window_next_open(
+                now, timezone=zone, window=window
             )
-        if window_open_at[campaign.pk] > now:
-            plan.defer[window_open_at[campaign.pk]].append(enrollment.pk)
+        if window_open_at[campaign.pk, zone] > now:
+            plan.defer[window_open_at[campaign.pk, zone]].append(enrollment.pk)
             continue
         enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         if not enabled:
@@ -288,21 +350,23 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             for pk in candidates
             if pk not in busy
             and pk not in unauthorized
+            and pk not in paced
             and pk in credentials
             and credentials[pk].disabled_at is None
         ]
         if not candidates:
-            # Its mailboxes are all still sending, or held for a moment: a later run.
+            # Its mailboxes are all still sending, paced, or held for a moment: a later run.
             continue
         chosen = max(candidates, key=lambda pk: room[pk])  # first in link order on a tie
         if room[chosen] <= 0:
-            tomorrow = send_window_next_open(
-                next_utc_midnight(now), timezone=campaign.timezone, window=window
-            )
+            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
             continue
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
+        if credentials[chosen].is_paced:
+            paced.add(chosen)
+            plan.paced[chosen] = now + pace_gap(credentials[chosen])
     return plan
 
 
@@ -352,9 +416,13 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     for credential_id, items in by_credential.items():
         by_count[len(items)].append(credential_id)
     for count, credential_ids in by_count.items():
-        SmtpCredential.objects.filter(pk__in=credential_ids).update(
-            daily_sent_count=_used_expression(today) + count, daily_sent_on=today
-        )
+        changes = {"daily_sent_count": _used_expression(today) + count, "daily_sent_on": today}
+        pace = [
+            When(pk=pk, then=Value(plan.paced[pk])) for pk in credential_ids if pk in plan.paced
+        ]
+        if pace:
+            changes["next_send_earliest_at"] = Case(*pace, default=F("next_send_earliest_at"))
+        SmtpCredential.objects.filter(pk__in=credential_ids).update(**changes)
     return batches
 
 

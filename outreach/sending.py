@@ -35,7 +35,8 @@ from email.utils import format_datetime, formataddr
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from billing.periods import period_bounds
@@ -73,7 +74,7 @@ from outreach.rendering import (
 from outreach.scheduler import campaigns_complete_if_done, reservation_release
 from outreach.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.variants import step_content, stored_letter, variants_assign
-from outreach.windows import SendWindow, step_send_at
+from outreach.windows import SendWindow, step_send_at, window_timezone
 from webhooks.services import drains_publish
 
 # Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
@@ -445,11 +446,18 @@ def _record_sent(
         next_send_at = step_send_at(
             after=now,
             delay_minutes=next_step.delay_minutes,
-            timezone=campaign.timezone,
+            timezone=window_timezone(
+                campaign=campaign, contact_timezone=enrollment.contact.timezone
+            ),
             window=SendWindow.from_json(campaign.send_window),
         )
     else:
         status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
+    # The claim drew the mailbox's gap from the claim's time; a send that left late must
+    # still keep the minimum before the next one.
+    pace_floor = (
+        now + timedelta(seconds=credential.min_interval_seconds) if credential.is_paced else None
+    )
     if reply_seen and record_sql.supported():
         # PostgreSQL, the common case: the same writes in one statement (outreach.record_sql).
         state = {
@@ -477,6 +485,7 @@ def _record_sent(
             status=status,
             next_send_at=next_send_at,
             completed_at=completed_at,
+            pace_floor=pace_floor,
             period=period_bounds(campaign.account, now),
             event_type=ENROLLMENT_SENT,
             event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
@@ -516,7 +525,12 @@ def _record_sent(
             updated_at=now,
         )
         SendClaim.objects.filter(pk=claim.pk).delete()
-        SmtpCredential.objects.filter(pk=credential.pk).update(sent_count=F("sent_count") + 1)
+        credential_changes = {"sent_count": F("sent_count") + 1}
+        if pace_floor is not None:
+            credential_changes["next_send_earliest_at"] = Greatest(
+                Coalesce("next_send_earliest_at", Value(pace_floor)), Value(pace_floor)
+            )
+        SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
         usage_record_increment(account=campaign.account, at=now)
         if moved:

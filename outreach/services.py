@@ -26,7 +26,7 @@ from outreach.models import (
     SmtpCredential,
 )
 from outreach.suppression import contact_suppression_apply, suppressions_for
-from outreach.windows import SendWindow, step_send_at
+from outreach.windows import SendWindow, step_send_at, window_timezone
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ _CREDENTIAL_FIELDS = {
     "imap_password",
     "imap_security",
     "daily_limit",
+    "min_interval_seconds",
+    "max_interval_seconds",
     "relay_provider",
     "relay_signing_key",
 }
@@ -126,6 +128,7 @@ _CAMPAIGN_FIELDS = (
     "stop_on_reply",
     "stop_on_domain_reply",
     "unsubscribe_footer",
+    "send_in_contact_timezone",
 )
 
 
@@ -234,11 +237,13 @@ def _activate(campaign: Campaign, now: datetime) -> None:
         campaign.status = Campaign.Status.ACTIVE
 
 
-def _first_send_at(campaign: Campaign, first_step: CampaignStep, now: datetime) -> datetime:
+def _first_send_at(
+    campaign: Campaign, first_step: CampaignStep, now: datetime, *, contact_timezone: str = ""
+) -> datetime:
     return step_send_at(
         after=now,
         delay_minutes=first_step.delay_minutes,
-        timezone=campaign.timezone,
+        timezone=window_timezone(campaign=campaign, contact_timezone=contact_timezone),
         window=SendWindow.from_json(campaign.send_window),
     )
 
@@ -265,20 +270,30 @@ def campaign_dispatch(
             .get(pk=campaign.pk)
         )
         first_step = _dispatch_checks(campaign)
-        send_at = _first_send_at(campaign, first_step, now)
         pending = Enrollment.objects.filter(
             campaign=campaign, status=Enrollment.Status.PENDING
         ).filter(_not_suppressed())
         if contact_ids is not None:
             pending = pending.filter(contact_id__in=list(contact_ids))
-        dispatched = pending.update(
-            status=Enrollment.Status.SCHEDULED,
-            next_send_at=send_at,
-            dispatched_at=now,
-            updated_at=now,
-        )
+        # One UPDATE per window time zone: the campaign's, or with contact time zones,
+        # one per distinct zone among the contacts (a few hundred at most).
+        zones = [""]
+        if campaign.send_in_contact_timezone and campaign.send_window:
+            zones = list(pending.order_by().values_list("contact__timezone", flat=True).distinct())
+        dispatched, due_now = 0, False
+        for zone in zones:
+            send_at = _first_send_at(campaign, first_step, now, contact_timezone=zone)
+            rows = pending.filter(contact__timezone=zone) if len(zones) > 1 else pending
+            count = rows.update(
+                status=Enrollment.Status.SCHEDULED,
+                next_send_at=send_at,
+                dispatched_at=now,
+                updated_at=now,
+            )
+            dispatched += count
+            due_now = due_now or (count and send_at <= now)
         _activate(campaign, now)
-        if dispatched and send_at <= now:
+        if due_now:
             transaction.on_commit(sends_schedule_soon, robust=True)
     return dispatched
 
@@ -313,6 +328,7 @@ def _contact_new(*, account: Account, data: ContactData) -> Contact:
         last_name=data.last_name,
         company=data.company,
         fields=data.fields,
+        timezone=data.timezone,
     )
     found = suppressions_for(account_id=account.pk, keys=[data.key])
     contact_suppression_apply(contact, found.get(data.key))
@@ -361,7 +377,7 @@ def contact_update(*, contact: Contact, changes: dict) -> Contact:
 
 
 def _merge_into(contact: Contact, data: ContactData) -> None:
-    for name in ("first_name", "last_name", "company"):
+    for name in ("first_name", "last_name", "company", "timezone"):
         value = getattr(data, name)
         if value:
             setattr(contact, name, value)
@@ -419,7 +435,9 @@ def outreach_create(
         changed = created
         if enrollment.status == Enrollment.Status.PENDING:
             enrollment.status = Enrollment.Status.SCHEDULED
-            enrollment.next_send_at = _first_send_at(campaign, first_step, now)
+            enrollment.next_send_at = _first_send_at(
+                campaign, first_step, now, contact_timezone=row.timezone
+            )
             enrollment.dispatched_at = now
             enrollment.save(update_fields=["status", "next_send_at", "dispatched_at", "updated_at"])
             changed = True
@@ -606,6 +624,7 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                     last_name=data.last_name,
                     company=data.company,
                     fields=data.fields,
+                    timezone=data.timezone,
                 )
                 contact_suppression_apply(contact, suppressed.get(key))
             else:
@@ -619,7 +638,14 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                 rows_out,
                 update_conflicts=True,
                 unique_fields=["account", "email_lower"],
-                update_fields=["first_name", "last_name", "company", "fields", "updated_at"],
+                update_fields=[
+                    "first_name",
+                    "last_name",
+                    "company",
+                    "fields",
+                    "timezone",
+                    "updated_at",
+                ],
             )
         if contact_import.campaign_id and rows_out:
             if _campaign_hold(contact_import.campaign_id):

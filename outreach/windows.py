@@ -134,3 +134,12 @@ def step_send_at(
     return send_window_next_open(
         after + timedelta(minutes=delay_minutes), timezone=timezone, window=window
     )
+
+
+def window_timezone(*, campaign, contact_timezone: str) -> str:
+    """The zone a campaign's send window is read in for one contact: the contact's own
+    when the campaign sends in contact time zones and the contact has one, else the
+    campaign's."""
+    if campaign.send_in_contact_timezone and contact_timezone:
+        return contact_timezone
+    return campaign.timezone

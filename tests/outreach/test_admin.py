@@ -81,7 +81,9 @@ def test_search_by_email(admin_client, rows):
 def test_credential_edit_keeps_secrets(admin_client, rows):
     credential = rows["smtpcredential"]
     url = reverse("admin:outreach_smtpcredential_change", args=[credential.pk])
-    response = admin_client.post(url, {"daily_limit": 75, "from_name": "Ops"})
+    form = {"daily_limit": 75, "from_name": "Ops"}
+    form |= {"min_interval_seconds": 120, "max_interval_seconds": 300}
+    response = admin_client.post(url, form)
     assert response.status_code == 302, response.content[:2000]
     credential.refresh_from_db()
     assert credential.daily_limit == 75

@@ -56,3 +56,30 @@ def test_credential_pages_show_health(admin_client):
     assert "Sends by campaign" in content
     assert "7.5%" in content  # 3 / 40 in the campaign
     assert "5.0%" in content  # its threshold
+
+
+def test_credential_pages_show_the_pace_and_the_next_send(admin_client):
+    campaign = CampaignFactory()
+    credential = campaign.credentials.get()
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        min_interval_seconds=120, max_interval_seconds=300, next_send_earliest_at=AT
+    )
+    listing = admin_client.get(reverse("admin:outreach_smtpcredential_changelist"))
+    content = listing.content.decode()
+    assert "120-300 s" in content
+    assert 'field-next_send_earliest_at nowrap">March 2, 2026, 10 a.m.<' in content
+
+    url = reverse("admin:outreach_smtpcredential_change", args=[credential.pk])
+    form = {"from_name": "", "daily_limit": 50, "min_interval_seconds": 60}
+    refused = admin_client.post(url, {**form, "max_interval_seconds": 30})
+    assert refused.status_code == 200  # the form again, with the error
+    assert "must not exceed max_interval_seconds" in refused.content.decode()
+    credential.refresh_from_db()
+    assert (credential.min_interval_seconds, credential.max_interval_seconds) == (120, 300)
+
+    saved = admin_client.post(url, {**form, "max_interval_seconds": 90})
+    assert saved.status_code == 302
+    credential.refresh_from_db()
+    assert (credential.min_interval_seconds, credential.max_interval_seconds) == (60, 90)
+    listing = admin_client.get(reverse("admin:outreach_smtpcredential_changelist"))
+    assert "60-90 s" in listing.content.decode()

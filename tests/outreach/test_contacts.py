@@ -35,9 +35,11 @@ def test_it_creates_a_contact(api_client):
         "last_name",
         "company",
         "fields",
+        "timezone",
         "unsubscribed_at",
         "bounced_at",
     }
+    assert body["timezone"] is None
 
 
 def test_email_is_unique_case_insensitively(api_client):

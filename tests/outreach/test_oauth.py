@@ -106,6 +106,10 @@ def test_a_provider_without_a_client_id_is_not_configured(api_client, settings):
         ({"provider": "yahoo"}, ["provider"]),
         ({"provider": "google", "daily_limit": -1}, ["daily_limit"]),
         ({"provider": "google", "from_name": "x" * 201}, ["from_name"]),
+        ({"provider": "google", "min_interval_seconds": -1}, ["min_interval_seconds"]),
+        ({"provider": "google", "max_interval_seconds": 86401}, ["max_interval_seconds"]),
+        ({"provider": "google", "min_interval_seconds": 400}, ["min_interval_seconds"]),
+        ({"provider": "google", "max_interval_seconds": 60}, ["max_interval_seconds"]),
     ],
 )
 def test_bad_input_is_validation_failed(api_client, oauth_provider, payload, fields):
@@ -126,7 +130,13 @@ def test_the_callback_creates_the_mailbox_with_the_providers_hosts(
     api_client, anon_client, account, oauth_provider
 ):
     provider = oauth_provider()
-    started = start(api_client, daily_limit=20, from_name="Ann Owner")
+    started = start(
+        api_client,
+        daily_limit=20,
+        from_name="Ann Owner",
+        min_interval_seconds=30,
+        max_interval_seconds=90,
+    )
     params = provider.consent(started["authorization_url"], email="Owner@Example.com")
 
     page = callback(anon_client, params)
@@ -149,6 +159,7 @@ def test_the_callback_creates_the_mailbox_with_the_providers_hosts(
     )
     assert credential.smtp_username == credential.imap_username == "Owner@example.com"
     assert (credential.daily_limit, credential.from_name) == (20, "Ann Owner")
+    assert (credential.min_interval_seconds, credential.max_interval_seconds) == (30, 90)
     assert credential.auth_method == "oauth_google"
     assert credential.oauth_status == "connected"
     [refresh_token] = provider.refresh_tokens_of("Owner@Example.com")

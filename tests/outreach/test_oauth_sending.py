@@ -331,6 +331,8 @@ def test_no_token_in_the_logs(sink, provider, caplog, api_client, anon_client):
         smtp_port=sink.port,
         smtp_security="none",
         oauth_access_token_expires_at=timezone.now(),
+        min_interval_seconds=0,
+        max_interval_seconds=0,
     )
     campaign = CampaignFactory(account=credential.account, status=Campaign.Status.ACTIVE)
     campaign.credentials.set([credential])
