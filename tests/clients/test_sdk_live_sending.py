@@ -31,6 +31,11 @@ def test_stop_an_enrollment_and_read_the_stats_per_variant(service_url, sdk_key,
         client.campaigns.stop_enrollment(campaign.id, enrollment.id)
     assert (raised.value.status, raised.value.details["status"]) == (409, "stopped")
 
+    status = client.campaigns.sending_status(campaign.id)
+    assert status.campaign_id == campaign.id
+    [box] = status.mailboxes
+    assert box["credential_id"] == mailbox.id and box["reasons"] is not None
+
     stats = client.campaigns.stats(campaign.id)
     assert stats.raw["stopped"] == 1 and stats.raw["enrolled"] == 1
     assert [v["variant"] for v in stats.steps[0]["variants"]] == ["A", "B"]
