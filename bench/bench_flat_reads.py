@@ -40,6 +40,7 @@ SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "0,10000,100000,1000000")
 OTHER_SIZE = int(os.environ.get("BENCH_OTHER_SIZE", "100000"))
 KEYS = 2000  # 60 requests a minute per key: the load spreads over many keys of one account
 CAMPAIGNS = int(os.environ.get("BENCH_CAMPAIGNS", "1"))
+GOAL_ENDPOINTS = ("GET /campaigns?limit=20", "GET /campaigns/:id", "GET /campaigns/:id/stats")
 DOMAIN = "flat.bench.invalid"
 
 
@@ -154,17 +155,19 @@ class Seed:
                 """
                 WITH contacts AS (
                     INSERT INTO outreach_contact (id, account_id, email, email_lower,
-                        first_name, last_name, company, fields, created_at, updated_at)
+                        first_name, last_name, company, fields, timezone, created_at,
+                        updated_at)
                     SELECT gen_random_uuid(), %(account)s, 'p' || g || '@' || %(domain)s,
                         'p' || g || '@' || %(domain)s, 'First', 'Last', 'Acme', '{}'::jsonb,
-                        now(), now()
+                        '', now(), now()
                     FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g
                     RETURNING id
                 )
                 INSERT INTO outreach_enrollment (id, campaign_id, contact_id, status,
-                    current_step, send_attempts, last_error, dispatched_at, sent_at,
-                    opened_at, replied_at, created_at, updated_at)
-                SELECT gen_random_uuid(), %(campaign)s, id, 'sent', 1, 0, '', now(), now(),
+                    current_step, send_attempts, last_error, stop_reason, variants,
+                    dispatched_at, sent_at, opened_at, replied_at, created_at, updated_at)
+                SELECT gen_random_uuid(), %(campaign)s, id, 'sent', 1, 0, '', '', '{}'::jsonb,
+                    now(), now(),
                     CASE WHEN random() < 0.4 THEN now() END,
                     CASE WHEN random() < 0.05 THEN now() END, now(), now()
                 FROM contacts
@@ -271,6 +274,7 @@ def main() -> None:
     paths = {
         "GET /campaigns?limit=20": "/campaigns?limit=20",
         "GET /campaigns/:id": f"/campaigns/{campaign.pk}",
+        "GET /campaigns/:id/stats": f"/campaigns/{campaign.pk}/stats",
         "GET /campaigns/:id/enrollments?limit=20": f"/campaigns/{campaign.pk}/enrollments?limit=20",
         "GET /campaigns/:id/enrollments?status=sent&limit=20": (
             f"/campaigns/{campaign.pk}/enrollments?status=sent&limit=20"
@@ -303,15 +307,22 @@ def main() -> None:
         seed.cleanup()
 
     print(f"\nMedian of {SAMPLES} requests, one client (ms):\n")
-    print("| Endpoint | " + " | ".join(f"{s:,}" for s in SIZES) + " | largest / 0 |")
+    print("| Endpoint | " + " | ".join(f"{s:,}" for s in SIZES) + " | largest / base |")
     print("|---|" + "---|" * (len(SIZES) + 1))
     worst = 0.0
     for name, points in curve.items():
-        ratio = points[SIZES[-1]] / points[SIZES[0]]
-        worst = max(worst, ratio)
+        # The campaign endpoints against the empty campaign (the goal); a list against
+        # its first full page (at 0 it is empty, which costs less than a page).
+        base = SIZES[0] if name in GOAL_ENDPOINTS or len(SIZES) < 2 else SIZES[1]
+        ratio = points[SIZES[-1]] / points[base]
+        if name in GOAL_ENDPOINTS:
+            worst = max(worst, ratio)
         cells = " | ".join(f"{points[s]:.1f}" for s in SIZES)
-        print(f"| {name} | {cells} | {ratio:.2f} |")
-    print(f"\nworst growth: {worst:.2f}x (goal <= 1.5x: {'met' if worst <= 1.5 else 'MISSED'})")
+        print(f"| {name} | {cells} | {ratio:.2f} (/ {base:,}) |")
+    print(
+        f"\ncampaign endpoints, worst growth from the empty campaign: {worst:.2f}x "
+        f"(goal <= 1.5x: {'met' if worst <= 1.5 else 'MISSED'})"
+    )
     ratio = campaigns_rate / keys_rate
     print(
         f"\nUnder load ({CLIENTS} client threads, {WORKERS} gunicorn workers, {LOAD_SECONDS:.0f} s each,"

@@ -45,9 +45,9 @@ def baseline(data: bytes, account) -> float:
     else (no validation, no progress, no suppression list)."""
     columns = (
         "id, account_id, email, email_lower, first_name, last_name, company, fields, "
-        "created_at, updated_at"
+        "timezone, created_at, updated_at"
     )
-    row_sql = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    row_sql = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
     def flush(cursor, batch):
         cursor.execute(
@@ -85,6 +85,7 @@ def baseline(data: bytes, account) -> float:
                     row["last_name"],
                     row["company"],
                     Jsonb({"job_title": row["job_title"]}),
+                    "",
                     now,
                     now,
                 )
