@@ -140,6 +140,20 @@ def _mailbox_host(value: str, port: int) -> str:
     return host
 
 
+def pace_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
+    """The pace pair checked: min_interval_seconds at most max_interval_seconds, each from
+    the request or else the mailbox (or the defaults). The error is named after the field
+    the request changed (min when it changed both)."""
+    low, high = (
+        attrs.get(name, getattr(credential or SmtpCredential(), name))
+        for name in ("min_interval_seconds", "max_interval_seconds")
+    )
+    if low <= high:
+        return {}
+    field = "min_interval_seconds" if "min_interval_seconds" in attrs else "max_interval_seconds"
+    return {field: [f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."]}
+
+
 class CredentialSerializer(serializers.ModelSerializer):
     from_email = serializers.CharField(max_length=254)
     smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
@@ -289,17 +303,7 @@ class CredentialSerializer(serializers.ModelSerializer):
             "relay_signing_key", getattr(self.instance, "relay_signing_key", "")
         ):
             errors["relay_signing_key"] = ["Required when relay_provider is set."]
-        low, high = (
-            attrs.get(name, getattr(self.instance or SmtpCredential(), name))
-            for name in ("min_interval_seconds", "max_interval_seconds")
-        )
-        if low > high:
-            # Named after the field the request changed (min when it changed both).
-            changed = "min_interval_seconds" in attrs
-            field = "min_interval_seconds" if changed else "max_interval_seconds"
-            errors[field] = [
-                f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."
-            ]
+        errors.update(pace_errors(attrs, self.instance))
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -341,24 +345,9 @@ class OAuthStartSerializer(serializers.Serializer):
     from_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
     def validate(self, attrs):
-        low, high = (
-            attrs.get(name, SmtpCredential._meta.get_field(name).default)
-            for name in ("min_interval_seconds", "max_interval_seconds")
-        )
-        if low > high:
-            field = (
-                "min_interval_seconds"
-                if "min_interval_seconds" in attrs
-                else ("max_interval_seconds")
-            )
-            raise serializers.ValidationError(
-                {
-                    field: [
-                        f"min_interval_seconds ({low}) must not exceed "
-                        f"max_interval_seconds ({high})."
-                    ]
-                }
-            )
+        errors = pace_errors(attrs, None)
+        if errors:
+            raise serializers.ValidationError(errors)
         return attrs
 
 

@@ -74,44 +74,35 @@ vstats AS (
 ),"""
 
 
-def _write(campaign_id, deltas: dict[str, int]) -> None:
-    names = [name for name in STAT_NAMES if deltas.get(name)]
+def _add(model, keys: dict, names: tuple[str, ...], deltas: dict[str, int]) -> None:
+    """Add `deltas` to the counters of the `model` row with these `keys`, making the row
+    when it does not exist yet: one INSERT ... ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
+    names = tuple(name for name in names if deltas.get(name))
     if not names:
         return
-    columns = ", ".join(names)
-    placeholders = ", ".join(["%s"] * len(names))
-    updates = ", ".join(f"{name} = s.{name} + excluded.{name}" for name in names)
+    columns = ", ".join([*keys, *names])
+    placeholders = ", ".join(["%s"] * (len(keys) + len(names)))
+    updates = ", ".join(f"{name} = t.{name} + excluded.{name}" for name in names)
+    campaign = model._meta.get_field("campaign")
+    values = [
+        campaign.get_db_prep_value(value, connection) if key == "campaign_id" else value
+        for key, value in keys.items()
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {_TABLE} AS s (campaign_id, {columns}) VALUES (%s, {placeholders}) "  # noqa: S608
-            f"ON CONFLICT (campaign_id) DO UPDATE SET {updates}",
-            [
-                CampaignStats._meta.pk.get_db_prep_value(campaign_id, connection),
-                *(deltas[name] for name in names),
-            ],
+            f"INSERT INTO {model._meta.db_table} AS t ({columns}) VALUES ({placeholders})"  # noqa: S608
+            f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}",
+            [*values, *(deltas[name] for name in names)],
         )
+
+
+def _write(campaign_id, deltas: dict[str, int]) -> None:
+    _add(CampaignStats, {"campaign_id": campaign_id}, STAT_NAMES, deltas)
 
 
 def _write_variant(campaign_id, step: int, variant: str, deltas: dict[str, int]) -> None:
-    names = [name for name in VARIANT_STAT_NAMES if deltas.get(name)]
-    if not names:
-        return
-    columns = ", ".join(names)
-    placeholders = ", ".join(["%s"] * len(names))
-    updates = ", ".join(f"{name} = v.{name} + excluded.{name}" for name in names)
-    table = StepVariantStats._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} AS v (campaign_id, step, variant, {columns})"  # noqa: S608
-            f" VALUES (%s, %s, %s, {placeholders})"
-            f" ON CONFLICT (campaign_id, step, variant) DO UPDATE SET {updates}",
-            [
-                CampaignStats._meta.pk.get_db_prep_value(campaign_id, connection),
-                step,
-                variant,
-                *(deltas[name] for name in names),
-            ],
-        )
+    keys = {"campaign_id": campaign_id, "step": step, "variant": variant}
+    _add(StepVariantStats, keys, VARIANT_STAT_NAMES, deltas)
 
 
 class _Tally:
