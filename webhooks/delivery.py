@@ -8,9 +8,9 @@ A drain owns its webhook while it runs (a lease on the Webhook row: `drain_token
    an attempt is counted only for a request that is actually made;
 2. each request goes to the worker's HTTP pool (threads, WEBHOOK_MAX_CONCURRENT_REQUESTS
    in all), which only talks HTTP; the drain's own thread does every database write;
-3. each outcome is recorded as soon as it comes back, in its own transaction (the
-   attempt row, the job's next state, the webhook's failure count): a killed worker
-   re-sends at most the requests that were in flight;
+3. outcomes are recorded as soon as they come back, those that came back together in
+   one transaction (the attempt rows, each job's next state, the webhook's failure
+   count): a killed worker re-sends at most the requests that were in flight;
 4. it ends when nothing is due and nothing is in flight (it releases the lease, then
    looks once more, so an event committed meanwhile is not left waiting), after
    DRAIN_TIME_BUDGET_SECONDS (a fresh drain message takes over), or when the worker
@@ -23,12 +23,14 @@ disabled after about 5 deliveries x 5 attempts, not after every queued event was
 """
 
 import logging
+import operator
 import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import reduce
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -215,10 +217,43 @@ def _outcome(item: ClaimedJob, result: AttemptResult | None, webhook: Webhook | 
     return "failed"
 
 
-def job_record(*, item: ClaimedJob, webhook_id, result: AttemptResult | None, outcome: str):
-    """One job's attempt row(s), its next state and the webhook's failure count, in one
-    transaction. Nothing is written when the webhook is gone."""
+def jobs_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | None, str]]):
+    """The attempts that came back together: their attempt row(s), each job's next
+    state and the webhook's failure count, in one transaction (one INSERT, one UPDATE
+    per kind of next state). Nothing is written when the webhook is gone."""
     now = timezone.now()
+    rows = []
+    # (outcome, attempt) -> the (id, claim token) pairs it applies to
+    groups: dict[tuple[str, int | None], list[Q]] = {}
+    for item, result, outcome in outcomes:
+        rows += _attempt_rows(item, result, webhook_id=webhook_id, now=now)
+        job = item.job
+        attempt = item.attempt if outcome in ("retry", "failed") else None
+        mine = Q(id=job.id, claim_token=job.claim_token)
+        groups.setdefault((outcome, attempt), []).append(mine)
+    # The failure count follows the deliveries in the order they ended.
+    ended = sorted(
+        (result.ended_at if result else now, outcome == "succeeded")
+        for _, result, outcome in outcomes
+        if outcome in ("succeeded", "failed")
+    )
+    try:
+        with transaction.atomic():
+            WebhookDelivery.objects.bulk_create(rows)
+            for (outcome, attempt), pairs in groups.items():
+                mine = DeliveryJob.objects.filter(reduce(operator.or_, pairs))
+                mine.update(**_next_state(outcome, attempt, now=now))
+            previous = None
+            for _, succeeded in ended:
+                # Consecutive 2xx after a reset find nothing to reset: one UPDATE does.
+                if not (succeeded and previous):
+                    _count_delivery(webhook_id=webhook_id, succeeded=succeeded, now=now)
+                previous = succeeded
+    except IntegrityError:
+        pass  # the webhook was deleted meanwhile: nothing left to record
+
+
+def _attempt_rows(item: ClaimedJob, result: AttemptResult | None, *, webhook_id, now):
     job = item.job
     rows = []
     if item.lost_attempt is not None:
@@ -247,37 +282,27 @@ def job_record(*, item: ClaimedJob, webhook_id, result: AttemptResult | None, ou
                 created_at=result.started_at,
             )
         )
-    mine = DeliveryJob.objects.filter(id=job.id, claim_token=job.claim_token)
+    return rows
+
+
+def _next_state(outcome: str, attempt: int | None, *, now) -> dict:
+    """The job's columns after an outcome. `attempt`: the attempt just made (retry and
+    failed), None for a failed job whose claim counted an attempt never made."""
     done = {"claim_token": None, "finished_at": now}
-    try:
-        with transaction.atomic():
-            WebhookDelivery.objects.bulk_create(rows)
-            if outcome == "succeeded":
-                mine.update(state=DeliveryJob.State.SUCCEEDED, **done)
-            elif outcome == "failed":
-                if item.attempt is None:  # the claim counted an attempt never made
-                    mine.update(state=DeliveryJob.State.FAILED, attempts=F("attempts") - 1, **done)
-                else:
-                    mine.update(state=DeliveryJob.State.FAILED, **done)
-            elif outcome == "dropped":
-                mine.update(state=DeliveryJob.State.DROPPED, **done)
-            elif outcome == "released":  # never sent: the attempt was not made
-                mine.update(
-                    state=DeliveryJob.State.PENDING,
-                    attempts=F("attempts") - 1,
-                    next_attempt_at=now,
-                    claim_token=None,
-                )
-            else:  # retry
-                mine.update(
-                    state=DeliveryJob.State.PENDING,
-                    next_attempt_at=now + timedelta(seconds=retry_delay(item.attempt)),
-                    claim_token=None,
-                )
-            if outcome in ("succeeded", "failed"):
-                _count_delivery(webhook_id=webhook_id, succeeded=outcome == "succeeded", now=now)
-    except IntegrityError:
-        pass  # the webhook was deleted meanwhile: nothing left to record
+    if outcome == "succeeded":
+        return {"state": DeliveryJob.State.SUCCEEDED, **done}
+    if outcome == "failed":
+        if attempt is None:  # the claim counted an attempt never made
+            return {"state": DeliveryJob.State.FAILED, "attempts": F("attempts") - 1, **done}
+        return {"state": DeliveryJob.State.FAILED, **done}
+    if outcome == "dropped":
+        return {"state": DeliveryJob.State.DROPPED, **done}
+    assert outcome == "retry" and attempt is not None
+    return {
+        "state": DeliveryJob.State.PENDING,
+        "next_attempt_at": now + timedelta(seconds=retry_delay(attempt)),
+        "claim_token": None,
+    }
 
 
 def _count_delivery(*, webhook_id, succeeded: bool, now) -> None:
@@ -397,19 +422,21 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
                     attempt_failed=attempt_failed,
                     in_flight={item.job.id for item in in_flight.values()},
                 )
+        unsent = []  # claimed jobs that need no request
         for item in claimed:
             worked += 1
             if item.lost_attempt is not None:
                 attempt_failed = None
             if item.attempt is None or not webhook.is_enabled:
-                outcome = _outcome(item, None, webhook)
-                job_record(item=item, webhook_id=webhook_id, result=None, outcome=outcome)
+                unsent.append((item, None, _outcome(item, None, webhook)))
                 continue
             body = envelope_bytes(job=item.job, event=item.job.event)
             future = http_pool().submit(
                 http_post_signed, url=webhook.url, body=body, secret=webhook.secret
             )
             in_flight[future] = item
+        if unsent:
+            jobs_record(webhook_id=webhook_id, outcomes=unsent)
         if not in_flight:
             if claimed and not handing_over:
                 continue  # what it claimed needed no request: claim again
@@ -417,10 +444,14 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
         # Wait for responses without holding a database connection.
         connection_release()
         done, _ = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        # Everything that came back meanwhile is recorded together, then claimed for
+        # together: the drain's database work is per wake-up, not per request.
+        outcomes = []
         for future in done:
             item = in_flight.pop(future)
             result = future.result()
-            outcome = _outcome(item, result, webhook)
-            job_record(item=item, webhook_id=webhook_id, result=result, outcome=outcome)
-            if outcome in ("retry", "failed"):
-                attempt_failed = None
+            outcomes.append((item, result, _outcome(item, result, webhook)))
+        if outcomes:
+            jobs_record(webhook_id=webhook_id, outcomes=outcomes)
+        if any(outcome in ("retry", "failed") for _, _, outcome in outcomes):
+            attempt_failed = None
