@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
-from webhooks.delivery import LOST_ATTEMPT_ERROR, webhook_drain
+from webhooks.delivery import webhook_drain
+from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
 from webhooks.services import event_emit, jobs_sweep, retry_delay
 
@@ -511,7 +512,7 @@ def test_a_lease_shorter_than_the_longest_attempt_is_a_system_check_warning(sett
 def _came_back(account, webhook, emit, statuses):
     """Claim one job per status and pretend their answers came back together, in this
     order (each one's `ended_at` a second after the previous)."""
-    from webhooks.delivery import _outcome, jobs_claim
+    from webhooks.jobs import jobs_claim, outcome_of
     from webhooks.services import AttemptResult
 
     for _ in statuses:
@@ -525,14 +526,14 @@ def _came_back(account, webhook, emit, statuses):
         result = AttemptResult(
             started_at=start, ended_at=ended, status_code=status, retryable=status >= 500
         )
-        outcomes.append((item, result, _outcome(item, result, webhook)))
+        outcomes.append((item, result, outcome_of(item, result, webhook)))
     return outcomes
 
 
 def test_answers_that_came_back_together_are_recorded_in_one_transaction(
     emit, account, webhook, django_assert_num_queries, settings
 ):
-    from webhooks.delivery import jobs_record
+    from webhooks.jobs import jobs_record
 
     settings.WEBHOOK_RETRY_SCHEDULE = []  # the default: a first retry after 60 s
 
@@ -563,7 +564,7 @@ def test_answers_that_came_back_together_are_recorded_in_one_transaction(
 def test_a_batch_counts_failures_in_the_order_the_answers_ended(
     emit, account, webhook, statuses, failures
 ):
-    from webhooks.delivery import jobs_record
+    from webhooks.jobs import jobs_record
 
     outcomes = _came_back(account, webhook, emit, statuses)
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=2)
@@ -574,7 +575,7 @@ def test_a_batch_counts_failures_in_the_order_the_answers_ended(
 
 
 def test_the_fifth_failure_in_a_batch_disables_the_webhook(emit, account, webhook):
-    from webhooks.delivery import jobs_record
+    from webhooks.jobs import jobs_record
 
     outcomes = _came_back(account, webhook, emit, [400, 400, 200])
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=3)
