@@ -9,9 +9,10 @@ import config.crypto
 BATCH = 500
 
 
-def _copy(schema_editor, Record, source: str, target: str, convert) -> None:
+def _copy(apps, schema_editor, source: str, target: str, convert) -> None:
     """Copies every non-empty token of `source` into `target`, through convert(),
     BATCH rows at a time in primary key order."""
+    Record = apps.get_model("accounts", "IdempotencyRecord")
     connection = schema_editor.connection
     quote = connection.ops.quote_name
     table, pk = quote(Record._meta.db_table), quote(Record._meta.pk.column)
@@ -31,25 +32,15 @@ def _copy(schema_editor, Record, source: str, target: str, convert) -> None:
 
 
 def bytes_to_text(apps, schema_editor):
-    Record = apps.get_model("accounts", "IdempotencyRecord")
-    _copy(
-        schema_editor,
-        Record,
-        "response_body_encrypted",
-        "response_body",
-        lambda token: bytes(token).decode("ascii"),
-    )
+    _copy(apps, schema_editor, "response_body_encrypted", "response_body", _ascii_text)
 
 
 def text_to_bytes(apps, schema_editor):
-    Record = apps.get_model("accounts", "IdempotencyRecord")
-    _copy(
-        schema_editor,
-        Record,
-        "response_body",
-        "response_body_encrypted",
-        lambda token: token.encode("ascii"),
-    )
+    _copy(apps, schema_editor, "response_body", "response_body_encrypted", str.encode)
+
+
+def _ascii_text(token) -> str:
+    return bytes(token).decode("ascii")  # memoryview (PostgreSQL) or bytes (SQLite)
 
 
 class Migration(migrations.Migration):
