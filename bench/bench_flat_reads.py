@@ -97,7 +97,7 @@ class Seed:
         from outreach.models import Campaign, CampaignStep, SmtpCredential
         from plans.models import Plan
         from webhooks.models import Webhook
-        from webhooks.secrets import secret_encrypt, secret_generate
+        from webhooks.secrets import secret_generate
 
         account = Account.objects.create(
             email=f"{label}@{DOMAIN}", plan=Plan.objects.get(slug="free")
@@ -134,7 +134,7 @@ class Seed:
             account=account,
             url="https://receiver.example/hook",
             event_filters=["*"],
-            secret_encrypted=secret_encrypt(secret_generate()),
+            secret=secret_generate(),
         )
         # The biggest campaign is the oldest: the first page of campaigns holds it.
         return account, plaintexts, campaigns[0], webhook
