@@ -15,8 +15,10 @@ from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
 from accounts.selectors import api_request_counts
-from billing import services
+from billing.checkout import checkout_session_start, portal_session_start
+from billing.psp_events import psp_event_handle
 from billing.selectors import usage_history
+from billing.usage import usage_record_current
 from config.api.errors import InvalidJson, InvalidSignature
 from config.api.parsers import JSONParser, json_problems
 
@@ -79,7 +81,7 @@ class SubscriptionView(APIView):
     )
     def get(self, request):
         account = request.user
-        record = services.usage_record_current(account=account)
+        record = usage_record_current(account=account)
         body = {
             "plan": account.plan,
             "current_period": record,
@@ -98,7 +100,7 @@ class UsageView(APIView):
     )
     def get(self, request):
         account = request.user
-        record = services.usage_record_current(account=account)
+        record = usage_record_current(account=account)
         body = {
             "monthly_limit": account.plan.monthly_limit,
             "current": record,
@@ -120,7 +122,7 @@ class CheckoutView(APIView):
     def post(self, request):
         serializer = CheckoutRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        url = services.checkout_session_start(
+        url = checkout_session_start(
             account=request.user,
             plan_slug=serializer.validated_data["plan_slug"],
             client_key=request.headers.get("Idempotency-Key"),
@@ -136,7 +138,7 @@ class PortalView(APIView):
     )
     @idempotent
     def post(self, request):
-        url = services.portal_session_start(
+        url = portal_session_start(
             account=request.user, client_key=request.headers.get("Idempotency-Key")
         )
         return Response({"url": url})
@@ -192,5 +194,5 @@ class PspWebhookView(APIView):
             and isinstance(event.get("type"), str)
         ):
             raise InvalidJson("The body is not a Stripe event (an object with id and type).")
-        outcome = services.psp_event_handle(event=event)
+        outcome = psp_event_handle(event=event)
         return Response({"id": event["id"], "outcome": outcome})

@@ -9,6 +9,11 @@ Two modes:
   (broker, cache, rate limits). SECRET_KEY and FIELD_ENCRYPTION_KEY must be given.
 
 The README lists every variable.
+
+One module, though past 400 lines: Django reads settings as one flat namespace, and
+later settings are derived from earlier ones (the mode decides the database, the
+broker, the cache and the outbound defaults); split into files, that order would
+hide behind star imports. Its sections follow the README's table.
 """
 
 import base64

@@ -5,20 +5,11 @@ resource is the same 404 as one that does not exist (SPEC.md 5.4) on every
 endpoint, without each view having to remember it.
 """
 
-import uuid
-
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
 
 from config.api.errors import NotFoundError, ServiceError
-
-
-def is_uuid(value) -> bool:
-    try:
-        uuid.UUID(str(value))
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return True
+from config.api.ids import is_uuid
 
 
 class AccountScopedMixin:

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, connections
 
 from billing.models import UsageRecord
-from billing.services import plan_limit_enforce, usage_record_current, usage_record_increment
+from billing.usage import plan_limit_enforce, usage_record_current, usage_record_increment
 from config.api.errors import PlanLimitReached
 from config.api.handlers import exception_handler
 from plans.models import Plan

@@ -11,8 +11,9 @@ from django.utils import timezone
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from webhooks.delivery import LOST_ATTEMPT_ERROR, webhook_drain
+from webhooks.events import event_emit, jobs_sweep
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
-from webhooks.services import event_emit, jobs_sweep, retry_delay
+from webhooks.posting import retry_delay
 
 pytestmark = pytest.mark.django_db
 
