@@ -6,11 +6,11 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.errors import ApiKeyNotFound
 from accounts.idempotency import idempotent
 from accounts.models import ApiKey
 from accounts.services import account_signup, api_key_create, api_key_revoke
 from accounts.throttling import SignupRateThrottle
-from config.api.errors import ApiKeyNotFound
 from config.api.pagination import StartingAfterPagination
 from config.api.serializers import RepresentationMixin
 from config.api.viewsets import AccountScopedViewSet

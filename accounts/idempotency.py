@@ -34,9 +34,10 @@ from django.http import HttpResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from accounts.errors import IdempotencyConflict, IdempotencyInProgress
 from accounts.models import IdempotencyRecord
 from accounts.services import IDEMPOTENCY_WINDOW
-from config.api.errors import IdempotencyConflict, IdempotencyInProgress, ValidationFailed
+from config.api.errors import ValidationFailed
 from config.crypto import bytes_decrypt, bytes_encrypt
 
 logger = logging.getLogger(__name__)

@@ -5,10 +5,11 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from accounts.errors import CannotRevokeLastKey
 from accounts.models import Account, ApiKey, ApiRequestCount, IdempotencyRecord
 from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
 from billing import psp
-from config.api.errors import CannotRevokeLastKey, ValidationFailed
+from config.api.errors import ValidationFailed
 from plans.models import Plan
 
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ reverse("admin:billing_billingaccount_change", args=[account.pk]).
 from django import forms
 from django.contrib import admin, messages
 
+from billing.errors import PspUnavailable
 from billing.models import BillingAccount, PspEvent, UsageRecord
 from billing.subscriptions import account_plan_assign, subscription_sync
-from config.api.errors import PspUnavailable
 from plans.models import Plan
 
 

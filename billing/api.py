@@ -16,10 +16,11 @@ from rest_framework.views import APIView
 from accounts.idempotency import idempotent
 from accounts.selectors import api_request_counts
 from billing.checkout import checkout_session_start, portal_session_start
+from billing.errors import InvalidSignature
 from billing.psp_events import psp_event_handle
 from billing.selectors import usage_history
 from billing.usage import usage_record_current
-from config.api.errors import InvalidJson, InvalidSignature
+from config.api.errors import InvalidJson
 from config.api.parsers import JSONParser, json_problems
 
 logger = logging.getLogger(__name__)

@@ -11,15 +11,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from billing import psp
-from billing.models import CheckoutSession
-from billing.subscriptions import stripe_timestamp
-from config.api.errors import (
+from billing.errors import (
     AlreadySubscribed,
     CheckoutInProgress,
     NoPspCustomer,
     PlanNotFound,
     PlanNotPurchasable,
 )
+from billing.models import CheckoutSession
+from billing.subscriptions import stripe_timestamp
 from config.timestamps import utc_timestamp
 from plans.models import Plan
 

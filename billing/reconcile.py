@@ -8,10 +8,8 @@ from django.db.models import Q
 
 from accounts.models import Account
 from billing import psp
+from billing.errors import PspUnavailable
 from billing.subscriptions import subscription_sync
-from config.api.errors import (
-    PspUnavailable,
-)
 
 logger = logging.getLogger(__name__)
 

@@ -10,12 +10,10 @@ from django.db import transaction
 
 from accounts.models import Account
 from billing import psp
+from billing.errors import PspUnavailable
 from billing.locks import account_lock
 from billing.models import PspEvent
 from billing.periods import ACTIVE_SUBSCRIPTION_STATUSES
-from config.api.errors import (
-    PspUnavailable,
-)
 from plans.models import FREE_PLAN_SLUG, Plan
 
 logger = logging.getLogger(__name__)

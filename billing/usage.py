@@ -9,12 +9,10 @@ from django.db.models import F, Max, Min
 from django.utils import timezone
 
 from accounts.models import Account
+from billing.errors import PlanLimitReached
 from billing.locks import account_lock
 from billing.models import UsageRecord
 from billing.periods import period_bounds
-from config.api.errors import (
-    PlanLimitReached,
-)
 from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)

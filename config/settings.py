@@ -13,7 +13,7 @@ The README lists every variable.
 One module, though past 400 lines: Django reads settings as one flat namespace, and
 later settings are derived from earlier ones (the mode decides the database, the
 broker, the cache and the outbound defaults); split into files, that order would
-hide behind star imports. Its sections follow the README's table.
+hide behind star imports.
 """
 
 import base64

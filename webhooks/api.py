@@ -7,11 +7,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
-from config.api.errors import WebhookNotFound
 from config.api.fields import TimestampField
 from config.api.pagination import parse_limit
 from config.api.viewsets import AccountScopedViewSet
 from webhooks import selectors, services
+from webhooks.errors import WebhookNotFound
 from webhooks.models import ALL_EVENTS, Webhook, WebhookDelivery
 from webhooks.validators import MAX_URL_LENGTH, event_filter_problems, url_problems
 

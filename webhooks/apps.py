@@ -7,3 +7,4 @@ class WebhooksConfig(AppConfig):
 
     def ready(self):
         from webhooks import checks  # noqa: F401 (registers the system checks)
+        from webhooks import errors  # noqa: F401 (registers its error codes)

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
 from accounts.services import api_key_create
-from config.api.errors import PlanLimitReached
+from billing.errors import PlanLimitReached
 
 
 class IdempotentProbe(APIView):
