@@ -11,7 +11,6 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
 from accounts.selectors import api_request_counts
@@ -22,6 +21,7 @@ from billing.selectors import usage_history
 from billing.usage import usage_record_current
 from config.api.errors import InvalidJson
 from config.api.parsers import JSONParser, json_problems
+from config.api.viewsets import ServiceAPIView
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class SessionUrlSerializer(serializers.Serializer):
     url = serializers.URLField()
 
 
-class SubscriptionView(APIView):
+class SubscriptionView(ServiceAPIView):
     """The account's plan (a private plan included: it is the account's own),
     the current period and its sends."""
 
@@ -92,7 +92,7 @@ class SubscriptionView(APIView):
         return Response(SubscriptionSerializer(body).data)
 
 
-class UsageView(APIView):
+class UsageView(ServiceAPIView):
     """The current period's running total, the 12 records before it, and the
     current period's authenticated requests by the key's client_kind."""
 
@@ -113,7 +113,7 @@ class UsageView(APIView):
         return Response(UsageSerializer(body).data)
 
 
-class CheckoutView(APIView):
+class CheckoutView(ServiceAPIView):
     @extend_schema(
         summary="Start a hosted Stripe Checkout for a plan",
         request=CheckoutRequestSerializer,
@@ -131,7 +131,7 @@ class CheckoutView(APIView):
         return Response({"url": url})
 
 
-class PortalView(APIView):
+class PortalView(ServiceAPIView):
     @extend_schema(
         summary="Open the hosted Stripe customer portal",
         request=None,
@@ -145,7 +145,7 @@ class PortalView(APIView):
         return Response({"url": url})
 
 
-class PspWebhookView(APIView):
+class PspWebhookView(ServiceAPIView):
     """Stripe's notifications. Authenticated by the Stripe-Signature header (the
     shared signing secret), not by an API key: no key authentication, no
     per-key rate limit, no CSRF (DRF's APIView is CSRF-exempt without session

@@ -124,8 +124,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # accounts: RateLimit-Policy / RateLimit headers from the throttles' decisions.
-    "accounts.middleware.RateLimitHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
