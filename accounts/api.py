@@ -4,16 +4,15 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from accounts.errors import ApiKeyNotFound
 from accounts.idempotency import idempotent
 from accounts.models import ApiKey
 from accounts.services import account_signup, api_key_create, api_key_revoke
 from accounts.throttling import SignupRateThrottle
-from config.api.errors import ApiKeyNotFound
 from config.api.pagination import StartingAfterPagination
 from config.api.serializers import RepresentationMixin
-from config.api.viewsets import AccountScopedViewSet
+from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     name="Idempotency-Key",
@@ -41,7 +40,7 @@ class SignupResultSerializer(serializers.Serializer):
     api_key = SignupKeySerializer()
 
 
-class SignupView(APIView):
+class SignupView(ServiceAPIView):
     """Create an account on the free plan, with its first API key."""
 
     authentication_classes: list = []

@@ -6,4 +6,7 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from accounts import schema  # noqa: F401 (registers the OpenAPI auth extension)
+        from accounts import (
+            errors,  # noqa: F401 (registers its error codes)
+            schema,  # noqa: F401 (registers the OpenAPI auth extension)
+        )

@@ -34,9 +34,10 @@ from django.http import HttpResponse
 from django.http.request import RawPostDataException
 from django.utils import timezone
 
+from accounts.errors import IdempotencyConflict, IdempotencyInProgress
 from accounts.models import IdempotencyRecord
 from accounts.services import IDEMPOTENCY_WINDOW
-from config.api.errors import IdempotencyConflict, IdempotencyInProgress, ValidationFailed
+from config.api.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ MAX_KEY_LENGTH = 255
 # Longer than any request may run (gunicorn kills workers after 30 s by default).
 IDEMPOTENCY_LEASE = timedelta(minutes=5)
 # Response headers that belong to each delivery rather than to the stored
-# response: DRF adds Allow/Vary again, the middleware adds the rate limit.
+# response: DRF adds Allow/Vary again, the views' base adds the rate limit.
 _UNSTORED_HEADERS = frozenset(
     {"allow", "vary", "set-cookie", "date", "ratelimit", "ratelimit-policy", "idempotent-replay"}
 )

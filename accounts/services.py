@@ -1,14 +1,15 @@
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from accounts.errors import CannotRevokeLastKey
 from accounts.models import Account, ApiKey, ApiRequestCount, IdempotencyRecord
 from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
-from billing import psp
-from config.api.errors import CannotRevokeLastKey, ValidationFailed
+from config.api.errors import ValidationFailed
 from plans.models import Plan
 
 logger = logging.getLogger(__name__)
@@ -16,6 +17,19 @@ logger = logging.getLogger(__name__)
 SIGNUP_KEY_LABEL = "Signup default"
 DUPLICATE_EMAIL_MESSAGE = "An account with this email already exists."
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
+
+# What other apps add to a signup, registered by their AppConfig.ready (billing: the
+# payment provider's customer, billing.customers). A step runs inside the signup's
+# transaction with the new account and returns an undo callable, run if the signup
+# fails after it, or None.
+SignupStep = Callable[[Account], Callable[[], None] | None]
+_signup_steps: list[SignupStep] = []
+
+
+def signup_step_register(step: SignupStep) -> None:
+    """Run `step` in every signup from now on (once, however often it is registered)."""
+    if step not in _signup_steps:
+        _signup_steps.append(step)
 
 
 @dataclass(frozen=True)
@@ -102,17 +116,17 @@ class Signup:
 def account_signup(*, email: str, name: str = "") -> Signup:
     """Create an account on the free plan with its first key.
 
-    When the payment provider is configured its customer is created inside the
-    same transaction: if the provider fails (PspUnavailable), nothing remains.
-    If the database fails after the provider created the customer, the customer
-    is deleted at the provider before the error goes on (best effort: if that
-    fails too, a warning names it; its metadata names the account id that never
-    committed).
+    The registered signup steps run inside the same transaction (billing's creates
+    the payment provider's customer when the provider is configured): if a step
+    fails (PspUnavailable), nothing remains. If the database fails after a step
+    acted outside it, the step's undo runs before the error goes on (billing's
+    deletes the customer at the provider, best effort: if that fails too, a warning
+    names it; its metadata names the account id that never committed).
     """
     email = email.strip()
     if Account.objects.filter(email__iexact=email).exists():
         raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]})
-    customer_id = None
+    undo: list[Callable[[], None]] = []
     try:
         with transaction.atomic():
             account = Account.objects.create(
@@ -121,15 +135,13 @@ def account_signup(*, email: str, name: str = "") -> Signup:
             issued = api_key_create(
                 account=account, label=SIGNUP_KEY_LABEL, client_kind=ApiKey.ClientKind.DIRECT
             )
-            if psp.psp_configured():
-                customer_id = psp.customer_create(
-                    email=email, name=name, account_id=str(account.pk)
-                )
-                account.psp_customer_id = customer_id
-                account.save(update_fields=["psp_customer_id"])
+            for step in _signup_steps:
+                step_undo = step(account)
+                if step_undo is not None:
+                    undo.append(step_undo)
     except Exception as exc:
-        if customer_id is not None:
-            psp.customer_discard(customer_id)
+        for step_undo in reversed(undo):
+            step_undo()
         # Two signups with one email at once: the unique index decided.
         if isinstance(exc, IntegrityError) and Account.objects.filter(email__iexact=email).exists():
             raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]}) from None

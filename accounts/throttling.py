@@ -2,9 +2,11 @@
 request (the global default), SIGNUP_RATE_LIMIT signups an hour per client IP (5 in
 production).
 
-Each throttle leaves its decision on the Django request; the middleware
-accounts.middleware.RateLimitHeadersMiddleware turns it into the IETF
-RateLimit-Policy / RateLimit headers, on 429s and successes alike.
+Each throttle keeps its decision (`decision`); the views' base
+(config.api.viewsets.RateLimitHeadersMixin) turns it into the IETF
+RateLimit-Policy / RateLimit headers, on 429s and successes alike. A 429 carries the
+headers of the limit it is for (RateLimited.headers), so the failed-authentication
+limit, checked before any throttle runs, sends them too.
 """
 
 import ipaddress
@@ -66,16 +68,28 @@ def client_ip_bucket(ip: str) -> str:
     return str(address)
 
 
-def _enforce(request, decision: RateLimitDecision) -> bool:
-    request._request.rate_limit = decision
-    if not decision.allowed:
-        raise RateLimited(
-            limit=decision.limit, period=decision.period, retry_after=decision.reset_after
-        )
-    return True
+def _rate_limited(decision: RateLimitDecision) -> RateLimited:
+    return RateLimited(
+        limit=decision.limit,
+        period=decision.period,
+        retry_after=decision.reset_after,
+        headers=decision.headers(),
+    )
 
 
-class ApiKeyRateThrottle(BaseThrottle):
+class _DecidingThrottle(BaseThrottle):
+    """A throttle that keeps its decision for the response's headers."""
+
+    decision: RateLimitDecision | None = None
+
+    def _enforce(self, decision: RateLimitDecision) -> bool:
+        self.decision = decision
+        if not decision.allowed:
+            raise _rate_limited(decision)
+        return True
+
+
+class ApiKeyRateThrottle(_DecidingThrottle):
     """60 per minute per API key; unauthenticated requests are not counted here."""
 
     def allow_request(self, request, view):
@@ -87,10 +101,10 @@ class ApiKeyRateThrottle(BaseThrottle):
             limit=API_KEY_LIMIT,
             period=API_KEY_PERIOD,
         )
-        return _enforce(request, decision)
+        return self._enforce(decision)
 
 
-class SignupRateThrottle(BaseThrottle):
+class SignupRateThrottle(_DecidingThrottle):
     """SIGNUP_RATE_LIMIT signup attempts per hour per client IP, failed attempts included."""
 
     def allow_request(self, request, view):
@@ -100,7 +114,7 @@ class SignupRateThrottle(BaseThrottle):
             limit=settings.SIGNUP_RATE_LIMIT,
             period=SIGNUP_PERIOD,
         )
-        return _enforce(request, decision)
+        return self._enforce(decision)
 
 
 def _auth_identity(request) -> str:
@@ -116,10 +130,7 @@ def auth_failures_check(request) -> None:
         period=ratelimit.AUTH_FAILURE_PERIOD,
     )
     if decision is not None:
-        request._request.rate_limit = decision
-        raise RateLimited(
-            limit=decision.limit, period=decision.period, retry_after=decision.reset_after
-        )
+        raise _rate_limited(decision)
 
 
 def auth_failure_count(request) -> None:
@@ -131,4 +142,4 @@ def auth_failure_count(request) -> None:
         period=ratelimit.AUTH_FAILURE_PERIOD,
     )
     if not decision.allowed:
-        _enforce(request, decision)
+        raise _rate_limited(decision)

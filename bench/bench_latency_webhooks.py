@@ -17,7 +17,7 @@ answered. Its p95 is that of start -> received by the endpoint.
 
 Service: the worker and beat started exactly as the Procfile's `worker:` and `beat:`
 lines say, through a shell, with this process's DATABASE_URL and REDIS_URL; once the
-worker is ready, the 520 events are emitted with webhooks.services.event_emit inside one
+worker is ready, the 520 events are emitted with webhooks.events.event_emit inside one
 transaction (as producers do: the outbox rows commit with it and the drains are rung
 after commit), account after account for event 1, then event 2, ... (the dead
 endpoints' accounts are spread among the others). Measured from the commit until every
@@ -163,8 +163,8 @@ def service_run(args, endpoints, dead, healthy_log: LineLog, dead_log: LineLog, 
     from django.db import transaction
     from django.db.models import Count
 
+    from webhooks.events import event_emit
     from webhooks.models import DeliveryJob
-    from webhooks.services import event_emit
 
     # Dead endpoints' accounts spread evenly among the healthy ones.
     everyone = list(endpoints)

@@ -103,13 +103,13 @@ def service(account, webhook_id, n: int) -> tuple[float, float]:
     from django.db import transaction
     from django.db.models import Max, Min
 
+    from webhooks.events import drains_enqueue, event_emit
     from webhooks.models import DeliveryJob, WebhookDelivery
-    from webhooks.services import drains_enqueue, event_emit
 
     started = time.perf_counter()
     # Emit first, ring once after: the worker then delivers alone, as the plain
     # loop does, instead of sharing two cores with 2000 emits' commit hooks.
-    with mock.patch("webhooks.services.drains_enqueue"), transaction.atomic():
+    with mock.patch("webhooks.events.drains_enqueue"), transaction.atomic():
         for i in range(n):
             event_emit(account=account, event_type="enrollment.sent", data={"n": i})
     drains_enqueue(webhook_ids=[str(webhook_id)])

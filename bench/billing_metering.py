@@ -1,4 +1,4 @@
-"""Metering throughput: billing.services.usage_record_increment under concurrent
+"""Metering throughput: billing.usage.usage_record_increment under concurrent
 senders, against the floor of a bare single-row UPDATE ... + 1 by primary key (a
 prepared statement, no ORM) in the same run.
 
@@ -61,7 +61,7 @@ def main() -> None:
     try:
         from accounts.models import Account
         from billing.models import UsageRecord
-        from billing.services import usage_record_current, usage_record_increment
+        from billing.usage import usage_record_current, usage_record_increment
         from plans.models import Plan
 
         free = Plan.objects.get(slug="free")

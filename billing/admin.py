@@ -9,9 +9,9 @@ reverse("admin:billing_billingaccount_change", args=[account.pk]).
 from django import forms
 from django.contrib import admin, messages
 
-from billing import services
+from billing.errors import PspUnavailable
 from billing.models import BillingAccount, PspEvent, UsageRecord
-from config.api.errors import PspUnavailable
+from billing.subscriptions import account_plan_assign, subscription_sync
 from plans.models import Plan
 
 
@@ -86,13 +86,13 @@ class BillingAccountAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if "plan" in form.changed_data:
-            services.account_plan_assign(account=obj, plan=form.cleaned_data["plan"])
+            account_plan_assign(account=obj, plan=form.cleaned_data["plan"])
 
     @admin.action(description="Re-read the subscription from Stripe")
     def resync_from_stripe(self, request, queryset):
         for account in queryset.filter(psp_subscription_id__isnull=False):
             try:
-                outcome, detail = services.subscription_sync(account=account)
+                outcome, detail = subscription_sync(account=account)
             except PspUnavailable:
                 self.message_user(request, f"{account}: Stripe unavailable", messages.ERROR)
                 continue

@@ -11,14 +11,17 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
 from accounts.selectors import api_request_counts
-from billing import services
+from billing.checkout import checkout_session_start, portal_session_start
+from billing.errors import InvalidSignature
+from billing.psp_events import psp_event_handle
 from billing.selectors import usage_history
-from config.api.errors import InvalidJson, InvalidSignature
+from billing.usage import usage_record_current
+from config.api.errors import InvalidJson
 from config.api.parsers import JSONParser, json_problems
+from config.api.viewsets import ServiceAPIView
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class SessionUrlSerializer(serializers.Serializer):
     url = serializers.URLField()
 
 
-class SubscriptionView(APIView):
+class SubscriptionView(ServiceAPIView):
     """The account's plan (a private plan included: it is the account's own),
     the current period and its sends."""
 
@@ -79,7 +82,7 @@ class SubscriptionView(APIView):
     )
     def get(self, request):
         account = request.user
-        record = services.usage_record_current(account=account)
+        record = usage_record_current(account=account)
         body = {
             "plan": account.plan,
             "current_period": record,
@@ -89,7 +92,7 @@ class SubscriptionView(APIView):
         return Response(SubscriptionSerializer(body).data)
 
 
-class UsageView(APIView):
+class UsageView(ServiceAPIView):
     """The current period's running total, the 12 records before it, and the
     current period's authenticated requests by the key's client_kind."""
 
@@ -98,7 +101,7 @@ class UsageView(APIView):
     )
     def get(self, request):
         account = request.user
-        record = services.usage_record_current(account=account)
+        record = usage_record_current(account=account)
         body = {
             "monthly_limit": account.plan.monthly_limit,
             "current": record,
@@ -110,7 +113,7 @@ class UsageView(APIView):
         return Response(UsageSerializer(body).data)
 
 
-class CheckoutView(APIView):
+class CheckoutView(ServiceAPIView):
     @extend_schema(
         summary="Start a hosted Stripe Checkout for a plan",
         request=CheckoutRequestSerializer,
@@ -120,7 +123,7 @@ class CheckoutView(APIView):
     def post(self, request):
         serializer = CheckoutRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        url = services.checkout_session_start(
+        url = checkout_session_start(
             account=request.user,
             plan_slug=serializer.validated_data["plan_slug"],
             client_key=request.headers.get("Idempotency-Key"),
@@ -128,7 +131,7 @@ class CheckoutView(APIView):
         return Response({"url": url})
 
 
-class PortalView(APIView):
+class PortalView(ServiceAPIView):
     @extend_schema(
         summary="Open the hosted Stripe customer portal",
         request=None,
@@ -136,13 +139,13 @@ class PortalView(APIView):
     )
     @idempotent
     def post(self, request):
-        url = services.portal_session_start(
+        url = portal_session_start(
             account=request.user, client_key=request.headers.get("Idempotency-Key")
         )
         return Response({"url": url})
 
 
-class PspWebhookView(APIView):
+class PspWebhookView(ServiceAPIView):
     """Stripe's notifications. Authenticated by the Stripe-Signature header (the
     shared signing secret), not by an API key: no key authentication, no
     per-key rate limit, no CSRF (DRF's APIView is CSRF-exempt without session
@@ -192,5 +195,5 @@ class PspWebhookView(APIView):
             and isinstance(event.get("type"), str)
         ):
             raise InvalidJson("The body is not a Stripe event (an object with id and type).")
-        outcome = services.psp_event_handle(event=event)
+        outcome = psp_event_handle(event=event)
         return Response({"id": event["id"], "outcome": outcome})

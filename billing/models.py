@@ -9,7 +9,7 @@ class UsageRecord(models.Model):
     """Sends metered in one billing period of one account.
 
     An account's records never overlap: each send is counted in exactly one
-    record (see billing.services.usage_record_current and docs/billing.md).
+    record (see billing.usage.usage_record_current and docs/billing.md).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

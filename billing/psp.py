@@ -7,7 +7,7 @@ import logging
 import stripe
 from django.conf import settings
 
-from config.api.errors import PspUnavailable
+from billing.errors import PspUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -2,13 +2,13 @@
 
 from celery import shared_task
 
-from billing import psp, services
+from billing import psp, psp_events, reconcile
 
 
 @shared_task(name="billing.tasks.psp_events_prune")
 def psp_events_prune() -> int:
     """Daily (beat): forget payment provider events past PSP_EVENT_RETENTION_DAYS."""
-    return services.psp_events_prune()
+    return psp_events.psp_events_prune()
 
 
 @shared_task(name="billing.tasks.subscriptions_reconcile")
@@ -17,5 +17,5 @@ def subscriptions_reconcile() -> dict:
     Nothing to do while the payment provider is not configured."""
     if not psp.psp_configured():
         return {"checked": 0, "changed": 0, "failed": 0}
-    result = services.subscriptions_reconcile()
+    result = reconcile.subscriptions_reconcile()
     return {"checked": result.checked, "changed": result.changed, "failed": result.failed}

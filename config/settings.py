@@ -9,6 +9,11 @@ Two modes:
   (broker, cache, rate limits). SECRET_KEY and FIELD_ENCRYPTION_KEY must be given.
 
 The README lists every variable.
+
+One module, though past 400 lines: Django reads settings as one flat namespace, and
+later settings are derived from earlier ones (the mode decides the database, the
+broker, the cache and the outbound defaults); split into files, that order would
+hide behind star imports.
 """
 
 import base64
@@ -119,8 +124,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # accounts: RateLimit-Policy / RateLimit headers from the throttles' decisions.
-    "accounts.middleware.RateLimitHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

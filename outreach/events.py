@@ -5,9 +5,10 @@ inside the transaction of the state change, so the payloads cannot drift apart.
 Timestamps are ISO 8601 UTC strings with microseconds and `Z`, as the API shows them.
 """
 
-from datetime import UTC, datetime
+from datetime import datetime
 
-from webhooks.events import emit
+from config.timestamps import utc_timestamp
+from webhooks.events import event_emit as emit
 
 ENROLLMENT_SENT = "enrollment.sent"
 ENROLLMENT_OPENED = "enrollment.opened"
@@ -28,7 +29,7 @@ _ENROLLMENT_STATE_EVENTS = (
 def timestamp(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_timestamp(value)
 
 
 def enrollment_event_data(enrollment, *, event_type: str) -> dict:

@@ -3,9 +3,9 @@
 `outreach.sending._record_sent` writes, in one transaction, the Message row, the
 enrollment's state, the claim's deletion, the mailbox's sent_count (and, for a paced
 mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), the per-campaign
-send count, the period's usage (billing.services.usage_record_increment) and the
+send count, the period's usage (billing.usage.usage_record_increment) and the
 `enrollment.sent` event with a delivery job per matching enabled webhook
-(webhooks.services.event_emit), and the campaign's `sent` count on a first step
+(webhooks.events.event_emit), and the campaign's `sent` count on a first step
 (outreach.enrollments). Through the ORM that is about a dozen statements and
 a BEGIN/COMMIT pair, and about 8 ms of a worker's CPU per message; here it is one
 prepared statement of data-modifying CTEs, in autocommit mode (one statement, one

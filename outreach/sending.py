@@ -40,7 +40,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from billing.periods import period_bounds
-from billing.services import usage_record_increment
+from billing.usage import usage_record_increment
 from config.db import connection_release
 from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from config.worker import stopping
@@ -75,7 +75,7 @@ from outreach.scheduler import campaigns_complete_if_done, reservation_release
 from outreach.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.variants import step_content, stored_letter, variants_assign
 from outreach.windows import SendWindow, step_send_at, window_timezone
-from webhooks.services import drains_publish
+from webhooks.events import drains_publish
 
 # Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
 # Python encode long unstructured headers as RFC 2047 words, which breaks

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.models import Account
-from billing.services import plan_limit_enforce
+from billing.usage import plan_limit_enforce
 from config.api.errors import CampaignNotDispatchable, ValidationFailed
 from outreach.contact_data import ContactData, InvalidContactData, contact_data_clean
 from outreach.csv_source import CsvSource, JsonSource, Row, SourceError

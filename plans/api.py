@@ -2,8 +2,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from config.api.viewsets import ServiceAPIView
 from plans.selectors import plan_list_purchasable
 
 
@@ -15,7 +15,7 @@ class PlanSerializer(serializers.Serializer):
     psp_price_id = serializers.CharField(allow_null=True)
 
 
-class PlanListView(APIView):
+class PlanListView(ServiceAPIView):
     """Public, paid, non-archived plans by tier. Free, private and archived plans are omitted."""
 
     authentication_classes: list = []

@@ -4,7 +4,7 @@ never shown (the encrypted column is not even listed)."""
 from django.contrib import admin, messages
 
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import job_redeliver
+from webhooks.operations import job_redeliver
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

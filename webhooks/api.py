@@ -4,14 +4,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
-from config.api.errors import WebhookNotFound
 from config.api.fields import TimestampField
 from config.api.pagination import parse_limit
-from config.api.viewsets import AccountScopedViewSet
+from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
 from webhooks import selectors, services
+from webhooks.errors import WebhookNotFound
 from webhooks.models import ALL_EVENTS, Webhook, WebhookDelivery
 from webhooks.validators import MAX_URL_LENGTH, event_filter_problems, url_problems
 
@@ -165,7 +164,7 @@ class WebhookViewSet(AccountScopedViewSet):
         return Response(WebhookDeliverySerializer(rows, many=True).data)
 
 
-class WebhookMalformedIdView(APIView):
+class WebhookMalformedIdView(ServiceAPIView):
     """/webhooks/<not a UUID>...: the same 404 as an unknown id (after authentication)."""
 
     schema = None

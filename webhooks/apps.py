@@ -6,4 +6,7 @@ class WebhooksConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from webhooks import checks  # noqa: F401 (registers the system checks)
+        from webhooks import (
+            checks,  # noqa: F401 (registers the system checks)
+            errors,  # noqa: F401 (registers its error codes)
+        )

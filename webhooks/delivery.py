@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from config.db import connection_release
 from config.worker import stopping
+from webhooks.events import drains_enqueue
 from webhooks.jobs import (
     ClaimedJob,
     attempt_failing,
@@ -43,7 +44,7 @@ from webhooks.jobs import (
     outcome_of,
 )
 from webhooks.models import Webhook
-from webhooks.services import drains_enqueue, envelope_bytes, http_post_signed
+from webhooks.posting import envelope_bytes, http_post_signed
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 # The drain's lease on its webhook (30 s, or the claim lease when that is shorter);

@@ -1,20 +1,117 @@
-"""The one way producers emit webhook events.
+"""Event emission, the outbox: the one way producers emit webhook events.
 
-    from webhooks.events import emit
-    emit(account, "enrollment.sent", {...})   # inside the state change's transaction
+    from webhooks.events import event_emit
+    event_emit(account, "enrollment.sent", {...})  # inside the state change's transaction
 
-`emit(account, event_type, data) -> Event` (account: an Account or its id; data:
-a JSON-serialisable dict, datetimes/UUIDs/Decimals allowed) is
-`webhooks.services.event_emit(*, account, event_type, data)`. It raises
-ValueError for an event type outside EVENT_TYPES.
+`event_emit` writes an Event and one DeliveryJob per matching enabled webhook in
+the caller's transaction, then rings that webhook's drain task after commit
+(`drains_enqueue`). The drains themselves are in webhooks.delivery. The beat
+sweep (`jobs_sweep`) rings the drain of any webhook with due jobs the fast path
+missed.
 """
 
-from webhooks.models import EVENT_TYPES
-from webhooks.services import event_emit
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from webhooks.models import EVENT_TYPES, DeliveryJob, Event, Webhook
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EVENT_TYPES", "drains_enqueue", "drains_publish", "event_emit", "jobs_sweep"]
 
 
-def emit(account, event_type: str, data: dict):
-    return event_emit(account=account, event_type=event_type, data=data)
+def event_emit(account, event_type: str, data: dict) -> Event:
+    """Record an event and queue its delivery to every matching enabled webhook.
+
+    `account` is an Account or its id; `data` a JSON-serialisable dict (datetimes,
+    UUIDs and Decimals allowed). Raises ValueError for a type outside EVENT_TYPES.
+
+    Call it inside the transaction that makes the state change: the event and
+    its jobs commit or roll back with it. After commit, each matching webhook's
+    drain task is rung (the fast path); if that fails (broker down, process
+    killed), the beat sweep finds the due jobs anyway.
+    """
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    account_id = getattr(account, "pk", account)
+    now = timezone.now()
+    event = Event.objects.create(account_id=account_id, type=event_type, data=data)
+    webhooks = Webhook.objects.filter(account_id=account_id, disabled_at__isnull=True).only(
+        "id", "event_filters"
+    )
+    jobs = [
+        DeliveryJob(event=event, webhook_id=w.id, next_attempt_at=now)
+        for w in webhooks
+        if w.wants(event_type)
+    ]
+    if jobs:
+        DeliveryJob.objects.bulk_create(jobs)
+        webhook_ids = [str(job.webhook_id) for job in jobs]
+        transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
+    return event
 
 
-__all__ = ["EVENT_TYPES", "emit"]
+def drains_enqueue(*, webhook_ids: list[str]) -> int:
+    """Make sure a drain task is on its way for each webhook; returns how many
+    messages were sent.
+
+    A webhook whose drain is already enqueued (and not stale), or running (its
+    lease is live), needs no second message: that drain claims every job due
+    while it runs, and looks once more after releasing its lease. Never raises:
+    a message the broker refused clears the mark, so the next sweep rings again.
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+    rung = []
+    for webhook_id in dict.fromkeys(webhook_ids):
+        if Webhook.objects.filter(
+            Q(drain_enqueued_at__isnull=True) | Q(drain_enqueued_at__lte=stale),
+            Q(drain_until__isnull=True) | Q(drain_until__lte=now),
+            id=webhook_id,
+        ).update(drain_enqueued_at=now):
+            rung.append(webhook_id)
+    return drains_publish(webhook_ids=rung)
+
+
+def drains_publish(*, webhook_ids: list[str]) -> int:
+    """Put a drain message on the broker for each webhook whose enqueued mark the
+    caller has just set (drains_enqueue, or a producer that sets the mark in its own
+    statement, as the sending engine does). Never raises: a message the broker
+    refused clears the mark, so the next sweep rings again."""
+    from webhooks.tasks import webhook_drain
+
+    sent = 0
+    for webhook_id in webhook_ids:
+        try:
+            # retry=False: fail at once if the broker is down, do not hold the caller.
+            webhook_drain.apply_async((str(webhook_id),), retry=False)
+            sent += 1
+        except Exception:
+            logger.warning(
+                "webhook %s drain not enqueued; the sweep will ring again",
+                webhook_id,
+                exc_info=True,
+            )
+            Webhook.objects.filter(id=webhook_id).update(drain_enqueued_at=None)
+    return sent
+
+
+def jobs_sweep(*, limit: int = 1000) -> int:
+    """Ring the drain of every webhook with due jobs the fast path missed:
+    never enqueued (broker down), lost on the broker, retries whose time has
+    come, and claims whose lease lapsed (a worker died)."""
+    due = (
+        DeliveryJob.objects.filter(
+            state__in=DeliveryJob.ACTIVE_STATES, next_attempt_at__lte=timezone.now()
+        )
+        .order_by()
+        .values_list("webhook_id", flat=True)
+        .distinct()
+    )
+    webhook_ids = [str(pk) for pk in due[:limit]]
+    return drains_enqueue(webhook_ids=webhook_ids) if webhook_ids else 0

@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import AttemptResult, retry_delay
+from webhooks.posting import AttemptResult, retry_delay
 
 logger = logging.getLogger(__name__)
 

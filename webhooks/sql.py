@@ -1,7 +1,7 @@
 """The outbox's writes as SQL fragments, for the one statement that records an accepted
 message (outreach/record_sql.py).
 
-EVENT_EMIT_CTES is webhooks.services.event_emit followed by drains_enqueue's ring, and
+EVENT_EMIT_CTES is webhooks.events.event_emit followed by drains_enqueue's ring, and
 must change with them (tests/outreach/test_sending_record.py compares both paths row for
 row): the Event row; one pending DeliveryJob per enabled webhook of the account whose
 filters hold `*` or the type (Webhook.wants); the drain mark set on those webhooks where

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from webhooks import delivery, services
+from webhooks import delivery, events
 
 
 @shared_task(name="webhooks.tasks.webhook_drain", ignore_result=True)
@@ -14,4 +14,4 @@ def webhook_drain(webhook_id: str) -> int:
 @shared_task(name="webhooks.tasks.webhook_sweep", ignore_result=True)
 def webhook_sweep() -> int:
     """Ring the drains the fast path missed (beat, every WEBHOOK_SWEEP_INTERVAL_SECONDS)."""
-    return services.jobs_sweep()
+    return events.jobs_sweep()

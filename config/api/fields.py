@@ -1,9 +1,9 @@
 """Serializer fields whose input and output follow the API's conventions exactly,
 where DRF's own are lenient."""
 
-from datetime import UTC
-
 from rest_framework import serializers
+
+from config.timestamps import utc_timestamp
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -25,5 +25,4 @@ class TimestampField(serializers.DateTimeField):
     def to_representation(self, value):
         if value is None:
             return None
-        value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+        return utc_timestamp(value)

@@ -72,6 +72,7 @@ def exception_handler(exc, context):
         headers["WWW-Authenticate"] = exc.auth_header
 
     if isinstance(exc, RateLimited):
+        headers.update(exc.headers)
         headers["Retry-After"] = str(exc.retry_after)
         body = error_body(exc.code, exc.message, exc.details)
     elif isinstance(exc, ServiceError):

@@ -30,7 +30,7 @@ from rest_framework.pagination import BasePagination
 from rest_framework.response import Response
 
 from config.api.errors import ValidationFailed
-from config.api.viewsets import is_uuid
+from config.api.ids import is_uuid
 from config.db.prepared import prepared
 
 DEFAULT_LIMIT = 100

@@ -2,21 +2,25 @@
 
 from config.api.errors import ERROR_CODES
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["code", "type", "message"],
-    "properties": {
-        "code": {"type": "string", "enum": sorted(ERROR_CODES)},
-        "type": {"type": "string", "format": "uri"},
-        "message": {"type": "string"},
-        "details": {"type": "object", "additionalProperties": True},
-    },
-}
+
+def error_schema() -> dict:
+    """The envelope's schema; read when the schema is built, once every app's error
+    codes are registered."""
+    return {
+        "type": "object",
+        "required": ["code", "type", "message"],
+        "properties": {
+            "code": {"type": "string", "enum": sorted(ERROR_CODES)},
+            "type": {"type": "string", "format": "uri"},
+            "message": {"type": "string"},
+            "details": {"type": "object", "additionalProperties": True},
+        },
+    }
 
 
 def add_error_envelope(result, generator, request, public):
     components = result.setdefault("components", {}).setdefault("schemas", {})
-    components["Error"] = ERROR_SCHEMA
+    components["Error"] = error_schema()
     ref = {"$ref": "#/components/schemas/Error"}
     for path_item in result.get("paths", {}).values():
         for operation in path_item.values():

@@ -13,9 +13,9 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from config.api.errors import ERROR_CODES
+from config.api.viewsets import ServiceAPIView
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def _broker_ok() -> bool:
         return False
 
 
-class HealthView(APIView):
+class HealthView(ServiceAPIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 

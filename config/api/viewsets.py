@@ -1,24 +1,43 @@
-"""The base every authenticated resource view stands on.
+"""The bases every API view stands on.
 
-Its queryset is always narrowed to the caller's account, so another account's
-resource is the same 404 as one that does not exist (SPEC.md 5.4) on every
-endpoint, without each view having to remember it.
+Every view adds the rate limit's headers (RateLimit-Policy, RateLimit) its throttles
+decided on: ServiceAPIView, and the account-scoped bases below, which also narrow
+their queryset to the caller's account, so another account's resource is the same
+404 as one that does not exist (SPEC.md 5.4) on every endpoint, without each view
+having to remember it.
 """
-
-import uuid
 
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
+from rest_framework.views import APIView
 
 from config.api.errors import NotFoundError, ServiceError
+from config.api.ids import is_uuid
 
 
-def is_uuid(value) -> bool:
-    try:
-        uuid.UUID(str(value))
-    except (ValueError, TypeError, AttributeError):
-        return False
-    return True
+class RateLimitHeadersMixin:
+    """Adds the headers of the rate limit the request went through to the response,
+    successes and errors alike. A throttle that limits the request keeps its decision
+    in `decision` (an object with `headers()`, accounts.ratelimit.RateLimitDecision);
+    the last throttle that decided, decides. A 429 carries its own headers too
+    (RateLimited.headers), for the limits checked before the throttles run."""
+
+    def get_throttles(self):
+        self.throttles_checked = super().get_throttles()
+        return self.throttles_checked
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        decisions = [getattr(t, "decision", None) for t in getattr(self, "throttles_checked", [])]
+        decision = next((d for d in reversed(decisions) if d is not None), None)
+        if decision is not None:
+            for name, value in decision.headers().items():
+                response[name] = value
+        return response
+
+
+class ServiceAPIView(RateLimitHeadersMixin, APIView):
+    pass
 
 
 class AccountScopedMixin:
@@ -47,9 +66,9 @@ class AccountScopedMixin:
         return obj
 
 
-class AccountScopedViewSet(AccountScopedMixin, viewsets.GenericViewSet):
+class AccountScopedViewSet(AccountScopedMixin, RateLimitHeadersMixin, viewsets.GenericViewSet):
     pass
 
 
-class AccountScopedAPIView(AccountScopedMixin, GenericAPIView):
+class AccountScopedAPIView(AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView):
     pass

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from config.api.viewsets import is_uuid
+from config.api.ids import is_uuid
 from outreach.bounces import enrollment_mark_bounced
 from outreach.intake.selectors import message_find
 from outreach.intake.services import contact_unsubscribe

@@ -5,11 +5,11 @@ whether side effects committed."""
 from django.urls import include, path
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.idempotency import idempotent
 from accounts.services import api_key_create
-from config.api.errors import PlanLimitReached
+from billing.errors import PlanLimitReached
+from config.api.viewsets import ServiceAPIView as APIView
 
 
 class IdempotentProbe(APIView):

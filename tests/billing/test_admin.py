@@ -5,7 +5,7 @@ import pytest
 
 from accounts.models import Account
 from billing.models import PspEvent, UsageRecord
-from billing.services import usage_record_increment
+from billing.usage import usage_record_increment
 from tests.accounts.factories import AccountFactory
 from tests.plans.factories import PlanFactory
 

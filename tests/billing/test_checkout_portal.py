@@ -7,7 +7,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from billing import psp, services
+from billing import checkout, psp
 from plans.models import Plan
 from tests.billing.conftest import recorded
 from tests.foundation.test_errors import assert_envelope
@@ -82,7 +82,7 @@ def test_the_stripe_idempotency_key_follows_the_clients_key(
 ):
     recorded_stripe.answer("POST", "/v1/checkout/sessions", recorded("checkout_session.json"))
     for client_key in ["k-1", "k-1", "k-2", None, None]:
-        services.checkout_session_start(
+        checkout.checkout_session_start(
             account=customer_account, plan_slug="hobby", client_key=client_key
         )
     keys = [r.headers["idempotency-key"] for r in recorded_stripe.requests]

@@ -13,7 +13,7 @@ from accounts.models import Account
 from accounts.services import api_key_create
 from billing import psp
 from billing.models import PspEvent
-from billing.services import INVOICE_EVENTS, SUBSCRIPTION_EVENTS
+from billing.psp_events import INVOICE_EVENTS, SUBSCRIPTION_EVENTS
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory
 from tests.billing.conftest import (

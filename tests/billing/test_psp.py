@@ -1,7 +1,7 @@
 import pytest
 
 from billing import psp
-from config.api.errors import PspUnavailable
+from billing.errors import PspUnavailable
 
 
 @pytest.mark.django_db

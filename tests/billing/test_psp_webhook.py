@@ -17,7 +17,8 @@ from django.test import Client
 from accounts.models import Account
 from billing import psp
 from billing.models import PspEvent
-from billing.services import account_plan_assign, psp_event_handle
+from billing.psp_events import psp_event_handle
+from billing.subscriptions import account_plan_assign
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory
 from tests.billing.conftest import (
@@ -190,7 +191,7 @@ def test_an_unknown_customer_is_recorded_not_an_error(anon_client, settings, acc
             "status": "active",
         },
     )
-    with caplog.at_level(logging.WARNING, logger="billing.services"):
+    with caplog.at_level(logging.WARNING, logger="billing.psp_events"):
         response = signed_event_post(anon_client, event)
     assert response.status_code == 200
     assert response.json()["outcome"] == "unknown_customer"
@@ -321,7 +322,7 @@ def test_an_unmapped_price_is_logged_recorded_and_changes_nothing(
     subscription = localstripe_subscribe(peer, customer.psp_customer_id, "price_legacy_ls")
     event = stripe_event("customer.subscription.created", subscription)
 
-    with caplog.at_level(logging.WARNING, logger="billing.services"):
+    with caplog.at_level(logging.WARNING, logger="billing.psp_events"):
         response = signed_event_post(anon_client, event)
 
     assert response.status_code == 200

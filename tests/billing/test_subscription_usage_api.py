@@ -9,7 +9,7 @@ from accounts.models import ApiRequestCount
 from accounts.services import api_key_create
 from billing.models import UsageRecord
 from billing.periods import calendar_month
-from billing.services import usage_record_increment
+from billing.usage import usage_record_increment
 from tests.accounts.factories import AccountFactory
 from tests.conftest import client_for
 from tests.foundation.test_errors import assert_envelope

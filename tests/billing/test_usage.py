@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection, connections
 
+from billing.errors import PlanLimitReached
 from billing.models import UsageRecord
-from billing.services import plan_limit_enforce, usage_record_current, usage_record_increment
-from config.api.errors import PlanLimitReached
+from billing.usage import plan_limit_enforce, usage_record_current, usage_record_increment
 from config.api.handlers import exception_handler
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory

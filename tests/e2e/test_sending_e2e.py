@@ -10,7 +10,7 @@ import time
 import pytest
 
 from billing.models import UsageRecord
-from billing.services import usage_record_current
+from billing.usage import usage_record_current
 from outreach.models import Campaign, CampaignStep, Enrollment, Message, SmtpCredential
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error

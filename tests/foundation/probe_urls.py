@@ -4,7 +4,8 @@ from django.urls import include, path
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
+
+from config.api.viewsets import ServiceAPIView as APIView
 
 
 class ProbeSerializer(serializers.Serializer):

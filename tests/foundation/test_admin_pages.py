@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.urls import reverse
 
 from accounts.services import api_key_create
-from billing.services import usage_record_increment
+from billing.usage import usage_record_increment
 from tests.intake.factories import sent_enrollment
 from tests.webhooks.factories import WebhookDeliveryFactory
 

@@ -26,8 +26,8 @@ from tests.outreach.factories import (
     EnrollmentFactory,
 )
 from tests.webhooks.factories import WebhookFactory
+from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import event_emit
 
 pytestmark = pytest.mark.django_db
 

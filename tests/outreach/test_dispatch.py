@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from billing.services import usage_record_current
+from billing.usage import usage_record_current
 from outreach.models import Campaign, CampaignStep, Contact, Enrollment
 from tests.outreach.factories import (
     CampaignFactory,

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.services import api_key_create
 from billing.models import UsageRecord
-from billing.services import usage_record_current
+from billing.usage import usage_record_current
 from outreach import tokens
 from outreach.models import (
     Campaign,

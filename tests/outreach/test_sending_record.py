@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from billing.services import usage_record_current
+from billing.usage import usage_record_current
 from outreach import record_sql, sending
 from outreach.enrollments import stats_read
 from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim

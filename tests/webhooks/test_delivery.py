@@ -11,9 +11,10 @@ from django.utils import timezone
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from webhooks.delivery import webhook_drain
+from webhooks.events import event_emit, jobs_sweep
 from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
-from webhooks.services import event_emit, jobs_sweep, retry_delay
+from webhooks.posting import retry_delay
 
 pytestmark = pytest.mark.django_db
 
@@ -513,7 +514,7 @@ def _came_back(account, webhook, emit, statuses):
     """Claim one job per status and pretend their answers came back together, in this
     order (each one's `ended_at` a second after the previous)."""
     from webhooks.jobs import jobs_claim, outcome_of
-    from webhooks.services import AttemptResult
+    from webhooks.posting import AttemptResult
 
     for _ in statuses:
         emit(account, after_commit=False)

@@ -32,7 +32,7 @@ def emit_from_another_process(account_id, *, broker_url: str | None = None) -> N
     code = (
         "import django; django.setup();"
         "from django.db import transaction;"
-        "from webhooks.events import emit;"
+        "from webhooks.events import event_emit as emit;"
         "import os;"
         "transaction.atomic()(lambda: emit(os.environ['EMIT_ACCOUNT_ID'], 'campaign.paused',"
         " {'campaign_id': 'c1', 'name': 'Q4', 'reason': 'all_credentials_disabled'}))()"

@@ -13,11 +13,11 @@ from tests.support.celery_worker import requires_live_peers
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from tests.webhooks.test_e2e_delivery import wait_until
-from webhooks import services
+from webhooks import events
 from webhooks.delivery import webhook_drain
+from webhooks.events import event_emit
 from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import event_emit
 
 DATA = {"enrollment_id": "e1", "contact_email": "ann@example.com", "status": "sent"}
 # Fast sweeps and a short claim lease, so a killed worker's requests come back quickly.
@@ -32,7 +32,7 @@ def emit_quietly(account, count: int, monkeypatch) -> None:
     """Commit `count` events without ringing a drain from this (eager) process: the
     worker's beat sweep finds them, as it finds any job the fast path missed."""
     with monkeypatch.context() as patch:
-        patch.setattr(services, "drains_enqueue", lambda **kwargs: 0)
+        patch.setattr(events, "drains_enqueue", lambda **kwargs: 0)
         for n in range(count):
             with transaction.atomic():
                 event_emit(account=account, event_type="enrollment.sent", data={**DATA, "n": n})
@@ -50,7 +50,7 @@ def test_a_dead_endpoint_is_disabled_after_five_deliveries_of_five_attempts(
     receiver.default = Reply(503)
     webhook = WebhookFactory(account=account, url=receiver.url)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(services, "drains_enqueue", lambda **kwargs: 0)
+        patch.setattr(events, "drains_enqueue", lambda **kwargs: 0)
         for _ in range(30):
             event_emit(account=account, event_type="enrollment.sent", data=DATA)
 

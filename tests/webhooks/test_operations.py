@@ -10,8 +10,8 @@ from django.utils import timezone
 from tests.support.receiver import Reply
 from tests.support.stored import stored_value
 from tests.webhooks.factories import WebhookDeliveryFactory, WebhookFactory
+from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Event, WebhookDelivery
-from webhooks.services import event_emit
 
 pytestmark = pytest.mark.django_db
 

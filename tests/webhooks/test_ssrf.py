@@ -5,8 +5,8 @@ import ipaddress
 import pytest
 
 from tests.webhooks.factories import WebhookFactory
+from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import event_emit
 from webhooks.transport import address_refusal
 
 pytestmark = pytest.mark.django_db

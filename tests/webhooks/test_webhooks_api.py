@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from tests.support.stored import stored_value
 from tests.webhooks.factories import WebhookDeliveryFactory, WebhookFactory
+from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import event_emit
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ ever converges on Stripe's current state. Beat runs the same service daily
 from django.core.management.base import BaseCommand
 
 from accounts.models import Account
-from billing import services
+from billing.reconcile import ReconcileItem, subscriptions_reconcile
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"Reconciling {total} account(s) with a subscription.")
 
-        def progress(index: int, total: int, item: services.ReconcileItem) -> None:
+        def progress(index: int, total: int, item: ReconcileItem) -> None:
             prefix = f"[{index}/{total}] {item.account.email}"
             if item.failed:
                 self.stderr.write(f"{prefix}: Stripe unavailable")
@@ -29,7 +29,7 @@ class Command(BaseCommand):
             change = f"{item.plan_before} -> {item.plan_after}" if item.changed else "unchanged"
             self.stdout.write(f"{prefix}: {item.outcome}, {item.detail} ({change})")
 
-        result = services.subscriptions_reconcile(progress=progress)
+        result = subscriptions_reconcile(progress=progress)
         self.stdout.write(
             f"Done: {result.checked} checked, {result.changed} changed, "
             f"{result.failed} failed (re-run to retry them)."

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config.api.viewsets import is_uuid
+from config.api.ids import is_uuid
 from outreach.enrollments import stats_check
 from outreach.models import Campaign
 

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
 from accounts.models import Account
-from config.api.viewsets import is_uuid
+from config.api.ids import is_uuid
 from outreach import services
 from outreach.models import Campaign, ContactImport
 

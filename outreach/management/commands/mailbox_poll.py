@@ -7,7 +7,7 @@ cannot be reached (the error is also recorded on the credential).
 
 from django.core.management.base import BaseCommand, CommandError
 
-from config.api.viewsets import is_uuid
+from config.api.ids import is_uuid
 from outreach.intake.mailbox import mailbox_poll
 from outreach.models import SmtpCredential
 

@@ -3,7 +3,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from webhooks.services import deliveries_prune
+from webhooks.operations import deliveries_prune
 
 
 class Command(BaseCommand):

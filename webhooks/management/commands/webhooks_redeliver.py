@@ -5,7 +5,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from webhooks.services import jobs_redeliver_failed
+from webhooks.operations import jobs_redeliver_failed
 
 
 def _when(value: str) -> datetime:

@@ -1,5 +1,8 @@
 """What `make run` prints before it starts the processes: where things are, and which
-optional parts are off (and the variable that turns each on)."""
+optional parts are off (and the variable that turns each on).
+
+A command of plans, the one app it reads (the plans without a Stripe price): config
+imports no app."""
 
 import os
 

@@ -1,0 +1,34 @@
+"""The API errors of accounts (API keys and idempotency): each class is one code of the registry
+(config.api.errors); AccountsConfig.ready imports this module."""
+
+from config.api.errors import ServiceError
+
+
+class ApiKeyNotFound(ServiceError):
+    code = "api_key_not_found"
+    status = 404
+    message = "No such API key."
+    description = "The id is unknown, or belongs to another account."
+
+
+class CannotRevokeLastKey(ServiceError):
+    code = "cannot_revoke_last_key"
+    status = 422
+    message = "The account's last active API key cannot be revoked."
+    description = "Create another key first, then revoke this one."
+
+
+class IdempotencyConflict(ServiceError):
+    code = "idempotency_conflict"
+    status = 409
+    message = "This Idempotency-Key was used with a different request."
+    description = (
+        "Within 24 hours an Idempotency-Key may only be reused with the same method, path and body."
+    )
+
+
+class IdempotencyInProgress(ServiceError):
+    code = "idempotency_in_progress"
+    status = 409
+    message = "A request with this Idempotency-Key is still being processed."
+    description = "Wait for the first request to finish, then retry to receive its response."

@@ -1,0 +1,47 @@
+"""The seam through which other apps add to a signup (billing: the Stripe customer)."""
+
+import pytest
+
+from accounts import services
+from accounts.models import Account
+from billing.customers import signup_customer_create
+
+pytestmark = pytest.mark.django_db
+
+
+def test_billing_registers_its_customer_step():
+    assert signup_customer_create in services._signup_steps
+
+
+def test_a_step_runs_in_the_signup_with_the_new_account(monkeypatch):
+    seen = []
+    monkeypatch.setattr(services, "_signup_steps", [lambda account: seen.append(account)])
+    signup = services.account_signup(email="steps@example.com")
+    assert seen == [signup.account]
+
+
+def test_a_failed_signup_runs_the_undos_and_leaves_nothing(monkeypatch):
+    undone = []
+
+    def acting_step(account):
+        return lambda: undone.append(account.email)
+
+    def failing_step(account):
+        raise RuntimeError("later step failed")
+
+    monkeypatch.setattr(services, "_signup_steps", [acting_step, failing_step])
+    with pytest.raises(RuntimeError):
+        services.account_signup(email="undo@example.com")
+    assert undone == ["undo@example.com"]
+    assert not Account.objects.filter(email="undo@example.com").exists()
+
+
+def test_registering_a_step_twice_runs_it_once(monkeypatch):
+    monkeypatch.setattr(services, "_signup_steps", [])
+
+    def step(account):
+        return None
+
+    services.signup_step_register(step)
+    services.signup_step_register(step)
+    assert services._signup_steps == [step]

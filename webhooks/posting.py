@@ -1,0 +1,137 @@
+"""One delivery attempt: the envelope, its signature, the HTTP POST, and the
+retry schedule between attempts. The drains (webhooks.delivery) call these."""
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import requests
+from django.conf import settings
+from django.utils import timezone
+from urllib3.exceptions import NameResolutionError
+
+from config.retry import schedule_delay
+from config.timestamps import utc_timestamp
+from webhooks.models import DeliveryJob, Event
+from webhooks.secrets import signature_header
+from webhooks.transport import UnsafeAddress, delivery_session
+
+logger = logging.getLogger(__name__)
+
+RESPONSE_READ_CAP = 64 * 1024  # bytes of a response body read at most
+RESPONSE_EXCERPT_CHARS = 1024  # of which this much is kept for the admin
+USER_AGENT = "service-webhooks/1.0"
+
+
+def retry_delay(attempts_done: int) -> int:
+    """Seconds before attempt `attempts_done + 1`.
+
+    WEBHOOK_RETRY_SCHEDULE gives them outright (its last value repeats if it is
+    short); otherwise the polynomial 60 * n**3: 1, 8, 27 and 64 minutes.
+    """
+    schedule = settings.WEBHOOK_RETRY_SCHEDULE
+    if schedule:
+        return max(0, int(schedule_delay(schedule, attempts_done)))
+    return 60 * attempts_done**3
+
+
+def envelope_bytes(*, job: DeliveryJob, event: Event) -> bytes:
+    envelope = {
+        "id": str(job.id),
+        "type": event.type,
+        "created_at": utc_timestamp(event.created_at),
+        "account_id": str(event.account_id),
+        "data": event.data,
+    }
+    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    started_at: datetime
+    ended_at: datetime
+    status_code: int | None = None
+    error: str | None = None
+    retryable: bool = False
+    excerpt: str = ""
+    duration_ms: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def _is_retryable_status(code: int) -> bool:
+    return code >= 500 or code in (408, 429)
+
+
+def _connection_error_text(exc: requests.ConnectionError) -> str:
+    reason = exc.args[0] if exc.args else exc
+    reason = getattr(reason, "reason", reason)  # urllib3's MaxRetryError wraps the cause
+    if isinstance(reason, NameResolutionError):
+        return "connection failed: the host name does not resolve"
+    text = str(reason)
+    marker = "Failed to establish a new connection: "
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    return f"connection failed: {text}"[:500]
+
+
+def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
+    """One POST of a signed body. Never raises for anything the network does."""
+    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "Accept-Encoding": "identity",
+        "X-Service-Signature": signature_header(
+            secret=secret, body=body, timestamp=int(time.time())
+        ),
+    }
+    started = time.monotonic()
+    started_at = timezone.now()
+
+    def elapsed() -> int:
+        return int((time.monotonic() - started) * 1000)
+
+    def result(**fields) -> AttemptResult:
+        return AttemptResult(started_at=started_at, ended_at=timezone.now(), **fields)
+
+    try:
+        response = delivery_session().post(
+            url,
+            data=body,
+            headers=headers,
+            timeout=(timeout, timeout),
+            allow_redirects=False,
+            stream=True,
+        )
+    except UnsafeAddress as e:
+        return result(error=f"refused: {e}", duration_ms=elapsed())
+    except requests.Timeout:
+        return result(error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed())
+    except requests.ConnectionError as e:
+        return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
+    except requests.RequestException as e:
+        return result(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
+
+    code = response.status_code
+    try:
+        raw = response.raw.read(RESPONSE_READ_CAP, decode_content=False)
+    except Exception:  # a body cut short does not change what the status said
+        raw = b""
+    finally:
+        response.close()
+    excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")
+    if 200 <= code < 300:
+        return result(status_code=code, excerpt=excerpt, duration_ms=elapsed())
+    retryable = _is_retryable_status(code)
+    if 300 <= code < 400:
+        error = f"HTTP {code}: redirects are not followed"
+    else:
+        error = f"HTTP {code}" + ("" if retryable else ": not retried")
+    return result(
+        status_code=code, error=error, retryable=retryable, excerpt=excerpt, duration_ms=elapsed()
+    )
