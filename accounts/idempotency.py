@@ -231,5 +231,5 @@ def idempotent(handler):
             raise
         return response
 
-    wrapper.idempotent = True
+    wrapper.idempotent = True  # type: ignore[attr-defined]
     return wrapper

@@ -1,5 +1,7 @@
 """drf-spectacular hook: the error envelope as a component, on every operation."""
 
+from typing import Any
+
 from config.api.errors import ERROR_CODES
 
 ERROR_SCHEMA = {
@@ -14,7 +16,9 @@ ERROR_SCHEMA = {
 }
 
 
-def add_error_envelope(result, generator, request, public):
+def add_error_envelope(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components["Error"] = ERROR_SCHEMA
     ref = {"$ref": "#/components/schemas/Error"}

@@ -6,6 +6,7 @@ endpoint, without each view having to remember it.
 """
 
 import uuid
+from typing import TYPE_CHECKING
 
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
@@ -21,7 +22,13 @@ def is_uuid(value) -> bool:
     return True
 
 
-class AccountScopedMixin:
+if TYPE_CHECKING:
+    _ViewBase = GenericAPIView  # what the mixin is mixed into
+else:
+    _ViewBase = object
+
+
+class AccountScopedMixin(_ViewBase):
     """Narrows `queryset` to `request.user` (the authenticated Account)."""
 
     # The field linking the model to its account.
