@@ -34,7 +34,7 @@ BIND ?= 127.0.0.1:8000
 # Test processes (pytest-xdist); each gets its own test database and Redis database.
 TEST_PROCESSES ?= auto
 
-.PHONY: run test install lint format clean pythons
+.PHONY: run test install lint typecheck format clean pythons
 
 # The client packages (clients/) install editable next to the service: their tests run
 # in the same pytest run, against the service.
@@ -75,14 +75,24 @@ run: $(STAMP)
 	$(BIN)/python manage.py banner
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m config.procfile start -f Procfile
 
-## Install and run the test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set).
+# mypy's cache lives in the virtual environment: one per interpreter, and a rebuilt
+# .venv starts afresh. What it checks is in pyproject.toml ([tool.mypy]).
+MYPY := $(BIN)/mypy --cache-dir $(VENV)/.mypy_cache
+
+## Install and run the test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set),
+## after the lint and the type check.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(MYPY)
 	$(BIN)/pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+## Type-check the apps (mypy with the Django and DRF plugins), alone.
+typecheck: $(STAMP)
+	$(MYPY)
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

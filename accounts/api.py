@@ -77,7 +77,8 @@ class ApiKeySerializer(RepresentationMixin, serializers.Serializer):
     # and shared bound fields (RepresentationMixin): GET /api_keys's hot path.
     id = serializers.UUIDField(read_only=True)
     prefix = serializers.CharField(read_only=True, help_text="First 12 characters; safe to log.")
-    label = serializers.CharField(read_only=True)
+    # A field named like Field.label, which djangorestframework-stubs type as a string.
+    label = serializers.CharField(read_only=True)  # type: ignore[assignment]
     client_kind = serializers.ChoiceField(choices=ApiKey.ClientKind.choices, read_only=True)
     status = serializers.SerializerMethodField(help_text="`active` or `revoked`.")
     created_at = serializers.DateTimeField(read_only=True)
@@ -95,7 +96,7 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
-    label = serializers.CharField(max_length=200)
+    label = serializers.CharField(max_length=200)  # type: ignore[assignment]  # as above
     client_kind = serializers.ChoiceField(
         choices=ApiKey.ClientKind.choices, default=ApiKey.ClientKind.DIRECT
     )

@@ -232,5 +232,5 @@ def idempotent(handler):
             raise
         return response
 
-    wrapper.idempotent = True
+    wrapper.idempotent = True  # type: ignore[attr-defined]
     return wrapper

@@ -97,13 +97,15 @@ def _redis(url: str) -> redis.Redis:
             socket_timeout=REDIS_SOCKET_TIMEOUT_SECONDS,
             socket_connect_timeout=REDIS_SOCKET_TIMEOUT_SECONDS,
         )
-        client.hit_script = client.register_script(_HIT_SCRIPT)
+        client.hit_script = client.register_script(_HIT_SCRIPT)  # type: ignore[attr-defined]
         _redis_clients[url] = client
     return client
 
 
 def _hit_redis(url: str, bucket: str, period_ms: int) -> tuple[int, int]:
-    count, left_ms = _redis(url).hit_script(keys=[bucket], args=[period_ms])
+    count, left_ms = _redis(url).hit_script(  # type: ignore[attr-defined]
+        keys=[bucket], args=[period_ms]
+    )
     return int(count), int(left_ms)
 
 

@@ -2,10 +2,10 @@ from datetime import datetime
 
 from django.db.models import Sum
 
-from accounts.models import ApiKey, ApiRequestCount
+from accounts.models import Account, ApiKey, ApiRequestCount
 
 
-def api_request_counts(*, account, start: datetime, end: datetime) -> dict[str, int]:
+def api_request_counts(*, account: Account, start: datetime, end: datetime) -> dict[str, int]:
     """Authenticated requests of the account in [start, end), by client_kind.
 
     Counted by the hour: a period boundary inside an hour attributes that hour's

@@ -2,6 +2,10 @@
 calendar months in UTC otherwise."""
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from accounts.models import Account
 
 # Subscription statuses during which the provider's period is the billing period.
 ACTIVE_SUBSCRIPTION_STATUSES = frozenset({"active", "trialing", "past_due"})
@@ -14,7 +18,7 @@ def calendar_month(at: datetime) -> tuple[datetime, datetime]:
     return start, end
 
 
-def period_bounds(account, at: datetime) -> tuple[datetime, datetime]:
+def period_bounds(account: "Account", at: datetime) -> tuple[datetime, datetime]:
     start, end = account.psp_current_period_start, account.psp_current_period_end
     if (
         account.psp_subscription_id

@@ -6,6 +6,7 @@ import logging
 
 import stripe
 from django.conf import settings
+from stripe.params.checkout import SessionCreateParams
 
 from billing.errors import PspUnavailable
 
@@ -20,10 +21,9 @@ def psp_configured() -> bool:
 
 
 def stripe_client() -> stripe.StripeClient:
-    base_addresses = {"api": settings.STRIPE_API_BASE} if settings.STRIPE_API_BASE else {}
     return stripe.StripeClient(
         settings.STRIPE_SECRET_KEY,
-        base_addresses=base_addresses,
+        base_addresses={"api": settings.STRIPE_API_BASE} if settings.STRIPE_API_BASE else {},
         http_client=stripe.RequestsClient(timeout=STRIPE_TIMEOUT_SECONDS),
         max_network_retries=STRIPE_MAX_NETWORK_RETRIES,
     )
@@ -75,7 +75,7 @@ def checkout_session_create(
 ) -> dict:
     """A hosted Checkout Session in subscription mode for one price; returns its
     `id`, `url` and `expires_at` (a Unix time, or None)."""
-    params = {
+    params: SessionCreateParams = {
         "mode": "subscription",
         "customer": customer_id,
         "line_items": [{"price": price_id, "quantity": 1}],

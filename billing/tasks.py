@@ -12,7 +12,7 @@ def psp_events_prune() -> int:
 
 
 @shared_task(name="billing.tasks.subscriptions_reconcile")
-def subscriptions_reconcile() -> dict:
+def subscriptions_reconcile() -> dict[str, int]:
     """Daily (beat): re-read every subscription from Stripe (billing_reconcile's work).
     Nothing to do while the payment provider is not configured."""
     if not psp.psp_configured():

@@ -10,6 +10,7 @@ installed model with the first key), then drop the old key.
 """
 
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.apps import apps
@@ -43,29 +44,35 @@ def text_decrypt(token: str) -> str:
         ) from None
 
 
-class EncryptedTextField(models.TextField):
+if TYPE_CHECKING:
+    _TextField = models.TextField[str, str]  # set and read as text
+else:
+    _TextField = models.TextField
+
+
+class EncryptedTextField(_TextField):
     """A text field stored as a Fernet token; reading the attribute gives the
     plaintext, which exists only in memory. The empty string stays empty (it means
     "no secret"), so "is a secret set" needs no decryption."""
 
-    def from_db_value(self, value, expression, connection):
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
         if value is None or value == "":
             return value
         return text_decrypt(value)
 
-    def get_prep_value(self, value):
+    def get_prep_value(self, value: Any) -> Any:
         value = super().get_prep_value(value)
         if value is None or value == "":
             return value
         return text_encrypt(value)
 
-    def value_to_string(self, obj):
+    def value_to_string(self, obj: models.Model) -> str:
         """Serialized (dumpdata, fixtures) as the stored token, never the plaintext: a
         dump holds no secret a configured key does not guard."""
         value = self.value_from_object(obj)
         return text_encrypt(value) if value else value
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> Any:
         """A token from a dump (value_to_string) loads as its plaintext; anything no
         configured key opens is taken as plaintext already."""
         if isinstance(value, str) and value.startswith("gAAAAA"):

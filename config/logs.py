@@ -15,7 +15,9 @@ formatter on its error and access logs.
 import json
 import logging
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 REDACTED = "[redacted]"
 _REDACTIONS = [
@@ -57,7 +59,7 @@ _NO_HOSTNAME = "No hostname was supplied."
 class QuietIdleFilter(logging.Filter):
     """Demotes the lines of idle periodic work to DEBUG (dropped unless LOG_LEVEL=DEBUG)."""
 
-    def __init__(self, periodic_tasks=(), filesystem_broker: bool = False):
+    def __init__(self, periodic_tasks: Iterable[str] = (), filesystem_broker: bool = False):
         super().__init__()
         self.periodic_tasks = set(periodic_tasks)
         self.filesystem_broker = filesystem_broker
@@ -113,7 +115,9 @@ def formatter(json_format: bool) -> logging.Formatter:
     return JsonFormatter() if json_format else logging.Formatter(PLAIN_FORMAT)
 
 
-def logging_config(*, level: str, json_format: bool, periodic_tasks, filesystem_broker) -> dict:
+def logging_config(
+    *, level: str, json_format: bool, periodic_tasks: Iterable[str], filesystem_broker: bool
+) -> dict[str, Any]:
     """The LOGGING setting."""
     formatter = {"()": JsonFormatter} if json_format else {"format": PLAIN_FORMAT}
     return {

@@ -21,6 +21,7 @@ import ipaddress
 import re
 import smtplib
 import socket
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import requests
@@ -273,7 +274,13 @@ class GuardedIMAP4_SSL(imaplib.IMAP4_SSL):  # noqa: N801 - imaplib's name
         return self.ssl_context.wrap_socket(sock, server_hostname=self.host)
 
 
-class _GuardedConnectionMixin:
+if TYPE_CHECKING:
+    _ConnectionBase = HTTPConnection  # what the mixin is mixed into
+else:
+    _ConnectionBase = object
+
+
+class _GuardedConnectionMixin(_ConnectionBase):
     """urllib3 2.x: resolve, check, then connect to the checked address. The Host
     header and TLS use `self.host`; only the TCP connect is pinned."""
 

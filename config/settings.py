@@ -20,6 +20,7 @@ import base64
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import environ
@@ -145,6 +146,7 @@ TEMPLATES = [
     },
 ]
 
+DATABASES: dict[str, dict[str, Any]]
 if EMBEDDED:
     DATABASES = {
         "default": {
@@ -263,7 +265,7 @@ REST_FRAMEWORK = {
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 
-SPECTACULAR_SETTINGS = {
+SPECTACULAR_SETTINGS: dict[str, Any] = {
     "TITLE": "Outreach Service API",
     "DESCRIPTION": (
         "Multi-step email outreach over the account's own mailboxes, signed webhooks and "

@@ -5,7 +5,10 @@ The 0002 data migration creates it. `catalog_ensure` runs after every `migrate`
 the catalog plans that are missing: it never overwrites what staff changed.
 """
 
+from typing import Any
+
 from django.apps import apps as global_apps
+from django.apps.registry import Apps
 from django.conf import settings
 
 # slug, name, tier, monthly_limit, setting holding the Stripe price id
@@ -17,7 +20,8 @@ CATALOG = [
 ]
 
 
-def catalog_ensure(plan_model) -> int:
+def catalog_ensure(plan_model: Any) -> int:
+    # plan_model: Plan, or the migration state's historical model of it.
     """Create the missing catalog plans; returns how many were created."""
     existing = set(plan_model.objects.values_list("slug", flat=True))
     created = 0
@@ -32,7 +36,7 @@ def catalog_ensure(plan_model) -> int:
     return created
 
 
-def catalog_ensure_after_migrate(sender, apps=None, **kwargs) -> None:
+def catalog_ensure_after_migrate(sender: object, apps: Apps | None = None, **kwargs: Any) -> None:
     # migrate passes the migration state's apps; a flush may not.
     apps = apps or global_apps
     try:

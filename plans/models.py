@@ -1,9 +1,11 @@
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 
 
-class PlanQuerySet(models.QuerySet):
-    def purchasable(self):
+class PlanQuerySet(models.QuerySet["Plan"]):
+    def purchasable(self) -> "PlanQuerySet":
         """Public, paid and not archived: what GET /plans lists and checkout sells."""
         return (
             self.filter(public=True, archived_at__isnull=True)
@@ -49,7 +51,7 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # An empty price id means "none": keep it NULL so the unique index allows many.
         if not self.psp_price_id:
             self.psp_price_id = None

@@ -30,7 +30,7 @@ class WebhookAdmin(ReadOnlyAdmin):
     ]
     list_filter = [("disabled_at", admin.EmptyFieldListFilter)]
     search_fields = ["url", "account__email", "id"]
-    fields = [
+    fields = (
         "id",
         "account",
         "url",
@@ -38,7 +38,7 @@ class WebhookAdmin(ReadOnlyAdmin):
         "consecutive_failures",
         "disabled_at",
         "created_at",
-    ]
+    )
     readonly_fields = fields
     list_select_related = ["account"]
 
@@ -58,7 +58,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["event_type", ("delivered_at", admin.EmptyFieldListFilter)]
     search_fields = ["webhook__url", "webhook__id", "job__id"]
-    fields = [
+    fields = (
         "id",
         "webhook",
         "job",
@@ -70,7 +70,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "duration_ms",
         "delivered_at",
         "created_at",
-    ]
+    )
     readonly_fields = fields
     list_select_related = ["webhook", "job"]
     actions = ["resend"]
@@ -110,7 +110,7 @@ class DeliveryJobAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["state"]
     search_fields = ["id", "webhook__url"]
-    readonly_fields = [
+    readonly_fields = (
         "id",
         "event",
         "webhook",
@@ -119,6 +119,6 @@ class DeliveryJobAdmin(ReadOnlyAdmin):
         "next_attempt_at",
         "created_at",
         "finished_at",
-    ]
+    )
     fields = readonly_fields
     list_select_related = ["webhook"]

@@ -1,12 +1,18 @@
 """System checks of the webhook settings (shown by `manage.py check` and before
 every management command such as `migrate`)."""
 
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import Warning, register
 
 
 @register()
-def claim_lease_check(app_configs=None, **kwargs) -> list[Warning]:
+def claim_lease_check(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[Warning]:
     lease = settings.WEBHOOK_CLAIM_LEASE_SECONDS
     longest_attempt = 2 * settings.WEBHOOK_TIMEOUT_SECONDS + 5  # connect + response + slack
     if lease > longest_attempt:

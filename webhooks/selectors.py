@@ -1,11 +1,16 @@
 """Reads."""
 
+from typing import TYPE_CHECKING
+
 from django.db.models import QuerySet
 
 from webhooks.models import Webhook, WebhookDelivery
 
+if TYPE_CHECKING:
+    from accounts.models import Account
 
-def webhook_list(*, account) -> QuerySet[Webhook]:
+
+def webhook_list(*, account: "Account") -> QuerySet[Webhook]:
     """The account's webhooks, newest first (at most MAX_WEBHOOKS_PER_ACCOUNT)."""
     return Webhook.objects.filter(account=account).order_by("-created_at", "-id")
 

@@ -27,4 +27,5 @@ def delivery_session() -> requests.Session:
     if getattr(_local, "pid", None) != pid:
         _local.session = guarded_session()
         _local.pid = pid
-    return _local.session
+    session: requests.Session = _local.session
+    return session

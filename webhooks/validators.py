@@ -23,7 +23,7 @@ def url_problems(url: str) -> list[str]:
     return []
 
 
-def event_filter_problems(value) -> list[str]:
+def event_filter_problems(value: object) -> list[str]:
     if not isinstance(value, list) or not value:
         return ['Must be a non-empty list of event types, or ["*"].']
     if not all(isinstance(item, str) for item in value):

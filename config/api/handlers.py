@@ -68,8 +68,9 @@ def exception_handler(exc, context):
         return None  # Django's handler500 renders internal_error.
 
     headers = {}
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
 
     if isinstance(exc, RateLimited):
         headers.update(exc.headers)
@@ -80,7 +81,7 @@ def exception_handler(exc, context):
     elif isinstance(exc, exceptions.ValidationError):
         fields = flatten_errors(exc.detail)
         first_field, first_messages = next(iter(fields.items()))
-        message = (
+        message: str | None = (
             first_messages[0]
             if first_field == "non_field_errors"
             else f"{first_field}: {first_messages[0]}"
@@ -92,8 +93,10 @@ def exception_handler(exc, context):
         if code is None:
             code = exc.default_code if exc.default_code in ERROR_CODES else "internal_error"
         message = str(exc.detail) if isinstance(exc.detail, str) else None
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-            headers["Retry-After"] = str(max(1, int(exc.wait)))
+        # djangorestframework-stubs leave out Throttled.wait.
+        wait = getattr(exc, "wait", None) if isinstance(exc, exceptions.Throttled) else None
+        if wait is not None:
+            headers["Retry-After"] = str(max(1, int(wait)))
         body = error_body(code, message)
         if code in ("authentication_required", "invalid_api_key"):
             # Missing credentials are 401 with the scheme named, never 403.

@@ -10,6 +10,8 @@ before any view sees it.
 """
 
 import codecs
+from collections.abc import Mapping
+from typing import IO, Any
 
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError, ValidationError
@@ -20,7 +22,7 @@ MAX_DEPTH = 64
 NUL_MESSAGE = "Null characters are not allowed."
 
 
-def json_problems(value, *, reject_nul: bool = True) -> tuple[str, str] | None:
+def json_problems(value: object, *, reject_nul: bool = True) -> tuple[str, str] | None:
     """("depth", "") when `value` is nested deeper than MAX_DEPTH, ("nul", path) for
     the first string or key holding a NUL character, None when neither. Iterative:
     a deep document cannot exhaust the stack here."""
@@ -47,12 +49,19 @@ def json_problems(value, *, reject_nul: bool = True) -> tuple[str, str] | None:
 class JSONParser(parsers.JSONParser):
     reject_nul = True
 
-    def parse(self, stream, media_type=None, parser_context=None):
-        encoding = parsers.get_encoding(parser_context or {})
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        # get_encoding and a stream reader as json.load's file: both missing from
+        # djangorestframework-stubs.
+        encoding = parsers.get_encoding(parser_context or {})  # type: ignore[attr-defined]
         try:
             decoded = codecs.getreader(encoding)(stream)
             parse_constant = json.strict_constant if api_settings.STRICT_JSON else None
-            data = json.load(decoded, parse_constant=parse_constant)
+            data = json.load(decoded, parse_constant=parse_constant)  # type: ignore[arg-type]
         except RecursionError:
             raise ParseError(f"The JSON is nested more than {MAX_DEPTH} levels deep.") from None
         except ValueError as exc:

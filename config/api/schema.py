@@ -1,9 +1,11 @@
 """drf-spectacular hook: the error envelope as a component, on every operation."""
 
+from typing import Any
+
 from config.api.errors import ERROR_CODES
 
 
-def error_schema() -> dict:
+def error_schema() -> dict[str, Any]:
     """The envelope's schema; read when the schema is built, once every app's error
     codes are registered."""
     return {
@@ -18,7 +20,9 @@ def error_schema() -> dict:
     }
 
 
-def add_error_envelope(result, generator, request, public):
+def add_error_envelope(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components["Error"] = error_schema()
     ref = {"$ref": "#/components/schemas/Error"}

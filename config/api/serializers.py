@@ -8,13 +8,24 @@ fields need nothing from `context` (no request-dependent URLs, no per-request
 choices): once bound, such fields keep no state of their own between objects.
 """
 
+from typing import TYPE_CHECKING
+
 from rest_framework.fields import SkipField
 from rest_framework.relations import PKOnlyObject
 
+if TYPE_CHECKING:
+    from rest_framework.serializers import Serializer
 
-class RepresentationMixin:
+    _SerializerBase = Serializer  # what the mixin is mixed into
+else:
+    _SerializerBase = object
+
+
+class RepresentationMixin(_SerializerBase):
     # Fields the class's to_representation fills itself (from annotations, say).
     representation_skip: tuple[str, ...] = ()
+    # Set on each class on first use (representation_fields).
+    _representation_fields: tuple
 
     @classmethod
     def representation_fields(cls) -> tuple:

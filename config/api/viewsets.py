@@ -7,6 +7,8 @@ their queryset to the caller's account, so another account's resource is the sam
 having to remember it.
 """
 
+from typing import TYPE_CHECKING
+
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
 from rest_framework.views import APIView
@@ -15,7 +17,14 @@ from config.api.errors import NotFoundError, ServiceError
 from config.api.ids import is_uuid
 
 
-class RateLimitHeadersMixin:
+if TYPE_CHECKING:  # what the mixins are mixed into
+    _APIViewBase = APIView
+    _ViewBase = GenericAPIView
+else:
+    _APIViewBase = _ViewBase = object
+
+
+class RateLimitHeadersMixin(_APIViewBase):
     """Adds the headers of the rate limit the request went through to the response,
     successes and errors alike. A throttle that limits the request keeps its decision
     in `decision` (an object with `headers()`, accounts.ratelimit.RateLimitDecision);
@@ -40,7 +49,7 @@ class ServiceAPIView(RateLimitHeadersMixin, APIView):
     pass
 
 
-class AccountScopedMixin:
+class AccountScopedMixin(_ViewBase):
     """Narrows `queryset` to `request.user` (the authenticated Account)."""
 
     # The field linking the model to its account.

@@ -4,6 +4,8 @@ missed or failed notifications. Safe to re-run: it only
 ever converges on Stripe's current state. Beat runs the same service daily
 (billing.tasks.subscriptions_reconcile)."""
 
+from typing import Any
+
 from django.core.management.base import BaseCommand
 
 from accounts.models import Account
@@ -13,7 +15,7 @@ from billing.reconcile import ReconcileItem, subscriptions_reconcile
 class Command(BaseCommand):
     help = "Reconcile every account that has a Stripe subscription with Stripe."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         total = (
             Account.objects.filter(psp_subscription_id__isnull=False)
             .exclude(psp_subscription_id="")

@@ -43,7 +43,10 @@ class PreparingCursor(ServerBindingCursor):
     def execute(self, query, params=None, *, prepare=None, binary=None):
         if prepare is None:
             prepare = is_prepared(query)
-        return super().execute(query, params, prepare=prepare, binary=binary)
+        # django-stubs leave psycopg's Cursor out of ServerBindingCursor's bases.
+        return super().execute(  # type: ignore[misc]
+            query, params, prepare=prepare, binary=binary
+        )
 
 
 def connection_usable(connection) -> bool | None:

@@ -1,6 +1,7 @@
 from datetime import timedelta
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from webhooks.operations import deliveries_prune
@@ -12,10 +13,10 @@ class Command(BaseCommand):
         "N days. Deliveries still pending are kept."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--older-than-days", type=int, required=True, dest="days")
 
-    def handle(self, *args, days, **options):
+    def handle(self, *args: Any, days: int, **options: Any) -> None:
         if days < 1:
             raise CommandError("--older-than-days must be at least 1.")
         counts = deliveries_prune(older_than=timezone.now() - timedelta(days=days))

@@ -1,6 +1,7 @@
 from datetime import UTC, datetime
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -26,13 +27,13 @@ class Command(BaseCommand):
         "Same envelope id, a fresh budget of 5 attempts; disabled webhooks are skipped."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--since", required=True, help="ISO 8601 date or datetime (UTC if no offset)."
         )
         parser.add_argument("--until", help="ISO 8601 date or datetime, exclusive; default now.")
 
-    def handle(self, *args, since, until=None, **options):
+    def handle(self, *args: Any, since: str, until: str | None = None, **options: Any) -> None:
         start = _when(since)
         end = _when(until) if until else timezone.now()
         if end <= start:
