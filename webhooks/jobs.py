@@ -171,8 +171,7 @@ def jobs_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | 
         rows += _attempt_rows(item, result, webhook_id=webhook_id, now=now)
         job = item.job
         attempt = item.attempt if outcome in ("retry", "failed") else None
-        mine = Q(id=job.id, claim_token=job.claim_token)
-        groups.setdefault((outcome, attempt), []).append(mine)
+        groups.setdefault((outcome, attempt), []).append(Q(id=job.id, claim_token=job.claim_token))
     # The failure count follows the deliveries in the order they ended.
     ended = sorted(
         (result.ended_at if result else now, outcome == "succeeded")
@@ -183,8 +182,8 @@ def jobs_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | 
         with transaction.atomic():
             WebhookDelivery.objects.bulk_create(rows)
             for (outcome, attempt), pairs in groups.items():
-                mine = DeliveryJob.objects.filter(reduce(operator.or_, pairs))
-                mine.update(**_next_state(outcome, attempt, now=now))
+                jobs = DeliveryJob.objects.filter(reduce(operator.or_, pairs))
+                jobs.update(**_next_state(outcome, attempt, now=now))
             previous = None
             for _, succeeded in ended:
                 # Consecutive 2xx after a reset find nothing to reset: one UPDATE does.
@@ -210,6 +209,7 @@ def _attempt_rows(item: ClaimedJob, result: AttemptResult | None, *, webhook_id,
             )
         )
     if result is not None:
+        assert item.attempt is not None  # a request was made: for this attempt
         rows.append(
             WebhookDelivery(
                 webhook_id=webhook_id,
