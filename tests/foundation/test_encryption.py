@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from config.crypto import DecryptionFailed, text_decrypt, text_encrypt
-from outreach.models import SmtpCredential
+from outreach.mailboxes.models import SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.models import Webhook

@@ -11,7 +11,7 @@ from django.db import transaction
 from accounts.models import IdempotencyRecord
 from config.crypto import bytes_rotate
 from outreach.crypto import EncryptedTextField
-from outreach.models import OAuthAuthorization, SmtpCredential
+from outreach.mailboxes.models import OAuthAuthorization, SmtpCredential
 from webhooks.models import Webhook
 
 
