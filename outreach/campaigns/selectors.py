@@ -1,13 +1,6 @@
 """Reads for campaigns: campaigns with their steps and mailboxes, per-step stats."""
 
-from django.db.models import (
-    Aggregate,
-    Func,
-    JSONField,
-    OuterRef,
-    QuerySet,
-    Subquery,
-)
+from django.db.models import Aggregate, Func, JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep

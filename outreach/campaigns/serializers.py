@@ -4,9 +4,7 @@ enrollments and the sending status."""
 from types import SimpleNamespace
 from uuid import UUID
 
-from drf_spectacular.utils import (
-    extend_schema_field,
-)
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.fields import StrictBooleanField, TimestampField

@@ -3,10 +3,7 @@
 import json
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    extend_schema,
-)
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -27,11 +24,7 @@ from outreach.campaigns import dispatch
 from outreach.campaigns.models import Campaign
 from outreach.campaigns.serializers import EnrollmentSerializer
 from outreach.contacts import import_queue, services
-from outreach.contacts.data import (
-    InvalidContactData,
-    contact_data_clean,
-    fields_errors,
-)
+from outreach.contacts.data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.contacts.models import Contact, ContactImport
 
 # --- Contacts --------------------------------------------------------------------------

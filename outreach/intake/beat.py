@@ -6,8 +6,6 @@ from outreach.intake.mailbox import mailboxes_due
 from outreach.intake.relay import relay_tokens_prune
 from outreach.intake.tasks import intake_poll_mailbox
 
-# --- intake: mailbox polling (outreach.tasks.intake_* run on the `intake` queue) ---
-
 
 @shared_task(name="outreach.tasks.intake_poll_mailboxes")
 def intake_poll_mailboxes() -> int:

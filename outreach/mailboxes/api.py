@@ -1,16 +1,12 @@
 """API: SMTP credentials (mailboxes), their check and the OAuth start."""
 
 from django.conf import settings
-from drf_spectacular.utils import (
-    extend_schema,
-)
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from config.api.errors import (
-    CredentialNotFound,
-)
+from config.api.errors import CredentialNotFound
 from config.api.fields import TimestampField
 from config.api.viewsets import AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal

@@ -34,10 +34,7 @@ from django.utils import timezone
 from config.db import connection_release
 from config.worker import stopping
 from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.campaigns.rendering import (
-    contact_values,
-    template_render,
-)
+from outreach.campaigns.rendering import contact_values, template_render
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.variants import step_content, stored_letter, variants_assign
 from outreach.mailboxes.models import SmtpCredential

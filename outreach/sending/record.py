@@ -15,10 +15,7 @@ from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.enrollments import count, counting, variant_count
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
-from outreach.intake.bounces import (
-    enrollment_mark_bounced,
-    stats_increment,
-)
+from outreach.intake.bounces import enrollment_mark_bounced, stats_increment
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import reservation_release
 from outreach.sending import record_sql
