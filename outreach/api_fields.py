@@ -48,7 +48,7 @@ class TimezoneNameField(serializers.CharField):
         return value.strip()
 
 
-def _validate_email_value(value: str) -> str:
+def email_value_validate(value: str) -> str:
     try:
         return email_clean(value)
     except InvalidEmail as exc:

@@ -14,7 +14,7 @@ from accounts.models import Account
 from billing.services import plan_limit_enforce
 from config.api.errors import CampaignNotDispatchable, ValidationFailed
 from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.campaigns.services import _enabled_credential_exists
+from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
 from outreach.contacts.services import contact_upsert
@@ -32,7 +32,7 @@ def _dispatch_checks(campaign: Campaign) -> CampaignStep:
     first_step = campaign.steps.order_by("position").first()
     if first_step is None:
         reasons.append("no_steps")
-    if not _enabled_credential_exists(campaign):
+    if not enabled_credential_exists(campaign):
         reasons.append("no_enabled_credential")
     if reasons:
         words = {"no_steps": "no steps", "no_enabled_credential": "no enabled SMTP credential"}

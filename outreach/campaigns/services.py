@@ -95,7 +95,7 @@ def campaign_pause(*, campaign: Campaign) -> Campaign:
     return campaign
 
 
-def _enabled_credential_exists(campaign: Campaign) -> bool:
+def enabled_credential_exists(campaign: Campaign) -> bool:
     return campaign.credentials.filter(disabled_at__isnull=True).exists()
 
 
@@ -108,7 +108,7 @@ def campaign_resume(*, campaign: Campaign) -> Campaign:
         raise ValidationFailed(
             {"status": [f"Only a paused campaign can be resumed; this one is {campaign.status}."]}
         )
-    if not _enabled_credential_exists(campaign):
+    if not enabled_credential_exists(campaign):
         raise CampaignNotDispatchable(
             "The campaign has no enabled SMTP credential; re-enable one or add another first.",
             details={"reasons": ["no_enabled_credential"]},

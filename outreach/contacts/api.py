@@ -19,7 +19,7 @@ from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from outreach import enrollments
-from outreach.api_fields import TimezoneNameField, _validate_email_value
+from outreach.api_fields import TimezoneNameField, email_value_validate
 from outreach.campaigns import dispatch
 from outreach.campaigns.models import Campaign
 from outreach.campaigns.serializers import EnrollmentSerializer
@@ -72,7 +72,7 @@ class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
         read_only_fields = ["id", "created_at", "unsubscribed_at", "bounced_at"]
 
     def validate_email(self, value):
-        return _validate_email_value(value)
+        return email_value_validate(value)
 
 
 def _bool_param(request, name: str) -> bool | None:
@@ -275,7 +275,7 @@ class OutreachContactSerializer(CustomFieldsMixin, serializers.Serializer):
     timezone = TimezoneNameField()
 
     def validate_email(self, value):
-        return _validate_email_value(value)
+        return email_value_validate(value)
 
 
 class OutreachSerializer(serializers.Serializer):

@@ -13,7 +13,7 @@ from django.utils import timezone
 from outreach.campaigns.models import Campaign
 from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
 from outreach.contacts.models import Contact, ContactImport
-from outreach.contacts.services import _merge_into
+from outreach.contacts.services import contact_merge_into
 from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
 from outreach.contacts.suppression import contact_suppression_apply, suppressions_for
 from outreach.enrollments import enroll
@@ -179,7 +179,7 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
                 contact_suppression_apply(contact, suppressed.get(key))
             else:
                 updated += 1
-                _merge_into(contact, data)
+                contact_merge_into(contact, data)
                 contact.account_id = account_id
             contact.updated_at = now
             rows_out.append(contact)

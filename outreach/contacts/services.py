@@ -72,7 +72,7 @@ def contact_update(*, contact: Contact, changes: dict) -> Contact:
     return contact
 
 
-def _merge_into(contact: Contact, data: ContactData) -> None:
+def contact_merge_into(contact: Contact, data: ContactData) -> None:
     for name in ("first_name", "last_name", "company", "timezone"):
         value = getattr(data, name)
         if value:
@@ -91,7 +91,7 @@ def contact_upsert(*, account: Account, data: ContactData) -> tuple[Contact, boo
             .first()
         )
         if contact is not None:
-            _merge_into(contact, data)
+            contact_merge_into(contact, data)
             contact.save()
             return contact, False
         contact = _contact_new(account=account, data=data)

@@ -10,7 +10,7 @@ from config.api.errors import CredentialNotFound
 from config.api.fields import TimestampField
 from config.api.viewsets import AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
-from outreach.api_fields import BlankAsNullChoiceField, _validate_email_value
+from outreach.api_fields import BlankAsNullChoiceField, email_value_validate
 from outreach.mailboxes import oauth as mailboxes_oauth
 from outreach.mailboxes import services
 from outreach.mailboxes.check import credential_verify
@@ -176,7 +176,7 @@ class CredentialSerializer(serializers.ModelSerializer):
         return obj.imap_last_error or None
 
     def validate_from_email(self, value):
-        return _validate_email_value(value)
+        return email_value_validate(value)
 
     def validate_smtp_host(self, value):
         return _mailbox_host(value, 25)

@@ -154,7 +154,7 @@ PROVIDERS = {
 PROVIDER_BY_AUTH_METHOD = {p.auth_method: p for p in PROVIDERS.values()}
 
 
-def _session(provider: Provider) -> OAuth2Session:
+def oauth_session(provider: Provider) -> OAuth2Session:
     return OAuth2Session(
         client_id=provider.client_id,
         client_secret=provider.client_secret,
@@ -198,7 +198,7 @@ def authorization_start(
         credential_settings=credential_settings,
         expires_at=expires_at,
     )
-    url, _ = _session(provider).create_authorization_url(
+    url, _ = oauth_session(provider).create_authorization_url(
         provider.authorize_url,
         state=state,
         code_verifier=code_verifier,
@@ -280,7 +280,7 @@ def _tokens_fetch(provider: Provider, code: str, code_verifier: str) -> dict:
     connection_release()  # no database connection held while the provider answers
     try:
         return dict(
-            _session(provider).fetch_token(
+            oauth_session(provider).fetch_token(
                 provider.token_url,
                 grant_type="authorization_code",
                 code=code,
@@ -339,7 +339,7 @@ def authorization_complete(*, provider_name: str, params: dict) -> Connected:
     return _credential_connect(flow=flow, provider=provider, email=email, tokens=tokens, now=now)
 
 
-def _expires_at(tokens: dict, now: datetime) -> datetime:
+def token_expires_at(tokens: dict, now: datetime) -> datetime:
     try:
         seconds = int(tokens.get("expires_in") or 3600)
     except (TypeError, ValueError):
@@ -357,7 +357,7 @@ def _credential_connect(
         "oauth_status": Status.CONNECTED,
         "oauth_refresh_token": tokens["refresh_token"],
         "oauth_access_token": tokens["access_token"],
-        "oauth_access_token_expires_at": _expires_at(tokens, now),
+        "oauth_access_token_expires_at": token_expires_at(tokens, now),
         "oauth_refreshing_until": None,
         "last_error": "",
         "last_error_at": None,

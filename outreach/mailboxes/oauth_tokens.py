@@ -19,8 +19,8 @@ from outreach.mailboxes.oauth import (
     REFRESH_POLL_SECONDS,
     TOKEN_TIMEOUT_SECONDS,
     Status,
-    _expires_at,
-    _session,
+    oauth_session,
+    token_expires_at,
 )
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ def _refresh(credential: SmtpCredential, lease: datetime) -> str:
     connection_release()  # no database connection held while the token endpoint answers
     try:
         tokens = dict(
-            _session(provider).refresh_token(
+            oauth_session(provider).refresh_token(
                 provider.token_url, refresh_token=refresh_token, timeout=TOKEN_TIMEOUT_SECONDS
             )
         )
@@ -159,7 +159,7 @@ def _refresh(credential: SmtpCredential, lease: datetime) -> str:
         _lease_release(credential, lease)
         raise TokenEndpointUnavailable("The token endpoint's answer carried no access token.")
     now = timezone.now()
-    expires_at = _expires_at(tokens, now)
+    expires_at = token_expires_at(tokens, now)
     changes = {
         "oauth_access_token": access_token,
         "oauth_access_token_expires_at": expires_at,

@@ -41,13 +41,13 @@ from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.message import Outgoing, message_build
 from outreach.sending.models import Enrollment, Message, SendClaim
 from outreach.sending.record import (
-    _mark_started,
-    _record_bounce,
-    _record_sent,
-    _record_temporary,
-    _record_undeliverable,
-    _release_claim,
+    bounce_record,
+    claim_mark_started,
+    claim_release,
     credential_error_record,
+    sent_record,
+    temporary_record,
+    undeliverable_record,
 )
 from outreach.sending.smtp import (
     ERROR_MAX_CHARS,
@@ -55,9 +55,9 @@ from outreach.sending.smtp import (
     OutcomeUnknown,
     PermanentError,
     TemporaryError,
-    _classify,
-    _close,
+    smtp_close,
     smtp_connect,
+    smtp_error_classify,
     smtp_transaction,
 )
 
@@ -137,13 +137,13 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                 # scheduler may hand these claims to another batch any moment): give
                 # the rest back, due at once, rather than race it.
                 for rest in claims[index:]:
-                    _release_claim(rest, now=now, next_send_at=now)
+                    claim_release(rest, now=now, next_send_at=now)
                     result.skipped += 1
                 return result
             if credential.disabled_at is not None or step is None:
                 # Disabled by this batch's bounces, or the step was removed: the
                 # scheduler decides again (another mailbox, or completion).
-                _release_claim(claim, now=now, next_send_at=now)
+                claim_release(claim, now=now, next_send_at=now)
                 result.skipped += 1
                 continue
             if conn is None:
@@ -155,7 +155,7 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                 except TemporaryError as exc:
                     credential_error_record(credential=credential, error=str(exc), now=now)
                     for rest in claims[index:]:
-                        _record_temporary(
+                        temporary_record(
                             claim=rest, enrollment=rest.enrollment, error=str(exc), now=now
                         )
                         result.retried += 1
@@ -173,7 +173,7 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                 exc = outgoing
                 # Retrying cannot fix it, and it must not crash every batch it lands in.
                 logger.error("cannot build the message of enrollment %s", claim.pk, exc_info=exc)
-                _record_undeliverable(
+                undeliverable_record(
                     claim=claim,
                     enrollment=enrollment,
                     error=f"The message could not be built: {type(exc).__name__}: {exc}"[
@@ -183,14 +183,14 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                 )
                 result.failed += 1
                 continue
-            if not _mark_started(claim, outgoing, now):
-                _release_claim(claim, now=now, next_send_at=now)
+            if not claim_mark_started(claim, outgoing, now):
+                claim_release(claim, now=now, next_send_at=now)
                 result.skipped += 1
                 continue
             options: tuple = ()
             if outgoing.needs_smtputf8:
                 if not conn.has_extn("smtputf8"):
-                    _record_undeliverable(
+                    undeliverable_record(
                         claim=claim,
                         enrollment=enrollment,
                         error="The address has a non-ASCII local part and the SMTP server "
@@ -215,9 +215,9 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                     conn.close()  # no QUIT: a server that did not answer will not now
                 conn = None
             except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
-                failure = _classify(exc)
+                failure = smtp_error_classify(exc)
                 if isinstance(failure, PermanentError):
-                    _record_bounce(
+                    bounce_record(
                         claim=claim,
                         enrollment=enrollment,
                         credential=credential,
@@ -229,16 +229,16 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
                 elif isinstance(failure, MailboxError):
                     return _batch_abandon(claims[index:], credential, str(failure), now, result)
                 else:
-                    _record_temporary(
+                    temporary_record(
                         claim=claim, enrollment=enrollment, error=str(failure), now=now
                     )
                     result.retried += 1
                     if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
-                        _close(conn)
+                        smtp_close(conn)
                         conn = None  # reconnect for the next message
                 continue
             # Recorded (committed) before the next MAIL FROM on this connection.
-            _record_sent(
+            sent_record(
                 claim=claim,
                 enrollment=enrollment,
                 campaign=campaign,
@@ -252,7 +252,7 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
     finally:
         if conn is not None:
             connection_release()
-            _close(conn)
+            smtp_close(conn)
         # Once per batch rather than per message: campaigns left without active work.
         campaigns_complete_if_done(campaign_ids=campaign_ids, at=clock())
     return result
@@ -302,7 +302,7 @@ def _batch_abandon(claims, credential, error: str, now, result: BatchResult) -> 
     credential_error_record(credential=credential, error=error, now=now)
     later = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
     for claim in claims:
-        _release_claim(claim, now=now, next_send_at=later)
+        claim_release(claim, now=now, next_send_at=later)
     result.mailbox_error = error
     logger.warning("mailbox %s cannot send: %s", credential.pk, error)
     return result

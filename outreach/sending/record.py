@@ -35,7 +35,7 @@ def retry_delay(attempts_done: int) -> timedelta:
     return timedelta(seconds=schedule[min(attempts_done, len(schedule)) - 1])
 
 
-def _release_claim(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
+def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
     """Give the claim and its reservation back; a still-due enrollment is due at
     `next_send_at` (None: leave its next_send_at alone)."""
     with transaction.atomic():
@@ -47,7 +47,7 @@ def _release_claim(claim: SendClaim, *, now: datetime, next_send_at: datetime | 
                 )
 
 
-def _record_sent(
+def sent_record(
     *,
     claim: SendClaim,
     enrollment: Enrollment,
@@ -166,7 +166,7 @@ def _record_sent(
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
 
 
-def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
+def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
     attempts = enrollment.send_attempts + 1
     with transaction.atomic():
         if not SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
@@ -190,7 +190,7 @@ def _record_temporary(*, claim: SendClaim, enrollment: Enrollment, error: str, n
             )
 
 
-def _record_undeliverable(*, claim: SendClaim, enrollment, error: str, now) -> None:
+def undeliverable_record(*, claim: SendClaim, enrollment, error: str, now) -> None:
     """No retry can help (the address cannot be expressed to this server): failed."""
     with transaction.atomic():
         if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
@@ -200,7 +200,7 @@ def _record_undeliverable(*, claim: SendClaim, enrollment, error: str, now) -> N
             )
 
 
-def _record_bounce(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
+def bounce_record(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
     with transaction.atomic():
         SendClaim.objects.filter(pk=claim.pk).delete()
         # The reservation stays used: the server judged an attempt from this mailbox.
@@ -223,7 +223,7 @@ def credential_error_record(*, credential: SmtpCredential, error: str, now: date
 # --- starting a claim -----------------------------------------------------------------------
 
 
-def _mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
+def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
     """Mark the claim started, with the message it is about to send, if its enrollment
     is still due, its contact not suppressed and its campaign active."""
     if record_sql.supported():
@@ -279,7 +279,7 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
     for claim in claims:
         enrollment = enrollments[claim.pk]
         campaign = campaigns[enrollment.campaign_id]
-        _record_sent(
+        sent_record(
             claim=claim,
             enrollment=enrollment,
             campaign=campaign,

@@ -1,6 +1,6 @@
 """The record of an accepted message on PostgreSQL: one statement.
 
-`outreach.sending.record._record_sent` writes, in one transaction, the Message row, the
+`outreach.sending.record.sent_record` writes, in one transaction, the Message row, the
 enrollment's state, the claim's deletion, the mailbox's sent_count (and, for a paced
 mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), the per-campaign
 send count, the period's usage (billing.services.usage_record_increment) and the
@@ -100,7 +100,7 @@ SQL = prepared(
 )
 
 
-# A claim's start mark (outreach.sending.record._mark_started), the same conditions as its ORM
+# A claim's start mark (outreach.sending.record.claim_mark_started), the same conditions as its ORM
 # form, as one prepared statement: the ORM's UPDATE with a joined subquery cost a
 # message about as much as the whole record.
 MARK_STARTED = prepared(
@@ -118,7 +118,7 @@ WHERE c.enrollment_id = %(enrollment)s AND c.batch_id = %(batch)s AND c.sending_
 
 
 def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email) -> bool:
-    """Mark a claim started (see outreach.sending.record._mark_started); whether it was."""
+    """Mark a claim started (see outreach.sending.record.claim_mark_started); whether it was."""
     with connection.cursor() as cursor:
         cursor.execute(
             MARK_STARTED,

@@ -79,7 +79,7 @@ def _reply_text(code: int, message) -> str:
     return f"{code} {message}".strip()[:ERROR_MAX_CHARS]
 
 
-def _classify(exc: Exception) -> Exception:
+def smtp_error_classify(exc: Exception) -> Exception:
     """Map an smtplib failure during one message's transaction to our three kinds."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         code, message = next(iter(exc.recipients.values()))
@@ -158,25 +158,25 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
             conn.login(credential.smtp_username, credential.smtp_password)
         return conn
     except smtplib.SMTPAuthenticationError as exc:
-        _close(conn)
+        smtp_close(conn)
         if access_token is not None:
             oauth_tokens.access_token_forget(credential=credential)  # refreshed next time
         text = _reply_text(exc.smtp_code, exc.smtp_error)
         raise MailboxError(f"authentication failed: {text}") from exc
     except (smtplib.SMTPNotSupportedError, ssl.SSLError, ssl.CertificateError) as exc:
-        _close(conn)
+        smtp_close(conn)
         raise MailboxError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
     except smtplib.SMTPResponseException as exc:
-        _close(conn)
+        smtp_close(conn)
         if exc.smtp_code >= 500:
             raise MailboxError(_reply_text(exc.smtp_code, exc.smtp_error)) from exc
         raise TemporaryError(_reply_text(exc.smtp_code, exc.smtp_error)) from exc
     except (OSError, smtplib.SMTPException) as exc:
-        _close(conn)
+        smtp_close(conn)
         raise TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
 
 
-def _close(conn) -> None:
+def smtp_close(conn) -> None:
     try:
         conn.quit()
     except (OSError, smtplib.SMTPException):

@@ -216,7 +216,7 @@ class _Record:
             lease_until=timezone.now() + timedelta(minutes=5),
         )
         message_id = f"{uuid.uuid4()}@example.com"
-        sending_record._record_sent(
+        sending_record.sent_record(
             claim=claim,
             enrollment=enrollment,
             campaign=self.campaign,
