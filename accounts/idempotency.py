@@ -37,7 +37,6 @@ from django.utils import timezone
 from accounts.models import IdempotencyRecord
 from accounts.services import IDEMPOTENCY_WINDOW
 from config.api.errors import IdempotencyConflict, IdempotencyInProgress, ValidationFailed
-from config.crypto import bytes_decrypt, bytes_encrypt
 
 logger = logging.getLogger(__name__)
 
@@ -144,8 +143,7 @@ def _claim(*, account, key: str, fingerprint: str, request) -> IdempotencyRecord
 
 
 def _replay(record: IdempotencyRecord) -> HttpResponse:
-    body = bytes_decrypt(bytes(record.response_body_encrypted))
-    response = HttpResponse(body, status=record.response_status)
+    response = HttpResponse(record.response_body.encode(), status=record.response_status)
     del response["Content-Type"]  # Only the stored one, if any.
     for name, value in record.response_headers.items():
         response[name] = value
@@ -184,7 +182,7 @@ def _store(record: IdempotencyRecord, *, status: int, content: bytes, headers: d
         status=IdempotencyRecord.Status.COMPLETED,
         response_status=status,
         response_headers=headers,
-        response_body_encrypted=bytes_encrypt(content),
+        response_body=content.decode(),
         completed_at=timezone.now(),
     )
 

@@ -4,6 +4,8 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
 
+from config.crypto import EncryptedTextField
+
 
 class Account(models.Model):
     """The tenant. Every resource and every API key belongs to exactly one account.
@@ -99,8 +101,8 @@ class IdempotencyRecord(models.Model):
     The row is claimed (inserted, in progress) before the handler runs; the
     unique (account, key) makes two concurrent claims race safely. The stored
     response is written in the same transaction as the handler's side effects.
-    Its body is encrypted: it can hold secrets shown once (API key plaintext,
-    webhook secrets).
+    Its body (the rendered bytes, UTF-8 text) is encrypted: it can hold secrets shown
+    once (API key plaintext, webhook secrets).
     """
 
     class Status(models.TextChoices):
@@ -119,7 +121,7 @@ class IdempotencyRecord(models.Model):
     locked_at = models.DateTimeField()
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     response_headers = models.JSONField(default=dict, blank=True)
-    response_body_encrypted = models.BinaryField(default=b"", blank=True, editable=False)
+    response_body = EncryptedTextField(default="", blank=True, editable=False)
     created_at = models.DateTimeField(db_index=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 

@@ -98,7 +98,7 @@ class Seed:
         from outreach.mailboxes.models import SmtpCredential
         from plans.models import Plan
         from webhooks.models import Webhook
-        from webhooks.secrets import secret_encrypt, secret_generate
+        from webhooks.secrets import secret_generate
 
         account = Account.objects.create(
             email=f"{label}@{DOMAIN}", plan=Plan.objects.get(slug="free")
@@ -135,7 +135,7 @@ class Seed:
             account=account,
             url="https://receiver.example/hook",
             event_filters=["*"],
-            secret_encrypted=secret_encrypt(secret_generate()),
+            secret=secret_generate(),
         )
         # The biggest campaign is the oldest: the first page of campaigns holds it.
         return account, plaintexts, campaigns[0], webhook

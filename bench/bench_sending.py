@@ -45,7 +45,7 @@ def main(count: int) -> None:
     from outreach.sending.scheduler import schedule_due
     from tests.support.ports import free_port
     from webhooks.models import Event, Webhook
-    from webhooks.secrets import secret_encrypt, secret_generate
+    from webhooks.secrets import secret_generate
 
     port = free_port()
     sink = smtp_sink_start(port=port)
@@ -73,7 +73,7 @@ def main(count: int) -> None:
             account=account,
             url="http://127.0.0.1:9/never",
             event_filters=["*"],
-            secret_encrypted=secret_encrypt(secret_generate()),
+            secret=secret_generate(),
         )
         contacts = contacts_create(account, count)
         now = timezone.now()

@@ -1,17 +1,20 @@
-"""Encryption at rest for what the service must read back: mailbox passwords and
-relay signing keys, webhook signing secrets, stored idempotent responses.
+"""Encryption at rest for what the service must read back: mailbox passwords,
+relay signing keys and OAuth tokens, webhook signing secrets, stored idempotent
+responses. Every one of them is an EncryptedTextField.
 
 FIELD_ENCRYPTION_KEY holds one Fernet key (AES-128-CBC + HMAC-SHA256), or several
 separated by commas: the first encrypts, every one of them decrypts. To rotate,
 put a new key first and keep the old one after it, run
-`manage.py encryption_rotate` (re-encrypts every stored value with the first
-key), then drop the old key.
+`manage.py encryption_rotate` (re-encrypts every EncryptedTextField of every
+installed model with the first key), then drop the old key.
 """
 
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.apps import apps
 from django.conf import settings
+from django.db import models
 
 
 class DecryptionFailed(ValueError):
@@ -27,32 +30,57 @@ def keyring() -> MultiFernet:
     return _keyring(settings.FIELD_ENCRYPTION_KEY)
 
 
-def bytes_encrypt(data: bytes) -> bytes:
-    return keyring().encrypt(data)
-
-
-def bytes_decrypt(token: bytes) -> bytes:
-    try:
-        return keyring().decrypt(token)
-    except InvalidToken:
-        raise DecryptionFailed(
-            "A stored secret cannot be decrypted with FIELD_ENCRYPTION_KEY's keys."
-        ) from None
-
-
-def bytes_rotate(token: bytes) -> bytes:
-    """The same plaintext under the first key (a fresh token either way)."""
-    try:
-        return keyring().rotate(token)
-    except InvalidToken:
-        raise DecryptionFailed(
-            "A stored secret cannot be decrypted with FIELD_ENCRYPTION_KEY's keys."
-        ) from None
-
-
 def text_encrypt(plaintext: str) -> str:
-    return bytes_encrypt(plaintext.encode()).decode()
+    return keyring().encrypt(plaintext.encode()).decode()
 
 
 def text_decrypt(token: str) -> str:
-    return bytes_decrypt(token.encode()).decode()
+    try:
+        return keyring().decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise DecryptionFailed(
+            "A stored secret cannot be decrypted with FIELD_ENCRYPTION_KEY's keys."
+        ) from None
+
+
+class EncryptedTextField(models.TextField):
+    """A text field stored as a Fernet token; reading the attribute gives the
+    plaintext, which exists only in memory. The empty string stays empty (it means
+    "no secret"), so "is a secret set" needs no decryption."""
+
+    def from_db_value(self, value, expression, connection):
+        if value is None or value == "":
+            return value
+        return text_decrypt(value)
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        if value is None or value == "":
+            return value
+        return text_encrypt(value)
+
+    def value_to_string(self, obj):
+        """Serialized (dumpdata, fixtures) as the stored token, never the plaintext: a
+        dump holds no secret a configured key does not guard."""
+        value = self.value_from_object(obj)
+        return text_encrypt(value) if value else value
+
+    def to_python(self, value):
+        """A token from a dump (value_to_string) loads as its plaintext; anything no
+        configured key opens is taken as plaintext already."""
+        if isinstance(value, str) and value.startswith("gAAAAA"):
+            try:
+                return text_decrypt(value)
+            except DecryptionFailed:
+                return value
+        return super().to_python(value)
+
+
+def encrypted_fields() -> dict[type[models.Model], list[str]]:
+    """Every installed model with an EncryptedTextField, and the names of those fields."""
+    found: dict[type[models.Model], list[str]] = {}
+    for model in apps.get_models():
+        names = [f.name for f in model._meta.concrete_fields if isinstance(f, EncryptedTextField)]
+        if names:
+            found[model] = names
+    return found

@@ -8,9 +8,9 @@ A drain owns its webhook while it runs (a lease on the Webhook row: `drain_token
    an attempt is counted only for a request that is actually made;
 2. each request goes to the worker's HTTP pool (threads, WEBHOOK_MAX_CONCURRENT_REQUESTS
    in all), which only talks HTTP; the drain's own thread does every database write;
-3. each outcome is recorded as soon as it comes back, in its own transaction (the
-   attempt row, the job's next state, the webhook's failure count): a killed worker
-   re-sends at most the requests that were in flight;
+3. outcomes are recorded as soon as they come back, those that came back together in
+   one transaction (the attempt rows, each job's next state, the webhook's failure
+   count): a killed worker re-sends at most the requests that were in flight;
 4. it ends when nothing is due and nothing is in flight (it releases the lease, then
    looks once more, so an event committed meanwhile is not left waiting), after
    DRAIN_TIME_BUDGET_SECONDS (a fresh drain message takes over), or when the worker
@@ -22,34 +22,29 @@ its deliveries wait for a retry, a webhook starts no new delivery: a dead endpoi
 disabled after about 5 deliveries x 5 attempts, not after every queued event was tried.
 """
 
-import logging
 import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from config.db import connection_release
 from config.worker import stopping
-from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.services import (
-    AttemptResult,
-    drains_enqueue,
-    envelope_bytes,
-    http_post_signed,
-    retry_delay,
+from webhooks.jobs import (
+    ClaimedJob,
+    attempt_failing,
+    claimable,
+    jobs_claim,
+    jobs_record,
+    outcome_of,
 )
+from webhooks.models import Webhook
+from webhooks.services import drains_enqueue, envelope_bytes, http_post_signed
 
-logger = logging.getLogger(__name__)
-
-MAX_ATTEMPTS = 5  # per delivery
-FAILURES_BEFORE_DISABLE = 5  # consecutive failed deliveries
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 # The drain's lease on its webhook (30 s, or the claim lease when that is shorter);
 # renewed every third of it while the drain runs, so a drain whose worker died is
@@ -57,7 +52,6 @@ DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 DRAIN_LEASE_SECONDS = 30
 # The drain wakes at least this often to renew its lease and look for new jobs.
 DRAIN_POLL_SECONDS = 0.5
-LOST_ATTEMPT_ERROR = "interrupted: the worker was lost during this attempt; outcome unknown"
 
 
 # ---------------------------------------------------------------- the HTTP pool
@@ -77,225 +71,6 @@ def http_pool() -> ThreadPoolExecutor:
                 thread_name_prefix="webhook-http",
             )
         return _http_pool
-
-
-# ---------------------------------------------------------------- claims
-
-
-@dataclass
-class ClaimedJob:
-    job: DeliveryJob
-    lost_attempt: int | None  # the attempt a lost worker left unfinished
-    lost_at: datetime | None  # when that attempt's claim was made
-    attempt: int | None  # the attempt to make now; None when the job is exhausted
-
-
-def _attempt_failed(webhook_id) -> bool:
-    """Whether a delivery of the webhook failed an attempt and is not finished."""
-    return DeliveryJob.objects.filter(
-        Q(state=DeliveryJob.State.PENDING, attempts__gt=0)
-        | Q(state=DeliveryJob.State.DELIVERING, attempts__gt=1),
-        webhook_id=webhook_id,
-    ).exists()
-
-
-def _claimable(
-    webhook: Webhook, *, now, limit: int, attempt_failed: bool | None = None, in_flight=()
-) -> list[tuple]:
-    """(id, state, next_attempt_at) of the jobs a claim would take now, oldest first
-    (all due ones of a disabled webhook: they are dropped).
-
-    While a delivery of the webhook is failing (it failed an attempt and is not
-    finished, or the last deliveries failed), retries go first and a new delivery
-    starts only while the failures so far and the deliveries under way stay below
-    FAILURES_BEFORE_DISABLE: a dead endpoint gets 5 deliveries x 5 attempts before it
-    is disabled, however many events wait for it. `attempt_failed`: what
-    _attempt_failed would say, when the caller knows (a drain that has seen no failed
-    attempt since it looked); None: ask the database. `in_flight`: ids of jobs the
-    caller has requests in flight for, never claimed again meanwhile (an attempt that
-    outlives its claim's lease is not made a second time by its own drain).
-    """
-    active = DeliveryJob.objects.filter(webhook_id=webhook.id, state__in=DeliveryJob.ACTIVE_STATES)
-    due = active.filter(next_attempt_at__lte=now).order_by("next_attempt_at")
-    if in_flight:
-        due = due.exclude(id__in=list(in_flight))
-    fields = ("id", "state", "next_attempt_at")
-    failures = webhook.consecutive_failures
-    if not webhook.is_enabled:  # every due job, to be dropped
-        return list(due.values_list(*fields)[:limit])
-    if attempt_failed is None:
-        attempt_failed = _attempt_failed(webhook.id)
-    failing = failures > 0 or attempt_failed
-    if not failing:
-        return list(due.values_list(*fields)[:limit])
-    candidates = list(due.filter(attempts__gt=0).values_list(*fields)[:limit])
-    under_way = active.filter(attempts__gt=0).count()
-    room = min(limit - len(candidates), FAILURES_BEFORE_DISABLE - failures - under_way)
-    if room > 0:
-        candidates += list(due.filter(attempts=0).values_list(*fields)[:room])
-    return candidates
-
-
-def jobs_claim(
-    *,
-    webhook_id,
-    limit: int,
-    webhook: Webhook | None = None,
-    attempt_failed: bool | None = None,
-    in_flight=(),
-) -> list[ClaimedJob]:
-    """Claim up to `limit` due jobs of one webhook (those _claimable names), each for an
-    attempt made right away. `webhook`: the row as just read, if the caller has it.
-
-    Conditional UPDATEs (state and due time re-checked by the database), so a job goes
-    to exactly one claimer; a job whose previous claim lapsed is told apart by its own
-    token, so its lost attempt can be recorded.
-    """
-    if limit <= 0:
-        return []
-    if webhook is None:
-        webhook = Webhook.objects.filter(id=webhook_id).first()
-        if webhook is None:
-            return []
-    now = timezone.now()
-    candidates = _claimable(
-        webhook, now=now, limit=limit, attempt_failed=attempt_failed, in_flight=in_flight
-    )
-    if not candidates:
-        return []
-    fresh_token, lost_token = uuid.uuid4(), uuid.uuid4()
-    lease = timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
-    for state, token in (
-        (DeliveryJob.State.PENDING, fresh_token),
-        (DeliveryJob.State.DELIVERING, lost_token),
-    ):
-        ids = [pk for pk, s, _ in candidates if s == state]
-        if ids:
-            DeliveryJob.objects.filter(id__in=ids, state=state, next_attempt_at__lte=now).update(
-                state=DeliveryJob.State.DELIVERING,
-                attempts=F("attempts") + 1,
-                claim_token=token,
-                next_attempt_at=now + lease,
-            )
-    # A lapsed claim's due time is its lease's end: the claim was made a lease earlier.
-    lapsed_at = {pk: due - lease for pk, _, due in candidates}
-    claimed = []
-    for job in (
-        DeliveryJob.objects.select_related("event")
-        .filter(claim_token__in=[fresh_token, lost_token])
-        .order_by("next_attempt_at", "created_at")
-    ):
-        lost = job.attempts - 1 if job.claim_token == lost_token else None
-        exhausted = lost is not None and lost >= MAX_ATTEMPTS
-        claimed.append(
-            ClaimedJob(
-                job=job,
-                lost_attempt=lost,
-                lost_at=lapsed_at.get(job.id) if lost is not None else None,
-                attempt=None if exhausted else job.attempts,
-            )
-        )
-    return claimed
-
-
-# ---------------------------------------------------------------- outcomes
-
-
-def _outcome(item: ClaimedJob, result: AttemptResult | None, webhook: Webhook | None) -> str:
-    if webhook is None:
-        return "dropped"  # deleted meanwhile (its jobs went with it)
-    if item.attempt is None:
-        return "failed"  # a lost fifth attempt: nothing left to try
-    if result is None:
-        return "dropped"  # the webhook was disabled before the request left
-    if result.ok:
-        return "succeeded"
-    if result.retryable and item.attempt < MAX_ATTEMPTS:
-        return "retry"
-    return "failed"
-
-
-def job_record(*, item: ClaimedJob, webhook_id, result: AttemptResult | None, outcome: str):
-    """One job's attempt row(s), its next state and the webhook's failure count, in one
-    transaction. Nothing is written when the webhook is gone."""
-    now = timezone.now()
-    job = item.job
-    rows = []
-    if item.lost_attempt is not None:
-        rows.append(
-            WebhookDelivery(
-                webhook_id=webhook_id,
-                job=job,
-                event_type=job.event.type,
-                attempt=item.lost_attempt,
-                error=LOST_ATTEMPT_ERROR,
-                created_at=min(item.lost_at or now, now),
-            )
-        )
-    if result is not None:
-        rows.append(
-            WebhookDelivery(
-                webhook_id=webhook_id,
-                job=job,
-                event_type=job.event.type,
-                attempt=item.attempt,
-                status_code=result.status_code,
-                error=result.error,
-                response_excerpt=result.excerpt,
-                duration_ms=result.duration_ms,
-                delivered_at=result.ended_at if result.ok else None,
-                created_at=result.started_at,
-            )
-        )
-    mine = DeliveryJob.objects.filter(id=job.id, claim_token=job.claim_token)
-    done = {"claim_token": None, "finished_at": now}
-    try:
-        with transaction.atomic():
-            WebhookDelivery.objects.bulk_create(rows)
-            if outcome == "succeeded":
-                mine.update(state=DeliveryJob.State.SUCCEEDED, **done)
-            elif outcome == "failed":
-                if item.attempt is None:  # the claim counted an attempt never made
-                    mine.update(state=DeliveryJob.State.FAILED, attempts=F("attempts") - 1, **done)
-                else:
-                    mine.update(state=DeliveryJob.State.FAILED, **done)
-            elif outcome == "dropped":
-                mine.update(state=DeliveryJob.State.DROPPED, **done)
-            elif outcome == "released":  # never sent: the attempt was not made
-                mine.update(
-                    state=DeliveryJob.State.PENDING,
-                    attempts=F("attempts") - 1,
-                    next_attempt_at=now,
-                    claim_token=None,
-                )
-            else:  # retry
-                mine.update(
-                    state=DeliveryJob.State.PENDING,
-                    next_attempt_at=now + timedelta(seconds=retry_delay(item.attempt)),
-                    claim_token=None,
-                )
-            if outcome in ("succeeded", "failed"):
-                _count_delivery(webhook_id=webhook_id, succeeded=outcome == "succeeded", now=now)
-    except IntegrityError:
-        pass  # the webhook was deleted meanwhile: nothing left to record
-
-
-def _count_delivery(*, webhook_id, succeeded: bool, now) -> None:
-    """A delivery that ends without a 2xx is one failure; a 2xx resets the count; the
-    fifth failure in a row disables the webhook."""
-    queryset = Webhook.objects.filter(id=webhook_id)
-    if succeeded:
-        # Whatever the count is now, including a failure recorded meanwhile. Cheap
-        # when there is nothing to reset: the UPDATE matches no row.
-        queryset.filter(consecutive_failures__gt=0).update(consecutive_failures=0)
-        return
-    queryset.update(consecutive_failures=F("consecutive_failures") + 1)
-    if queryset.filter(
-        consecutive_failures__gte=FAILURES_BEFORE_DISABLE, disabled_at__isnull=True
-    ).update(disabled_at=now):
-        logger.info(
-            "webhook %s disabled after %s failed deliveries", webhook_id, FAILURES_BEFORE_DISABLE
-        )
 
 
 # ---------------------------------------------------------------- the drain's lease
@@ -335,7 +110,7 @@ def _lease_release(webhook_id, token: uuid.UUID) -> None:
 
 def _due_exists(webhook_id) -> bool:
     webhook = Webhook.objects.filter(id=webhook_id).first()
-    return webhook is not None and bool(_claimable(webhook, now=timezone.now(), limit=1))
+    return webhook is not None and bool(claimable(webhook, now=timezone.now(), limit=1))
 
 
 # ---------------------------------------------------------------- the drain
@@ -366,6 +141,22 @@ def webhook_drain(*, webhook_id, lanes: int | None = None) -> int:
     return worked
 
 
+def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list:
+    """Start the request of each claimed job that needs one (added to `in_flight`);
+    returns the outcomes of those that need none (an exhausted job, a disabled webhook)."""
+    unsent = []
+    for item in claimed:
+        if item.attempt is None or not webhook.is_enabled:
+            unsent.append((item, None, outcome_of(item, None, webhook)))
+            continue
+        body = envelope_bytes(job=item.job, event=item.job.event)
+        future = http_pool().submit(
+            http_post_signed, url=webhook.url, body=body, secret=webhook.secret
+        )
+        in_flight[future] = item
+    return unsent
+
+
 def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
     """The drain's loop, under its lease. Returns (jobs worked on, handed over)."""
     started = renewed = time.monotonic()
@@ -374,7 +165,7 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
     worked = 0
     # Only this drain makes attempts while it holds the lease: once it knows no attempt
     # failed, it needs to ask again only after one of its own fails.
-    attempt_failed: bool | None = None if _attempt_failed(webhook_id) else False
+    attempt_failed: bool | None = None if attempt_failing(webhook_id) else False
     handing_over = False
     while True:
         now = time.monotonic()
@@ -397,19 +188,12 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
                     attempt_failed=attempt_failed,
                     in_flight={item.job.id for item in in_flight.values()},
                 )
-        for item in claimed:
-            worked += 1
-            if item.lost_attempt is not None:
-                attempt_failed = None
-            if item.attempt is None or not webhook.is_enabled:
-                outcome = _outcome(item, None, webhook)
-                job_record(item=item, webhook_id=webhook_id, result=None, outcome=outcome)
-                continue
-            body = envelope_bytes(job=item.job, event=item.job.event)
-            future = http_pool().submit(
-                http_post_signed, url=webhook.url, body=body, secret=webhook.secret
-            )
-            in_flight[future] = item
+        worked += len(claimed)
+        if any(item.lost_attempt is not None for item in claimed):
+            attempt_failed = None
+        unsent = _requests_start(claimed, webhook, in_flight)
+        if unsent:
+            jobs_record(webhook_id=webhook_id, outcomes=unsent)
         if not in_flight:
             if claimed and not handing_over:
                 continue  # what it claimed needed no request: claim again
@@ -417,10 +201,14 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
         # Wait for responses without holding a database connection.
         connection_release()
         done, _ = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        # Everything that came back meanwhile is recorded together, then claimed for
+        # together: the drain's database work is per wake-up, not per request.
+        outcomes = []
         for future in done:
             item = in_flight.pop(future)
             result = future.result()
-            outcome = _outcome(item, result, webhook)
-            job_record(item=item, webhook_id=webhook_id, result=result, outcome=outcome)
-            if outcome in ("retry", "failed"):
-                attempt_failed = None
+            outcomes.append((item, result, outcome_of(item, result, webhook)))
+        if outcomes:
+            jobs_record(webhook_id=webhook_id, outcomes=outcomes)
+        if any(outcome in ("retry", "failed") for _, _, outcome in outcomes):
+            attempt_failed = None

@@ -15,7 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from webhooks.secrets import secret_decrypt
+from config.crypto import EncryptedTextField
 
 # SPEC.md section 6: the 7 event types of version 1.
 EVENT_TYPES = (
@@ -35,9 +35,9 @@ class Webhook(models.Model):
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     url = models.URLField(max_length=2048)
     event_filters = models.JSONField(default=list)
-    # The signing secret, Fernet-encrypted with FIELD_ENCRYPTION_KEY: it must be
-    # recoverable to sign, so it cannot be hashed. Never logged, never in the admin.
-    secret_encrypted = models.TextField(editable=False)
+    # The signing secret, encrypted at rest (config.crypto): it must be recoverable
+    # to sign, so it cannot be hashed. Never logged, never in the admin.
+    secret = EncryptedTextField(editable=False)
     consecutive_failures = models.PositiveIntegerField(default=0)
     disabled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -60,10 +60,6 @@ class Webhook(models.Model):
 
     def __str__(self) -> str:
         return self.url
-
-    @property
-    def secret(self) -> str:
-        return secret_decrypt(self.secret_encrypted)
 
     @property
     def is_enabled(self) -> bool:

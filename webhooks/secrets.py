@@ -1,17 +1,14 @@
-"""Webhook signing secrets: made, encrypted at rest, and used to sign.
+"""Webhook signing secrets: made, and used to sign.
 
 The secret has to be recoverable to sign each delivery, so it is stored
-encrypted (config.crypto, FIELD_ENCRYPTION_KEY) rather than hashed.
+encrypted (Webhook.secret, an EncryptedTextField) rather than hashed.
 """
 
 import hashlib
 import hmac
 import secrets
 
-from config.crypto import text_decrypt as secret_decrypt
-from config.crypto import text_encrypt as secret_encrypt
-
-__all__ = ["secret_decrypt", "secret_encrypt", "secret_generate", "signature_header"]
+__all__ = ["secret_generate", "signature_header"]
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (a prefix, not a secret)
 

@@ -22,7 +22,7 @@ from urllib3.exceptions import NameResolutionError
 
 from config.api.errors import ValidationFailed
 from webhooks.models import EVENT_TYPES, DeliveryJob, Event, Webhook, WebhookDelivery
-from webhooks.secrets import secret_encrypt, secret_generate, signature_header
+from webhooks.secrets import secret_generate, signature_header
 from webhooks.transport import UnsafeAddress, delivery_session
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def webhook_create(*, account, url: str, event_filters: list[str]) -> IssuedSecr
         account=account,
         url=url,
         event_filters=event_filters,
-        secret_encrypted=secret_encrypt(secret),
+        secret=secret,
     )
     return IssuedSecret(webhook=webhook, secret=secret)
 
@@ -89,8 +89,8 @@ def webhook_update(
 def webhook_rotate_secret(*, webhook: Webhook) -> IssuedSecret:
     """A new secret, effective for the next attempt: the old one signs nothing more."""
     secret = secret_generate()
-    webhook.secret_encrypted = secret_encrypt(secret)
-    webhook.save(update_fields=["secret_encrypted"])
+    webhook.secret = secret
+    webhook.save(update_fields=["secret"])
     return IssuedSecret(webhook=webhook, secret=secret)
 
 

@@ -6,7 +6,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from outreach.crypto import EncryptedTextField
+from config.crypto import EncryptedTextField
 
 
 class Security(models.TextChoices):
@@ -49,7 +49,7 @@ class SmtpCredential(models.Model):
     smtp_host = models.CharField(max_length=255)
     smtp_port = models.PositiveIntegerField(default=587)
     smtp_username = models.CharField(max_length=255, blank=True, default="")
-    # Encrypted at rest (outreach.crypto); reading the attribute gives the plaintext.
+    # Encrypted at rest (config.crypto); reading the attribute gives the plaintext.
     smtp_password = EncryptedTextField(blank=True, default="")
     smtp_security = models.CharField(max_length=10, choices=Security.choices, default="starttls")
 

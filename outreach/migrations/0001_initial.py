@@ -5,7 +5,7 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
-import outreach.crypto
+import config.crypto
 
 
 class Migration(migrations.Migration):
@@ -181,7 +181,7 @@ class Migration(migrations.Migration):
                 ("smtp_host", models.CharField(max_length=255)),
                 ("smtp_port", models.PositiveIntegerField(default=587)),
                 ("smtp_username", models.CharField(blank=True, default="", max_length=255)),
-                ("smtp_password", outreach.crypto.EncryptedTextField(blank=True, default="")),
+                ("smtp_password", config.crypto.EncryptedTextField(blank=True, default="")),
                 (
                     "smtp_security",
                     models.CharField(
@@ -193,7 +193,7 @@ class Migration(migrations.Migration):
                 ("imap_host", models.CharField(blank=True, default="", max_length=255)),
                 ("imap_port", models.PositiveIntegerField(blank=True, null=True)),
                 ("imap_username", models.CharField(blank=True, default="", max_length=255)),
-                ("imap_password", outreach.crypto.EncryptedTextField(blank=True, default="")),
+                ("imap_password", config.crypto.EncryptedTextField(blank=True, default="")),
                 (
                     "imap_security",
                     models.CharField(
@@ -219,7 +219,7 @@ class Migration(migrations.Migration):
                         max_length=10,
                     ),
                 ),
-                ("relay_signing_key", outreach.crypto.EncryptedTextField(blank=True, default="")),
+                ("relay_signing_key", config.crypto.EncryptedTextField(blank=True, default="")),
                 ("disabled_at", models.DateTimeField(blank=True, null=True)),
                 (
                     "disabled_reason",

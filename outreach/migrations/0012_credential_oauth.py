@@ -5,7 +5,7 @@ import uuid
 import django.db.models.deletion
 from django.db import migrations, models
 
-import outreach.crypto
+import config.crypto
 
 
 class Migration(migrations.Migration):
@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="smtpcredential",
             name="oauth_access_token",
-            field=outreach.crypto.EncryptedTextField(blank=True, default=""),
+            field=config.crypto.EncryptedTextField(blank=True, default=""),
         ),
         migrations.AddField(
             model_name="smtpcredential",
@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="smtpcredential",
             name="oauth_refresh_token",
-            field=outreach.crypto.EncryptedTextField(blank=True, default=""),
+            field=config.crypto.EncryptedTextField(blank=True, default=""),
         ),
         migrations.AddField(
             model_name="smtpcredential",
@@ -77,7 +77,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("state_hash", models.CharField(max_length=64, unique=True)),
-                ("code_verifier", outreach.crypto.EncryptedTextField(blank=True, default="")),
+                ("code_verifier", config.crypto.EncryptedTextField(blank=True, default="")),
                 ("nonce", models.CharField(max_length=64)),
                 ("credential_settings", models.JSONField(blank=True, default=dict)),
                 ("created_at", models.DateTimeField(auto_now_add=True)),

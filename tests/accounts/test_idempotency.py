@@ -11,6 +11,7 @@ from accounts.services import api_key_create
 from accounts.tasks import idempotency_prune
 from tests.accounts.helpers import assert_envelope
 from tests.conftest import client_for
+from tests.support.stored import stored_value
 
 pytestmark = pytest.mark.django_db
 
@@ -251,7 +252,7 @@ def test_the_stored_body_is_encrypted(api_client):
     plaintext = create_key(api_client, "secret").json()["plaintext"]
     record = IdempotencyRecord.objects.get(key="secret")
     assert record.status == "completed" and record.response_status == 201
-    assert plaintext.encode() not in bytes(record.response_body_encrypted)
+    assert plaintext not in stored_value(record, "response_body")
     assert record.response_headers == {"Content-Type": "application/json"}
 
 

@@ -5,7 +5,7 @@ import logging
 import pytest
 from django.db import connection
 
-from outreach.crypto import secret_decrypt
+from config.crypto import text_decrypt as secret_decrypt
 from outreach.mailboxes.models import SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields

@@ -15,7 +15,7 @@ from outreach.sending import batch, record_sql, smtp
 from outreach.sending.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
-from webhooks.secrets import secret_encrypt, secret_generate
+from webhooks.secrets import secret_generate
 from webhooks.tasks import webhook_drain
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def _webhook(account, filters, *, disabled=False):
         account=account,
         url="https://receiver.example/hook",
         event_filters=filters,
-        secret_encrypted=secret_encrypt(secret_generate()),
+        secret=secret_generate(),
         disabled_at=NOW if disabled else None,
     )
 

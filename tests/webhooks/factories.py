@@ -2,7 +2,6 @@ import factory
 
 from tests.accounts.factories import AccountFactory
 from webhooks.models import Webhook, WebhookDelivery
-from webhooks.secrets import secret_encrypt
 
 TEST_SECRET = "whsec_test_secret_for_factories"
 
@@ -12,13 +11,11 @@ class WebhookFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Webhook
-        exclude = ["secret"]
 
     account = factory.SubFactory(AccountFactory)
     url = "https://hooks.example.com/in"
     event_filters = factory.LazyFunction(lambda: ["*"])
     secret = TEST_SECRET
-    secret_encrypted = factory.LazyAttribute(lambda o: secret_encrypt(o.secret))
 
 
 class WebhookDeliveryFactory(factory.django.DjangoModelFactory):

@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from tests.accounts.factories import AccountFactory
 from tests.accounts.test_concurrency import run_together
 from tests.webhooks.factories import WebhookFactory
-from webhooks.delivery import jobs_claim
+from webhooks.jobs import jobs_claim
 from webhooks.models import DeliveryJob
 from webhooks.services import event_emit
 

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
-from webhooks.delivery import LOST_ATTEMPT_ERROR, webhook_drain
+from webhooks.delivery import webhook_drain
+from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
 from webhooks.services import event_emit, jobs_sweep, retry_delay
 
@@ -424,14 +425,14 @@ def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
     settings.WEBHOOK_MAX_IN_FLIGHT = 1
     old_secret = webhook.secret
     new_secrets = []
-    real_record = delivery.job_record
+    real_record = delivery.jobs_record
 
     def record_then_rotate(**kwargs):
         real_record(**kwargs)
         if not new_secrets:  # right after the first attempt
             new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
 
-    monkeypatch.setattr(delivery, "job_record", record_then_rotate)
+    monkeypatch.setattr(delivery, "jobs_record", record_then_rotate)
     for _ in range(2):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
@@ -456,13 +457,13 @@ def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
     from webhooks import delivery, services
 
     settings.WEBHOOK_MAX_IN_FLIGHT = 1
-    real_record = delivery.job_record
+    real_record = delivery.jobs_record
 
     def record_then_disable(**kwargs):
         real_record(**kwargs)
         services.webhook_update(webhook=webhook, disabled_at=timezone.now())
 
-    monkeypatch.setattr(delivery, "job_record", record_then_disable)
+    monkeypatch.setattr(delivery, "jobs_record", record_then_disable)
     for _ in range(3):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
@@ -506,3 +507,85 @@ def test_a_lease_shorter_than_the_longest_attempt_is_a_system_check_warning(sett
     settings.WEBHOOK_CLAIM_LEASE_SECONDS = 25
     with pytest.raises(SystemCheckError, match=r"webhooks.W001.*longest delivery attempt \(25 s\)"):
         call_command("check", fail_level="WARNING")
+
+
+def _came_back(account, webhook, emit, statuses):
+    """Claim one job per status and pretend their answers came back together, in this
+    order (each one's `ended_at` a second after the previous)."""
+    from webhooks.jobs import jobs_claim, outcome_of
+    from webhooks.services import AttemptResult
+
+    for _ in statuses:
+        emit(account, after_commit=False)
+    claimed = jobs_claim(webhook_id=webhook.id, limit=len(statuses))
+    assert len(claimed) == len(statuses)
+    start = timezone.now()
+    outcomes = []
+    for n, (item, status) in enumerate(zip(claimed, statuses, strict=True)):
+        ended = start + timedelta(seconds=n + 1)
+        result = AttemptResult(
+            started_at=start, ended_at=ended, status_code=status, retryable=status >= 500
+        )
+        outcomes.append((item, result, outcome_of(item, result, webhook)))
+    return outcomes
+
+
+def test_answers_that_came_back_together_are_recorded_in_one_transaction(
+    emit, account, webhook, django_assert_num_queries, settings
+):
+    from webhooks.jobs import jobs_record
+
+    settings.WEBHOOK_RETRY_SCHEDULE = []  # the default: a first retry after 60 s
+
+    outcomes = _came_back(account, webhook, emit, [200, 200, 503, 200])
+    # SAVEPOINT, the attempt rows, one UPDATE per next state (succeeded, retry), one
+    # reset of the failure count, RELEASE: the same for 4 answers as for 40.
+    with django_assert_num_queries(6):
+        jobs_record(webhook_id=webhook.id, outcomes=outcomes)
+
+    states = {
+        item.job.id: state
+        for item, _, _ in outcomes
+        for state in DeliveryJob.objects.filter(id=item.job.id).values_list("state", flat=True)
+    }
+    assert sorted(states.values()) == ["pending", "succeeded", "succeeded", "succeeded"]
+    assert WebhookDelivery.objects.filter(webhook=webhook).count() == 4
+    retried = DeliveryJob.objects.get(state="pending")
+    assert retried.claim_token is None and retried.attempts == 1
+    assert retried.next_attempt_at > timezone.now() + timedelta(seconds=50)
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == 0  # the last to end was a 2xx
+
+
+@pytest.mark.parametrize(
+    ("statuses", "failures"),
+    [([200, 400, 400], 2), ([400, 400, 200], 0), ([400, 200, 400], 1), ([200, 200], 0)],
+)
+def test_a_batch_counts_failures_in_the_order_the_answers_ended(
+    emit, account, webhook, statuses, failures
+):
+    from webhooks.jobs import jobs_record
+
+    outcomes = _came_back(account, webhook, emit, statuses)
+    Webhook.objects.filter(id=webhook.id).update(consecutive_failures=2)
+    jobs_record(webhook_id=webhook.id, outcomes=outcomes)
+    webhook.refresh_from_db()
+    assert webhook.consecutive_failures == failures
+    assert webhook.disabled_at is None
+
+
+def test_the_fifth_failure_in_a_batch_disables_the_webhook(emit, account, webhook):
+    from webhooks.jobs import jobs_record
+
+    outcomes = _came_back(account, webhook, emit, [400, 400, 200])
+    Webhook.objects.filter(id=webhook.id).update(consecutive_failures=3)
+    jobs_record(webhook_id=webhook.id, outcomes=outcomes)
+    webhook.refresh_from_db()
+    # 3 + 2 reached 5 before the 2xx ended: disabled, and the 2xx then reset the count.
+    assert webhook.disabled_at is not None
+    assert webhook.consecutive_failures == 0
+    assert sorted(DeliveryJob.objects.values_list("state", flat=True)) == [
+        "failed",
+        "failed",
+        "succeeded",
+    ]

@@ -14,7 +14,7 @@ from tests.support.celery_worker import ROOT, live_database_url, requires_live_p
 from tests.support.ports import free_port
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
-from webhooks.delivery import LOST_ATTEMPT_ERROR
+from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, WebhookDelivery
 
 pytestmark = [

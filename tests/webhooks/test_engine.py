@@ -14,7 +14,8 @@ from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from tests.webhooks.test_e2e_delivery import wait_until
 from webhooks import services
-from webhooks.delivery import LOST_ATTEMPT_ERROR, webhook_drain
+from webhooks.delivery import webhook_drain
+from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 from webhooks.services import event_emit
 

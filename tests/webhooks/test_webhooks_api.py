@@ -5,6 +5,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from tests.support.stored import stored_value
 from tests.webhooks.factories import WebhookDeliveryFactory, WebhookFactory
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 from webhooks.services import event_emit
@@ -43,7 +44,7 @@ def test_it_creates_a_webhook_and_shows_the_secret_once(api_client, account):
     webhook = Webhook.objects.get(pk=body["id"])
     assert webhook.account == account
     assert webhook.secret == body["secret"]
-    assert body["secret"] not in webhook.secret_encrypted  # stored encrypted
+    assert body["secret"] not in stored_value(webhook, "secret")  # stored encrypted
 
     listed = api_client.get("/webhooks").json()
     assert [w["id"] for w in listed] == [body["id"]]
