@@ -37,7 +37,10 @@ def account_create(label: str, *, plan: str = "free"):
 
 def account_drop(account) -> None:
     """Delete the bench rows fast (raw deletes, children first)."""
-    from outreach.models import Campaign, Contact, ContactImport, Enrollment, SmtpCredential
+    from outreach.campaigns.models import Campaign
+    from outreach.contacts.models import Contact, ContactImport
+    from outreach.mailboxes.models import SmtpCredential
+    from outreach.sending.models import Enrollment
 
     for queryset in (
         Enrollment.objects.filter(campaign__account=account),
@@ -60,14 +63,14 @@ STEP = {
 
 def step_create(campaign):
     """Step 1 of `campaign`: STEP, due at once."""
-    from outreach.models import CampaignStep
+    from outreach.campaigns.models import CampaignStep
 
     return CampaignStep.objects.create(campaign=campaign, position=1, delay_minutes=0, **STEP)
 
 
 def contacts_create(account, count: int, *, start: int = 0) -> list:
     """`count` personalised contacts r<n>@bench.example, n from `start`."""
-    from outreach.models import Contact
+    from outreach.contacts.models import Contact
 
     return Contact.objects.bulk_create(
         [
@@ -87,7 +90,7 @@ def messages_render(enrollments, *, credential, now) -> list:
     """Step 1 of each enrollment's campaign, rendered by the service's own message_build
     as `credential` would send it: the baseline's pre-rendered messages (Outgoing:
     .to_email, .data)."""
-    from outreach.sending import message_build
+    from outreach.sending.message import message_build
 
     steps: dict = {}
     rendered = []

@@ -16,14 +16,11 @@ prepare()
 
 from django.db import connection  # noqa: E402
 
-from outreach import services  # noqa: E402
-from outreach.models import (  # noqa: E402
-    Campaign,
-    CampaignStep,
-    Contact,
-    Enrollment,
-    SmtpCredential,
-)
+from outreach.campaigns import dispatch  # noqa: E402
+from outreach.campaigns.models import Campaign, CampaignStep  # noqa: E402
+from outreach.contacts.models import Contact  # noqa: E402
+from outreach.mailboxes.models import SmtpCredential  # noqa: E402
+from outreach.sending.models import Enrollment  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 
@@ -61,7 +58,7 @@ def main():
     try:
         campaign = setup_campaign(account)
         started = time.perf_counter()
-        dispatched = services.campaign_dispatch(campaign=campaign)
+        dispatched = dispatch.campaign_dispatch(campaign=campaign)
         seconds = time.perf_counter() - started
         assert dispatched == N, dispatched
         assert Enrollment.objects.filter(campaign=campaign, status="scheduled").count() == N

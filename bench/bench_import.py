@@ -22,8 +22,8 @@ from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
-from outreach import services  # noqa: E402
-from outreach.models import Contact, ContactImport  # noqa: E402
+from outreach.contacts import imports  # noqa: E402
+from outreach.contacts.models import Contact, ContactImport  # noqa: E402
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 
@@ -105,7 +105,7 @@ def service(data: bytes, account) -> tuple[float, ContactImport]:
         account=account, source_format="csv", source_data=data, filename="bench.csv"
     )
     started = time.perf_counter()
-    result = services.contact_import_run(import_id=contact_import.pk)
+    result = imports.contact_import_run(import_id=contact_import.pk)
     return time.perf_counter() - started, result
 
 

@@ -19,7 +19,7 @@ Service: one campaign with all N mailboxes (rotation: each mailbox gets 5 of the
 enrollments; `--layout per-mailbox` makes one campaign per mailbox instead); the worker
 and beat started exactly as the Procfile's `worker:` and `beat:` lines say, through a
 shell, with this process's DATABASE_URL and REDIS_URL; once the worker is ready, the
-dispatch (outreach.services.campaign_dispatch, what POST /campaigns/:id/dispatch runs)
+dispatch (outreach.campaigns.dispatch.campaign_dispatch, what POST /campaigns/:id/dispatch runs)
 and the time from its start until the sink accepted the last message (the sink logs
 each 250). The run stops waiting after --timeout seconds and reports what was sent.
 
@@ -153,8 +153,10 @@ def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path)
     from django.db.models import Count
     from django.utils import timezone
 
-    from outreach.models import Campaign, Enrollment, SmtpCredential
-    from outreach.services import campaign_dispatch
+    from outreach.campaigns.dispatch import campaign_dispatch
+    from outreach.campaigns.models import Campaign
+    from outreach.mailboxes.models import SmtpCredential
+    from outreach.sending.models import Enrollment
 
     per_mailbox = args.messages
     point = Point(mailboxes=mailboxes, messages=mailboxes * per_mailbox)

@@ -38,9 +38,11 @@ def main(count: int) -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from outreach.models import Campaign, Enrollment, Message, SmtpCredential
-    from outreach.scheduler import schedule_due
-    from outreach.sending import batch_send
+    from outreach.campaigns.models import Campaign
+    from outreach.mailboxes.models import SmtpCredential
+    from outreach.sending.batch import batch_send
+    from outreach.sending.models import Enrollment, Message
+    from outreach.sending.scheduler import schedule_due
     from tests.support.ports import free_port
     from webhooks.models import Event, Webhook
     from webhooks.secrets import secret_generate

@@ -21,6 +21,7 @@ def signup_customer_create(account) -> Callable[[], None] | None:
     except Exception:
         psp.customer_discard(customer_id)
         raise
+
     def undo() -> None:
         psp.customer_discard(customer_id)
 

@@ -1,5 +1,5 @@
 """billing's usage increment as an SQL fragment, for the one statement that records an
-accepted message (outreach/record_sql.py). It is usage_record_increment's UPDATE for
+accepted message (outreach/sending/record_sql.py). It is usage_record_increment's UPDATE for
 a record of the current period, and must change with it
 (tests/outreach/test_sending_record.py compares both paths row for row). Parameters:
 account, now, period_start, period_end. It returns one row when it counted, none when

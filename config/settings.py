@@ -340,7 +340,17 @@ CELERY_TASK_ROUTES = {
     "outreach.tasks.import_*": {"queue": "imports"},
     "outreach.tasks.intake_*": {"queue": "intake"},
 }
-# Periodic work; each entry's task lives in its app's tasks module.
+# The outreach app keeps its tasks per concern: work tasks in <package>/tasks.py, the
+# periodic ones in <package>/beat.py (autodiscovery only finds an app's own tasks module).
+CELERY_IMPORTS = [
+    "outreach.contacts.tasks",
+    "outreach.contacts.beat",
+    "outreach.intake.tasks",
+    "outreach.intake.beat",
+    "outreach.sending.tasks",
+    "outreach.sending.beat",
+]
+# Periodic work; each entry's task lives in its app's tasks (or beat) module.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # accounts: forget Idempotency-Key records past their 24 hours, and spent SQL rate-limit buckets.
 CELERY_BEAT_SCHEDULE["accounts-idempotency-prune"] = {
@@ -368,7 +378,7 @@ CELERY_BEAT_SCHEDULE["outreach-import-redrive"] = {
 }
 # smtp_security and imap_security share one choice set: one schema enum.
 SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["SecurityEnum"] = (
-    "outreach.models.Security"
+    "outreach.mailboxes.models.Security"
 )
 # --- end outreach ---
 

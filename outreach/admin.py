@@ -9,19 +9,13 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from outreach import enrollments
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.selectors import campaign_step_stats
+from outreach.campaigns.variants import step_content, step_letters
+from outreach.contacts.models import Contact, ContactImport, Suppression
 from outreach.enrollments import VARIANT_STAT_NAMES
-from outreach.models import (
-    Campaign,
-    CampaignStep,
-    Contact,
-    ContactImport,
-    CredentialCampaignStats,
-    Enrollment,
-    SmtpCredential,
-    Suppression,
-)
-from outreach.selectors import campaign_step_stats
-from outreach.variants import step_content, step_letters
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import CredentialCampaignStats, Enrollment
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -108,7 +102,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Pace")
     def pace(self, obj):
-        """The gap between two sends of the mailbox (outreach.scheduler)."""
+        """The gap between two sends of the mailbox (outreach.sending.scheduler)."""
         if not obj.is_paced:
             return "off"
         return f"{obj.min_interval_seconds}-{obj.max_interval_seconds} s"
@@ -266,7 +260,7 @@ class ContactAdmin(ReadOnlyAdmin):
 
 @admin.register(Suppression)
 class SuppressionAdmin(ReadOnlyAdmin):
-    """The account's suppression list (outreach.suppression). Entries are only ever
+    """The account's suppression list (outreach.contacts.suppression). Entries are only ever
     added by unsubscribes, complaints and bounces; staff may delete a mistaken one."""
 
     list_display = ("email_lower", "account", "reason", "at")

@@ -5,13 +5,13 @@ however many enrollments it has.
 The counts (STAT_NAMES): enrolled (enrollments), sent (enrollments with a step sent),
 opened, replied, bounced, unsubscribed (enrollments where that happened): the same
 definitions as a count over the enrollments table, which `stats_check` recomputes;
-and stopped (enrollments ended by a rule or by hand, outreach.stopping, even if a bounce
+and stopped (enrollments ended by a rule or by hand, outreach.campaigns.stopping, even if a bounce
 came after).
 
 Writers call `count(campaign_id, sent=1)` after the enrollment UPDATE that made the
 change, and only when that UPDATE matched its row, so a change counts once however
 many workers race for it. The record of a sent message on PostgreSQL does the same in
-SQL (outreach.record_sql, with STATS_SENT_CTE below).
+SQL (outreach.sending.record_sql, with STATS_SENT_CTE below).
 
 Lock order: a transaction writes its stats rows last, in campaign id order. `counting()`
 gathers a transaction's counts and writes them when its block ends (inside the
@@ -29,7 +29,9 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Count, Q
 
-from outreach.models import CampaignStats, Contact, Enrollment, Message, StepVariantStats
+from outreach.campaigns.models import CampaignStats, StepVariantStats
+from outreach.contacts.models import Contact
+from outreach.sending.models import Enrollment, Message
 
 STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed", "stopped")
 # Per step and A/B variant (StepVariantStats): messages sent, and the opens, replies and
@@ -50,7 +52,7 @@ _COUNTED = {
 
 _TABLE = CampaignStats._meta.db_table
 
-# The record of a sent message (outreach.record_sql) counts its first step in its own
+# The record of a sent message (outreach.sending.record_sql) counts its first step in its own
 # statement. It runs after the statement's other locking writes (see the module's lock
 # order): `after` names CTEs of that statement to finish first.
 STATS_SENT_CTE = """

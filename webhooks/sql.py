@@ -1,5 +1,5 @@
 """The outbox's writes as SQL fragments, for the one statement that records an accepted
-message (outreach/record_sql.py).
+message (outreach/sending/record_sql.py).
 
 EVENT_EMIT_CTES is webhooks.events.event_emit followed by drains_enqueue's ring, and
 must change with them (tests/outreach/test_sending_record.py compares both paths row for

@@ -6,7 +6,7 @@ before any view sees it.
 - NUL: a NUL character (U+0000) in any key or string is 422 validation_failed at its
   path. PostgreSQL cannot store it in text or jsonb, and no field of this API has a
   use for it. (Contact imports take it per row instead: a bad row is skipped with its
-  reason, see outreach.contact_data.)
+  reason, see outreach.contacts.data.)
 """
 
 import codecs

@@ -16,7 +16,6 @@ from rest_framework.views import APIView
 from config.api.errors import NotFoundError, ServiceError
 from config.api.ids import is_uuid
 
-
 if TYPE_CHECKING:  # what the mixins are mixed into
     _APIViewBase = APIView
     _ViewBase = GenericAPIView

@@ -33,9 +33,9 @@ from django.conf import settings
 from django.db.models import Min, Q
 from django.utils import timezone
 
-from config.outbound import GuardedIMAP4, GuardedIMAP4_SSL, OutboundRefused
-from outreach import oauth
-from outreach.bounces import enrollment_mark_bounced
+from config.outbound import OutboundRefused
+from outreach.intake.bounces import enrollment_mark_bounced
+from outreach.intake.imap import MailboxUnreachable, imap_connect
 from outreach.intake.selectors import (
     enrollment_sent_from,
     message_find,
@@ -44,7 +44,8 @@ from outreach.intake.selectors import (
     message_ids_known,
 )
 from outreach.intake.services import enrollment_mark_replied
-from outreach.models import Message, Security, SmtpCredential
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Message
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +65,6 @@ _AUTO_SUBJECT = re.compile(
     re.IGNORECASE,
 )
 _DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
-
-
-class MailboxUnreachable(Exception):
-    """Connecting, logging in or reading failed; recorded on the credential."""
 
 
 @dataclass
@@ -249,52 +246,6 @@ def _after_first_send(message: EmailMessage, enrollment) -> bool:
     return first is not None and _received_at(message) >= first - timedelta(minutes=5)
 
 
-# --- IMAP ------------------------------------------------------------------------------
-
-
-def _connect(credential: SmtpCredential) -> imaplib.IMAP4:
-    host = credential.imap_host
-    timeout = settings.IMAP_TIMEOUT_SECONDS
-    access_token = None
-    if credential.uses_oauth:
-        try:
-            access_token = oauth.access_token_get(credential=credential)
-        except oauth.TokenError as exc:
-            raise MailboxUnreachable(str(exc)) from exc
-    if credential.imap_security == Security.SSL:
-        port = credential.imap_port or 993
-        client: imaplib.IMAP4 = GuardedIMAP4_SSL(
-            host, port, ssl_context=ssl.create_default_context(), timeout=timeout
-        )
-    else:
-        port = credential.imap_port or 143
-        client = GuardedIMAP4(host, port, timeout=timeout)
-        if credential.imap_security == Security.STARTTLS:
-            client.starttls(ssl_context=ssl.create_default_context())
-    if access_token is None:
-        client.login(credential.imap_username, credential.imap_password)
-        return client
-    response = oauth.xoauth2_string(
-        credential.imap_username or credential.from_email, access_token
-    ).encode()
-    sent = []
-
-    def respond(_challenge: bytes) -> bytes:
-        # The first continuation asks for the response; a second one carries the
-        # server's JSON error, answered with an empty line (then it says NO).
-        sent.append(True)
-        return response if len(sent) == 1 else b""
-
-    try:
-        client.authenticate("XOAUTH2", respond)
-    except imaplib.IMAP4.error:
-        oauth.access_token_forget(credential=credential)  # refreshed next time
-        with contextlib.suppress(OSError, imaplib.IMAP4.error):
-            client.shutdown()
-        raise
-    return client
-
-
 def _check(response: tuple, what: str):
     kind, data = response
     if kind != "OK":
@@ -366,7 +317,7 @@ def _describe(exc: Exception) -> str:
 
 
 def _poll(credential: SmtpCredential, result: PollResult) -> None:
-    client = _connect(credential)
+    client = imap_connect(credential)
     try:
         _check(client.select("INBOX", readonly=True), "EXAMINE INBOX")
         validity_data = client.response("UIDVALIDITY")[1]

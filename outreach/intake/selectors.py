@@ -3,7 +3,8 @@
 import re
 from collections.abc import Iterable
 
-from outreach.models import Enrollment, Message, SmtpCredential
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment, Message
 
 _ANGLE_ID = re.compile(r"<([^<>\s]+)>")
 

@@ -2,7 +2,7 @@
 the transaction that changes the state (API.md section 6), so a crash loses neither.
 
 Bounces (SMTP, relay provider, delivery status reports) all go through
-`outreach.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
+`outreach.intake.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
 """
 
 import logging
@@ -11,7 +11,10 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from outreach.campaign_state import campaigns_complete_if_done
+from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.stopping import domain_reply_lock, enrollments_stop_same_domain
+from outreach.contacts.models import Contact, Suppression
+from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import answer_count, count, counting
 from outreach.events import (
     ENROLLMENT_OPENED,
@@ -19,9 +22,7 @@ from outreach.events import (
     ENROLLMENT_UNSUBSCRIBED,
     enrollment_emit,
 )
-from outreach.models import Contact, Enrollment, Suppression
-from outreach.stopping import domain_reply_lock, enrollments_stop_same_domain
-from outreach.suppression import suppression_record
+from outreach.sending.models import Enrollment
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
     - bounced, unsubscribed, failed, stopped, pending enrollments keep their status
       (they are already stopped); the reply is still recorded and announced.
     - stop_on_domain_reply: the campaign's other active enrollments at the replier's
-      email domain end `stopped` (outreach.stopping), whatever the replier's status.
+      email domain end `stopped` (outreach.campaigns.stopping), whatever the replier's status.
 
     Returns the enrollment when this call recorded the reply, None if it was known.
     """

@@ -5,7 +5,9 @@ import pytest
 from django.db.models import Model
 
 from accounts.models import Account, ApiKey
-from outreach.models import Campaign, Contact, ContactImport, Enrollment
+from outreach.campaigns.models import Campaign
+from outreach.contacts.models import Contact, ContactImport
+from outreach.sending.models import Enrollment
 from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.models import Webhook

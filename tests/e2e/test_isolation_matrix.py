@@ -16,7 +16,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from accounts.models import ApiKey
 from accounts.services import api_key_create
-from outreach.models import Campaign, Contact, ContactImport, SmtpCredential
+from outreach.campaigns.models import Campaign
+from outreach.contacts.models import Contact, ContactImport
+from outreach.mailboxes.models import SmtpCredential
 from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.models import Webhook

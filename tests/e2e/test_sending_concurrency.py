@@ -8,7 +8,9 @@ import time
 import pytest
 from django.db import connection
 
-from outreach.models import Campaign, Enrollment, Message, SmtpCredential
+from outreach.campaigns.models import Campaign
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.support.celery_worker import requires_live_peers
 

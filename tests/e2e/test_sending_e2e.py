@@ -11,7 +11,9 @@ import pytest
 
 from billing.models import UsageRecord
 from billing.usage import usage_record_current
-from outreach.models import Campaign, CampaignStep, Enrollment, Message, SmtpCredential
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
 from tests.support.celery_worker import requires_live_peers

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
-from outreach import tokens
+from outreach.intake import tokens
 from tests.support.embedded import ROOT, TEST_SETTINGS_ENV, embedded_env, procfile_processes
 from tests.support.ports import free_port, wait_for_port
 

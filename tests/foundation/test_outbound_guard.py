@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from config.outbound import address_refusal, http_url_parts
+from outreach.campaigns.models import Campaign
 from outreach.intake.mailbox import mailbox_poll
-from outreach.models import Campaign, Enrollment, Message, SmtpCredential
-from outreach.scheduler import schedule_due
-from outreach.sending import batch_send
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.batch import batch_send
+from outreach.sending.models import Enrollment, Message
+from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

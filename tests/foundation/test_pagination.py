@@ -11,7 +11,8 @@ from accounts.models import ApiKey
 from accounts.services import api_key_create
 from config.api import pagination
 from config.api.pagination import _keyset, _shape, page_fetch
-from outreach.models import Contact, Enrollment
+from outreach.contacts.models import Contact
+from outreach.sending.models import Enrollment
 from tests.outreach.factories import ContactFactory
 
 pytestmark = pytest.mark.django_db
@@ -113,8 +114,9 @@ def test_other_shapes_always_go_through_the_orm(account, contacts, build):
 def test_annotated_pages_match_the_orm_and_take_one_query(account, django_assert_num_queries):
     """Campaigns with their stats, steps and mailboxes (selectors.campaigns_with_relations):
     compiled once, then the kept statement, page by page, equal to the ORM's."""
-    from outreach import enrollments, selectors
-    from outreach.models import Campaign
+    from outreach import enrollments
+    from outreach.campaigns import selectors
+    from outreach.campaigns.models import Campaign
     from tests.outreach.factories import CampaignFactory
 
     base = timezone.now()
@@ -167,7 +169,9 @@ def test_each_keyset_list_is_read_in_index_order_without_a_sort(account, anchore
     hold the tie-breaker too, or each page sorts every row of that instant."""
     from django.db import connection
 
-    from outreach.models import Campaign, ContactImport, SmtpCredential
+    from outreach.campaigns.models import Campaign
+    from outreach.contacts.models import ContactImport
+    from outreach.mailboxes.models import SmtpCredential
     from webhooks.models import Webhook, WebhookDelivery
 
     lists = {

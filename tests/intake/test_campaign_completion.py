@@ -5,10 +5,12 @@ after its last send."""
 import pytest
 from django.test import Client
 
-from outreach import tokens
-from outreach.bounces import enrollment_mark_bounced
+from outreach.campaigns.models import Campaign
+from outreach.intake import tokens
+from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_replied
-from outreach.models import Campaign, Enrollment, SmtpCredential
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.relay_signing import (
     MAILGUN_KEY,

@@ -9,8 +9,9 @@ import pytest
 from django.test import Client
 
 from config.celery import app
-from outreach import tokens
-from outreach.models import Enrollment, SmtpCredential
+from outreach.intake import tokens
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.mail import reply

@@ -7,9 +7,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from outreach.intake.beat import intake_poll_mailboxes
 from outreach.intake.mailbox import mailbox_poll
-from outreach.models import Enrollment, SmtpCredential
-from outreach.tasks import intake_poll_mailboxes
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events

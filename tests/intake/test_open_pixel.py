@@ -6,9 +6,9 @@ import pytest
 from django.db import OperationalError, connection
 from django.test import Client
 
-from outreach import tokens
-from outreach.models import Enrollment
-from outreach.views_public import PIXEL_GIF
+from outreach.intake import tokens
+from outreach.intake.views import PIXEL_GIF
+from outreach.sending.models import Enrollment
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 
@@ -117,7 +117,7 @@ def test_a_database_failure_still_serves_the_image_and_logs_it(caplog):
         raise OperationalError("server closed the connection unexpectedly")
 
     with (
-        caplog.at_level(logging.ERROR, logger="outreach.views_public"),
+        caplog.at_level(logging.ERROR, logger="outreach.intake.views"),
         connection.execute_wrapper(database_down),
     ):
         response = Client().get(pixel_url(enrollment.pk))

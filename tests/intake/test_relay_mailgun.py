@@ -7,7 +7,9 @@ import uuid
 import pytest
 from django.test import Client
 
-from outreach.models import Enrollment, SmtpCredential, Suppression
+from outreach.contacts.models import Suppression
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events
 from tests.intake.relay_signing import (

@@ -7,7 +7,9 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_key_create
-from outreach.models import Enrollment, SmtpCredential, Suppression
+from outreach.contacts.models import Suppression
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
 from tests.conftest import client_for
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events

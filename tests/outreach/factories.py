@@ -1,7 +1,10 @@
 import factory
 
 from outreach import enrollments
-from outreach.models import Campaign, CampaignStep, Contact, Enrollment, SmtpCredential
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.contacts.models import Contact
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
 from tests.accounts.factories import AccountFactory
 
 

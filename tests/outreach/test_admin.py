@@ -5,7 +5,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from outreach import enrollments
-from outreach.models import CampaignStep, ContactImport, Message, Suppression
+from outreach.campaigns.models import CampaignStep
+from outreach.contacts.models import ContactImport, Suppression
+from outreach.sending.models import Message
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db

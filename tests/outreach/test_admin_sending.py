@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from outreach.bounces import stats_increment
-from outreach.models import Message, SmtpCredential
+from outreach.intake.bounces import stats_increment
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Message
 from tests.outreach.factories import CampaignFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db

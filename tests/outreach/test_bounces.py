@@ -1,18 +1,15 @@
-"""outreach.bounces.enrollment_mark_bounced: the rules every bounce source shares."""
+"""outreach.intake.bounces.enrollment_mark_bounced: the rules every bounce source shares."""
 
 from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 
-from outreach.bounces import BOUNCE_RATE_MIN_SENDS, enrollment_mark_bounced, stats_increment
-from outreach.models import (
-    Campaign,
-    Contact,
-    CredentialCampaignStats,
-    Enrollment,
-    SmtpCredential,
-)
+from outreach.campaigns.models import Campaign
+from outreach.contacts.models import Contact
+from outreach.intake.bounces import BOUNCE_RATE_MIN_SENDS, enrollment_mark_bounced, stats_increment
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import CredentialCampaignStats, Enrollment
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -14,16 +14,21 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from outreach import enrollments, sending, stopping
-from outreach.bounces import enrollment_mark_bounced
-from outreach.contact_data import contact_data_clean
+from outreach import enrollments
+from outreach.campaigns import stopping
+from outreach.campaigns.dispatch import outreach_create
+from outreach.campaigns.models import Campaign, CampaignStats
+from outreach.contacts.data import contact_data_clean
+from outreach.contacts.models import Contact
+from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import (
     contact_unsubscribe,
     enrollment_mark_opened,
     enrollment_mark_replied,
 )
-from outreach.models import Campaign, CampaignStats, Contact, Enrollment, SendClaim
-from outreach.services import outreach_create
+from outreach.sending import message
+from outreach.sending import record as sending_record
+from outreach.sending.models import Enrollment, SendClaim
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db
@@ -64,8 +69,8 @@ def test_each_change_counts_once_and_matches_a_recount(api_client, account, smtp
     Enrollment.objects.filter(campaign=campaign).update(
         status=Enrollment.Status.SCHEDULED, next_send_at=timezone.now()
     )
-    from outreach.scheduler import schedule_due
-    from outreach.sending import batch_send
+    from outreach.sending.batch import batch_send
+    from outreach.sending.scheduler import schedule_due
 
     for batch in schedule_due(now=timezone.now() + timedelta(seconds=1)):
         batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id)
@@ -211,13 +216,13 @@ class _Record:
             lease_until=timezone.now() + timedelta(minutes=5),
         )
         message_id = f"{uuid.uuid4()}@example.com"
-        sending._record_sent(
+        sending_record.sent_record(
             claim=claim,
             enrollment=enrollment,
             campaign=self.campaign,
             credential=self.credential,
             steps=self.steps,
-            outgoing=sending.Outgoing(
+            outgoing=message.Outgoing(
                 message_id=message_id,
                 subject="hi",
                 data=b"",

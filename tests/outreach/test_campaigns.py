@@ -3,7 +3,8 @@
 import pytest
 from django.utils import timezone
 
-from outreach.models import Campaign, CampaignStep, Enrollment
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.sending.models import Enrollment
 from tests.outreach.factories import (
     CampaignFactory,
     CredentialFactory,

@@ -8,8 +8,10 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from outreach import services
-from outreach.models import Contact, ContactImport, Enrollment
+from outreach.contacts import import_queue
+from outreach.contacts import imports as contacts_imports
+from outreach.contacts.models import Contact, ContactImport
+from outreach.sending.models import Enrollment
 from tests.outreach.factories import CampaignFactory, ContactFactory
 from tests.outreach.helpers import assert_error, assert_fields
 
@@ -275,7 +277,7 @@ def test_progress_is_visible_while_processing(api_client, account):
         body = api_client.get(f"/contact_imports/{contact_import.pk}").json()
         seen.append((body["status"], body["processed_rows"], body["total_rows"]))
 
-    services.contact_import_run(import_id=contact_import.pk, progress=progress)
+    contacts_imports.contact_import_run(import_id=contact_import.pk, progress=progress)
     assert seen == [("processing", 2, 5), ("processing", 4, 5), ("processing", 5, 5)]
     final = api_client.get(f"/contact_imports/{contact_import.pk}").json()
     assert final["status"] == "completed" and final["created_count"] == 5
@@ -299,18 +301,20 @@ def test_a_dead_run_is_redriven_and_resumes_after_its_last_batch(account):
         raise WorkerDied()
 
     with pytest.raises(WorkerDied):
-        services.contact_import_run(import_id=contact_import.pk, progress=die_after_first_batch)
+        contacts_imports.contact_import_run(
+            import_id=contact_import.pk, progress=die_after_first_batch
+        )
     contact_import.refresh_from_db()
     assert (contact_import.status, contact_import.processed_rows) == ("processing", 3)
 
     # Not stale yet: the redrive leaves it alone, and a duplicate task cannot claim it.
-    assert services.contact_imports_redrive() == []
-    assert services.contact_import_run(import_id=contact_import.pk) is None
+    assert import_queue.contact_imports_redrive() == []
+    assert contacts_imports.contact_import_run(import_id=contact_import.pk) is None
 
     ContactImport.objects.filter(pk=contact_import.pk).update(
         heartbeat_at=timezone.now() - timedelta(seconds=61)
     )
-    assert services.contact_imports_redrive() == [contact_import.pk]  # eager task ran
+    assert import_queue.contact_imports_redrive() == [contact_import.pk]  # eager task ran
     contact_import.refresh_from_db()
     assert contact_import.status == "completed"
     assert contact_import.attempts == 2
@@ -332,7 +336,7 @@ def test_a_pending_import_whose_task_was_lost_is_redriven(account):
     ContactImport.objects.filter(pk=contact_import.pk).update(
         created_at=timezone.now() - timedelta(seconds=120)
     )
-    assert services.contact_imports_redrive() == [contact_import.pk]
+    assert import_queue.contact_imports_redrive() == [contact_import.pk]
     contact_import.refresh_from_db()
     assert contact_import.status == "completed"
 
@@ -348,10 +352,12 @@ def test_a_superseded_run_writes_nothing_more(account):
         ContactImport.objects.filter(pk=contact_import.pk).update(
             heartbeat_at=timezone.now() - timedelta(seconds=61)
         )
-        assert services.contact_import_claim(import_id=contact_import.pk) is not None
+        assert contacts_imports.contact_import_claim(import_id=contact_import.pk) is not None
 
     assert (
-        services.contact_import_run(import_id=contact_import.pk, progress=another_run_takes_over)
+        contacts_imports.contact_import_run(
+            import_id=contact_import.pk, progress=another_run_takes_over
+        )
         is None
     )
     contact_import.refresh_from_db()
@@ -370,7 +376,7 @@ def test_an_import_that_keeps_dying_ends_failed(account):
         attempts=2,
         heartbeat_at=timezone.now() - timedelta(seconds=61),
     )
-    result = services.contact_import_run(import_id=contact_import.pk)
+    result = contacts_imports.contact_import_run(import_id=contact_import.pk)
     assert result.status == "failed"
     assert "Gave up after 2 interrupted attempts" in result.failure_reason
 
@@ -504,7 +510,9 @@ def test_a_campaign_deleted_during_the_import_stops_enrolling_not_importing(acco
             enrolled_before_delete.append(Enrollment.objects.filter(campaign=campaign).count())
             campaign.delete()
 
-    services.contact_import_run(import_id=contact_import.pk, progress=delete_after_first_batch)
+    contacts_imports.contact_import_run(
+        import_id=contact_import.pk, progress=delete_after_first_batch
+    )
     contact_import.refresh_from_db()
     assert enrolled_before_delete == [3]
     assert contact_import.status == "completed"
@@ -521,7 +529,7 @@ def test_the_largest_batch_fits_postgresqls_parameter_limit(account):
     # address; the upsert, at 13 columns a row, must not bind one per value).
     campaign = CampaignFactory(account=account)
     contact_import = _csv_import(account, campaign, rows=6000)
-    services.contact_import_run(import_id=contact_import.pk)
+    contacts_imports.contact_import_run(import_id=contact_import.pk)
     contact_import.refresh_from_db()
     assert (contact_import.status, contact_import.created_count) == ("completed", 6000)
     assert Enrollment.objects.filter(campaign=campaign).count() == 6000

@@ -7,10 +7,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from outreach.models import Campaign, CampaignStep, Contact, Enrollment, Message
-from outreach.scheduler import schedule_due
-from outreach.sending import batch_send
-from outreach.services import campaign_dispatch
+from outreach.campaigns.dispatch import campaign_dispatch
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.contacts.models import Contact
+from outreach.sending.batch import batch_send
+from outreach.sending.models import Enrollment, Message
+from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -6,7 +6,9 @@ import pytest
 from django.utils import timezone
 
 from billing.usage import usage_record_current
-from outreach.models import Campaign, CampaignStep, Contact, Enrollment
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.contacts.models import Contact
+from outreach.sending.models import Enrollment
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,
@@ -390,7 +392,7 @@ def test_a_dispatch_due_at_once_runs_the_scheduler_after_its_commit(
     delay_minutes,
     rung,
 ):
-    from outreach.tasks import schedule_sends
+    from outreach.sending.beat import schedule_sends
 
     settings.SENDING_SCHEDULE_ON_DISPATCH = True
     calls = []
@@ -409,7 +411,7 @@ def test_a_dispatch_due_at_once_runs_the_scheduler_after_its_commit(
 def test_a_broker_that_refuses_the_ring_does_not_fail_the_dispatch(
     api_client, account, settings, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from outreach.tasks import schedule_sends
+    from outreach.sending.beat import schedule_sends
 
     def refuse(*args, **kwargs):
         raise ConnectionRefusedError("broker down")

@@ -1,4 +1,4 @@
-"""outreach.mime writes exactly the bytes of the standard library's email package: the
+"""outreach.sending.mime writes exactly the bytes of the standard library's email package: the
 same messages built both ways, the random parts (Message-ID, MIME boundary) pinned or
 drawn the same. The reference is always EmailMessage with the plain standard policies
 and `as_bytes` (no sharing, no fast serializer)."""
@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from outreach import mime, sending
+from outreach.sending import message as sending_message
+from outreach.sending import mime
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -49,7 +50,7 @@ SENDERS = [("Bench", "bench@sender.example"), ("Sam Sénder, Inc.", "sam@sender.
 def _build(contact, step, sender, *, thread):
     credential = SimpleNamespace(from_name=sender[0], from_email=sender[1])
     enrollment = SimpleNamespace(pk=uuid.UUID(int=7), contact=SimpleNamespace(fields={}, **contact))
-    return sending.message_build(
+    return sending_message.message_build(
         credential=credential,
         campaign=SimpleNamespace(track_opens=True, unsubscribe_footer=False),
         step=SimpleNamespace(**step),
@@ -62,7 +63,7 @@ def _build(contact, step, sender, *, thread):
 
 @pytest.fixture
 def pinned(monkeypatch):
-    monkeypatch.setattr(sending.uuid, "uuid4", lambda: uuid.UUID(int=42))
+    monkeypatch.setattr(sending_message.uuid, "uuid4", lambda: uuid.UUID(int=42))
     # The boundary's random draw, which the standard generator and ours both make.
     monkeypatch.setattr(random, "randrange", lambda n: 12345)
 
@@ -72,16 +73,18 @@ def pinned(monkeypatch):
 def test_the_sharing_policies_write_the_standard_bytes(pinned, monkeypatch, step, sender):
     thread = [SimpleNamespace(subject="Re: Earlier subject", message_id="a@b.example")]
     fast = [_build(c, step, sender, thread=thread) for c in CONTACTS * 2]  # twice: shared
-    monkeypatch.setattr(sending, "SMTP_POLICY", SMTP.clone(max_line_length=998))
-    monkeypatch.setattr(sending, "SMTPUTF8_POLICY", SMTPUTF8.clone(max_line_length=998))
-    monkeypatch.setattr(sending, "message_bytes", lambda msg, policy: msg.as_bytes(policy=policy))
-    monkeypatch.setattr(sending, "message_bytes_fast", lambda *args, **kwargs: None)
+    monkeypatch.setattr(sending_message, "SMTP_POLICY", SMTP.clone(max_line_length=998))
+    monkeypatch.setattr(sending_message, "SMTPUTF8_POLICY", SMTPUTF8.clone(max_line_length=998))
+    monkeypatch.setattr(
+        sending_message, "message_bytes", lambda msg, policy: msg.as_bytes(policy=policy)
+    )
+    monkeypatch.setattr(sending_message, "message_bytes_fast", lambda *args, **kwargs: None)
     standard = [_build(c, step, sender, thread=thread) for c in CONTACTS * 2]
     assert fast == standard
     assert all(data.startswith(b"From: ") for data in fast)
 
 
-# --- the fast serializer (outreach.mime.message_bytes_fast) against the email package --------
+# --- the fast serializer (outreach.sending.mime.message_bytes_fast) against the email package --------
 
 # Characters names, subjects and bodies are drawn from: plain ASCII, every ASCII special
 # of RFC 5322, the encoded-word opener, whitespace, accented and non-Latin letters, emoji.
@@ -202,7 +205,7 @@ def _both_ways(monkeypatch, message, draw_seed):
     outreach.sending as it runs and through the plain email package, the same
     Message-ID and the same boundary draw for both."""
     message_id = uuid.UUID(int=draw_seed)
-    monkeypatch.setattr(sending.uuid, "uuid4", lambda: message_id)
+    monkeypatch.setattr(sending_message.uuid, "uuid4", lambda: message_id)
     wrote = []
     real_fast = mime.message_bytes_fast
 
@@ -212,23 +215,25 @@ def _both_ways(monkeypatch, message, draw_seed):
         return data
 
     random.seed(draw_seed)
-    monkeypatch.setattr(sending, "message_bytes_fast", fast_spy)
+    monkeypatch.setattr(sending_message, "message_bytes_fast", fast_spy)
     fast = _build_or_error(message)
     random.seed(draw_seed)
     with monkeypatch.context() as standard_only:
-        standard_only.setattr(sending, "SMTP_POLICY", SMTP.clone(max_line_length=998))
-        standard_only.setattr(sending, "SMTPUTF8_POLICY", SMTPUTF8.clone(max_line_length=998))
+        standard_only.setattr(sending_message, "SMTP_POLICY", SMTP.clone(max_line_length=998))
         standard_only.setattr(
-            sending, "message_bytes", lambda msg, policy: msg.as_bytes(policy=policy)
+            sending_message, "SMTPUTF8_POLICY", SMTPUTF8.clone(max_line_length=998)
         )
-        standard_only.setattr(sending, "message_bytes_fast", lambda *args, **kwargs: None)
+        standard_only.setattr(
+            sending_message, "message_bytes", lambda msg, policy: msg.as_bytes(policy=policy)
+        )
+        standard_only.setattr(sending_message, "message_bytes_fast", lambda *args, **kwargs: None)
         standard = _build_or_error(message)
     return fast, standard, bool(wrote and wrote[0])
 
 
 def _build_or_error(message):
     try:
-        return sending.message_build(**message).data
+        return sending_message.message_build(**message).data
     except Exception as exc:  # noqa: BLE001 - the same failure both ways is fine too
         return (type(exc), str(exc))
 
@@ -246,7 +251,7 @@ def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
         assert fast == standard, (index, message)
         # It writes every message but SMTPUTF8 ones, and those the email package
         # refuses too (the same exception, raised by the email package).
-        smtputf8 = sending.ascii_address(message["enrollment"].contact.email) is None
+        smtputf8 = sending_message.ascii_address(message["enrollment"].contact.email) is None
         assert wrote == (not smtputf8 and isinstance(standard, bytes)), (index, message)
         fast_count += wrote
     assert fast_count > 350
@@ -342,8 +347,8 @@ def test_the_fast_serializer_draws_one_boundary_per_multipart_message(monkeypatc
     draws = []
     monkeypatch.setattr(random, "randrange", lambda n: draws.append(n) or 12345)
     headers = [("From", "a@b.example")]
-    mime.message_bytes_fast(headers, "x", None, policy=sending.SMTP_POLICY)
+    mime.message_bytes_fast(headers, "x", None, policy=sending_message.SMTP_POLICY)
     assert draws == []
-    data = mime.message_bytes_fast(headers, "x", "<p>x</p>", policy=sending.SMTP_POLICY)
+    data = mime.message_bytes_fast(headers, "x", "<p>x</p>", policy=sending_message.SMTP_POLICY)
     assert draws == [sys.maxsize]
     assert b'boundary="===============0000000000000012345=="' in data

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from outreach.models import OAuthAuthorization, SmtpCredential
+from outreach.mailboxes.models import OAuthAuthorization, SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields
 
@@ -401,7 +401,7 @@ def test_a_patch_never_puts_back_tokens_a_refresh_replaced(
 ):
     provider = oauth_provider()
     credential = connect(api_client, anon_client, provider)
-    from outreach import services
+    from outreach.mailboxes import services
 
     update = services.credential_update
 

@@ -17,10 +17,12 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.services import api_key_create
-from outreach import oauth
-from outreach.models import Campaign, Enrollment, SmtpCredential
-from outreach.scheduler import schedule_due
-from outreach.sending import batch_send
+from outreach.campaigns.models import Campaign
+from outreach.mailboxes import oauth_tokens
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.batch import batch_send
+from outreach.sending.models import Enrollment
+from outreach.sending.scheduler import schedule_due
 from tests.conftest import client_for
 from tests.outreach.factories import (
     CampaignFactory,
@@ -297,7 +299,7 @@ def test_one_refresh_at_a_time_per_mailbox_across_workers(live_db, smtp_sink, oa
     def worker():
         try:
             credential = SmtpCredential.objects.get(pk=credential_id)
-            tokens.append(oauth.access_token_get(credential=credential))
+            tokens.append(oauth_tokens.access_token_get(credential=credential))
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:

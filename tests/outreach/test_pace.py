@@ -10,10 +10,13 @@ from itertools import pairwise
 import pytest
 from django.db import connection, connections
 
-from outreach import scheduler
-from outreach.models import Campaign, Enrollment, Message, SendClaim, SmtpCredential
-from outreach.scheduler import schedule_due
-from outreach.sending import batch_send
+from outreach.campaigns.models import Campaign
+from outreach.mailboxes import api
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending import scheduler
+from outreach.sending.batch import batch_send
+from outreach.sending.models import Enrollment, Message, SendClaim
+from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,
@@ -296,7 +299,6 @@ def _create(api_client, **fields):
 @pytest.fixture
 def no_verify(monkeypatch):
     """Creating a mailbox checks it at once; these tests are about its fields."""
-    from outreach import api
 
     monkeypatch.setattr(api, "credential_verify", lambda credential: {"smtp": None, "imap": None})
 

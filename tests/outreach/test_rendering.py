@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from outreach.rendering import contact_values, template_errors, template_render
+from outreach.campaigns.rendering import contact_values, template_errors, template_render
 
 CONTACT = SimpleNamespace(
     first_name="Ada",

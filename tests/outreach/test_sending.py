@@ -12,19 +12,16 @@ from django.utils import timezone
 from accounts.services import api_key_create
 from billing.models import UsageRecord
 from billing.usage import usage_record_current
-from outreach import tokens
-from outreach.models import (
-    Campaign,
-    CampaignStep,
-    Contact,
-    CredentialCampaignStats,
-    Enrollment,
-    Message,
-    SendClaim,
-    SmtpCredential,
-)
-from outreach.scheduler import INTERRUPTED_ERROR, schedule_due
-from outreach.sending import batch_send
+from outreach.campaigns import rendering
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.contacts.models import Contact
+from outreach.intake import tokens
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending import batch, message
+from outreach.sending.batch import batch_send
+from outreach.sending.models import CredentialCampaignStats, Enrollment, Message, SendClaim
+from outreach.sending.record import INTERRUPTED_ERROR
+from outreach.sending.scheduler import schedule_due
 from tests.conftest import client_for
 from tests.outreach.factories import (
     CampaignFactory,
@@ -897,19 +894,19 @@ def test_tasks_route_and_beat_runs_the_scheduler(settings):
 
 
 def test_a_message_that_cannot_be_built_fails_alone(sink, monkeypatch):
-    from outreach import sending
 
     campaign = _campaign(sink)
     broken = _enroll(campaign, email="broken@example.org")
     fine = _enroll(campaign, email="fine@example.org")
-    real = sending.contact_values
+    real = rendering.contact_values
 
     def values(contact):  # fault injection: a bug that hits one contact only
         if contact.email == "broken@example.org":
             raise KeyError("boom")
         return real(contact)
 
-    monkeypatch.setattr(sending, "contact_values", values)
+    monkeypatch.setattr(message, "contact_values", values)
+    monkeypatch.setattr(batch, "contact_values", values)
 
     [result] = _run()
 
@@ -1021,7 +1018,7 @@ def test_a_connection_dropped_after_the_final_dot_counts_as_sent_once(sink):
 def test_one_scheduler_run_at_a_time(smtp_sink):
     import psycopg
 
-    from outreach.scheduler import SCHEDULER_LOCK
+    from outreach.sending.scheduler import SCHEDULER_LOCK
 
     campaign = _campaign(smtp_sink())
     _enroll(campaign)

@@ -1,4 +1,4 @@
-"""The record of an accepted message on PostgreSQL is one statement (outreach.record_sql);
+"""The record of an accepted message on PostgreSQL is one statement (outreach.sending.record_sql);
 everywhere else, whenever that statement does not apply, and for a message whose reply
 was never seen, the ORM path. Both must leave exactly the same rows, events and
 delivery jobs."""
@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 
 from billing.usage import usage_record_current
-from outreach import record_sql, sending
 from outreach.enrollments import stats_read
-from outreach.models import CredentialCampaignStats, Enrollment, Message, SendClaim
+from outreach.sending import batch, record_sql, smtp
+from outreach.sending.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
 from webhooks.secrets import secret_generate
@@ -196,13 +196,13 @@ def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
     warm = _enroll(campaign, email="warm@example.org")
     _run()  # creates the per-campaign stats row: later sends can use the statement
     replied = _enroll(campaign, email="replied@example.org")
-    real_transaction = sending.smtp_transaction
+    real_transaction = smtp.smtp_transaction
 
     def reply_during_send(*args, **kwargs):
         real_transaction(*args, **kwargs)
         Enrollment.objects.filter(pk=replied.pk).update(status="replied", replied_at=NOW)
 
-    monkeypatch.setattr(sending, "smtp_transaction", reply_during_send)
+    monkeypatch.setattr(batch, "smtp_transaction", reply_during_send)
     statements.clear()
     _run()
 

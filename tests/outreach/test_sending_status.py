@@ -11,9 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from outreach.models import Campaign, Enrollment, SendClaim, SmtpCredential
-from outreach.scheduler import schedule_due
-from outreach.sending_status import sending_status
+from outreach.campaigns.models import Campaign
+from outreach.campaigns.sending_status import sending_status
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment, SendClaim
+from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -6,10 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from outreach.models import Campaign, Enrollment, Message
-from outreach.scheduler import schedule_due
-from outreach.sending import batch_send
-from outreach.stopping import enrollment_stop
+from outreach.campaigns.models import Campaign
+from outreach.campaigns.stopping import enrollment_stop
+from outreach.sending.batch import batch_send
+from outreach.sending.models import Enrollment, Message
+from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
 from webhooks.models import Event

@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 import pytest
 from django.test import Client
 
-from outreach import tokens
-from outreach.models import Campaign, CampaignStep, Enrollment
-from outreach.rendering import FOOTER_TEXT
-from outreach.scheduler import schedule_due
-from outreach.sending import batch_send
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.rendering import FOOTER_TEXT
+from outreach.intake import tokens
+from outreach.sending.batch import batch_send
+from outreach.sending.models import Enrollment
+from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_fields
 

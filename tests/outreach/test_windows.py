@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from outreach.windows import (
+from outreach.campaigns.windows import (
     SendWindow,
     send_window_contains,
     send_window_errors,

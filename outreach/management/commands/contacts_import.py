@@ -13,8 +13,9 @@ from django.db.models import Q
 
 from accounts.models import Account
 from config.api.ids import is_uuid
-from outreach import services
-from outreach.models import Campaign, ContactImport
+from outreach.campaigns.models import Campaign
+from outreach.contacts import imports
+from outreach.contacts.models import ContactImport
 
 BAR_WIDTH = 40
 
@@ -51,7 +52,7 @@ class Command(BaseCommand):
             source_data=path.read_bytes(),
             filename=path.name[:255],
         )
-        result = services.contact_import_run(import_id=contact_import.pk, progress=self._progress)
+        result = imports.contact_import_run(import_id=contact_import.pk, progress=self._progress)
         if self.stdout.isatty():
             self.stdout.write("")
         result = result or ContactImport.objects.get(pk=contact_import.pk)

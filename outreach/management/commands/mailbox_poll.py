@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from config.api.ids import is_uuid
 from outreach.intake.mailbox import mailbox_poll
-from outreach.models import SmtpCredential
+from outreach.mailboxes.models import SmtpCredential
 
 
 class Command(BaseCommand):

@@ -1,0 +1,2 @@
+"""Campaigns: campaigns, steps and variants, dispatch, campaign state, send windows,
+rendering, stopping rules and the sending status."""

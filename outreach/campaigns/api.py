@@ -1,0 +1,192 @@
+"""HTTP API of campaigns (API.md section 2): thin views over services."""
+
+from uuid import UUID
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from accounts.idempotency import idempotent
+from config.api.errors import (
+    CampaignNotFound,
+    EnrollmentNotActive,
+    EnrollmentNotFound,
+    ValidationFailed,
+)
+from config.api.pagination import StartingAfterPagination
+from config.api.viewsets import AccountScopedViewSet
+from outreach import enrollments
+from outreach.campaigns import dispatch, selectors, services, stopping
+from outreach.campaigns.models import Campaign
+from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
+from outreach.campaigns.serializers import (
+    CampaignSerializer,
+    CampaignStatsSerializer,
+    DispatchSerializer,
+    EnrollmentSerializer,
+    SendingStatusSerializer,
+)
+from outreach.sending.models import Enrollment
+
+
+def _campaign_response(campaign, *, status_code=status.HTTP_200_OK, context=None) -> Response:
+    campaign = selectors.campaigns_with_relations(Campaign.objects.filter(pk=campaign.pk)).get()
+    return Response(CampaignSerializer(campaign, context=context or {}).data, status=status_code)
+
+
+class CampaignViewSet(
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    AccountScopedViewSet,
+):
+    queryset = Campaign.objects.all()
+    serializer_class = CampaignSerializer
+    not_found_error = CampaignNotFound
+    pagination_class = StartingAfterPagination
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    # The list's page compiles these annotations once (config.api.pagination).
+    page_extend = staticmethod(selectors.campaigns_with_relations)
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if self.action == "retrieve":
+            queryset = selectors.campaigns_with_relations(queryset)
+        return queryset
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "account": self.request.user}
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        data = CampaignSerializer(page, many=True).data
+        return self.get_paginated_response(data)
+
+    @idempotent
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        campaign = services.campaign_create(account=request.user, data=serializer.validated_data)
+        return _campaign_response(campaign, status_code=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        campaign = self.get_object()
+        serializer = self.get_serializer(campaign, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        campaign = services.campaign_update(campaign=campaign, data=serializer.validated_data)
+        return _campaign_response(campaign)
+
+    @extend_schema(
+        request=DispatchSerializer,
+        responses=inline_serializer(
+            "DispatchResult",
+            {"campaign_id": serializers.UUIDField(), "dispatched": serializers.IntegerField()},
+        ),
+    )
+    # Not named `dispatch`: that is APIView's request entry point.
+    @action(detail=True, methods=["post"], url_path="dispatch", url_name="dispatch")
+    def dispatch_enrollments(self, request, pk=None):
+        campaign = self.get_object()
+        serializer = DispatchSerializer(data=request.data, context={"account": request.user})
+        serializer.is_valid(raise_exception=True)
+        dispatched = dispatch.campaign_dispatch(
+            campaign=campaign, contact_ids=serializer.validated_data.get("contact_ids")
+        )
+        return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
+
+    @extend_schema(request=None, responses=CampaignSerializer)
+    @action(detail=True, methods=["post"])
+    def pause(self, request, pk=None):
+        campaign = services.campaign_pause(campaign=self.get_object())
+        return _campaign_response(campaign)
+
+    @extend_schema(request=None, responses=CampaignSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        campaign = services.campaign_resume(campaign=self.get_object())
+        return _campaign_response(campaign)
+
+    @extend_schema(
+        responses=SendingStatusSerializer,
+        summary="Why it is (not) sending",
+        description="Per mailbox of the campaign: whether it can send now and, if not, "
+        "every reason with the time it lifts; then the next planned sends (at most "
+        f"{UPCOMING_MAX}) with the earliest time each may go out. A dry run of the "
+        "scheduler: nothing is changed.",
+    )
+    @action(detail=True, methods=["get"], url_path="sending_status")
+    def sending_status(self, request, pk=None):
+        campaign = self.get_object()
+        answer = sending_status(campaign=campaign, now=timezone.now())
+        return Response(SendingStatusSerializer(answer).data)
+
+    @extend_schema(
+        responses=EnrollmentSerializer(many=True),
+        parameters=[
+            OpenApiParameter("status", OpenApiTypes.STR, enum=[s.value for s in Enrollment.Status])
+        ],
+    )
+    @action(detail=True, methods=["get"])
+    def enrollments(self, request, pk=None):
+        campaign = self.get_object()
+        queryset = Enrollment.objects.filter(campaign=campaign).select_related("contact")
+        wanted = request.query_params.get("status")
+        if wanted:
+            if wanted not in Enrollment.Status.values:
+                raise ValidationFailed(
+                    {"status": [f"Must be one of {', '.join(Enrollment.Status.values)}."]}
+                )
+            queryset = queryset.filter(status=wanted)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(EnrollmentSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses=EnrollmentSerializer)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path=r"enrollments/(?P<enrollment_id>[^/]+)/stop",
+        url_name="enrollment-stop",
+    )
+    def stop_enrollment(self, request, pk=None, enrollment_id=None):
+        campaign = self.get_object()
+        enrollment = _campaign_enrollment(campaign, enrollment_id)
+        if not stopping.enrollment_stop(enrollment_id=enrollment.pk):
+            enrollment.refresh_from_db(fields=["status"])
+            raise EnrollmentNotActive(
+                f"The enrollment has already ended ({enrollment.status}).",
+                details={"status": enrollment.status},
+            )
+        enrollment.refresh_from_db()
+        return Response(EnrollmentSerializer(enrollment).data)
+
+    @extend_schema(responses=CampaignStatsSerializer)
+    @action(detail=True, methods=["get"])
+    def stats(self, request, pk=None):
+        campaign = self.get_object()
+        body = enrollments.stats_read(campaign_ids=[campaign.pk])[campaign.pk]
+        return Response(
+            {
+                "campaign_id": str(campaign.pk),
+                **body,
+                "steps": selectors.campaign_step_stats(campaign=campaign),
+            }
+        )
+
+
+def _campaign_enrollment(campaign: Campaign, enrollment_id) -> Enrollment:
+    """One enrollment of the campaign (already scoped to the caller's account), or 404."""
+    try:
+        enrollment_id = UUID(str(enrollment_id))
+    except ValueError:
+        raise EnrollmentNotFound() from None
+    enrollment = (
+        Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
+        .select_related("contact")
+        .first()
+    )
+    if enrollment is None:
+        raise EnrollmentNotFound()
+    return enrollment

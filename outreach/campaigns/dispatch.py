@@ -1,0 +1,168 @@
+"""Dispatch: enroll and schedule a campaign's contacts (and one contact: outreach_create)."""
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Account
+from billing.usage import plan_limit_enforce
+from config.api.errors import CampaignNotDispatchable, ValidationFailed
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.services import enabled_credential_exists
+from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.contacts.data import ContactData
+from outreach.contacts.services import contact_upsert
+from outreach.enrollments import enrollment_enroll
+from outreach.sending.beat import schedule_sends
+from outreach.sending.models import Enrollment
+
+logger = logging.getLogger(__name__)
+
+
+def _dispatch_checks(campaign: Campaign) -> CampaignStep:
+    """409 when the campaign cannot send, then 402 when the plan's cap is reached.
+    Returns step 1."""
+    reasons = []
+    first_step = campaign.steps.order_by("position").first()
+    if first_step is None:
+        reasons.append("no_steps")
+    if not enabled_credential_exists(campaign):
+        reasons.append("no_enabled_credential")
+    if reasons:
+        words = {"no_steps": "no steps", "no_enabled_credential": "no enabled SMTP credential"}
+        raise CampaignNotDispatchable(
+            f"The campaign cannot be dispatched: {' and '.join(words[r] for r in reasons)}.",
+            details={"reasons": reasons},
+        )
+    plan_limit_enforce(account=campaign.account)
+    return first_step
+
+
+def _activate(campaign: Campaign, now: datetime) -> None:
+    """Dispatch starts a draft campaign, and restarts a completed one. A paused campaign
+    stays paused: its new enrollments wait for resume."""
+    if campaign.status in (Campaign.Status.DRAFT, Campaign.Status.COMPLETED):
+        Campaign.objects.filter(pk=campaign.pk).update(
+            status=Campaign.Status.ACTIVE, updated_at=now
+        )
+        campaign.status = Campaign.Status.ACTIVE
+
+
+def _first_send_at(
+    campaign: Campaign, first_step: CampaignStep, now: datetime, *, contact_timezone: str = ""
+) -> datetime:
+    return step_send_at(
+        after=now,
+        delay_minutes=first_step.delay_minutes,
+        timezone=window_timezone(campaign=campaign, contact_timezone=contact_timezone),
+        window=SendWindow.from_json(campaign.send_window),
+    )
+
+
+def _not_suppressed(prefix: str = "contact__") -> Q:
+    return Q(**{f"{prefix}unsubscribed_at__isnull": True, f"{prefix}bounced_at__isnull": True})
+
+
+def campaign_dispatch(
+    *,
+    campaign: Campaign,
+    contact_ids: Sequence[UUID] | None = None,
+    now: datetime | None = None,
+) -> int:
+    """Move pending enrollments (all of them, or those of `contact_ids`) to scheduled with
+    step 1's send time. One set-based UPDATE, whatever the count. Suppressed contacts'
+    enrollments stay pending and are not counted. Returns the number dispatched."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        # Serialises dispatches of one campaign (and its status change).
+        campaign = (
+            Campaign.objects.select_for_update(no_key=True)
+            .select_related("account")
+            .get(pk=campaign.pk)
+        )
+        first_step = _dispatch_checks(campaign)
+        pending = Enrollment.objects.filter(
+            campaign=campaign, status=Enrollment.Status.PENDING
+        ).filter(_not_suppressed())
+        if contact_ids is not None:
+            pending = pending.filter(contact_id__in=list(contact_ids))
+        # One UPDATE per window time zone: the campaign's, or with contact time zones,
+        # one per distinct zone among the contacts (a few hundred at most).
+        zones = [""]
+        if campaign.send_in_contact_timezone and campaign.send_window:
+            zones = list(pending.order_by().values_list("contact__timezone", flat=True).distinct())
+        dispatched, due_now = 0, False
+        for zone in zones:
+            send_at = _first_send_at(campaign, first_step, now, contact_timezone=zone)
+            rows = pending.filter(contact__timezone=zone) if len(zones) > 1 else pending
+            count = rows.update(
+                status=Enrollment.Status.SCHEDULED,
+                next_send_at=send_at,
+                dispatched_at=now,
+                updated_at=now,
+            )
+            dispatched += count
+            due_now = due_now or (count and send_at <= now)
+        _activate(campaign, now)
+        if due_now:
+            transaction.on_commit(sends_schedule_soon, robust=True)
+    return dispatched
+
+
+def sends_schedule_soon() -> None:
+    """Run the send scheduler now rather than at its next tick (up to
+    SENDING_SCHEDULE_INTERVAL_SECONDS away): a dispatch whose first step is due at once
+    starts sending as soon as it commits. Never raises: the tick comes anyway."""
+    if not settings.SENDING_SCHEDULE_ON_DISPATCH:
+        return
+
+    try:
+        schedule_sends.apply_async(retry=False, expires=settings.SENDING_SCHEDULE_INTERVAL_SECONDS)
+    except Exception:
+        logger.warning("send scheduler not rung; its next tick runs it", exc_info=True)
+
+
+# --- Outreaches ----------------------------------------------------------------------
+
+
+def outreach_create(
+    *, account: Account, campaign: Campaign, contact: ContactData, now: datetime | None = None
+) -> tuple[Enrollment, bool]:
+    """Upsert the contact, enroll it, dispatch that one enrollment. Returns
+    (enrollment, changed): changed is False when the contact was already enrolled
+    and dispatched (a no-op)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        campaign = (
+            Campaign.objects.select_for_update(no_key=True)
+            .select_related("account")
+            .get(pk=campaign.pk)
+        )
+        first_step = _dispatch_checks(campaign)
+        row, _ = contact_upsert(account=account, data=contact)
+        if row.is_suppressed:
+            why = "unsubscribed" if row.unsubscribed_at else "bounced"
+            raise ValidationFailed(
+                {"contact.email": [f"This contact has {why}; it is never enrolled again."]}
+            )
+        enrollment, created = enrollment_enroll(campaign_id=campaign.pk, contact_id=row.pk)
+        changed = created
+        if enrollment.status == Enrollment.Status.PENDING:
+            enrollment.status = Enrollment.Status.SCHEDULED
+            enrollment.next_send_at = _first_send_at(
+                campaign, first_step, now, contact_timezone=row.timezone
+            )
+            enrollment.dispatched_at = now
+            enrollment.save(update_fields=["status", "next_send_at", "dispatched_at", "updated_at"])
+            changed = True
+            if enrollment.next_send_at <= now:
+                transaction.on_commit(sends_schedule_soon, robust=True)
+        _activate(campaign, now)
+    enrollment.contact = row
+    return enrollment, changed

@@ -1,0 +1,139 @@
+"""Campaign models: campaigns, steps and their kept stats."""
+
+import uuid
+
+from django.db import models
+
+from outreach.mailboxes.models import SmtpCredential
+
+
+class Campaign(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        ACTIVE = "active"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+
+    class PausedReason(models.TextChoices):
+        MANUAL = "manual"
+        ALL_CREDENTIALS_DISABLED = "all_credentials_disabled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="campaigns"
+    )
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    paused_reason = models.CharField(
+        max_length=32, choices=PausedReason.choices, blank=True, default=""
+    )
+    paused_at = models.DateTimeField(null=True, blank=True)
+    credentials = models.ManyToManyField(SmtpCredential, blank=True, related_name="campaigns")
+    timezone = models.CharField(max_length=64, default="UTC")
+    # {"start": "09:00", "end": "17:00", "days": [1, 2, 3, 4, 5]} (ISO weekdays), or null:
+    # always open. Read it through outreach.campaigns.windows.SendWindow.from_json.
+    send_window = models.JSONField(null=True, blank=True)
+    bounce_threshold_percent = models.FloatField(default=5.0)
+    track_opens = models.BooleanField(default=True)
+    stop_on_reply = models.BooleanField(default=True)
+    # A reply also stops the other active enrollments whose contact shares the replier's
+    # email domain (consumer mail domains excepted: outreach.campaigns.stopping).
+    stop_on_domain_reply = models.BooleanField(default=False)
+    # Append an opt-out line to each body part that does not place {{unsubscribe_url}}.
+    unsubscribe_footer = models.BooleanField(default=False)
+    # The send window in each contact's own time zone (Contact.timezone), falling back
+    # to `timezone` for contacts without one.
+    send_in_contact_timezone = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # Keyset pages (config.api.pagination): the order, tie-breaker included.
+            models.Index(fields=["account", "created_at", "id"], name="campaign_account_page_idx"),
+            models.Index(fields=["status"], name="campaign_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CampaignStep(models.Model):
+    """One email of the sequence. `position` is 1-based; Enrollment.current_step counts
+    steps sent, so the next step to send is position current_step + 1."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveSmallIntegerField()
+    # Empty on a later step: sent as a reply in the thread ("Re: <previous subject>").
+    subject = models.CharField(max_length=998, blank=True, default="")
+    body_text = models.TextField()
+    body_html = models.TextField(blank=True, default="")
+    # Step 1: from dispatch; later steps: from the previous step's send.
+    delay_minutes = models.PositiveIntegerField(default=0)
+    # A/B variants besides the step's own content (variant "A"): [{subject, body_text,
+    # body_html}, ...], variants "B", "C", ... in order (outreach.campaigns.variants).
+    variants = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["campaign", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "position"], name="step_position_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign_id} step {self.position}"
+
+
+class CampaignStats(models.Model):
+    """A campaign's enrollment counts, kept on write (outreach.enrollments): a campaign's
+    stats are one row read however many enrollments it has.
+
+    enrolled: enrollments; sent: enrollments with at least one step sent; opened /
+    replied / bounced / unsubscribed: enrollments where that happened; stopped: ended by a
+    rule or by hand. Each changes in the transaction of the enrollment change it counts;
+    `manage.py campaign_stats` recounts.
+    """
+
+    campaign = models.OneToOneField(
+        Campaign, on_delete=models.CASCADE, primary_key=True, related_name="stats_row"
+    )
+    enrolled = models.IntegerField(default=0, db_default=0)
+    sent = models.IntegerField(default=0, db_default=0)
+    opened = models.IntegerField(default=0, db_default=0)
+    replied = models.IntegerField(default=0, db_default=0)
+    bounced = models.IntegerField(default=0, db_default=0)
+    unsubscribed = models.IntegerField(default=0, db_default=0)
+    stopped = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        verbose_name_plural = "campaign stats"
+
+    def __str__(self) -> str:
+        return f"stats of {self.campaign_id}"
+
+
+class StepVariantStats(models.Model):
+    """One A/B variant of one step of a campaign, counted on write (outreach.enrollments):
+    sent, the messages that carried it; opened / replied / bounced, the enrollments whose
+    open, reply or bounce answered it (Enrollment.opened_on, ...: the last step sent when
+    it arrived). GET /campaigns/:id/stats reads these rows."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveSmallIntegerField()
+    variant = models.CharField(max_length=1)
+    sent = models.IntegerField(default=0, db_default=0)
+    opened = models.IntegerField(default=0, db_default=0)
+    replied = models.IntegerField(default=0, db_default=0)
+    bounced = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        verbose_name_plural = "step variant stats"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "step", "variant"], name="step_variant_stats_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.step}{self.variant} of {self.campaign_id}"

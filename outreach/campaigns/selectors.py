@@ -1,0 +1,103 @@
+"""Reads for campaigns: campaigns with their steps and mailboxes, per-step stats."""
+
+from django.db.models import Aggregate, Func, JSONField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import JSONObject
+
+from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep
+from outreach.campaigns.variants import step_letters
+from outreach.enrollments import STAT_NAMES, VARIANT_STAT_NAMES, variant_stats_read
+from outreach.mailboxes.models import SmtpCredential
+
+
+class JSONList(Aggregate):
+    """The JSON array of an expression's values over a group, in no particular order
+    (PostgreSQL jsonb_agg, SQLite json_group_array)."""
+
+    function = "JSONB_AGG"
+    output_field = JSONField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, function="JSON_GROUP_ARRAY", **extra_context)
+
+
+class JSONColumn(Func):
+    """A JSON column as a value inside a JSON object (SQLite keeps JSON as text, which
+    JSON_OBJECT would embed as a string; json() makes it JSON again)."""
+
+    template = "%(expressions)s"
+    output_field = JSONField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, template="JSON(%(expressions)s)")
+
+
+def _rows(queryset: QuerySet, group: str, **columns) -> Subquery:
+    return Subquery(
+        queryset.order_by()
+        .values(group)
+        .annotate(rows=JSONList(JSONObject(**columns)))
+        .values("rows"),
+        output_field=JSONField(),
+    )
+
+
+def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]:
+    """Campaigns with what their representation shows, in the one query of the page, as
+    JSON: the stats (`stats_json`, null before any count), the steps (`step_rows`) and the
+    mailboxes (`credential_rows`). A page of campaigns is GET /campaigns's hot path: each
+    query more is a round trip a web worker waits on, and the list compiles this query
+    once (config.api.pagination's `extend`)."""
+    return queryset.annotate(
+        stats_json=Subquery(
+            CampaignStats.objects.filter(pk=OuterRef("pk")).values(
+                json=JSONObject(**{name: name for name in STAT_NAMES})
+            ),
+            output_field=JSONField(),
+        ),
+        step_rows=_rows(
+            CampaignStep.objects.filter(campaign=OuterRef("pk")),
+            "campaign",
+            position="position",
+            subject="subject",
+            body_text="body_text",
+            body_html="body_html",
+            delay_minutes="delay_minutes",
+            variants=JSONColumn("variants"),
+        ),
+        credential_rows=_rows(
+            SmtpCredential.objects.filter(campaigns=OuterRef("pk")),
+            "campaigns",
+            id="id",
+            created_at="created_at",
+        ),
+    )
+
+
+def campaign_step_stats(*, campaign: Campaign) -> list[dict]:
+    """Per step, per A/B variant: {variant, sent, opened, replied, bounced}, from the
+    counts kept on write (outreach.enrollments; one small query whatever the campaign's
+    size).
+
+    sent: messages that carried the step's variant. An open, reply or bounce is an
+    enrollment's, not a message's: it counts for the last step the enrollment was sent
+    when it arrived (Enrollment.opened_on, ...). A bounce before any message counts in
+    the campaign's `bounced` only. Every variant the step has now is listed (zeros when
+    unsent), then any letter only earlier messages carry.
+    """
+    counts: dict[int, dict[str, dict]] = {}
+    for (step, variant), row in variant_stats_read(campaign_id=campaign.pk).items():
+        counts.setdefault(step, {})[variant] = row
+    steps = {step.position: step for step in campaign.steps.all()}
+    result = []
+    for position in sorted(set(steps) | set(counts)):
+        seen = counts.get(position, {})
+        letters = step_letters(steps[position]) if position in steps else ""
+        letters += "".join(sorted(set(seen) - set(letters)))
+        zero = dict.fromkeys(VARIANT_STAT_NAMES, 0)
+        result.append(
+            {
+                "position": position,
+                "variants": [{"variant": letter, **seen.get(letter, zero)} for letter in letters],
+            }
+        )
+    return result

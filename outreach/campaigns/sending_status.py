@@ -1,0 +1,319 @@
+"""Why a campaign sends or does not, per mailbox, and its next planned sends: the
+answer of GET /campaigns/:id/sending_status (docs/sending.md, "Why isn't it sending?").
+
+A dry run of the scheduler's decisions (outreach.sending.scheduler) over the same rows: it only
+reads (no lock, no write), so it can be asked at any time. Each reason a mailbox cannot
+send now is one function of REASONS, returning the reason with the time it lifts (or
+None when that is not known in advance), or nothing when it does not apply.
+"""
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Count, F, Min
+
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.mailboxes.models import SmtpCredential
+from outreach.mailboxes.pace import next_utc_midnight, paced_until, sent_today, utc_day
+from outreach.sending.models import Enrollment
+
+UPCOMING_MAX = 20
+# Enrollments the plan considers, oldest next_send_at first: enough for the first
+# UPCOMING_MAX sends of any mix of mailboxes, bounded whatever the campaign's size.
+PLAN_ENROLLMENTS_MAX = 500
+# Days the plan looks ahead for a mailbox's room under its daily limit.
+PLAN_DAYS_MAX = 14
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    until: datetime | None = None
+    detail: str | None = None
+
+
+@dataclass
+class _Context:
+    campaign: Campaign
+    now: datetime
+    window: SendWindow | None
+    enabled: list  # enabled mailbox ids of the campaign, in link order
+    # mailbox id -> {contact time zone: due enrollments}; None collects the enrollments
+    # without a usable thread mailbox, which any enabled mailbox of the campaign may take.
+    due: dict = field(default_factory=dict)
+    # mailbox id (or None, as above) -> the earliest next_send_at still ahead
+    next_due: dict = field(default_factory=dict)
+
+    def zones_due(self, credential: SmtpCredential) -> dict:
+        zones = dict(self.due.get(credential.pk, {}))
+        if credential.pk in self.enabled:
+            for zone, count in self.due.get(None, {}).items():
+                zones[zone] = zones.get(zone, 0) + count
+        return zones
+
+    def next_due_at(self, credential: SmtpCredential) -> datetime | None:
+        times = [self.next_due.get(credential.pk)]
+        if credential.pk in self.enabled:
+            times.append(self.next_due.get(None))
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
+
+
+# --- the reasons, one function each --------------------------------------------------
+
+
+def _campaign_completed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    if ctx.campaign.status == Campaign.Status.COMPLETED:
+        return Reason(
+            "campaign_completed",
+            detail="Every enrollment has ended; dispatching new contacts restarts it.",
+        )
+    return None
+
+
+def _campaign_paused(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    if ctx.campaign.status == Campaign.Status.PAUSED:
+        why = ctx.campaign.paused_reason or Campaign.PausedReason.MANUAL
+        return Reason("campaign_paused", detail=f"Paused ({why}); resume it to send.")
+    return None
+
+
+def _mailbox_disabled(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    if credential.disabled_at is not None:
+        why = credential.disabled_reason or SmtpCredential.DisabledReason.MANUAL
+        return Reason("mailbox_disabled", detail=why)
+    return None
+
+
+def _reauthorization_required(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    if credential.oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED:
+        return Reason(
+            "reauthorization_required",
+            detail="The provider refused the mailbox's grant: connect it again "
+            "(POST /smtp_credentials/oauth).",
+        )
+    return None
+
+
+def _daily_limit_reached(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    if sent_today(credential, utc_day(ctx.now)) >= credential.daily_limit:
+        return Reason(
+            "daily_limit_reached",
+            until=next_utc_midnight(ctx.now),
+            detail=f"{credential.daily_limit} sends per UTC day.",
+        )
+    return None
+
+
+def _paced(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    until = paced_until(credential, ctx.now)
+    if until is not None:
+        return Reason(
+            "paced",
+            until=until,
+            detail=f"{credential.min_interval_seconds} to {credential.max_interval_seconds} "
+            "seconds between two sends of this mailbox.",
+        )
+    return None
+
+
+def _window_closed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """Closed for every contact the mailbox has due (with contact time zones, each in
+    its own zone), or, with none due, in the campaign's zone."""
+    zones = {
+        window_timezone(campaign=ctx.campaign, contact_timezone=zone)
+        for zone in ctx.zones_due(credential)
+    } or {ctx.campaign.timezone}
+    opens = min(send_window_next_open(ctx.now, timezone=z, window=ctx.window) for z in zones)
+    if opens > ctx.now:
+        return Reason("window_closed", until=opens)
+    return None
+
+
+def _nothing_due(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """No enrollment is due for this mailbox (a disabled one, or one to connect again, is
+    given none at all)."""
+    if credential.pk not in ctx.enabled or ctx.zones_due(credential):
+        return None
+    return Reason("nothing_due", until=ctx.next_due_at(credential))
+
+
+# In the order they are reported. Each: (context, mailbox) -> Reason or None.
+REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
+    _campaign_completed,
+    _campaign_paused,
+    _mailbox_disabled,
+    _reauthorization_required,
+    _daily_limit_reached,
+    _paced,
+    _window_closed,
+    _nothing_due,
+)
+
+
+# --- the answer ----------------------------------------------------------------------
+
+
+def _active_enrollments(campaign: Campaign):
+    """Enrollments the scheduler may still send: due statuses, contact not suppressed."""
+    return Enrollment.objects.filter(
+        campaign=campaign,
+        status__in=Enrollment.DUE_STATUSES,
+        next_send_at__isnull=False,
+        contact__unsubscribed_at__isnull=True,
+        contact__bounced_at__isnull=True,
+    )
+
+
+def _thread_key(credential_id, enabled: list):
+    """The mailbox an enrollment waits for: its thread's while that is usable, else None
+    (any enabled mailbox of the campaign)."""
+    return credential_id if credential_id in enabled else None
+
+
+def sending_status(*, campaign: Campaign, now: datetime) -> dict:
+    links = Campaign.credentials.through.objects.filter(campaign=campaign).order_by("id")
+    credentials = [link.smtpcredential for link in links.select_related("smtpcredential")]
+    # The mailboxes the scheduler gives work to (outreach.sending.scheduler): enabled, and not
+    # waiting for the owner to connect them again.
+    enabled = [
+        c.pk
+        for c in credentials
+        if c.disabled_at is None
+        and c.oauth_status != SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
+    ]
+    ctx = _Context(
+        campaign=campaign,
+        now=now,
+        window=SendWindow.from_json(campaign.send_window),
+        enabled=enabled,
+    )
+    active = _active_enrollments(campaign)
+    # Claimed enrollments are in flight: not due, not planned.
+    waiting = active.filter(send_claim__isnull=True)
+    for row in (
+        waiting.filter(next_send_at__lte=now)
+        .values("credential_id", zone=F("contact__timezone"))
+        .annotate(count=Count("id"))
+        .order_by()
+    ):
+        key = _thread_key(row["credential_id"], enabled)
+        zones = ctx.due.setdefault(key, {})
+        zones[row["zone"]] = zones.get(row["zone"], 0) + row["count"]
+    for row in (
+        waiting.filter(next_send_at__gt=now)
+        .values("credential_id")
+        .annotate(first=Min("next_send_at"))
+        .order_by()
+    ):
+        key = _thread_key(row["credential_id"], enabled)
+        if ctx.next_due.get(key) is None or row["first"] < ctx.next_due[key]:
+            ctx.next_due[key] = row["first"]
+
+    today = utc_day(now)
+    mailboxes = []
+    for credential in credentials:
+        reasons = [r for check in REASONS if (r := check(ctx, credential)) is not None]
+        mailboxes.append(
+            {
+                "credential_id": credential.pk,
+                "from_email": credential.from_email,
+                "can_send_now": not reasons,
+                "reasons": [
+                    {"code": r.code, "until": r.until, "detail": r.detail} for r in reasons
+                ],
+                "next_send_earliest_at": credential.next_send_earliest_at,
+                "sent_today": sent_today(credential, today),
+                "daily_limit": credential.daily_limit,
+            }
+        )
+    upcoming = []
+    if campaign.status == Campaign.Status.ACTIVE and enabled:
+        upcoming = _plan(ctx, {c.pk: c for c in credentials if c.pk in enabled}, waiting)
+    return {
+        "campaign_id": campaign.pk,
+        "status": campaign.status,
+        "mailboxes": mailboxes,
+        "upcoming": upcoming,
+    }
+
+
+@dataclass
+class _Mailbox:
+    """A mailbox's state as the plan goes: when it may send next, sends per UTC day."""
+
+    credential: SmtpCredential
+    free_at: datetime
+    used: dict = field(default_factory=lambda: defaultdict(int))
+
+
+def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
+    """The scheduler's next sends, estimated: enrollments in next_send_at order, each
+    given the earliest instant its mailbox (its thread's, or the campaign's mailbox free
+    first) may send it: not before it is due, the mailbox's pace (its minimum gap, so
+    these are the earliest times), its daily limit and the send window. Other campaigns
+    sharing a mailbox may take some of its turns."""
+    now = ctx.now
+    positions = set(
+        CampaignStep.objects.filter(campaign=ctx.campaign).values_list("position", flat=True)
+    )
+    state = {}
+    for pk, credential in credentials.items():
+        paced = paced_until(credential, now)
+        box = _Mailbox(credential=credential, free_at=paced or now)
+        box.used[utc_day(now)] = sent_today(credential, utc_day(now))
+        state[pk] = box
+    rows = (
+        waiting.annotate(email=F("contact__email"), zone=F("contact__timezone"))
+        .order_by("next_send_at", "pk")
+        .values_list("pk", "email", "zone", "current_step", "credential_id", "next_send_at")
+    )[:PLAN_ENROLLMENTS_MAX]
+    planned = []
+    for pk, email, zone, current_step, credential_id, next_send_at in rows:
+        step = current_step + 1
+        if step not in positions:
+            continue
+        zone = window_timezone(campaign=ctx.campaign, contact_timezone=zone)
+        thread = _thread_key(credential_id, ctx.enabled)
+        candidates = [thread] if thread is not None else ctx.enabled
+        slots = [
+            (at, index, pk_)
+            for index, pk_ in enumerate(candidates)
+            if (at := _slot(state[pk_], max(next_send_at, now), zone, ctx.window)) is not None
+        ]
+        if not slots:
+            continue
+        at, _, chosen = min(slots)
+        box = state[chosen]
+        box.used[utc_day(at)] += 1
+        box.free_at = at + _min_gap(box.credential)
+        planned.append(
+            {
+                "enrollment_id": pk,
+                "contact_email": email,
+                "step": step,
+                "credential_id": chosen,
+                "earliest_at": at,
+            }
+        )
+    planned.sort(key=lambda item: item["earliest_at"])
+    return planned[:UPCOMING_MAX]
+
+
+def _min_gap(credential: SmtpCredential) -> timedelta:
+    return timedelta(seconds=credential.min_interval_seconds if credential.is_paced else 0)
+
+
+def _slot(box: _Mailbox, after: datetime, zone: str, window) -> datetime | None:
+    """The earliest instant >= after at which the mailbox may send into the window, or
+    None when its daily limit leaves no room within PLAN_DAYS_MAX days."""
+    at = max(after, box.free_at)
+    for _ in range(PLAN_DAYS_MAX):
+        at = send_window_next_open(at, timezone=zone, window=window)
+        if box.used[utc_day(at)] < box.credential.daily_limit:
+            return at
+        at = next_utc_midnight(at)
+    return None

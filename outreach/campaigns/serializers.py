@@ -1,0 +1,334 @@
+"""Serializers of the campaigns API: campaigns, steps, variants, stats, dispatch,
+enrollments and the sending status."""
+
+from types import SimpleNamespace
+from uuid import UUID
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.api.fields import StrictBooleanField, TimestampField
+from config.api.serializers import RepresentationMixin
+from outreach.api_fields import BlankAsNullChoiceField
+from outreach.campaigns.models import Campaign
+from outreach.campaigns.rendering import template_errors
+from outreach.campaigns.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
+from outreach.campaigns.windows import send_window_errors, timezone_valid
+from outreach.contacts import selectors as contacts_selectors
+from outreach.enrollments import STAT_NAMES
+from outreach.mailboxes import selectors
+from outreach.sending.models import Enrollment
+
+MAX_STEPS = 20
+MAX_DISPATCH_IDS = 10_000
+
+
+# --- Campaigns -------------------------------------------------------------------------
+
+
+def _template_validator(*, body: bool):
+    """A field validator for a subject (`body` false) or a body part's template."""
+
+    def validate(value: str) -> str:
+        problems = template_errors(value, body=body)
+        if problems:
+            raise serializers.ValidationError(problems)
+        return value
+
+    return validate
+
+
+class StepContentSerializer(serializers.Serializer):
+    """A step's subject and bodies: the step's own (variant A) and each of its variants."""
+
+    subject = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=998,
+        trim_whitespace=False,
+        validators=[_template_validator(body=False)],
+    )
+    body_text = serializers.CharField(
+        trim_whitespace=False, validators=[_template_validator(body=True)]
+    )
+    body_html = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        default="",
+        trim_whitespace=False,
+        validators=[_template_validator(body=True)],
+    )
+
+    def validate(self, attrs):
+        attrs["body_html"] = attrs.get("body_html") or ""
+        return attrs
+
+
+class VariantSerializer(StepContentSerializer):
+    variant = serializers.CharField(
+        read_only=True, help_text="B, C, ...: the step's own content is variant A."
+    )
+
+
+class StepSerializer(StepContentSerializer):
+    delay_minutes = serializers.IntegerField(
+        min_value=0, max_value=366 * 24 * 60, required=False, default=0
+    )
+    variants = serializers.ListField(
+        child=VariantSerializer(),
+        required=False,
+        default=list,
+        max_length=MAX_EXTRA_VARIANTS,
+        help_text=f"A/B variants besides the step's own content, at most {MAX_EXTRA_VARIANTS}.",
+    )
+
+    def to_representation(self, instance):
+        return step_representation(instance)
+
+
+def step_representation(instance) -> dict:
+    """A step as the API shows it: a CampaignStep, or any object with its attributes
+    (a row of selectors.campaigns_with_relations)."""
+    letters = step_letters(instance)
+    return {
+        "subject": instance.subject,
+        "body_text": instance.body_text,
+        "body_html": instance.body_html or None,
+        "delay_minutes": instance.delay_minutes,
+        "variants": [
+            {
+                "variant": letter,
+                "subject": content.subject,
+                "body_text": content.body_text,
+                "body_html": content.body_html or None,
+            }
+            for letter in letters[1:]
+            for content in [step_content(instance, letter)]
+        ],
+    }
+
+
+class StatsSerializer(serializers.Serializer):
+    enrolled = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    replied = serializers.IntegerField()
+    bounced = serializers.IntegerField()
+    unsubscribed = serializers.IntegerField()
+    stopped = serializers.IntegerField()
+
+
+class VariantStatsSerializer(serializers.Serializer):
+    variant = serializers.CharField()
+    sent = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    replied = serializers.IntegerField()
+    bounced = serializers.IntegerField()
+
+
+class StepStatsSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    variants = VariantStatsSerializer(many=True)
+
+
+class CampaignStatsSerializer(StatsSerializer):
+    campaign_id = serializers.UUIDField()
+    steps = StepStatsSerializer(many=True)
+
+
+class CampaignSerializer(RepresentationMixin, serializers.Serializer):
+    """A campaign; its representation reuses one set of bound fields (RepresentationMixin):
+    a page of campaigns is GET /campaigns's hot path."""
+
+    id = serializers.UUIDField(read_only=True)
+    name = serializers.CharField(max_length=200)
+    created_at = serializers.DateTimeField(read_only=True)
+    status = serializers.CharField(read_only=True)
+    paused_reason = BlankAsNullChoiceField(choices=Campaign.PausedReason.choices, read_only=True)
+    steps = StepSerializer(many=True, required=False)
+    credential_ids = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=100
+    )
+    timezone = serializers.CharField(required=False, default="UTC", max_length=64)
+    send_window = serializers.JSONField(required=False, allow_null=True, default=None)
+    bounce_threshold_percent = serializers.FloatField(
+        required=False, default=5.0, min_value=0, max_value=100
+    )
+    track_opens = StrictBooleanField(required=False, default=True)
+    stop_on_reply = StrictBooleanField(required=False, default=True)
+    stop_on_domain_reply = StrictBooleanField(required=False, default=False)
+    unsubscribe_footer = StrictBooleanField(required=False, default=False)
+    send_in_contact_timezone = StrictBooleanField(required=False, default=False)
+    stats = serializers.SerializerMethodField()
+
+    @extend_schema_field(StatsSerializer)
+    def get_stats(self, obj) -> dict:
+        # selectors.campaigns_with_relations; null before anything was counted.
+        return obj.stats_json or dict.fromkeys(STAT_NAMES, 0)
+
+    representation_skip = ("steps", "credential_ids")
+
+    def to_representation(self, instance):
+        """Steps and mailboxes from the page's own query (selectors.campaigns_with_relations)."""
+        data = super().to_representation(instance)
+        steps = sorted(instance.step_rows or (), key=lambda step: step["position"])
+        data["steps"] = [step_representation(SimpleNamespace(**step)) for step in steps]
+        # Newest mailbox first (SmtpCredential's ordering); one database's timestamps sort
+        # as their text does.
+        credentials = sorted(
+            instance.credential_rows or (), key=lambda row: row["created_at"], reverse=True
+        )
+        data["credential_ids"] = [str(UUID(str(row["id"]))) for row in credentials]
+        return data
+
+    def validate_timezone(self, value):
+        if not timezone_valid(value):
+            raise serializers.ValidationError(
+                f"{value!r} is not an IANA time zone name (e.g. Europe/Paris)."
+            )
+        return value
+
+    def validate_send_window(self, value):
+        errors = send_window_errors(value)
+        if errors:
+            raise serializers.ValidationError(
+                {key or "non_field_errors": msgs for key, msgs in errors.items()}
+            )
+        return value
+
+    def validate_steps(self, steps):
+        if len(steps) > MAX_STEPS:
+            raise serializers.ValidationError(f"At most {MAX_STEPS} steps.")
+        if steps and not steps[0].get("subject", "").strip():
+            raise serializers.ValidationError({0: {"subject": ["The first step needs a subject."]}})
+        if steps:
+            untitled = {
+                index: {"subject": ["The first step needs a subject, in every variant."]}
+                for index, variant in enumerate(steps[0].get("variants") or [])
+                if not variant.get("subject", "").strip()
+            }
+            if untitled:
+                raise serializers.ValidationError({0: {"variants": untitled}})
+        instance = self.instance
+        if not steps and instance is not None and instance.status != Campaign.Status.DRAFT:
+            raise serializers.ValidationError(
+                f"A {instance.status} campaign keeps at least one step."
+            )
+        return steps
+
+    def validate_credential_ids(self, ids):
+        owned = selectors.credentials_owned(account=self.context["account"], credential_ids=ids)
+        missing = {
+            index: ["No such SMTP credential."] for index, cid in enumerate(ids) if cid not in owned
+        }
+        if missing:
+            raise serializers.ValidationError(missing)
+        # Keep the given order, drop repeats.
+        return list(dict.fromkeys(owned[cid] for cid in ids))
+
+    def validate(self, attrs):
+        if "credential_ids" in attrs:
+            attrs["credentials"] = attrs.pop("credential_ids")
+        return attrs
+
+
+class DispatchSerializer(serializers.Serializer):
+    contact_ids = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=MAX_DISPATCH_IDS
+    )
+    all_pending = StrictBooleanField(required=False, default=False)
+
+    def validate(self, attrs):
+        if attrs.get("all_pending") and "contact_ids" in attrs:
+            raise serializers.ValidationError(
+                {"all_pending": ["Give either contact_ids or all_pending: true, not both."]}
+            )
+        if not attrs.get("all_pending") and "contact_ids" not in attrs:
+            raise serializers.ValidationError(
+                {"contact_ids": ["Give contact_ids, or all_pending: true."]}
+            )
+        if "contact_ids" in attrs:
+            ids = attrs["contact_ids"]
+            owned = contacts_selectors.contacts_owned(
+                account=self.context["account"], contact_ids=ids
+            )
+            missing = {
+                index: ["No such contact."] for index, cid in enumerate(ids) if cid not in owned
+            }
+            if missing:
+                raise serializers.ValidationError({"contact_ids": missing})
+        return attrs
+
+
+class EnrollmentSerializer(serializers.ModelSerializer):
+    campaign_id = serializers.UUIDField(read_only=True)
+    contact_id = serializers.UUIDField(read_only=True)
+    contact_email = serializers.EmailField(source="contact.email", read_only=True)
+    stop_reason = BlankAsNullChoiceField(choices=Enrollment.StopReason.choices, read_only=True)
+
+    class Meta:
+        model = Enrollment
+        fields = [
+            "id",
+            "campaign_id",
+            "contact_id",
+            "contact_email",
+            "status",
+            "current_step",
+            "next_send_at",
+            "sent_at",
+            "opened_at",
+            "replied_at",
+            "bounce_reason",
+            "unsubscribed_at",
+            "stopped_at",
+            "stop_reason",
+            "variants",
+            "last_error",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class SendingReasonSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(
+        choices=[
+            "window_closed",
+            "paced",
+            "daily_limit_reached",
+            "mailbox_disabled",
+            "reauthorization_required",
+            "campaign_paused",
+            "campaign_completed",
+            "nothing_due",
+        ]
+    )
+    until = TimestampField(allow_null=True, help_text="When it lifts; null when not known.")
+    detail = serializers.CharField(allow_null=True)
+
+
+class SendingMailboxSerializer(serializers.Serializer):
+    credential_id = serializers.UUIDField()
+    from_email = serializers.CharField()
+    can_send_now = serializers.BooleanField()
+    reasons = SendingReasonSerializer(many=True)
+    next_send_earliest_at = TimestampField(allow_null=True)
+    sent_today = serializers.IntegerField()
+    daily_limit = serializers.IntegerField()
+
+
+class UpcomingSendSerializer(serializers.Serializer):
+    enrollment_id = serializers.UUIDField()
+    contact_email = serializers.CharField()
+    step = serializers.IntegerField()
+    credential_id = serializers.UUIDField()
+    earliest_at = TimestampField()
+
+
+class SendingStatusSerializer(serializers.Serializer):
+    campaign_id = serializers.UUIDField()
+    status = serializers.CharField()
+    mailboxes = SendingMailboxSerializer(many=True)
+    upcoming = UpcomingSendSerializer(many=True)

@@ -1,0 +1,1 @@
+"""Contacts: contacts, contact data and emails, suppression, imports from CSV/JSON sources."""

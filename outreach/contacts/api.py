@@ -1,0 +1,312 @@
+"""API: contacts, contact imports and outreaches (a contact enrolled and dispatched in one call)."""
+
+import json
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+
+from accounts.idempotency import idempotent
+from config.api.errors import (
+    CampaignNotFound,
+    ContactImportNotFound,
+    ContactNotFound,
+    ValidationFailed,
+)
+from config.api.pagination import StartingAfterPagination
+from config.api.parsers import RowsJSONParser
+from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
+from outreach import enrollments
+from outreach.api_fields import TimezoneNameField, email_value_validate
+from outreach.campaigns import dispatch
+from outreach.campaigns.models import Campaign
+from outreach.campaigns.serializers import EnrollmentSerializer
+from outreach.contacts import import_queue, services
+from outreach.contacts.data import InvalidContactData, contact_data_clean, fields_errors
+from outreach.contacts.models import Contact, ContactImport
+
+# --- Contacts --------------------------------------------------------------------------
+
+
+def _custom_fields_validator(value):
+    problem = fields_errors(value)
+    if problem:
+        raise serializers.ValidationError(problem)
+    return value
+
+
+class CustomFieldsMixin:
+    """Adds the `fields` object. It cannot be a class attribute: Serializer.fields is DRF's."""
+
+    def get_fields(self):
+        declared = super().get_fields()
+        declared["fields"] = serializers.JSONField(
+            required=False, validators=[_custom_fields_validator]
+        )
+        return declared
+
+
+class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
+    email = serializers.CharField(max_length=254)
+    timezone = TimezoneNameField(
+        help_text="IANA name (e.g. Asia/Tokyo): campaigns with send_in_contact_timezone "
+        "read their send window in it. null: the campaign's time zone."
+    )
+
+    class Meta:
+        model = Contact
+        fields = [
+            "id",
+            "created_at",
+            "email",
+            "first_name",
+            "last_name",
+            "company",
+            "fields",
+            "timezone",
+            "unsubscribed_at",
+            "bounced_at",
+        ]
+        read_only_fields = ["id", "created_at", "unsubscribed_at", "bounced_at"]
+
+    def validate_email(self, value):
+        return email_value_validate(value)
+
+
+def _bool_param(request, name: str) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw.lower() in ("true", "1"):
+        return True
+    if raw.lower() in ("false", "0"):
+        return False
+    raise ValidationFailed({name: ["Must be true or false."]})
+
+
+class ContactViewSet(
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    AccountScopedViewSet,
+):
+    queryset = Contact.objects.all()
+    serializer_class = ContactSerializer
+    not_found_error = ContactNotFound
+    pagination_class = StartingAfterPagination
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("email", OpenApiTypes.STR, description="Exact, case-insensitive."),
+            OpenApiParameter("unsubscribed", OpenApiTypes.BOOL),
+            OpenApiParameter("bounced", OpenApiTypes.BOOL),
+        ]
+    )
+    def list(self, request):
+        queryset = self.get_queryset()
+        email = request.query_params.get("email")
+        if email:
+            queryset = queryset.filter(email_lower=email.strip().lower())
+        unsubscribed = _bool_param(request, "unsubscribed")
+        if unsubscribed is not None:
+            queryset = queryset.filter(unsubscribed_at__isnull=not unsubscribed)
+        bounced = _bool_param(request, "bounced")
+        if bounced is not None:
+            queryset = queryset.filter(bounced_at__isnull=not bounced)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(ContactSerializer(page, many=True).data)
+
+    def perform_destroy(self, instance):
+        enrollments.contact_delete(contact=instance)
+
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        contact = services.contact_create(
+            account=request.user, data=contact_data_clean(serializer.validated_data)
+        )
+        return Response(ContactSerializer(contact).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        contact = self.get_object()
+        serializer = self.get_serializer(contact, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        contact = services.contact_update(contact=contact, changes=serializer.validated_data)
+        return Response(ContactSerializer(contact).data)
+
+
+# --- Contact imports -------------------------------------------------------------------
+
+
+class ContactImportSerializer(serializers.ModelSerializer):
+    campaign_id = serializers.UUIDField(read_only=True, allow_null=True)
+    failure_reason = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ContactImport
+        fields = [
+            "id",
+            "created_at",
+            "completed_at",
+            "campaign_id",
+            "status",
+            "source_format",
+            "filename",
+            "total_rows",
+            "processed_rows",
+            "created_count",
+            "updated_count",
+            "skipped_count",
+            "errors",
+            "failure_reason",
+        ]
+        read_only_fields = fields
+
+    def get_failure_reason(self, obj) -> str | None:
+        return obj.failure_reason or None
+
+
+def _campaign_id_field():
+    return serializers.UUIDField(required=False, allow_null=True)
+
+
+def _owned_campaign(account, campaign_id, field: str = "campaign_id"):
+    if campaign_id is None:
+        return None
+    campaign = Campaign.objects.filter(account=account, pk=campaign_id).first()
+    if campaign is None:
+        raise ValidationFailed({field: ["No such campaign."]})
+    return campaign
+
+
+class ContactImportJsonSerializer(serializers.Serializer):
+    contacts = serializers.ListField(child=serializers.JSONField(), allow_empty=False)
+    campaign_id = _campaign_id_field()
+
+
+class _FormUUIDField(serializers.UUIDField):
+    """DRF drops an empty optional form field as if it were absent; here it is
+    validated like any other value (an empty string is not a UUID)."""
+
+    def get_value(self, dictionary):
+        return dictionary.get(self.field_name, serializers.empty)
+
+
+class ContactImportUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        allow_empty_file=True, help_text="CSV, UTF-8 text, with a header row naming `email`."
+    )
+    # A form field is a string: an empty one is not "no campaign" (leave it out).
+    campaign_id = _FormUUIDField(required=False)
+
+    def validate_file(self, upload):
+        head = upload.read()
+        upload.seek(0)
+        if b"\x00" in head:
+            raise serializers.ValidationError("Must be a CSV file: this one holds NUL bytes.")
+        try:
+            head.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise serializers.ValidationError(
+                f"Must be a CSV file in UTF-8 (invalid byte at offset {exc.start}). "
+                "Save it as CSV UTF-8."
+            ) from None
+        return upload
+
+
+class ContactImportViewSet(
+    mixins.RetrieveModelMixin,
+    AccountScopedViewSet,
+):
+    queryset = ContactImport.objects.defer("source_data")
+    serializer_class = ContactImportSerializer
+    not_found_error = ContactImportNotFound
+    pagination_class = StartingAfterPagination
+    parser_classes = [RowsJSONParser, MultiPartParser]
+    http_method_names = ["get", "post"]
+
+    def list(self, request):
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(ContactImportSerializer(page, many=True).data)
+
+    @extend_schema(
+        request={
+            "application/json": ContactImportJsonSerializer,
+            "multipart/form-data": ContactImportUploadSerializer,
+        },
+        responses={201: ContactImportSerializer},
+    )
+    @idempotent
+    def create(self, request):
+        if request.content_type.startswith("multipart/"):
+            serializer = ContactImportUploadSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            upload = serializer.validated_data["file"]
+            source_format, data, filename = "csv", upload.read(), upload.name or ""
+        else:
+            serializer = ContactImportJsonSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            source_format = "json"
+            data = json.dumps(serializer.validated_data["contacts"]).encode()
+            filename = ""
+        campaign = _owned_campaign(request.user, serializer.validated_data.get("campaign_id"))
+        contact_import = import_queue.contact_import_create(
+            account=request.user,
+            source_format=source_format,
+            data=data,
+            campaign=campaign,
+            filename=filename,
+        )
+        return Response(
+            ContactImportSerializer(contact_import).data, status=status.HTTP_201_CREATED
+        )
+
+
+# --- Outreaches ------------------------------------------------------------------------
+
+
+class OutreachContactSerializer(CustomFieldsMixin, serializers.Serializer):
+    email = serializers.CharField(max_length=254)
+    first_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    last_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    company = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    timezone = TimezoneNameField()
+
+    def validate_email(self, value):
+        return email_value_validate(value)
+
+
+class OutreachSerializer(serializers.Serializer):
+    campaign_id = serializers.UUIDField()
+    contact = OutreachContactSerializer()
+
+
+class OutreachView(AccountScopedAPIView):
+    """The one-call path: upsert the contact, enroll it, dispatch that enrollment."""
+
+    queryset = Campaign.objects.all()
+    not_found_error = CampaignNotFound
+    serializer_class = OutreachSerializer
+
+    @extend_schema(
+        request=OutreachSerializer,
+        responses={201: EnrollmentSerializer, 200: EnrollmentSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        serializer = OutreachSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        campaign = _owned_campaign(request.user, serializer.validated_data["campaign_id"])
+        try:
+            contact = contact_data_clean(serializer.validated_data["contact"])
+        except InvalidContactData as exc:  # pragma: no cover - the serializer checked it
+            raise ValidationFailed({f"contact.{exc.field_name}": [exc.message]}) from None
+        enrollment, changed = dispatch.outreach_create(
+            account=request.user, campaign=campaign, contact=contact
+        )
+        return Response(
+            EnrollmentSerializer(enrollment).data,
+            status=status.HTTP_201_CREATED if changed else status.HTTP_200_OK,
+        )

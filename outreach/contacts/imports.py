@@ -1,0 +1,238 @@
+"""Contact imports: one claimed run over a CSV/JSON source, batch by batch."""
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from outreach.campaigns.models import Campaign
+from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
+from outreach.contacts.models import Contact, ContactImport
+from outreach.contacts.services import contact_merge_into
+from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
+from outreach.contacts.suppression import contact_suppression_apply, suppressions_for
+from outreach.enrollments import enroll
+
+logger = logging.getLogger(__name__)
+
+IMPORT_ERRORS_KEPT = 100
+
+
+class _RunSuperseded(Exception):
+    """Another run claimed the import (this one was presumed dead): stop without writing."""
+
+
+def _source_open(contact_import: ContactImport):
+    data = bytes(contact_import.source_data)
+    if contact_import.source_format == ContactImport.Format.CSV:
+        return CsvSource(data)
+    return JsonSource(data)
+
+
+def contact_import_claim(*, import_id, now: datetime | None = None) -> ContactImport | None:
+    """Take the import for this run: pending, or processing with a heartbeat older than
+    CONTACT_IMPORT_STALE_SECONDS (its worker died). None when another run holds it."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.CONTACT_IMPORT_STALE_SECONDS)
+    claimed = (
+        ContactImport.objects.filter(pk=import_id)
+        .filter(
+            Q(status=ContactImport.Status.PENDING)
+            | Q(status=ContactImport.Status.PROCESSING, heartbeat_at__lt=stale)
+        )
+        .update(
+            status=ContactImport.Status.PROCESSING,
+            attempts=F("attempts") + 1,
+            heartbeat_at=now,
+            started_at=Coalesce("started_at", now),
+        )
+    )
+    if not claimed:
+        return None
+    return ContactImport.objects.get(pk=import_id)
+
+
+def _import_finish(contact_import: ContactImport, *, status: str, reason: str = "") -> bool:
+    now = timezone.now()
+    return bool(
+        ContactImport.objects.filter(pk=contact_import.pk, attempts=contact_import.attempts).update(
+            status=status,
+            failure_reason=reason,
+            completed_at=now,
+            heartbeat_at=now,
+            source_data=b"",
+        )
+    )
+
+
+def contact_import_run(
+    *, import_id, progress: Callable[[int, int], None] | None = None
+) -> ContactImport | None:
+    """Process an import in batches. Each batch (its contacts, its enrollments and the
+    progress counters) commits in one transaction, so a run that dies resumes exactly
+    after the last committed batch when the import is re-driven."""
+    contact_import = contact_import_claim(import_id=import_id)
+    if contact_import is None:
+        return None
+    if contact_import.attempts > settings.CONTACT_IMPORT_MAX_ATTEMPTS:
+        _import_finish(
+            contact_import,
+            status=ContactImport.Status.FAILED,
+            reason=f"Gave up after {contact_import.attempts - 1} interrupted attempts.",
+        )
+        return ContactImport.objects.get(pk=import_id)
+    try:
+        source = _source_open(contact_import)
+        ContactImport.objects.filter(pk=import_id, attempts=contact_import.attempts).update(
+            total_rows=source.total_rows
+        )
+        errors = list(contact_import.errors)
+        batch_size = settings.CONTACT_IMPORT_BATCH_SIZE
+        batch: list[Row] = []
+        done = contact_import.processed_rows
+        for row in source.rows(skip=contact_import.processed_rows):
+            batch.append(row)
+            if len(batch) >= batch_size:
+                done += _import_batch(contact_import, batch, errors)
+                batch = []
+                if progress:
+                    progress(done, source.total_rows)
+        if batch:
+            done += _import_batch(contact_import, batch, errors)
+            if progress:
+                progress(done, source.total_rows)
+    except SourceError as exc:
+        _import_finish(contact_import, status=ContactImport.Status.FAILED, reason=str(exc))
+    except _RunSuperseded:
+        logger.info("contact import %s: run %s superseded", import_id, contact_import.attempts)
+        return None
+    else:
+        _import_finish(contact_import, status=ContactImport.Status.COMPLETED)
+    return ContactImport.objects.get(pk=import_id)
+
+
+def _shown(text: str) -> str:
+    return text.replace("\x00", "\ufffd")[:500]
+
+
+def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[dict]) -> int:
+    """Upsert one batch: returns its row count. `errors` is extended in place."""
+    account_id = contact_import.account_id
+    created = updated = skipped = 0
+    merged: dict[str, ContactData] = {}
+    for row in rows:
+        try:
+            if "__invalid__" in row.raw:
+                raise InvalidContactData("row", row.raw["__invalid__"])
+            data = contact_data_clean(row.raw)
+        except InvalidContactData as exc:
+            skipped += 1
+            if len(errors) < IMPORT_ERRORS_KEPT:
+                email = row.raw.get("email")
+                errors.append(
+                    {
+                        "row": row.number,
+                        # What the row said, shown back; never a NUL (jsonb refuses it).
+                        "email": _shown(email) if isinstance(email, str) else "",
+                        "message": _shown(f"{exc.field_name}: {exc.message}"),
+                    }
+                )
+            continue
+        if data.key in merged:
+            merged[data.key].absorb(data)
+            updated += 1  # a duplicate within the file updates the contact of its first row
+        else:
+            merged[data.key] = data
+
+    with transaction.atomic():
+        existing = {
+            contact.email_lower: contact
+            for contact in Contact.objects.filter(
+                account_id=account_id, email_lower__in=list(merged)
+            )
+        }
+        # New addresses that were suppressed before (their contact deleted since).
+        suppressed = suppressions_for(
+            account_id=account_id, keys=[key for key in merged if key not in existing]
+        )
+        now = timezone.now()
+        rows_out = []
+        for key, data in merged.items():
+            contact = existing.get(key)
+            if contact is None:
+                created += 1
+                contact = Contact(
+                    account_id=account_id,
+                    email=data.email,
+                    email_lower=key,
+                    first_name=data.first_name,
+                    last_name=data.last_name,
+                    company=data.company,
+                    fields=data.fields,
+                    timezone=data.timezone,
+                )
+                contact_suppression_apply(contact, suppressed.get(key))
+            else:
+                updated += 1
+                contact_merge_into(contact, data)
+                contact.account_id = account_id
+            contact.updated_at = now
+            rows_out.append(contact)
+        if rows_out:
+            Contact.objects.bulk_create(
+                rows_out,
+                update_conflicts=True,
+                unique_fields=["account", "email_lower"],
+                update_fields=[
+                    "first_name",
+                    "last_name",
+                    "company",
+                    "fields",
+                    "timezone",
+                    "updated_at",
+                ],
+            )
+        if contact_import.campaign_id and rows_out:
+            if _campaign_hold(contact_import.campaign_id):
+                enroll(
+                    campaign_id=contact_import.campaign_id,
+                    contact_ids=[c.pk for c in rows_out if not c.is_suppressed],
+                )
+            else:
+                # Deleted during the import (the row's campaign is now NULL): the
+                # contacts are still imported, there is nothing left to enroll them in.
+                contact_import.campaign_id = None
+        moved = ContactImport.objects.filter(
+            pk=contact_import.pk, attempts=contact_import.attempts
+        ).update(
+            processed_rows=F("processed_rows") + len(rows),
+            created_count=F("created_count") + created,
+            updated_count=F("updated_count") + updated,
+            skipped_count=F("skipped_count") + skipped,
+            errors=errors,
+            heartbeat_at=now,
+        )
+        if not moved:
+            raise _RunSuperseded()
+    return len(rows)
+
+
+def _campaign_hold(campaign_id) -> bool:
+    """Whether the campaign still exists. On PostgreSQL the row is also held (FOR KEY
+    SHARE, as the enrollments' foreign keys would) until the transaction ends, so it
+    cannot be deleted between this check and the enrollments' commit; concurrent
+    imports into the campaign do not block each other. SQLite runs one writer at a
+    time."""
+    if connection.vendor != "postgresql":
+        return Campaign.objects.filter(pk=campaign_id).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {Campaign._meta.db_table} WHERE id = %s FOR KEY SHARE",  # noqa: S608
+            [campaign_id],
+        )
+        return cursor.fetchone() is not None

@@ -1,0 +1,14 @@
+"""Contact selectors."""
+
+from collections.abc import Iterable
+from uuid import UUID
+
+from outreach.contacts.models import Contact
+
+
+def contacts_owned(*, account, contact_ids: Iterable[UUID]) -> set[UUID]:
+    return set(
+        Contact.objects.filter(account=account, pk__in=list(contact_ids)).values_list(
+            "pk", flat=True
+        )
+    )

@@ -1,0 +1,104 @@
+"""Contact services: create, update and upsert contacts."""
+
+from django.db import IntegrityError, transaction
+
+from accounts.models import Account
+from config.api.errors import ValidationFailed
+from outreach.contacts.data import ContactData
+from outreach.contacts.models import Contact
+from outreach.contacts.suppression import contact_suppression_apply, suppressions_for
+
+# --- Contacts ------------------------------------------------------------------------
+
+
+def _duplicate_email() -> ValidationFailed:
+    return ValidationFailed({"email": ["A contact with this email already exists."]})
+
+
+def _contact_new(*, account: Account, data: ContactData) -> Contact:
+    """An unsaved contact for `data`, carrying its address's suppression, if any."""
+    contact = Contact(
+        account=account,
+        email=data.email,
+        first_name=data.first_name,
+        last_name=data.last_name,
+        company=data.company,
+        fields=data.fields,
+        timezone=data.timezone,
+    )
+    found = suppressions_for(account_id=account.pk, keys=[data.key])
+    contact_suppression_apply(contact, found.get(data.key))
+    return contact
+
+
+def contact_create(*, account: Account, data: ContactData) -> Contact:
+    if Contact.objects.filter(account=account, email_lower=data.key).exists():
+        raise _duplicate_email()
+    contact = _contact_new(account=account, data=data)
+    try:
+        with transaction.atomic():
+            contact.save(force_insert=True)
+            return contact
+    except IntegrityError:
+        raise _duplicate_email() from None
+
+
+def contact_update(*, contact: Contact, changes: dict) -> Contact:
+    """PATCH semantics: the given attributes replace the stored ones (fields as a whole)."""
+    if (
+        "email" in changes
+        and changes["email"].lower() != contact.email_lower
+        and (
+            Contact.objects.filter(
+                account_id=contact.account_id, email_lower=changes["email"].lower()
+            )
+            .exclude(pk=contact.pk)
+            .exists()
+        )
+    ):
+        raise _duplicate_email()
+    new_key = changes["email"].lower() if "email" in changes else None
+    for name, value in changes.items():
+        setattr(contact, name, value)
+    if new_key is not None and new_key != contact.email_lower:
+        # A new address brings its own suppression with it.
+        found = suppressions_for(account_id=contact.account_id, keys=[new_key])
+        contact_suppression_apply(contact, found.get(new_key))
+    try:
+        with transaction.atomic():
+            contact.save()
+    except IntegrityError:
+        raise _duplicate_email() from None
+    return contact
+
+
+def contact_merge_into(contact: Contact, data: ContactData) -> None:
+    for name in ("first_name", "last_name", "company", "timezone"):
+        value = getattr(data, name)
+        if value:
+            setattr(contact, name, value)
+    if data.fields:
+        contact.fields = {**(contact.fields or {}), **data.fields}
+
+
+def contact_upsert(*, account: Account, data: ContactData) -> tuple[Contact, bool]:
+    """The contact with this email, created or merged (non-empty values win, fields merge).
+    Returns (contact, created)."""
+    for _ in range(2):
+        contact = (
+            Contact.objects.select_for_update(no_key=True)
+            .filter(account=account, email_lower=data.key)
+            .first()
+        )
+        if contact is not None:
+            contact_merge_into(contact, data)
+            contact.save()
+            return contact, False
+        contact = _contact_new(account=account, data=data)
+        try:
+            with transaction.atomic():
+                contact.save(force_insert=True)
+                return contact, True
+        except IntegrityError:
+            continue  # created concurrently: merge into it
+    raise RuntimeError("contact upsert lost twice to concurrent writers")

@@ -1,0 +1,21 @@
+"""Celery tasks of intake: outreach.tasks.intake_* run on the `intake` queue."""
+
+from celery import shared_task
+
+from outreach.intake.mailbox import mailbox_poll, mailboxes_due
+
+
+@shared_task(name="outreach.tasks.intake_poll_mailbox", acks_late=True)
+def intake_poll_mailbox(credential_id: str) -> dict:
+    """Poll one mailbox. Mailbox errors are recorded on the credential, not raised."""
+    credential = mailboxes_due().filter(pk=credential_id).first()
+    if credential is None:
+        return {"credential_id": credential_id, "skipped": True}
+    result = mailbox_poll(credential=credential)
+    return {
+        "credential_id": credential_id,
+        "messages": len(result.outcomes),
+        "replied": result.count("replied"),
+        "bounced": result.count("bounced"),
+        "error": result.error,
+    }

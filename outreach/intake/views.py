@@ -1,0 +1,181 @@
+"""Public, unauthenticated endpoints (API.md section 4): the open pixel, the
+unsubscribe page, and the relay providers' event webhooks.
+
+The pixel and the unsubscribe page are for mail clients and people, not API
+clients: they answer a GIF and HTML pages. The relay webhook is an API endpoint
+(JSON, the error envelope).
+"""
+
+import logging
+
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api.errors import COMPACT, InvalidJson, InvalidRelaySignature, error_body
+from outreach.intake import tokens
+from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
+from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened
+from outreach.mailboxes import oauth
+from outreach.sending.models import Enrollment
+
+logger = logging.getLogger(__name__)
+
+# The smallest transparent 1x1 GIF (43 bytes).
+PIXEL_GIF = (
+    b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00"
+    b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;"
+)
+
+
+def _method_not_allowed(allowed: list[str]) -> JsonResponse:
+    response = JsonResponse(error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT)
+    response["Allow"] = ", ".join(allowed)
+    return response
+
+
+def open_pixel(request, token: str):
+    """GET /t/o/<token>.gif: always the same GIF; the first load of a valid token
+    records the open. Cost of a repeat or a bad token: no query, or one UPDATE."""
+    if request.method not in ("GET", "HEAD"):
+        return _method_not_allowed(["GET", "HEAD"])
+    enrollment_id = tokens.token_read(purpose=tokens.OPEN, token=token)
+    # HEAD is what link scanners and proxies probe with: it answers, never records.
+    if enrollment_id is not None and request.method == "GET":
+        try:
+            enrollment_mark_opened(enrollment_id=enrollment_id)
+        except Exception:
+            # The image must load whatever happens; the open is lost, not the email's look.
+            logger.exception("open pixel: could not record the open of %s", enrollment_id)
+    response = HttpResponse(PIXEL_GIF, content_type="image/gif")
+    response["Cache-Control"] = "no-store, no-cache, must-revalidate, max-age=0"
+    response["Pragma"] = "no-cache"
+    response["Content-Length"] = str(len(PIXEL_GIF))
+    return response
+
+
+# The token in the URL is the credential: a mail client's RFC 8058 one-click POST
+# carries no cookie and no CSRF token, and a forged cross-site POST could only do
+# what the link's holder can already do (unsubscribe that one contact, idempotently).
+@csrf_exempt
+@never_cache
+def unsubscribe(request, token: str):
+    """GET: the confirmation page with its button. POST (the button, or the mail
+    client's one-click `List-Unsubscribe=One-Click`): unsubscribe, then the
+    confirmation page. A bad token, or one whose contact was deleted: 404 page."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return _method_not_allowed(["GET", "HEAD", "POST"])
+    enrollment_id = tokens.token_read(purpose=tokens.UNSUBSCRIBE, token=token)
+    enrollment = None
+    if enrollment_id is not None:
+        enrollment = (
+            Enrollment.objects.select_related("contact", "campaign__account", "credential")
+            .filter(pk=enrollment_id)
+            .first()
+        )
+    if enrollment is None:
+        return render(request, "outreach/unsubscribe_invalid.html", status=404)
+    contact = enrollment.contact
+    credential = enrollment.credential
+    sender = (
+        (credential.from_name or credential.from_email)
+        if credential
+        else enrollment.campaign.account.name
+    )
+    context = {"email": contact.email, "sender": sender or "this sender"}
+    if request.method == "POST":
+        contact_unsubscribe(contact_id=contact.pk)
+        return render(request, "outreach/unsubscribe_done.html", context)
+    if contact.unsubscribed_at is not None:
+        return render(request, "outreach/unsubscribe_done.html", context)
+    return render(request, "outreach/unsubscribe.html", {**context, "action": request.path})
+
+
+@never_cache
+def oauth_callback(request, provider: str):
+    """GET /oauth/callback/<provider>: where Google or Microsoft send the mailbox's owner
+    back after consent. Connects the mailbox (outreach.mailboxes.oauth.authorization_complete) and
+    says so, or says why not; a bad, reused or expired state connects nothing."""
+    if request.method not in ("GET", "HEAD"):
+        return _method_not_allowed(["GET", "HEAD"])
+    if request.method == "HEAD":
+        # A link checker's probe must not spend the single-use state.
+        return HttpResponse(content_type="text/html; charset=utf-8")
+    if provider not in oauth.PROVIDERS:
+        return render(
+            request,
+            "outreach/oauth_failed.html",
+            {"reason": "This page is not a sign-in return address."},
+            status=404,
+        )
+    try:
+        connected = oauth.authorization_complete(provider_name=provider, params=request.GET.dict())
+    except oauth.AuthorizationFailed as exc:
+        logger.info("oauth callback (%s) refused: %s", provider, exc)
+        return render(request, "outreach/oauth_failed.html", {"reason": str(exc)}, status=400)
+    credential = connected.credential
+    return render(
+        request,
+        "outreach/oauth_connected.html",
+        {
+            "email": credential.from_email,
+            "provider": "Google" if provider == "google" else "Microsoft",
+            "created": connected.created,
+            "credential_id": credential.pk,
+        },
+    )
+
+
+class RelayWebhookView(APIView):
+    """POST /inbound/relay/<credential_id>: the credential's relay provider events."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes: list = []
+
+    @extend_schema(
+        summary="Relay provider events (Mailgun, SendGrid)",
+        description=(
+            "Paste `relay_webhook_url` of the SMTP credential into the provider's event "
+            "webhook settings. Mailgun: the signature in the JSON body (HMAC-SHA256 with the "
+            "HTTP webhook signing key). SendGrid: the signed event webhook headers (ECDSA "
+            "with the verification key). Permanent bounces become enrollment.bounced, spam "
+            "complaints enrollment.unsubscribed. See docs/intake.md."
+        ),
+        request={"application/json": dict},
+        responses={
+            200: inline_serializer(
+                "RelayWebhookReceived",
+                {
+                    "received": serializers.IntegerField(),
+                    "bounced": serializers.IntegerField(),
+                    "unsubscribed": serializers.IntegerField(),
+                    "ignored": serializers.IntegerField(),
+                },
+            ),
+            400: OpenApiResponse(
+                description="invalid_json: verified, but not the provider's format"
+            ),
+            401: OpenApiResponse(description="invalid_relay_signature: nothing was recorded"),
+        },
+        auth=[],
+    )
+    def post(self, request, credential_id: str):
+        # The raw body: SendGrid signs the exact bytes.
+        body = request.body
+        try:
+            outcome = relay_webhook_receive(
+                credential_id=credential_id, body=body, headers=request.headers
+            )
+        except RelayUnverified as exc:
+            logger.info("relay webhook refused for %s: %s", credential_id, exc)
+            raise InvalidRelaySignature() from exc
+        except RelayMalformed as exc:
+            raise InvalidJson(str(exc)) from exc
+        return Response(outcome.as_json())

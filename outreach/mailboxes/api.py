@@ -1,0 +1,339 @@
+"""API: SMTP credentials (mailboxes), their check and the OAuth start."""
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from config.api.errors import CredentialNotFound
+from config.api.fields import TimestampField
+from config.api.viewsets import AccountScopedViewSet
+from config.outbound import host_normalize, host_refusal
+from outreach.api_fields import BlankAsNullChoiceField, email_value_validate
+from outreach.mailboxes import oauth as mailboxes_oauth
+from outreach.mailboxes import services
+from outreach.mailboxes.check import credential_verify
+from outreach.mailboxes.models import (
+    MAX_INTERVAL_SECONDS,
+    OAuthAuthorization,
+    Security,
+    SmtpCredential,
+)
+
+DEFAULT_PORTS = {"smtp": {"starttls": 587, "ssl": 465, "none": 25}, "imap": {"ssl": 993}}
+
+
+def _secret_field(max_length: int) -> serializers.CharField:
+    return serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=max_length,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+    )
+
+
+# --- SMTP credentials ------------------------------------------------------------------
+
+
+def _mailbox_host(value: str, port: int) -> str:
+    """A mailbox server the outbound guard lets the service reach (API.md section 11)."""
+    try:
+        host = host_normalize(value)
+    except ValueError as exc:
+        raise serializers.ValidationError(str(exc)) from None
+    refusal = host_refusal(host, port)
+    if refusal:
+        raise serializers.ValidationError(refusal)
+    return host
+
+
+def pace_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
+    """The pace pair checked: min_interval_seconds at most max_interval_seconds, each from
+    the request or else the mailbox (or the defaults). The error is named after the field
+    the request changed (min when it changed both)."""
+    low, high = (
+        attrs.get(name, getattr(credential or SmtpCredential(), name))
+        for name in ("min_interval_seconds", "max_interval_seconds")
+    )
+    if low <= high:
+        return {}
+    field = "min_interval_seconds" if "min_interval_seconds" in attrs else "max_interval_seconds"
+    return {field: [f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."]}
+
+
+class CredentialSerializer(serializers.ModelSerializer):
+    from_email = serializers.CharField(max_length=254)
+    smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
+    smtp_password = _secret_field(1000)
+    imap_port = serializers.IntegerField(
+        min_value=1, max_value=65535, required=False, allow_null=True
+    )
+    imap_password = _secret_field(1000)
+    relay_provider = BlankAsNullChoiceField(
+        choices=SmtpCredential.RelayProvider.choices, required=False
+    )
+    relay_signing_key = _secret_field(10_000)
+    relay_webhook_url = serializers.SerializerMethodField()
+    daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    min_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    max_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    next_send_earliest_at = TimestampField(read_only=True, allow_null=True)
+    disabled_at = TimestampField(required=False, allow_null=True)
+    disabled_reason = BlankAsNullChoiceField(
+        choices=SmtpCredential.DisabledReason.choices, read_only=True
+    )
+    smtp_password_set = serializers.SerializerMethodField()
+    imap_password_set = serializers.SerializerMethodField()
+    relay_signing_key_set = serializers.SerializerMethodField()
+    last_error = serializers.SerializerMethodField()
+    imap_last_error = serializers.SerializerMethodField()
+    auth_method = serializers.ChoiceField(
+        choices=SmtpCredential.AuthMethod.choices,
+        read_only=True,
+        help_text="How SMTP and IMAP log in: `password`, or OAuth 2.0 (XOAUTH2) for mailboxes "
+        "connected with POST /smtp_credentials/oauth.",
+    )
+    oauth_status = BlankAsNullChoiceField(
+        choices=SmtpCredential.OAuthStatus.choices,
+        read_only=True,
+        help_text="OAuth mailboxes: `connected`, or `reauthorization_required` when the "
+        "provider refused its refresh token (sends wait; connect it again). Null for "
+        "password mailboxes.",
+    )
+
+    class Meta:
+        model = SmtpCredential
+        fields = [
+            "id",
+            "created_at",
+            "from_email",
+            "from_name",
+            "smtp_host",
+            "smtp_port",
+            "smtp_username",
+            "smtp_password",
+            "smtp_password_set",
+            "smtp_security",
+            "imap_host",
+            "imap_port",
+            "imap_username",
+            "imap_password",
+            "imap_password_set",
+            "imap_security",
+            "daily_limit",
+            "min_interval_seconds",
+            "max_interval_seconds",
+            "next_send_earliest_at",
+            "relay_provider",
+            "relay_signing_key",
+            "relay_signing_key_set",
+            "relay_webhook_url",
+            "disabled_at",
+            "disabled_reason",
+            "sent_count",
+            "bounced_count",
+            "last_error",
+            "last_error_at",
+            "imap_last_polled_at",
+            "imap_last_error",
+            "imap_last_error_at",
+            "auth_method",
+            "oauth_status",
+        ]
+        read_only_fields = [
+            "id",
+            "created_at",
+            "sent_count",
+            "bounced_count",
+            "last_error_at",
+            "imap_last_polled_at",
+            "imap_last_error_at",
+        ]
+
+    def get_relay_webhook_url(self, obj) -> str:
+        return f"{settings.BASE_URL}/inbound/relay/{obj.pk}"
+
+    def get_smtp_password_set(self, obj) -> bool:
+        return bool(obj.smtp_password)
+
+    def get_imap_password_set(self, obj) -> bool:
+        return bool(obj.imap_password)
+
+    def get_relay_signing_key_set(self, obj) -> bool:
+        return bool(obj.relay_signing_key)
+
+    def get_last_error(self, obj) -> str | None:
+        return obj.last_error or None
+
+    def get_imap_last_error(self, obj) -> str | None:
+        return obj.imap_last_error or None
+
+    def validate_from_email(self, value):
+        return email_value_validate(value)
+
+    def validate_smtp_host(self, value):
+        return _mailbox_host(value, 25)
+
+    def validate_imap_host(self, value):
+        return _mailbox_host(value, 993) if value else value
+
+    def validate(self, attrs):
+        creating = self.instance is None
+        errors: dict[str, list[str]] = {}
+        security = attrs.get(
+            "smtp_security", self.instance.smtp_security if self.instance else Security.STARTTLS
+        )
+        if creating and "smtp_port" not in attrs:
+            attrs["smtp_port"] = DEFAULT_PORTS["smtp"][security]
+        imap_host = attrs.get("imap_host", self.instance.imap_host if self.instance else "")
+        if imap_host:
+            imap_security = attrs.get(
+                "imap_security", self.instance.imap_security if self.instance else Security.SSL
+            )
+            if not (
+                attrs.get("imap_port") or (self.instance is not None and self.instance.imap_port)
+            ):
+                attrs["imap_port"] = DEFAULT_PORTS["imap"].get(imap_security, 143)
+            if not attrs.get("imap_username", getattr(self.instance, "imap_username", "")):
+                errors["imap_username"] = ["Required when imap_host is set."]
+            oauth = self.instance is not None and self.instance.uses_oauth
+            if not oauth and not attrs.get(
+                "imap_password", getattr(self.instance, "imap_password", "")
+            ):
+                errors["imap_password"] = ["Required when imap_host is set."]
+        provider = attrs.get("relay_provider", getattr(self.instance, "relay_provider", ""))
+        if provider and not attrs.get(
+            "relay_signing_key", getattr(self.instance, "relay_signing_key", "")
+        ):
+            errors["relay_signing_key"] = ["Required when relay_provider is set."]
+        errors.update(pace_errors(attrs, self.instance))
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class MailboxCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True, help_text="Why it failed; null when ok.")
+
+
+class MailboxVerificationSerializer(serializers.Serializer):
+    smtp = MailboxCheckSerializer(help_text="Connect and log in to the SMTP server.")
+    imap = MailboxCheckSerializer(
+        allow_null=True,
+        help_text="Connect and log in to the IMAP server; null when the mailbox has no imap_host.",
+    )
+
+
+class CredentialCreatedSerializer(CredentialSerializer):
+    verification = MailboxVerificationSerializer(
+        read_only=True,
+        help_text="The check of POST /smtp_credentials/:id/verify, run at creation. The "
+        "mailbox is created whatever its result.",
+    )
+
+    class Meta(CredentialSerializer.Meta):
+        fields = [*CredentialSerializer.Meta.fields, "verification"]
+
+
+class OAuthStartSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(choices=OAuthAuthorization.Provider.choices)
+    daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    min_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    max_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+    from_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+    def validate(self, attrs):
+        errors = pace_errors(attrs, None)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class OAuthStartedSerializer(serializers.Serializer):
+    authorization_url = serializers.URLField(
+        help_text="The provider's consent page: open it in the mailbox owner's browser."
+    )
+    expires_at = TimestampField(help_text="The link works once, until then (15 minutes).")
+
+
+class CredentialViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    AccountScopedViewSet,
+):
+    """Mailboxes the account sends from. Passwords and signing keys are write-only."""
+
+    queryset = SmtpCredential.objects.all()
+    serializer_class = CredentialSerializer
+    not_found_error = CredentialNotFound
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    def get_queryset(self):
+        return super().get_queryset().order_by("-created_at", "-pk")
+
+    @extend_schema(responses={201: CredentialCreatedSerializer})
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        credential = services.credential_create(
+            account=request.user, data=serializer.validated_data
+        )
+        body = self.get_serializer(credential).data
+        body["verification"] = credential_verify(credential=credential)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=OAuthStartSerializer,
+        responses={201: OAuthStartedSerializer},
+        summary="Connect a Google or Microsoft mailbox (OAuth 2.0)",
+        description="Starts the provider's authorization code flow (PKCE, offline access, the "
+        "mail scopes). Send the mailbox's owner to `authorization_url`; after consent the "
+        "provider returns to `GET /oauth/callback/<provider>`, which creates the credential "
+        "(SMTP and IMAP hosts preset, `auth_method` `oauth_google` / `oauth_microsoft`), or "
+        "re-authorizes the account's mailbox with that address. 422 `oauth_not_configured` "
+        "when the service has no OAuth client for the provider.",
+    )
+    @action(detail=False, methods=["post"], url_path="oauth")
+    def oauth(self, request):
+        serializer = OAuthStartSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        url, expires_at = mailboxes_oauth.authorization_start(
+            account=request.user, provider_name=data.pop("provider"), credential_settings=data
+        )
+        body = OAuthStartedSerializer({"authorization_url": url, "expires_at": expires_at}).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=None,
+        responses=MailboxVerificationSerializer,
+        summary="Check the mailbox now",
+        description="Connects and logs in to the SMTP server, and to the IMAP server when "
+        "imap_host is set, as sending and reply polling do. Sends nothing, changes nothing. "
+        "Answers within MAILBOX_VERIFY_TIMEOUT_SECONDS (15 s by default).",
+    )
+    @action(detail=True, methods=["post"])
+    def verify(self, request, pk=None):
+        return Response(credential_verify(credential=self.get_object()))
+
+    def partial_update(self, request, pk=None):
+        credential = self.get_object()
+        serializer = self.get_serializer(credential, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        credential = services.credential_update(
+            credential=credential, data=serializer.validated_data
+        )
+        return Response(self.get_serializer(credential).data)

@@ -1,0 +1,402 @@
+"""Mailboxes over OAuth 2.0: Google Workspace and Microsoft 365 (docs/outreach.md,
+"Google and Microsoft mailboxes").
+
+1. `authorization_start`: the authorization code flow with PKCE (S256), offline access
+   and an OpenID Connect nonce, through Authlib's requests client. A single-use `state`
+   bound to the account, valid AUTHORIZATION_LIFETIME, is kept hashed with the code
+   verifier (encrypted) in an OAuthAuthorization row.
+2. `authorization_complete` (the public callback): takes the state once, exchanges the
+   code with the code verifier, reads the mailbox address from the ID token that came
+   with the tokens, and creates the credential, or re-authorizes the account's mailbox
+   with that address.
+3. `access_token_get` (outreach.mailboxes.oauth_tokens; sending and IMAP polling): the stored access token while it has
+   more than REFRESH_MARGIN left, else a refresh; one refresh at a time per mailbox
+   across workers (a lease on the credential row, taken with a conditional UPDATE), no
+   database connection or row lock held while the token endpoint answers. A refused
+   refresh (`invalid_grant`) marks the mailbox `reauthorization_required`.
+
+Tokens are never logged, never returned by the API, and stored encrypted
+(EncryptedTextField, FIELD_ENCRYPTION_KEY).
+"""
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import requests
+from authlib.integrations.requests_client import OAuth2Session, OAuthError
+from authlib.oidc.core import CodeIDToken
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from joserfc.errors import JoseError
+from joserfc.jws import extract_compact
+
+from config.api.errors import OAuthNotConfigured
+from config.db import connection_release
+from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
+
+logger = logging.getLogger(__name__)
+
+# The mailbox settings POST /smtp_credentials/oauth takes, applied by the callback to the
+# mailbox it creates.
+OAUTH_START_SETTINGS = ("daily_limit", "min_interval_seconds", "max_interval_seconds", "from_name")
+
+AUTHORIZATION_LIFETIME = timedelta(minutes=15)
+# Refresh when the stored access token has less than this left (providers give an hour):
+# a token never expires in the middle of a batch's SMTP session.
+REFRESH_MARGIN = timedelta(minutes=5)
+# Connect and read timeout of each request to a token endpoint.
+TOKEN_TIMEOUT_SECONDS = 10.0
+# A refresh owns its mailbox this long at most; the lease of a lost worker lapses.
+REFRESH_LEASE = timedelta(seconds=30)
+# How often a worker waiting for another's refresh of the same mailbox looks again.
+REFRESH_POLL_SECONDS = 0.05
+ERROR_MAX_CHARS = 1000
+
+Status = SmtpCredential.OAuthStatus
+
+
+# --- providers ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    auth_method: str
+    settings_prefix: str
+    scope: str
+    # Extra authorization request parameters: what makes the provider return a refresh
+    # token every time.
+    authorize_params: dict = field(default_factory=dict)
+    smtp_host: str = ""
+    smtp_port: int = 587
+    imap_host: str = ""
+    imap_port: int = 993
+
+    def _setting(self, name: str) -> str:
+        return getattr(settings, f"{self.settings_prefix}_OAUTH_{name}")
+
+    @property
+    def client_id(self) -> str:
+        return self._setting("CLIENT_ID")
+
+    @property
+    def client_secret(self) -> str:
+        return self._setting("CLIENT_SECRET")
+
+    @property
+    def authorize_url(self) -> str:
+        return self._setting("AUTHORIZE_URL")
+
+    @property
+    def token_url(self) -> str:
+        return self._setting("TOKEN_URL")
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"{settings.BASE_URL}/oauth/callback/{self.name}"
+
+    def issuer_valid(self, issuer: str) -> bool:
+        if self.name == "google":
+            return issuer in ("https://accounts.google.com", "accounts.google.com")
+        # Microsoft's v2.0 issuer names the user's tenant. With a tenant id configured
+        # only that one passes; with common/organizations/consumers (or a domain) any.
+        match = re.fullmatch(r"https://login\.microsoftonline\.com/([0-9a-f-]{36})/v2\.0", issuer)
+        if match is None:
+            return False
+        tenant = settings.MICROSOFT_OAUTH_TENANT.lower()
+        if re.fullmatch(r"[0-9a-f-]{36}", tenant):
+            return match.group(1) == tenant
+        return True
+
+    def mailbox_address(self, claims: dict) -> str:
+        """The mailbox's address from the ID token's claims; "" when it has none."""
+        if self.name == "google":
+            # Google asserts `email` only with `email_verified`.
+            return str(claims.get("email") or "") if claims.get("email_verified") else ""
+        # Microsoft: `email` when the account has one, else the sign-in name (the UPN,
+        # which is the mailbox's address at Microsoft 365).
+        for name in ("email", "preferred_username"):
+            value = str(claims.get(name) or "")
+            if "@" in value:
+                return value
+        return ""
+
+
+PROVIDERS = {
+    "google": Provider(
+        name="google",
+        auth_method=SmtpCredential.AuthMethod.OAUTH_GOOGLE,
+        settings_prefix="GOOGLE",
+        scope="openid email https://mail.google.com/",
+        authorize_params={"access_type": "offline", "prompt": "consent"},
+        smtp_host="smtp.gmail.com",
+        imap_host="imap.gmail.com",
+    ),
+    "microsoft": Provider(
+        name="microsoft",
+        auth_method=SmtpCredential.AuthMethod.OAUTH_MICROSOFT,
+        settings_prefix="MICROSOFT",
+        scope="openid email profile offline_access "
+        "https://outlook.office.com/SMTP.Send https://outlook.office.com/IMAP.AccessAsUser.All",
+        authorize_params={"prompt": "select_account"},
+        smtp_host="smtp.office365.com",
+        imap_host="outlook.office365.com",
+    ),
+}
+PROVIDER_BY_AUTH_METHOD = {p.auth_method: p for p in PROVIDERS.values()}
+
+
+def oauth_session(provider: Provider) -> OAuth2Session:
+    return OAuth2Session(
+        client_id=provider.client_id,
+        client_secret=provider.client_secret,
+        scope=provider.scope,
+        redirect_uri=provider.redirect_uri,
+        code_challenge_method="S256",
+        token_endpoint_auth_method="client_secret_post",  # noqa: S106 - a method name
+    )
+
+
+def _state_hash(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+# --- 1. start -------------------------------------------------------------------------
+
+
+def authorization_start(
+    *, account, provider_name: str, credential_settings: dict
+) -> tuple[str, datetime]:
+    """The provider's consent page URL for the account, and when its state expires."""
+    provider = PROVIDERS[provider_name]
+    if not provider.client_id:
+        raise OAuthNotConfigured(
+            f"No OAuth client is configured for {provider_name}.",
+            details={"provider": provider_name},
+        )
+    now = timezone.now()
+    # Rows of flows long over (kept a day so a late reused link still says "used").
+    OAuthAuthorization.objects.filter(expires_at__lt=now - timedelta(days=1)).delete()
+    state = secrets.token_urlsafe(32)
+    code_verifier = secrets.token_urlsafe(64)  # 86 characters (RFC 7636: 43 to 128)
+    nonce = secrets.token_urlsafe(24)
+    expires_at = now + AUTHORIZATION_LIFETIME
+    OAuthAuthorization.objects.create(
+        account=account,
+        provider=provider_name,
+        state_hash=_state_hash(state),
+        code_verifier=code_verifier,
+        nonce=nonce,
+        credential_settings=credential_settings,
+        expires_at=expires_at,
+    )
+    url, _ = oauth_session(provider).create_authorization_url(
+        provider.authorize_url,
+        state=state,
+        code_verifier=code_verifier,
+        nonce=nonce,
+        **provider.authorize_params,
+    )
+    return url, expires_at
+
+
+# --- 2. callback ----------------------------------------------------------------------
+
+
+class AuthorizationFailed(Exception):
+    """The callback cannot connect the mailbox; the message is for the person who was
+    signing in (no secret in it). Nothing was created."""
+
+
+def _authorization_take(provider_name: str, state: str, now: datetime) -> OAuthAuthorization:
+    """The flow of `state`, marked used (a conditional UPDATE: one callback wins)."""
+    row = OAuthAuthorization.objects.filter(
+        state_hash=_state_hash(state), provider=provider_name
+    ).first()
+    if row is None:
+        raise AuthorizationFailed(
+            "This sign-in link is not valid. Start connecting the mailbox again."
+        )
+    if row.used_at is not None:
+        raise AuthorizationFailed(
+            "This sign-in link was already used. Start connecting the mailbox again."
+        )
+    if row.expires_at <= now:
+        raise AuthorizationFailed(
+            "This sign-in link expired (it is valid for 15 minutes). "
+            "Start connecting the mailbox again."
+        )
+    taken = OAuthAuthorization.objects.filter(
+        pk=row.pk, used_at__isnull=True, expires_at__gt=now
+    ).update(used_at=now, code_verifier="")
+    if not taken:
+        raise AuthorizationFailed(
+            "This sign-in link was already used. Start connecting the mailbox again."
+        )
+    return row
+
+
+def id_token_claims(*, provider: Provider, id_token: str, nonce: str) -> dict:
+    """The claims of an ID token received from the token endpoint, checked: issuer,
+    audience (our client id), expiry, issue time and nonce.
+
+    The signature is not verified: the token came in the token endpoint's response,
+    over TLS, to our authenticated request, which OpenID Connect Core 3.1.3.7 allows as
+    validation in place of the signature for the code flow.
+    """
+    try:
+        jws = extract_compact(id_token.encode())
+        claims = json.loads(jws.payload)
+        if not isinstance(claims, dict):
+            raise ValueError("the payload is not a JSON object")
+        checked = CodeIDToken(
+            claims,
+            jws.headers(),
+            options={
+                "iss": {"essential": True, "validate": lambda _c, v: provider.issuer_valid(v)},
+                "aud": {"essential": True, "value": provider.client_id},
+            },
+            params={"nonce": nonce},
+        )
+        checked.validate(now=int(time.time()), leeway=120)
+    except (JoseError, ValueError, TypeError) as exc:
+        raise AuthorizationFailed(
+            f"The provider's answer could not be checked ({type(exc).__name__}: {exc})."[
+                :ERROR_MAX_CHARS
+            ]
+        ) from None
+    return dict(checked)
+
+
+def _tokens_fetch(provider: Provider, code: str, code_verifier: str) -> dict:
+    connection_release()  # no database connection held while the provider answers
+    try:
+        return dict(
+            oauth_session(provider).fetch_token(
+                provider.token_url,
+                grant_type="authorization_code",
+                code=code,
+                code_verifier=code_verifier,
+                timeout=TOKEN_TIMEOUT_SECONDS,
+            )
+        )
+    except OAuthError as exc:
+        raise AuthorizationFailed(
+            f"The provider refused to complete the sign-in ({exc.error})."
+        ) from None
+    except (requests.RequestException, ValueError) as exc:
+        logger.warning("oauth %s: token endpoint failed: %s", provider.name, type(exc).__name__)
+        raise AuthorizationFailed(
+            "The provider could not be reached to complete the sign-in. Try again."
+        ) from None
+
+
+@dataclass(frozen=True)
+class Connected:
+    credential: SmtpCredential
+    created: bool
+
+
+def authorization_complete(*, provider_name: str, params: dict) -> Connected:
+    """Finish a flow from the provider's redirect (`code`, `state`, or `error`)."""
+    provider = PROVIDERS.get(provider_name)
+    state = params.get("state") or ""
+    if provider is None or not state:
+        raise AuthorizationFailed("This sign-in link is not valid.")
+    now = timezone.now()
+    flow = _authorization_take(provider_name, state, now)
+    if params.get("error"):
+        if params["error"] == "access_denied":
+            raise AuthorizationFailed("Access was not granted, so the mailbox was not connected.")
+        raise AuthorizationFailed(
+            f"The provider did not authorize the mailbox ({params['error']})."[:ERROR_MAX_CHARS]
+        )
+    code = params.get("code") or ""
+    if not code:
+        raise AuthorizationFailed("The provider's answer carried no authorization code.")
+    tokens = _tokens_fetch(provider, code, flow.code_verifier)
+    if not tokens.get("access_token") or not tokens.get("refresh_token"):
+        raise AuthorizationFailed(
+            "The provider gave no refresh token, so the mailbox could not stay connected."
+        )
+    if not tokens.get("id_token"):
+        raise AuthorizationFailed("The provider's answer carried no ID token.")
+    claims = id_token_claims(provider=provider, id_token=tokens["id_token"], nonce=flow.nonce)
+    try:
+        email = email_clean(provider.mailbox_address(claims))
+    except InvalidEmail:
+        raise AuthorizationFailed(
+            "The provider did not tell the mailbox's email address, so it was not connected."
+        ) from None
+    return _credential_connect(flow=flow, provider=provider, email=email, tokens=tokens, now=now)
+
+
+def token_expires_at(tokens: dict, now: datetime) -> datetime:
+    try:
+        seconds = int(tokens.get("expires_in") or 3600)
+    except (TypeError, ValueError):
+        seconds = 3600
+    return now + timedelta(seconds=max(seconds, 0))
+
+
+def _credential_connect(
+    *, flow: OAuthAuthorization, provider: Provider, email: str, tokens: dict, now: datetime
+) -> Connected:
+    """Create the mailbox, or re-authorize the account's mailbox with this address
+    (the oldest, if several). A password mailbox of that address becomes an OAuth one,
+    its hosts preset and its passwords dropped."""
+    oauth = {
+        "oauth_status": Status.CONNECTED,
+        "oauth_refresh_token": tokens["refresh_token"],
+        "oauth_access_token": tokens["access_token"],
+        "oauth_access_token_expires_at": token_expires_at(tokens, now),
+        "oauth_refreshing_until": None,
+        "last_error": "",
+        "last_error_at": None,
+    }
+    preset = {
+        "auth_method": provider.auth_method,
+        "smtp_host": provider.smtp_host,
+        "smtp_port": provider.smtp_port,
+        "smtp_security": Security.STARTTLS,
+        "smtp_username": email,
+        "smtp_password": "",
+        "imap_host": provider.imap_host,
+        "imap_port": provider.imap_port,
+        "imap_security": Security.SSL,
+        "imap_username": email,
+        "imap_password": "",
+    }
+    with transaction.atomic():
+        existing = (
+            SmtpCredential.objects.select_for_update()
+            .filter(account_id=flow.account_id, from_email__iexact=email)
+            .order_by("created_at", "pk")
+            .first()
+        )
+        if existing is not None:
+            changes = dict(oauth)
+            if existing.auth_method != provider.auth_method:
+                changes.update(preset)
+            for name, value in changes.items():
+                setattr(existing, name, value)
+            existing.save(update_fields=[*changes, "updated_at"])
+            logger.info("mailbox %s re-authorized with %s", existing.pk, provider.name)
+            return Connected(credential=existing, created=False)
+        credential = SmtpCredential(account_id=flow.account_id, from_email=email)
+        for name, value in {**preset, **oauth}.items():
+            setattr(credential, name, value)
+        for name, value in flow.credential_settings.items():
+            if name in OAUTH_START_SETTINGS:
+                setattr(credential, name, value)
+        credential.save()
+    logger.info("mailbox %s connected with %s", credential.pk, provider.name)
+    return Connected(credential=credential, created=True)

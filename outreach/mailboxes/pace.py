@@ -1,0 +1,42 @@
+"""Pace and daily quota of a mailbox (UTC days)."""
+
+import random
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db.models import F
+from django.db.models.functions import Greatest
+
+from outreach.mailboxes.models import SmtpCredential
+
+
+def utc_day(at: datetime) -> date:
+    return at.astimezone(UTC).date()
+
+
+def next_utc_midnight(at: datetime) -> datetime:
+    return datetime.combine(utc_day(at) + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+def sent_today(credential: SmtpCredential, today: date) -> int:
+    """Sends of the mailbox on `today` (UTC), reserved ones included."""
+    return credential.daily_sent_count if credential.daily_sent_on == today else 0
+
+
+def paced_until(credential: SmtpCredential, now: datetime) -> datetime | None:
+    """When a paced mailbox may send next, if that is still ahead of `now`; else None."""
+    if not credential.is_paced or credential.next_send_earliest_at is None:
+        return None
+    return credential.next_send_earliest_at if credential.next_send_earliest_at > now else None
+
+
+def pace_gap(credential: SmtpCredential) -> timedelta:
+    """A random gap before the mailbox's next send, uniform over [min, max] seconds."""
+    low, high = credential.min_interval_seconds, credential.max_interval_seconds
+    return timedelta(seconds=random.uniform(low, high))  # noqa: S311 - spacing, not secrecy
+
+
+def reservation_release(*, credential_id, at: datetime, count: int = 1) -> None:
+    """Give back `count` reserved sends of the day of `at` (a claim that did not send)."""
+    SmtpCredential.objects.filter(pk=credential_id, daily_sent_on=utc_day(at)).update(
+        daily_sent_count=Greatest(F("daily_sent_count") - count, 0)
+    )

@@ -1,0 +1,15 @@
+"""Mailbox selectors."""
+
+from collections.abc import Iterable
+from uuid import UUID
+
+from outreach.mailboxes.models import SmtpCredential
+
+
+def credentials_owned(*, account, credential_ids: Iterable[UUID]) -> dict[UUID, SmtpCredential]:
+    return {
+        credential.pk: credential
+        for credential in SmtpCredential.objects.filter(
+            account=account, pk__in=list(credential_ids)
+        )
+    }

@@ -1,0 +1,64 @@
+"""Mailbox services: create and update SMTP credentials."""
+
+from accounts.models import Account
+from outreach.mailboxes.models import SmtpCredential
+
+# --- SMTP credentials ------------------------------------------------------------------
+
+
+_CREDENTIAL_FIELDS = {
+    "from_email",
+    "from_name",
+    "smtp_host",
+    "smtp_port",
+    "smtp_username",
+    "smtp_password",
+    "smtp_security",
+    "imap_host",
+    "imap_port",
+    "imap_username",
+    "imap_password",
+    "imap_security",
+    "daily_limit",
+    "min_interval_seconds",
+    "max_interval_seconds",
+    "relay_provider",
+    "relay_signing_key",
+}
+
+
+def credential_create(*, account: Account, data: dict) -> SmtpCredential:
+    credential = SmtpCredential(account=account)
+    for name, value in data.items():
+        if name in _CREDENTIAL_FIELDS:
+            setattr(credential, name, value)
+    credential.save()
+    return credential
+
+
+def credential_update(*, credential: SmtpCredential, data: dict) -> SmtpCredential:
+    for name, value in data.items():
+        if name in _CREDENTIAL_FIELDS:
+            setattr(credential, name, value)
+    if "disabled_at" in data:
+        if data["disabled_at"] is None:
+            # Re-enable: the reason goes with it.
+            credential.disabled_at = None
+            credential.disabled_reason = ""
+        elif credential.disabled_at is None:
+            credential.disabled_at = data["disabled_at"]
+            credential.disabled_reason = SmtpCredential.DisabledReason.MANUAL
+    if credential.imap_host == "":
+        # Without a host there is no mailbox to poll; forget its state.
+        credential.imap_uidvalidity = None
+        credential.imap_last_uid = None
+    # Every column but the OAuth tokens: a refresh may have replaced them since this
+    # row was read (outreach.mailboxes.oauth writes them, under its lease).
+    credential.save(
+        update_fields=[
+            f.name
+            for f in SmtpCredential._meta.concrete_fields
+            if not f.primary_key and f.name not in SmtpCredential.OAUTH_TOKEN_FIELDS
+        ]
+    )
+    return credential

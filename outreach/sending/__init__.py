@@ -1,0 +1,2 @@
+"""Sending: the scheduler, the batch sender, SMTP, MIME message building and the
+record of a send."""

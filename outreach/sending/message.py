@@ -1,0 +1,179 @@
+"""Message building: the MIME message of one step for one enrollment."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, formataddr
+
+from django.conf import settings
+
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.rendering import (
+    UNSUBSCRIBE_URL,
+    contact_values,
+    places_variable,
+    template_render,
+    unsubscribe_footer_html,
+    unsubscribe_footer_text,
+)
+from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
+from outreach.campaigns.variants import step_content
+from outreach.intake import tokens
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.mime import (
+    SharingHeaderFactory,
+    SharingPolicy,
+    message_bytes,
+    message_bytes_fast,
+)
+from outreach.sending.models import Enrollment, Message
+
+# Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
+# Python encode long unstructured headers as RFC 2047 words, which breaks
+# List-Unsubscribe: its URLs must stay plain for mail clients to find them.
+# Same settings as SMTP.clone(max_line_length=998), with the header sharing of
+# outreach.sending.mime (the same bytes, less work per message).
+SMTP_POLICY = SharingPolicy(
+    linesep="\r\n", max_line_length=998, header_factory=SharingHeaderFactory()
+)
+SMTPUTF8_POLICY = SMTP_POLICY.clone(utf8=True)
+
+
+# --- the message ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    message_id: str  # without brackets
+    subject: str
+    data: bytes
+    to_email: str  # the envelope recipient (domain in IDNA form)
+    # A non-ASCII local part can only travel with SMTPUTF8 (RFC 6531).
+    needs_smtputf8: bool = False
+    variant: str = DEFAULT_VARIANT  # the step's A/B variant it carries
+
+
+def ascii_address(address: str) -> str | None:
+    """The address with its domain in IDNA (ASCII) form, as the envelope needs it; None
+    when the local part itself is not ASCII."""
+    local, _, domain = address.rpartition("@")
+    if not local.isascii():
+        return None
+    try:
+        domain = domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        return None
+    return f"{local}@{domain}"
+
+
+def _domain(address: str) -> str:
+    domain = address.rsplit("@", 1)[-1]
+    try:
+        return domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        return domain
+
+
+def _before_body_end(html: str, fragment: str) -> str:
+    """The HTML with `fragment` inserted before its closing body tag (or at its end)."""
+    index = html.lower().rfind("</body>")
+    if index == -1:
+        return html + fragment
+    return html[:index] + fragment + html[index:]
+
+
+def _with_pixel(html: str, pixel_url: str) -> str:
+    pixel = f'<img src="{pixel_url}" width="1" height="1" alt="" style="display:none">'
+    return _before_body_end(html, pixel)
+
+
+def message_build(
+    *,
+    credential: SmtpCredential,
+    campaign: Campaign,
+    step: CampaignStep,
+    enrollment: Enrollment,
+    thread: list[Message],
+    first_subject: str,
+    now: datetime,
+    variant: str = DEFAULT_VARIANT,
+) -> Outgoing:
+    """The email of one step's A/B `variant` (API.md sections 5 and 8). `thread`: the
+    enrollment's earlier messages, oldest first; a step with an empty subject replies
+    to the last of them."""
+    contact = enrollment.contact
+    content = step_content(step, variant)
+    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
+    base_url = settings.BASE_URL
+    unsubscribe_url = f"{base_url}/u/{unsubscribe}"
+    values = {**contact_values(contact), UNSUBSCRIBE_URL: unsubscribe_url}
+    message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
+
+    # Display names lose their line breaks: a name cannot add a header.
+    headers = [
+        ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
+    ]
+    name = " ".join(f"{contact.first_name} {contact.last_name}".split())
+    recipient = ascii_address(contact.email)
+    if recipient is not None:
+        headers.append(("To", formataddr((name, recipient))))
+    else:  # SMTPUTF8: the header carries the address as UTF-8
+        local, _, domain = contact.email.rpartition("@")
+        headers.append(("To", Address(display_name=name, username=local, domain=domain)))
+    if content.subject.strip():
+        subject = template_render(content.subject, values, kind="header")
+    else:
+        previous = thread[-1].subject if thread else first_subject
+        while previous[:4].lower() == "re: ":
+            previous = previous[4:]
+        subject = f"Re: {previous}"
+        if thread:
+            headers.append(("In-Reply-To", f"<{thread[-1].message_id}>"))
+            headers.append(("References", " ".join(f"<{m.message_id}>" for m in thread)))
+    headers += (
+        ("Subject", subject),
+        ("Date", format_datetime(now)),
+        ("Message-ID", f"<{message_id}>"),
+        (
+            "List-Unsubscribe",
+            f"<{unsubscribe_url}>, <mailto:{credential.from_email}?subject=unsubscribe>",
+        ),
+        ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ("X-Auto-Response-Suppress", "OOF, AutoReply"),
+    )
+    # The footer goes to each part that does not place the link itself.
+    footer = campaign.unsubscribe_footer
+    text = template_render(content.body_text, values, kind="text")
+    if footer and not places_variable(content.body_text, UNSUBSCRIBE_URL):
+        text = unsubscribe_footer_text(text, unsubscribe_url)
+    html = None
+    if content.body_html.strip():
+        html = template_render(content.body_html, values, kind="html")
+        if footer and not places_variable(content.body_html, UNSUBSCRIBE_URL):
+            html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
+        if campaign.track_opens:
+            token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+            html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
+    # The common case written directly (byte for byte what the email package writes,
+    # outreach.sending.mime); anything else, and SMTPUTF8, through the email package.
+    data = None
+    if recipient is not None:
+        data = message_bytes_fast(headers, text, html, policy=SMTP_POLICY)
+    if data is None:
+        msg = EmailMessage(policy=SMTP_POLICY)
+        for header, value in headers:
+            msg[header] = value
+        msg.set_content(text)
+        if html is not None:
+            msg.add_alternative(html, subtype="html")
+        data = message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY)
+    return Outgoing(
+        message_id=message_id,
+        subject=subject,
+        data=data,
+        to_email=recipient or contact.email,
+        needs_smtputf8=recipient is None,
+        variant=variant,
+    )

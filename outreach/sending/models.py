@@ -1,0 +1,213 @@
+"""Sending models: enrollments (a contact in a campaign, and where it is in the
+sequence), the messages sent, the per-mailbox stats of a campaign and the scheduler's
+send claims. See docs/outreach.md and docs/sending.md for the state rules."""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from outreach.campaigns.models import Campaign
+from outreach.contacts.models import Contact
+from outreach.mailboxes.models import SmtpCredential
+
+
+class Enrollment(models.Model):
+    """A contact in a campaign, and where it is in the sequence."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # enrolled, not dispatched
+        SCHEDULED = "scheduled"  # dispatched, no step sent yet
+        SENT = "sent"  # a step was sent, more may follow
+        COMPLETED = "completed"  # all steps sent
+        REPLIED = "replied"
+        BOUNCED = "bounced"
+        UNSUBSCRIBED = "unsubscribed"
+        FAILED = "failed"
+        STOPPED = "stopped"  # ended by a rule or by hand, not by the contact
+
+    class StopReason(models.TextChoices):
+        MANUAL = "manual"
+        DOMAIN_REPLY = "domain_reply"
+
+    ACTIVE_STATUSES = (Status.PENDING, Status.SCHEDULED, Status.SENT)
+    # Statuses whose next_send_at the scheduler watches.
+    DUE_STATUSES = (Status.SCHEDULED, Status.SENT)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="enrollments")
+    contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="enrollments")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    # Number of steps sent; the next one is CampaignStep.position == current_step + 1.
+    current_step = models.PositiveSmallIntegerField(default=0)
+    next_send_at = models.DateTimeField(null=True, blank=True)
+    # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
+    credential = models.ForeignKey(
+        SmtpCredential,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="enrollments",
+    )
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)  # last step sent
+    opened_at = models.DateTimeField(null=True, blank=True)
+    replied_at = models.DateTimeField(null=True, blank=True)
+    bounced_at = models.DateTimeField(null=True, blank=True)
+    bounce_reason = models.TextField(null=True, blank=True)
+    unsubscribed_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(
+        max_length=16, choices=StopReason.choices, blank=True, default=""
+    )
+    # The A/B variant drawn for each step, {"<position>": "B"}, drawn at the step's first
+    # send attempt and kept for its retries (outreach.campaigns.variants).
+    variants = models.JSONField(default=dict, blank=True)
+    # Temporary send failures (4xx, connection) so far, and the last one; `failed` past a bound.
+    send_attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    # The step and variant ("2B") whose message the open, reply or bounce answered: the
+    # last step sent when it arrived ("" before any). Per-variant stats count these.
+    opened_on = models.CharField(max_length=8, blank=True, default="", db_default="")
+    replied_on = models.CharField(max_length=8, blank=True, default="", db_default="")
+    bounced_on = models.CharField(max_length=8, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "contact"], name="enrollment_unique")
+        ]
+        indexes = [
+            # Keyset pages (config.api.pagination), all and by status: the order,
+            # tie-breaker included.
+            models.Index(
+                fields=["campaign", "status", "created_at", "id"],
+                name="enrollment_status_page_idx",
+            ),
+            models.Index(
+                fields=["campaign", "created_at", "id"], name="enrollment_campaign_page_idx"
+            ),
+            # The scheduler's scan: due enrollments by next_send_at.
+            models.Index(
+                fields=["next_send_at"],
+                name="enrollment_due_idx",
+                condition=Q(status__in=["scheduled", "sent"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contact_id} in {self.campaign_id} ({self.status})"
+
+
+class Message(models.Model):
+    """One email accepted by an SMTP server for one step of one enrollment.
+
+    Its Message-ID is what replies (In-Reply-To / References), delivery status
+    reports and relay-provider events are matched against.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    enrollment = models.ForeignKey(Enrollment, on_delete=models.CASCADE, related_name="messages")
+    credential = models.ForeignKey(
+        SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
+    # Step position (1-based) at send time; steps can be edited or removed later.
+    step = models.PositiveSmallIntegerField()
+    # The Message-ID header without angle brackets, e.g. "abc123@sender.example".
+    message_id = models.CharField(max_length=255, unique=True)
+    to_email = models.EmailField(max_length=254)
+    subject = models.CharField(max_length=998, blank=True, default="")
+    # The step's A/B variant this message carried ("A": the step's own content).
+    variant = models.CharField(max_length=1, default="A")
+    sent_at = models.DateTimeField()
+    # The server took the whole message but its reply to the final dot never came (the
+    # connection dropped, or it timed out): it may or may not have been accepted. It is
+    # counted as sent and never sent again (docs/sending.md, "Unknown outcomes").
+    reply_seen = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at"]
+        indexes = [models.Index(fields=["enrollment", "step"], name="message_enrollment_step_idx")]
+
+    def __str__(self) -> str:
+        return f"<{self.message_id}> step {self.step} to {self.to_email}"
+
+
+class CredentialCampaignStats(models.Model):
+    """Send verdicts and bounces of one mailbox in one campaign: the bounce rate that
+    auto-disables a credential (outreach.intake.bounces) is bounces / sends of this row.
+
+    `sends` counts messages the server gave a verdict on: accepted (Message rows) and
+    permanently rejected at send time (a synchronous bounce never becomes a Message, but
+    it was an attempt to that address from this mailbox). Kept as counters, updated with
+    F() in the transactions that send and bounce, so the rate is one row read.
+    """
+
+    credential = models.ForeignKey(
+        SmtpCredential, on_delete=models.CASCADE, related_name="campaign_stats"
+    )
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="credential_stats"
+    )
+    sends = models.PositiveIntegerField(default=0)
+    bounces = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["credential", "campaign"], name="credential_campaign_stats_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.credential_id} in {self.campaign_id}: {self.bounces}/{self.sends}"
+
+    @property
+    def bounce_rate(self) -> float:
+        """Percent; 0 before the first send."""
+        return 100.0 * self.bounces / self.sends if self.sends else 0.0
+
+
+class SendClaim(models.Model):
+    """One enrollment step handed to a sending task: the claim that keeps every other
+    scheduler and worker off it, and the record of how far its send got.
+
+    The scheduler creates it (with the enrollment's next_send_at moved to `lease_until`,
+    so it is not due meanwhile) and reserves a unit of the mailbox's daily limit. The
+    sender sets `sending_at` (a conditional UPDATE) right before the SMTP transaction,
+    and deletes the claim in the transaction that records the outcome. A claim left
+    behind by a dead worker is found when its lease lapses: never started, the
+    enrollment is simply due again; started (`sending_at` set), the outcome is unknown:
+    it is recorded as sent with its reply unseen and never sent again (docs/sending.md,
+    "Unknown outcomes").
+    """
+
+    enrollment = models.OneToOneField(
+        Enrollment, on_delete=models.CASCADE, primary_key=True, related_name="send_claim"
+    )
+    # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
+    batch_id = models.UUIDField()
+    credential = models.ForeignKey(SmtpCredential, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveSmallIntegerField()
+    claimed_at = models.DateTimeField()
+    lease_until = models.DateTimeField()
+    sending_at = models.DateTimeField(null=True, blank=True)
+    # Set with sending_at: the message on its way, so that a send whose worker was lost
+    # is recorded as the message it was (docs/sending.md, "Unknown outcomes").
+    message_id = models.CharField(max_length=255, blank=True, default="")
+    subject = models.CharField(max_length=998, blank=True, default="")
+    to_email = models.CharField(max_length=254, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["batch_id"], name="sendclaim_batch_idx"),
+            models.Index(fields=["lease_until"], name="sendclaim_lease_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"claim of {self.enrollment_id} step {self.step}"

@@ -1,0 +1,309 @@
+"""Recording a send's outcome: sent, retried, undeliverable, bounced, interrupted."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Greatest
+
+from billing.periods import period_bounds
+from billing.usage import usage_record_increment
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.variants import stored_letter
+from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.enrollments import count, counting, variant_count
+from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
+from outreach.intake.bounces import enrollment_mark_bounced, stats_increment
+from outreach.mailboxes.models import SmtpCredential
+from outreach.mailboxes.pace import reservation_release
+from outreach.sending import record_sql
+from outreach.sending.message import Outgoing
+from outreach.sending.models import Enrollment, Message, SendClaim
+from outreach.sending.smtp import ERROR_MAX_CHARS, UNSEEN_REPLY_NOTE
+from webhooks.events import drains_publish
+
+logger = logging.getLogger(__name__)
+
+
+# --- recording outcomes ---------------------------------------------------------------------
+
+
+def retry_delay(attempts_done: int) -> timedelta:
+    schedule = settings.SENDING_RETRY_SCHEDULE or [300]
+    return timedelta(seconds=schedule[min(attempts_done, len(schedule)) - 1])
+
+
+def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
+    """Give the claim and its reservation back; a still-due enrollment is due at
+    `next_send_at` (None: leave its next_send_at alone)."""
+    with transaction.atomic():
+        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            if next_send_at is not None:
+                Enrollment.objects.filter(pk=claim.pk, status__in=Enrollment.DUE_STATUSES).update(
+                    next_send_at=next_send_at, updated_at=now
+                )
+
+
+def sent_record(
+    *,
+    claim: SendClaim,
+    enrollment: Enrollment,
+    campaign: Campaign,
+    credential: SmtpCredential,
+    steps: dict[int, CampaignStep],
+    outgoing: Outgoing,
+    now: datetime,
+    reply_seen: bool = True,
+) -> None:
+    """An accepted message (or one whose reply never came, `reply_seen=False`), in one
+    transaction: the Message, the enrollment moved on, the counters, the period's
+    usage and `enrollment.sent`."""
+    next_step = steps.get(claim.step + 1)
+    if next_step is not None:
+        status, completed_at = Enrollment.Status.SENT, None
+        next_send_at = step_send_at(
+            after=now,
+            delay_minutes=next_step.delay_minutes,
+            timezone=window_timezone(
+                campaign=campaign, contact_timezone=enrollment.contact.timezone
+            ),
+            window=SendWindow.from_json(campaign.send_window),
+        )
+    else:
+        status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
+    # The claim drew the mailbox's gap from the claim's time; a send that left late must
+    # still keep the minimum before the next one.
+    pace_floor = (
+        now + timedelta(seconds=credential.min_interval_seconds) if credential.is_paced else None
+    )
+    if reply_seen and record_sql.supported():
+        # PostgreSQL, the common case: the same writes in one statement (outreach.sending.record_sql).
+        state = {
+            "status": status,
+            "current_step": claim.step,
+            "sent_at": now,
+            "next_send_at": next_send_at,
+            "completed_at": completed_at,
+            "credential_id": credential.pk,
+        }
+        for name, value in state.items():
+            setattr(enrollment, name, value)
+        enrollment.campaign = campaign
+        rung = record_sql.record_sent(
+            account_id=campaign.account_id,
+            campaign_id=campaign.pk,
+            credential_id=credential.pk,
+            enrollment_id=enrollment.pk,
+            step=claim.step,
+            message_id=outgoing.message_id,
+            to_email=outgoing.to_email,
+            subject=outgoing.subject,
+            variant=outgoing.variant,
+            now=now,
+            status=status,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            pace_floor=pace_floor,
+            period=period_bounds(campaign.account, now),
+            event_type=ENROLLMENT_SENT,
+            event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
+        )
+        if rung is not None:
+            if rung:
+                transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+            return
+        # The statement did not apply (nothing written): the ORM path does it all.
+    with transaction.atomic(), counting():
+        Message.objects.create(
+            account_id=campaign.account_id,
+            enrollment_id=enrollment.pk,
+            credential_id=credential.pk,
+            step=claim.step,
+            message_id=outgoing.message_id,
+            to_email=outgoing.to_email,
+            subject=outgoing.subject,
+            variant=outgoing.variant,
+            sent_at=now,
+            reply_seen=reply_seen,
+        )
+        variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
+        # Intake may have changed the enrollment since the claim (a reply, an
+        # unsubscribe): then the message is recorded, the sequence is not moved.
+        moved = Enrollment.objects.filter(
+            pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES
+        ).update(
+            status=status,
+            current_step=claim.step,
+            sent_at=now,
+            next_send_at=next_send_at,
+            completed_at=completed_at,
+            credential_id=credential.pk,
+            send_attempts=0,
+            last_error="" if reply_seen else UNSEEN_REPLY_NOTE,
+            updated_at=now,
+        )
+        SendClaim.objects.filter(pk=claim.pk).delete()
+        credential_changes = {"sent_count": F("sent_count") + 1}
+        if pace_floor is not None:
+            credential_changes["next_send_earliest_at"] = Greatest(
+                Coalesce("next_send_earliest_at", Value(pace_floor)), Value(pace_floor)
+            )
+        SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
+        stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
+        usage_record_increment(account=campaign.account, at=now)
+        if moved:
+            if claim.step == 1:
+                count(campaign.pk, sent=1)
+            enrollment.status, enrollment.current_step = status, claim.step
+            enrollment.sent_at, enrollment.next_send_at = now, next_send_at
+            enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
+        else:
+            enrollment.refresh_from_db()
+        enrollment.campaign = campaign
+        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
+
+
+def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
+    attempts = enrollment.send_attempts + 1
+    with transaction.atomic():
+        if not SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            return
+        reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+        rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
+        if attempts >= settings.SENDING_MAX_ATTEMPTS:
+            rows.update(
+                status=Enrollment.Status.FAILED,
+                next_send_at=None,
+                send_attempts=attempts,
+                last_error=error,
+                updated_at=now,
+            )
+        else:
+            rows.update(
+                next_send_at=now + retry_delay(attempts),
+                send_attempts=attempts,
+                last_error=error,
+                updated_at=now,
+            )
+
+
+def undeliverable_record(*, claim: SendClaim, enrollment, error: str, now) -> None:
+    """No retry can help (the address cannot be expressed to this server): failed."""
+    with transaction.atomic():
+        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES).update(
+                status=Enrollment.Status.FAILED, next_send_at=None, last_error=error, updated_at=now
+            )
+
+
+def bounce_record(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
+    with transaction.atomic():
+        SendClaim.objects.filter(pk=claim.pk).delete()
+        # The reservation stays used: the server judged an attempt from this mailbox.
+        enrollment_mark_bounced(
+            enrollment=enrollment,
+            reason=error,
+            at=now,
+            credential=credential,
+            rejected_at_send=True,
+        )
+
+
+def credential_error_record(*, credential: SmtpCredential, error: str, now: datetime) -> None:
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        last_error=error[:ERROR_MAX_CHARS], last_error_at=now
+    )
+    credential.last_error, credential.last_error_at = error, now
+
+
+# --- starting a claim -----------------------------------------------------------------------
+
+
+def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
+    """Mark the claim started, with the message it is about to send, if its enrollment
+    is still due, its contact not suppressed and its campaign active."""
+    if record_sql.supported():
+        return record_sql.mark_started(
+            enrollment_id=claim.pk,
+            batch_id=claim.batch_id,
+            now=now,
+            message_id=outgoing.message_id,
+            subject=outgoing.subject[:998],
+            to_email=outgoing.to_email[:254],
+        )
+    return bool(
+        SendClaim.objects.filter(
+            pk=claim.pk,
+            batch_id=claim.batch_id,
+            sending_at__isnull=True,
+            enrollment__status__in=Enrollment.DUE_STATUSES,
+            enrollment__contact__unsubscribed_at__isnull=True,
+            enrollment__contact__bounced_at__isnull=True,
+            enrollment__campaign__status=Campaign.Status.ACTIVE,
+        ).update(
+            sending_at=now,
+            message_id=outgoing.message_id,
+            subject=outgoing.subject[:998],
+            to_email=outgoing.to_email[:254],
+        )
+    )
+
+
+def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
+    """Claims marked started whose worker was lost (their lease lapsed): the message
+    may have reached the server. Each is recorded as sent, as it was built, with its
+    reply unseen: the sequence goes on, and the step is never sent again. Claims
+    started before their message was kept (none since this field exists) end failed,
+    as they used to. Returns how many were recorded as sent."""
+    recorded = 0
+    legacy = [c.pk for c in claims if not c.message_id]
+    if legacy:
+        Enrollment.objects.filter(pk__in=legacy, status__in=Enrollment.DUE_STATUSES).update(
+            status=Enrollment.Status.FAILED, next_send_at=None, last_error=INTERRUPTED_ERROR
+        )
+        SendClaim.objects.filter(pk__in=legacy).delete()
+    claims = [c for c in claims if c.message_id]
+    if not claims:
+        return 0
+    enrollments = Enrollment.objects.select_related("contact").in_bulk([c.pk for c in claims])
+    campaign_ids = {e.campaign_id for e in enrollments.values()}
+    campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+    steps: dict = {cid: {} for cid in campaign_ids}
+    for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
+        steps[step.campaign_id][step.position] = step
+    credentials = SmtpCredential.objects.in_bulk({c.credential_id for c in claims})
+    for claim in claims:
+        enrollment = enrollments[claim.pk]
+        campaign = campaigns[enrollment.campaign_id]
+        sent_record(
+            claim=claim,
+            enrollment=enrollment,
+            campaign=campaign,
+            credential=credentials[claim.credential_id],
+            steps=steps[campaign.pk],
+            outgoing=Outgoing(
+                message_id=claim.message_id,
+                subject=claim.subject,
+                data=b"",
+                to_email=claim.to_email,
+                variant=stored_letter(enrollment, claim.step),
+            ),
+            now=claim.sending_at,
+            reply_seen=False,
+        )
+        recorded += 1
+    logger.warning(
+        "%d sends interrupted by a lost worker: recorded as sent, reply unseen", recorded
+    )
+    return recorded
+
+
+# Claims started before a claim kept its message (older releases) still end failed.
+INTERRUPTED_ERROR = (
+    "The worker was lost while the SMTP server had this message; whether it was "
+    "accepted is unknown, so it is not sent again (it could arrive twice)."
+)

@@ -1,0 +1,206 @@
+"""The record of an accepted message on PostgreSQL: one statement.
+
+`outreach.sending.record.sent_record` writes, in one transaction, the Message row, the
+enrollment's state, the claim's deletion, the mailbox's sent_count (and, for a paced
+mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), the per-campaign
+send count, the period's usage (billing.usage.usage_record_increment) and the
+`enrollment.sent` event with a delivery job per matching enabled webhook
+(webhooks.events.event_emit), and the campaign's `sent` count on a first step
+(outreach.enrollments). Through the ORM that is about a dozen statements and
+a BEGIN/COMMIT pair, and about 8 ms of a worker's CPU per message; here it is one
+prepared statement of data-modifying CTEs, in autocommit mode (one statement, one
+transaction, committed with the server's normal durability).
+
+Why it stays: a worker's threads share one interpreter lock, so the CPU a message costs
+caps how many messages a worker sends per second however many sessions it holds open.
+bench/README.md ("Sending to slow servers") measures both paths under latency.
+
+The statement only covers the common case. When the enrollment did not move (intake
+changed it since the claim), or the per-campaign stats row or the period's usage
+record does not exist yet, its final SELECT raises a marked error, the statement rolls
+back whole, and the caller records through the ORM path instead (which creates the
+rows, or reloads the enrollment for the event). Nothing is half written. Billing's, the
+outbox's and the stats' writes are their modules' fragments (billing/sql.py,
+webhooks/sql.py, outreach/enrollments.py), and
+tests/outreach/test_sending_record.py compares both paths row for row.
+"""
+
+import contextlib
+import json
+import uuid
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import DataError, connection, transaction
+from django.utils import timezone
+
+from billing.sql import USAGE_INCREMENT_CTE
+from config.db.prepared import prepared
+from outreach.enrollments import STATS_SENT_CTE, VARIANT_SENT_CTE
+from outreach.sending.models import Enrollment
+from webhooks.sql import EVENT_EMIT_CTES
+
+FALLBACK_MARKER = "outreach-record-fallback"
+
+_SQL = """
+WITH
+msg AS (
+    INSERT INTO outreach_message (id, account_id, enrollment_id, credential_id, step,
+        message_id, to_email, subject, variant, sent_at, reply_seen, created_at)
+    VALUES (%(message_pk)s, %(account)s, %(enrollment)s, %(credential)s, %(step)s,
+        %(message_id)s, %(to_email)s, %(subject)s, %(variant)s, %(now)s, true, %(created)s)
+    RETURNING 1
+),
+moved AS (
+    UPDATE outreach_enrollment SET status = %(status)s, current_step = %(step)s,
+        sent_at = %(now)s, next_send_at = %(next_send_at)s, completed_at = %(completed_at)s,
+        credential_id = %(credential)s, send_attempts = 0, last_error = '',
+        updated_at = %(now)s
+    WHERE id = %(enrollment)s AND status = ANY(%(due)s)
+    RETURNING 1
+),
+claim AS (
+    DELETE FROM outreach_sendclaim WHERE enrollment_id = %(enrollment)s RETURNING 1
+),
+cred AS (
+    UPDATE outreach_smtpcredential SET sent_count = sent_count + 1,
+        next_send_earliest_at = GREATEST(next_send_earliest_at, %(pace_floor)s)
+    WHERE id = %(credential)s RETURNING 1
+),
+stats AS (
+    UPDATE outreach_credentialcampaignstats SET sends = sends + 1
+    WHERE credential_id = %(credential)s AND campaign_id = %(campaign)s RETURNING 1
+),{usage}{event}{campaign_stats}{variant_stats}
+verdict AS MATERIALIZED (
+    -- Computed in this order, which is the lock order of the same writes through the ORM
+    -- and of a bounce (the enrollment, the mailbox, its campaign row, the usage; the
+    -- outbox and the campaign's stats after them, outreach.enrollments).
+    SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM cred) AS cred,
+        (SELECT count(*) FROM stats) AS stats, (SELECT count(*) FROM usage) AS usage
+)
+SELECT
+    -- Not a constant, so PostgreSQL cannot fold the cast at planning time: it fails
+    -- (and the whole statement with it) only when a row the fast path needs is missing.
+    CASE WHEN v.moved = 1 AND v.cred = 1 AND v.stats = 1 AND v.usage = 1 THEN 1
+        ELSE CAST(%(marker)s::text || v.moved || v.cred || v.stats || v.usage AS integer) END,
+    ARRAY(SELECT id FROM rung)
+FROM verdict AS v
+"""
+SQL = prepared(
+    _SQL.replace("{usage}", USAGE_INCREMENT_CTE)
+    .replace("{event}", EVENT_EMIT_CTES)
+    .replace(
+        "{campaign_stats}",
+        STATS_SENT_CTE.replace(
+            "{after}", "(SELECT count(*) FROM cred) + (SELECT count(*) FROM rung) >= 0"
+        ),
+    )
+    .replace("{variant_stats}", VARIANT_SENT_CTE)
+)
+
+
+# A claim's start mark (outreach.sending.record.claim_mark_started), the same conditions as its ORM
+# form, as one prepared statement: the ORM's UPDATE with a joined subquery cost a
+# message about as much as the whole record.
+MARK_STARTED = prepared(
+    """
+UPDATE outreach_sendclaim AS c
+SET sending_at = %(now)s, message_id = %(message_id)s, subject = %(subject)s,
+    to_email = %(to_email)s
+FROM outreach_enrollment AS e, outreach_contact AS ct, outreach_campaign AS cp
+WHERE c.enrollment_id = %(enrollment)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
+  AND e.id = c.enrollment_id AND e.status = ANY(%(due)s)
+  AND ct.id = e.contact_id AND ct.unsubscribed_at IS NULL AND ct.bounced_at IS NULL
+  AND cp.id = e.campaign_id AND cp.status = 'active'
+"""
+)
+
+
+def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email) -> bool:
+    """Mark a claim started (see outreach.sending.record.claim_mark_started); whether it was."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            MARK_STARTED,
+            {
+                "now": now,
+                "message_id": message_id,
+                "subject": subject,
+                "to_email": to_email,
+                "enrollment": enrollment_id,
+                "batch": batch_id,
+                "due": [str(s) for s in Enrollment.DUE_STATUSES],
+            },
+        )
+        return cursor.rowcount == 1
+
+
+def supported() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def record_sent(
+    *,
+    account_id,
+    campaign_id,
+    credential_id,
+    enrollment_id,
+    step: int,
+    message_id: str,
+    to_email: str,
+    subject: str,
+    variant: str,
+    now: datetime,
+    status: str,
+    next_send_at: datetime | None,
+    completed_at: datetime | None,
+    pace_floor: datetime | None,
+    period: tuple[datetime, datetime],
+    event_type: str,
+    event_data: dict,
+) -> list[str] | None:
+    """Run the statement. Returns the ids of the webhooks whose drain it rang (the caller
+    publishes them), or None when the common case does not apply: nothing was written,
+    record through the ORM. Outside a transaction the statement is its own; inside one
+    (tests, a caller's atomic block) it runs in a savepoint."""
+    created = timezone.now()
+    params = {
+        "message_pk": uuid.uuid4(),
+        "account": account_id,
+        "campaign": campaign_id,
+        "credential": credential_id,
+        "enrollment": enrollment_id,
+        "step": step,
+        "first": step == 1,
+        "message_id": message_id,
+        "to_email": to_email,
+        "subject": subject,
+        "variant": variant,
+        "now": now,
+        "status": status,
+        "next_send_at": next_send_at,
+        "completed_at": completed_at,
+        # GREATEST ignores NULL: an unpaced mailbox keeps its value.
+        "pace_floor": pace_floor,
+        "due": [str(s) for s in Enrollment.DUE_STATUSES],
+        "period_start": period[0],
+        "period_end": period[1],
+        "event_pk": uuid.uuid4(),
+        "event_type": event_type,
+        "data": json.dumps(event_data, cls=DjangoJSONEncoder),
+        "created": created,
+        "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
+        "marker": f"{FALLBACK_MARKER}:",
+    }
+    # Alone, the statement is its own transaction (one round trip); inside a caller's
+    # transaction, a savepoint keeps the fallback possible.
+    scope = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+    try:
+        with scope, connection.cursor() as cursor:
+            cursor.execute(SQL, params)
+            _ok, rung = cursor.fetchone()
+    except DataError as exc:
+        if FALLBACK_MARKER in str(exc):
+            return None
+        raise
+    return [str(webhook_id) for webhook_id in rung]

@@ -1,0 +1,92 @@
+"""Scheduler recovery: claims of dead workers, due enrollments of suppressed contacts."""
+
+from collections import defaultdict
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import OuterRef, Q, Subquery
+
+from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.contacts.models import Contact
+from outreach.mailboxes.pace import reservation_release, utc_day
+from outreach.sending.models import Enrollment, SendClaim
+from outreach.sending.record import claims_interrupted_record
+
+SUPPRESSED_BOUNCE_REASON = "The address bounced earlier; the contact is suppressed."
+
+
+# --- 1. claims of dead workers -----------------------------------------------------------
+
+
+def claims_recover(*, now: datetime) -> int:
+    """Claims whose lease lapsed. Never started: deleted, the reservation given back; the
+    enrollment's next_send_at (the lease end) is already past, so it is due again.
+    Started (`sending_at` set): the worker died during the SMTP transaction or before
+    recording its outcome; the message is recorded as sent with its reply unseen
+    (outreach.sending.record.claims_interrupted_record), never sent a second time."""
+    recovered = 0
+    with transaction.atomic():
+        stale = list(
+            SendClaim.objects.select_for_update(skip_locked=True)
+            .filter(lease_until__lte=now)
+            .order_by("lease_until")[:1000]
+        )
+        if not stale:
+            return 0
+        # (credential, UTC day of the claim) -> when those never-started claims were made
+        unsent: dict[tuple, list[datetime]] = defaultdict(list)
+        interrupted = []
+        for claim in stale:
+            if claim.sending_at is None:
+                unsent[claim.credential_id, utc_day(claim.claimed_at)].append(claim.claimed_at)
+            else:
+                interrupted.append(claim)
+        SendClaim.objects.filter(pk__in=[c.pk for c in stale if c.sending_at is None]).delete()
+        for (credential_id, _day), claimed_at in unsent.items():
+            # A reservation belongs to the day of its claim: once the counter has moved
+            # on to a new day, reservation_release leaves the new day's count alone.
+            reservation_release(
+                credential_id=credential_id, at=claimed_at[0], count=len(claimed_at)
+            )
+        if interrupted:
+            claims_interrupted_record(claims=interrupted)
+            campaign_ids = set(
+                Enrollment.objects.filter(pk__in=[c.pk for c in interrupted]).values_list(
+                    "campaign_id", flat=True
+                )
+            )
+            campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
+        recovered = len(stale)
+    return recovered
+
+
+# --- 2. suppressed contacts -----------------------------------------------------------------
+
+
+def suppressed_end(*, now: datetime) -> int:
+    """Due enrollments of contacts suppressed since they were scheduled (an unsubscribe or
+    a bounce elsewhere) end without a send: unsubscribed or bounced, like their contact.
+    The events for those changes were emitted where the suppression happened. A campaign
+    left without an active enrollment is completed."""
+    due = Enrollment.objects.filter(status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now)
+    suppressed = Q(contact__unsubscribed_at__isnull=False) | Q(contact__bounced_at__isnull=False)
+    # One read per tick; the common case (nothing suppressed) stops here.
+    campaign_ids = set(due.filter(suppressed).values_list("campaign_id", flat=True).distinct())
+    if not campaign_ids:
+        return 0
+    contact = Contact.objects.filter(pk=OuterRef("contact_id"))
+    ended = due.filter(contact__unsubscribed_at__isnull=False).update(
+        status=Enrollment.Status.UNSUBSCRIBED,
+        unsubscribed_at=Subquery(contact.values("unsubscribed_at")[:1]),
+        next_send_at=None,
+        updated_at=now,
+    )
+    ended += due.filter(contact__bounced_at__isnull=False).update(
+        status=Enrollment.Status.BOUNCED,
+        bounced_at=Subquery(contact.values("bounced_at")[:1]),
+        bounce_reason=SUPPRESSED_BOUNCE_REASON,
+        next_send_at=None,
+        updated_at=now,
+    )
+    campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
+    return ended

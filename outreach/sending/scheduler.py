@@ -1,0 +1,389 @@
+"""The send scheduler: turns due enrollments into claimed batches per mailbox.
+
+Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in order:
+
+1. recovers the claims of dead workers whose lease lapsed (`claims_recover`);
+2. ends due enrollments whose contact became suppressed meanwhile;
+3. claims due enrollments (status scheduled/sent, next_send_at <= now, campaign active,
+   contact not suppressed) in transactions of SENDING_BATCH_SIZE: `SELECT ... FOR UPDATE
+   SKIP LOCKED` on PostgreSQL, so several schedulers never take the same row; everywhere,
+   the claim is also a conditional UPDATE of next_send_at whose row count must match,
+   and a SendClaim row whose primary key is the enrollment. Per enrollment it decides:
+   - no step left (steps were removed): completed;
+   - the campaign's send window is closed now (in the contact's time zone when the
+     campaign sends in contact time zones): next_send_at = the next opening;
+   - the mailbox: the thread's credential when it has one that is still enabled and in
+     the campaign (a thread never changes mailbox while it can be sent from), otherwise
+     the enabled credential of the campaign with the most room left today (rotation);
+     none with room under its daily_limit (UTC day): next_send_at = the next UTC
+     midnight, then the window's next opening; OAuth mailboxes waiting to be
+     re-authorized are left out, and when no other is left next_send_at moves
+     SENDING_CREDENTIAL_RETRY_SECONDS on;
+   - a campaign without any enabled credential is paused (all_credentials_disabled);
+   - a paced mailbox (max_interval_seconds > 0) whose next_send_earliest_at is still
+     ahead gets nothing: its enrollments stay due, untouched, and are not even read
+     until it may send (the scan leaves them out in SQL);
+   - otherwise a claim: next_send_at moves to the lease's end, a unit of the mailbox's
+     daily limit is reserved (daily_sent_count counts reserved and sent sends), and a
+     paced mailbox's next_send_earliest_at moves a random gap (drawn from its [min, max]
+     interval) ahead, so it gets at most one claim per run;
+4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
+   SMTP connection carries the batch.
+
+All waits are next_send_at values in the database; nothing waits on the broker. `now` is
+injectable, so tests drive the clock.
+"""
+
+import logging
+import uuid
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
+from django.utils import timezone
+
+from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.intake.bounces import campaigns_pause_if_unsendable
+from outreach.mailboxes.models import SmtpCredential
+from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, sent_today, utc_day
+from outreach.sending.models import Enrollment, SendClaim
+from outreach.sending.recovery import claims_recover, suppressed_end
+from outreach.sending.tasks import send_batch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Claims handed to one sending task: all for one mailbox."""
+
+    batch_id: uuid.UUID
+    credential_id: uuid.UUID
+    size: int
+
+
+def _room_today(credential: SmtpCredential, today: date) -> int:
+    return max(0, credential.daily_limit - sent_today(credential, today))
+
+
+# --- 3. claims ------------------------------------------------------------------------------
+
+
+class _LostRace(Exception):
+    """Another scheduler changed a row this one selected (no SKIP LOCKED here)."""
+
+
+def _due_queryset(now: datetime):
+    return Enrollment.objects.filter(
+        status__in=Enrollment.DUE_STATUSES,
+        next_send_at__lte=now,
+        campaign__status=Campaign.Status.ACTIVE,
+        contact__unsubscribed_at__isnull=True,
+        contact__bounced_at__isnull=True,
+    )
+
+
+def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
+    """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paced past
+    `now` (as paced_until says) and not still sending an earlier run's claims."""
+    free = Q(**{f"{prefix}disabled_at__isnull": True}) & (
+        Q(**{f"{prefix}next_send_earliest_at__isnull": True})
+        | Q(**{f"{prefix}next_send_earliest_at__lte": now})
+        | Q(**{f"{prefix}max_interval_seconds": 0})
+    )
+    if busy:
+        free &= ~Q(**{f"{prefix}id__in": busy})
+    return free
+
+
+def _examinable(*, now: datetime, busy) -> Q:
+    """Due enrollments worth examining this run: the thread's mailbox may send now, or,
+    for a thread without a usable mailbox (new, or its mailbox disabled), the campaign
+    has a mailbox that may, or none enabled at all (the campaign is paused below).
+    Enrollments waiting for a paced or busy mailbox are left out here, in SQL, so a
+    backlog behind one mailbox never fills a run's scan (SENDING_MAX_PER_TICK)."""
+    links = Campaign.credentials.through.objects.filter(
+        campaign_id=OuterRef("campaign_id"), smtpcredential__disabled_at__isnull=True
+    )
+    free_links = links.filter(_mailbox_free("smtpcredential__", now=now, busy=busy))
+    on_thread = Q(credential__isnull=False, credential__disabled_at__isnull=True)
+    rotating = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
+    return (on_thread & _mailbox_free("credential__", now=now, busy=busy)) | (
+        rotating & (Exists(free_links) | ~Exists(links))
+    )
+
+
+@dataclass
+class _Plan:
+    complete: list = field(default_factory=list)  # enrollments without a step left
+    defer: dict = field(default_factory=lambda: defaultdict(list))  # when -> enrollment ids
+    claims: list = field(default_factory=list)  # (enrollment, credential id, step)
+    pause: set = field(default_factory=set)  # campaign ids without an enabled credential
+    paced: dict = field(default_factory=dict)  # credential id -> its new next_send_earliest_at
+
+
+def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[list[Batch], int]:
+    """One transaction: select, decide, write. Returns (batches, enrollments examined).
+    Enrollments whose thread is on a `busy` mailbox wait for a later run."""
+    with transaction.atomic():
+        due = (
+            _due_queryset(now)
+            .filter(_examinable(now=now, busy=busy))
+            .annotate(contact_timezone=F("contact__timezone"))
+            .order_by("next_send_at")
+        )
+        if connection.features.has_select_for_update_skip_locked:
+            due = due.select_for_update(skip_locked=True, of=("self",))
+        enrollments = list(
+            due.only("id", "campaign_id", "contact_id", "current_step", "credential_id")[
+                :batch_size
+            ]
+        )
+        if not enrollments:
+            return [], 0
+        plan = _decide(enrollments, now=now, busy=busy)
+        batches = _write(plan, now=now)
+    return batches, len(enrollments)
+
+
+def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
+    campaign_ids = {e.campaign_id for e in enrollments}
+    campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
+    positions = defaultdict(set)
+    for campaign_id, position in CampaignStep.objects.filter(
+        campaign_id__in=campaign_ids
+    ).values_list("campaign_id", "position"):
+        positions[campaign_id].add(position)
+    linked = defaultdict(list)  # campaign -> credential ids, in link order
+    for campaign_id, credential_id in (
+        Campaign.credentials.through.objects.filter(campaign_id__in=campaign_ids)
+        .order_by("id")
+        .values_list("campaign_id", "smtpcredential_id")
+    ):
+        linked[campaign_id].append(credential_id)
+    credential_ids = {c for ids in linked.values() for c in ids}
+    rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
+    # Which are enabled, read without locking: a campaign is paused only when none is.
+    # An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
+    # threads, and campaigns with no other mailbox, wait (never paused, never failed).
+    enabled_status = dict(rows.filter(disabled_at__isnull=True).values_list("pk", "oauth_status"))
+    enabled_ids = set(enabled_status)
+    unauthorized = {
+        pk
+        for pk, oauth_status in enabled_status.items()
+        if oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
+    }
+    # The mailboxes claims are made for are locked, so the daily counters read below
+    # cannot move until this transaction ends; concurrent schedulers never take the
+    # same one. On PostgreSQL a row another transaction holds is skipped: a sender
+    # recording a message holds its mailbox's row for a moment (and the account's
+    # usage row), and waiting for it here could close a cycle of waits with the other
+    # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=skip_locked)}
+    today = utc_day(now)
+    room = {pk: _room_today(c, today) for pk, c in credentials.items()}
+    # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
+    # another run, or by a claim earlier in this one) gets no claim.
+    paced = {pk for pk, c in credentials.items() if paced_until(c, now)}
+    window_open_at: dict = {}
+    # Looked at again then (a re-authorization does not wake them; they wait this long).
+    reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
+
+    plan = _Plan()
+    for enrollment in enrollments:
+        campaign = campaigns[enrollment.campaign_id]
+        step = enrollment.current_step + 1
+        if step not in positions[campaign.pk]:
+            plan.complete.append(enrollment)
+            continue
+        window = SendWindow.from_json(campaign.send_window)
+        zone = window_timezone(campaign=campaign, contact_timezone=enrollment.contact_timezone)
+        if (campaign.pk, zone) not in window_open_at:
+            window_open_at[campaign.pk, zone] = send_window_next_open(
+                now, timezone=zone, window=window
+            )
+        if window_open_at[campaign.pk, zone] > now:
+            plan.defer[window_open_at[campaign.pk, zone]].append(enrollment.pk)
+            continue
+        enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
+        if not enabled:
+            plan.pause.add(campaign.pk)
+            continue
+        # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
+        thread = enrollment.credential_id
+        candidates = [thread] if thread in enabled else enabled
+        if all(pk in unauthorized for pk in candidates):
+            plan.defer[reauthorization_wait].append(enrollment.pk)
+            continue
+        candidates = [
+            pk
+            for pk in candidates
+            if pk not in busy
+            and pk not in unauthorized
+            and pk not in paced
+            and pk in credentials
+            and credentials[pk].disabled_at is None
+        ]
+        if not candidates:
+            # Its mailboxes are all still sending, paced, or held for a moment: a later run.
+            continue
+        chosen = max(candidates, key=lambda pk: room[pk])  # first in link order on a tie
+        if room[chosen] <= 0:
+            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
+            plan.defer[tomorrow].append(enrollment.pk)
+            continue
+        room[chosen] -= 1
+        plan.claims.append((enrollment, chosen, step))
+        if credentials[chosen].is_paced:
+            paced.add(chosen)
+            plan.paced[chosen] = now + pace_gap(credentials[chosen])
+    return plan
+
+
+def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
+    if plan.complete:
+        Enrollment.objects.filter(pk__in=[e.pk for e in plan.complete]).update(
+            status=Enrollment.Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now
+        )
+        campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
+    for when, ids in plan.defer.items():
+        Enrollment.objects.filter(pk__in=ids).update(next_send_at=when, updated_at=now)
+    if plan.pause:
+        campaigns_pause_if_unsendable(campaign_ids=plan.pause, at=now)
+    if not plan.claims:
+        return []
+
+    lease_until = now + timedelta(seconds=settings.SENDING_LEASE_SECONDS)
+    ids = [enrollment.pk for enrollment, _, _ in plan.claims]
+    moved = Enrollment.objects.filter(
+        pk__in=ids, status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
+    ).update(next_send_at=lease_until, updated_at=now)
+    if moved != len(ids):
+        raise _LostRace()
+    by_credential = defaultdict(list)
+    for enrollment, credential_id, step in plan.claims:
+        by_credential[credential_id].append((enrollment, step))
+    batches, rows = [], []
+    for credential_id, items in by_credential.items():
+        batch_id = uuid.uuid4()
+        batches.append(Batch(batch_id=batch_id, credential_id=credential_id, size=len(items)))
+        rows += [
+            SendClaim(
+                enrollment_id=enrollment.pk,
+                batch_id=batch_id,
+                credential_id=credential_id,
+                step=step,
+                claimed_at=now,
+                lease_until=lease_until,
+            )
+            for enrollment, step in items
+        ]
+    SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
+    today = utc_day(now)
+    # One UPDATE per distinct claim count (usually one or two), not one per mailbox. The
+    # rows are locked (_decide): the reservation is computed from what was read.
+    by_count = defaultdict(list)
+    for credential_id, items in by_credential.items():
+        by_count[len(items)].append(credential_id)
+    for count, credential_ids in by_count.items():
+        changes = {"daily_sent_count": _used_expression(today) + count, "daily_sent_on": today}
+        pace = [
+            When(pk=pk, then=Value(plan.paced[pk])) for pk in credential_ids if pk in plan.paced
+        ]
+        if pace:
+            changes["next_send_earliest_at"] = Case(*pace, default=F("next_send_earliest_at"))
+        SmtpCredential.objects.filter(pk__in=credential_ids).update(**changes)
+    return batches
+
+
+def _used_expression(today: date):
+    return Case(When(daily_sent_on=today, then=F("daily_sent_count")), default=Value(0))
+
+
+# Key of the PostgreSQL advisory lock one scheduler run holds (any constant of the
+# project's own; "SEND" in ASCII).
+SCHEDULER_LOCK = 0x53454E44
+
+
+@contextmanager
+def _single_run():
+    """Yields whether this is the only scheduler run in progress. Runs overlap when a
+    dispatch's fast path and beat's tick meet, or with several beats; the claims would
+    stay correct, but their mailbox updates could wait on each other in a cycle. On
+    PostgreSQL a session advisory lock lets one run at a time and the others return at
+    once (the run in progress claims what they would have); SQLite serialises writers."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SCHEDULER_LOCK])
+        acquired = cursor.fetchone()[0]
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [SCHEDULER_LOCK])
+
+
+def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[Batch]:
+    """One scheduler run (see the module docstring). Returns the batches claimed; with
+    enqueue=True each is queued to a sending task after its transaction commits. Returns
+    [] at once while another run is in progress (PostgreSQL)."""
+    with _single_run() as alone:
+        if not alone:
+            logger.debug("send scheduler: another run is in progress")
+            return []
+        return _schedule_due(now=now or timezone.now(), enqueue=enqueue)
+
+
+def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
+    claims_recover(now=now)
+    suppressed_end(now=now)
+    batch_size = settings.SENDING_BATCH_SIZE
+    examined_total = 0
+    batches: list[Batch] = []
+    # A mailbox still sending an earlier run's claims gets no new ones: one SMTP
+    # session per mailbox, and a slow mailbox holds one worker thread, not several.
+    busy = set(
+        SendClaim.objects.filter(claimed_at__lt=now, lease_until__gt=now)
+        .values_list("credential_id", flat=True)
+        .distinct()
+    )
+    while examined_total < settings.SENDING_MAX_PER_TICK:
+        try:
+            claimed, examined = _claim_once(now=now, batch_size=batch_size, busy=busy)
+        except _LostRace:
+            logger.info("send scheduler lost a claim race; the next tick retries")
+            break
+        batches += claimed
+        examined_total += examined
+        if examined < batch_size:
+            break
+    if enqueue and batches:
+        # One task per mailbox for the whole run (one SMTP session), queued once every
+        # transaction of the run has committed.
+        by_credential: dict = defaultdict(list)
+        for batch in batches:
+            by_credential[batch.credential_id].append(str(batch.batch_id))
+        for credential_id, batch_ids in by_credential.items():
+            transaction.on_commit(lambda c=credential_id, b=batch_ids: batches_enqueue(c, b))
+    return batches
+
+
+def batches_enqueue(credential_id, batch_ids: list[str]) -> None:
+    """Queue the sending task of a mailbox's committed batches. A failure only delays
+    them: the claims lapse after SENDING_LEASE_SECONDS and are claimed again."""
+    try:
+        send_batch.apply_async((batch_ids, str(credential_id)), retry=False)
+    except Exception:
+        logger.warning(
+            "send batches %s not queued; their claims lapse and retry", batch_ids, exc_info=True
+        )
