@@ -5,8 +5,9 @@ class WebhooksConfig(AppConfig):
     name = "webhooks"
     default_auto_field = "django.db.models.BigAutoField"
 
-    def ready(self):
+    def ready(self) -> None:
         from webhooks import (
             checks,  # noqa: F401 (registers the system checks)
             errors,  # noqa: F401 (registers its error codes)
+            tasks,  # noqa: F401 (registers the drain task, which emission rings by name)
         )

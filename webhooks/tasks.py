@@ -5,7 +5,7 @@ from celery import shared_task
 from webhooks import delivery, events
 
 
-@shared_task(name="webhooks.tasks.webhook_drain", ignore_result=True)
+@shared_task(name=events.DRAIN_TASK, ignore_result=True)
 def webhook_drain(webhook_id: str) -> int:
     """Deliver the webhook's due jobs (the fast path, rung after each emit's commit)."""
     return delivery.webhook_drain(webhook_id=webhook_id)

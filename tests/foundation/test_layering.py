@@ -16,9 +16,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ["plans", "accounts", "billing", "webhooks", "outreach"]
-# config's files that import an app anyway. encryption_rotate reads every encrypted
-# column, so it imports the apps that own them; it is the one exception for now.
-CONFIG_EXCEPTIONS = {"config/management/commands/encryption_rotate.py"}
 
 
 def _imported_packages(path: Path) -> set[str]:
@@ -40,7 +37,6 @@ def test_config_imports_no_app():
     offenders = {
         str(path.relative_to(ROOT)): sorted(_imported_packages(path) & set(APPS))
         for path in _sources("config")
-        if str(path.relative_to(ROOT)) not in CONFIG_EXCEPTIONS
     }
     assert {name: apps for name, apps in offenders.items() if apps} == {}
 
