@@ -10,12 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
-from config.api.errors import (
-    CampaignNotFound,
-    EnrollmentNotActive,
-    EnrollmentNotFound,
-    ValidationFailed,
-)
+from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet
 from outreach import enrollments
@@ -29,6 +24,7 @@ from outreach.campaigns.serializers import (
     EnrollmentSerializer,
     SendingStatusSerializer,
 )
+from outreach.errors import CampaignNotFound, EnrollmentNotActive, EnrollmentNotFound
 from outreach.sending.models import Enrollment
 
 

@@ -12,13 +12,14 @@ from django.utils import timezone
 
 from accounts.models import Account
 from billing.usage import plan_limit_enforce
-from config.api.errors import CampaignNotDispatchable, ValidationFailed
+from config.api.errors import ValidationFailed
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
 from outreach.contacts.services import contact_upsert
 from outreach.enrollments import enrollment_enroll
+from outreach.errors import CampaignNotDispatchable
 from outreach.sending.beat import schedule_sends
 from outreach.sending.models import Enrollment
 

@@ -6,8 +6,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account
-from config.api.errors import CampaignNotDispatchable, ValidationFailed
+from config.api.errors import ValidationFailed
 from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.errors import CampaignNotDispatchable
 
 # --- Campaigns -----------------------------------------------------------------------
 

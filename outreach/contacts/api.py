@@ -9,12 +9,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
-from config.api.errors import (
-    CampaignNotFound,
-    ContactImportNotFound,
-    ContactNotFound,
-    ValidationFailed,
-)
+from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
@@ -26,6 +21,7 @@ from outreach.campaigns.serializers import EnrollmentSerializer
 from outreach.contacts import import_queue, services
 from outreach.contacts.data import InvalidContactData, contact_data_clean, fields_errors
 from outreach.contacts.models import Contact, ContactImport
+from outreach.errors import CampaignNotFound, ContactImportNotFound, ContactNotFound
 
 # --- Contacts --------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api.errors import COMPACT, InvalidJson, InvalidRelaySignature, error_body
+from config.api.errors import COMPACT, InvalidJson, error_body
+from outreach.errors import InvalidRelaySignature
 from outreach.intake import tokens
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened

@@ -6,11 +6,11 @@ from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from config.api.errors import CredentialNotFound
 from config.api.fields import TimestampField
 from config.api.viewsets import AccountScopedViewSet
 from config.outbound import host_normalize, host_refusal
 from outreach.api_fields import BlankAsNullChoiceField, email_value_validate
+from outreach.errors import CredentialNotFound
 from outreach.mailboxes import oauth as mailboxes_oauth
 from outreach.mailboxes import services
 from outreach.mailboxes.check import credential_verify

@@ -37,9 +37,9 @@ from django.utils import timezone
 from joserfc.errors import JoseError
 from joserfc.jws import extract_compact
 
-from config.api.errors import OAuthNotConfigured
 from config.db import connection_release
 from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.errors import OAuthNotConfigured
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 
 logger = logging.getLogger(__name__)

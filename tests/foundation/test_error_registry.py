@@ -10,9 +10,14 @@ from config.api.errors import ERROR_CODES, ServiceError
 
 pytestmark = pytest.mark.django_db
 
-# Where each code's class is defined. Outreach's codes are in config's marked block
-# until outreach has its errors module.
-ERRORS_MODULES = ["accounts.errors", "billing.errors", "webhooks.errors", "config.api.errors"]
+# Where each code's class is defined: each app's errors module, and config's generic codes.
+ERRORS_MODULES = [
+    "accounts.errors",
+    "billing.errors",
+    "webhooks.errors",
+    "outreach.errors",
+    "config.api.errors",
+]
 
 
 def _registered_classes() -> dict[str, type[ServiceError]]:

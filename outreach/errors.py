@@ -1,0 +1,68 @@
+"""The API errors of outreach (campaigns, contacts and their imports, mailboxes,
+enrollments, relay webhooks): each class is one code of the registry (config.api.errors);
+OutreachConfig.ready imports this module."""
+
+from config.api.errors import ServiceError
+
+
+class InvalidRelaySignature(ServiceError):
+    code = "invalid_relay_signature"
+    status = 401
+    message = "The relay provider event could not be verified."
+    description = "`POST /inbound/relay/<credential_id>` needs the credential's relay provider and signing key, and a valid, fresh (5 minutes), unused provider signature. Nothing was recorded."
+
+
+class CampaignNotFound(ServiceError):
+    code = "campaign_not_found"
+    status = 404
+    message = "No such campaign."
+    description = "The id is unknown, or belongs to another account."
+
+
+class ContactNotFound(ServiceError):
+    code = "contact_not_found"
+    status = 404
+    message = "No such contact."
+    description = "The id is unknown, or belongs to another account."
+
+
+class ContactImportNotFound(ServiceError):
+    code = "contact_import_not_found"
+    status = 404
+    message = "No such contact import."
+    description = "The id is unknown, or belongs to another account."
+
+
+class CredentialNotFound(ServiceError):
+    code = "credential_not_found"
+    status = 404
+    message = "No such SMTP credential."
+    description = "The id is unknown, or belongs to another account."
+
+
+class EnrollmentNotFound(ServiceError):
+    code = "enrollment_not_found"
+    status = 404
+    message = "No such enrollment."
+    description = "The id is unknown, or belongs to another account."
+
+
+class CampaignNotDispatchable(ServiceError):
+    code = "campaign_not_dispatchable"
+    status = 409
+    message = "The campaign cannot be dispatched."
+    description = "It has no steps, or no enabled SMTP credential. `details` says which."
+
+
+class EnrollmentNotActive(ServiceError):
+    code = "enrollment_not_active"
+    status = 409
+    message = "The enrollment has already ended."
+    description = "Only a pending, scheduled or sent enrollment can be stopped. `details.status` is the status it ended with."
+
+
+class OAuthNotConfigured(ServiceError):
+    code = "oauth_not_configured"
+    status = 422
+    message = "The service has no OAuth client for this mailbox provider."
+    description = "Connecting a Google or Microsoft mailbox with `POST /smtp_credentials/oauth` needs the operator to set the provider's OAuth client id and secret (`GOOGLE_OAUTH_CLIENT_ID`, `MICROSOFT_OAUTH_CLIENT_ID`, ...). `details.provider` names the provider."
