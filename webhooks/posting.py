@@ -31,10 +31,12 @@ def retry_delay(attempts_done: int) -> int:
     WEBHOOK_RETRY_SCHEDULE gives them outright (its last value repeats if it is
     short); otherwise the polynomial 60 * n**3: 1, 8, 27 and 64 minutes.
     """
-    schedule = settings.WEBHOOK_RETRY_SCHEDULE
-    if schedule:
-        return max(0, int(schedule_delay(schedule, attempts_done)))
-    return 60 * attempts_done**3
+    return schedule_delay(
+        settings.WEBHOOK_RETRY_SCHEDULE,
+        attempts_done,
+        fallback=lambda attempts: 60 * attempts**3,
+        minimum=0,
+    )
 
 
 def envelope_bytes(*, job: DeliveryJob, event: Event) -> bytes:

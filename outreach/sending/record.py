@@ -10,6 +10,7 @@ from django.db.models.functions import Coalesce, Greatest
 
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
+from config.retry import schedule_delay
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
@@ -31,8 +32,9 @@ logger = logging.getLogger(__name__)
 
 
 def retry_delay(attempts_done: int) -> timedelta:
-    schedule = settings.SENDING_RETRY_SCHEDULE or [300]
-    return timedelta(seconds=schedule[min(attempts_done, len(schedule)) - 1])
+    return timedelta(
+        seconds=schedule_delay(settings.SENDING_RETRY_SCHEDULE, attempts_done, fallback=[300])
+    )
 
 
 def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
