@@ -64,6 +64,15 @@ def pace_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
     return {field: [f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."]}
 
 
+# The read-only fields a credential shows right after one of its settings.
+_SHOWN_AFTER = {
+    "smtp_password": ("smtp_password_set",),
+    "imap_password": ("imap_password_set",),
+    "max_interval_seconds": ("next_send_earliest_at",),
+    "relay_signing_key": ("relay_signing_key_set", "relay_webhook_url"),
+}
+
+
 class CredentialSerializer(serializers.ModelSerializer):
     from_email = serializers.CharField(max_length=254)
     smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
@@ -113,28 +122,11 @@ class CredentialSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "created_at",
-            "from_email",
-            "from_name",
-            "smtp_host",
-            "smtp_port",
-            "smtp_username",
-            "smtp_password",
-            "smtp_password_set",
-            "smtp_security",
-            "imap_host",
-            "imap_port",
-            "imap_username",
-            "imap_password",
-            "imap_password_set",
-            "imap_security",
-            "daily_limit",
-            "min_interval_seconds",
-            "max_interval_seconds",
-            "next_send_earliest_at",
-            "relay_provider",
-            "relay_signing_key",
-            "relay_signing_key_set",
-            "relay_webhook_url",
+            *(
+                name
+                for field in SmtpCredential.WRITABLE_FIELDS
+                for name in (field, *_SHOWN_AFTER.get(field, ()))
+            ),
             "disabled_at",
             "disabled_reason",
             "sent_count",

@@ -117,6 +117,28 @@ class SmtpCredential(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The mailbox's settings an account writes (POST and PATCH /smtp_credentials), in the
+    # order the API shows them; disabled_at is written by its own rule (services).
+    WRITABLE_FIELDS = (
+        "from_email",
+        "from_name",
+        "smtp_host",
+        "smtp_port",
+        "smtp_username",
+        "smtp_password",
+        "smtp_security",
+        "imap_host",
+        "imap_port",
+        "imap_username",
+        "imap_password",
+        "imap_security",
+        "daily_limit",
+        "min_interval_seconds",
+        "max_interval_seconds",
+        "relay_provider",
+        "relay_signing_key",
+    )
+
     # Written only by outreach.mailboxes.oauth, under its refresh lease: a save of the whole row
     # elsewhere (an API PATCH) must not put back tokens it read before a refresh.
     OAUTH_TOKEN_FIELDS = (

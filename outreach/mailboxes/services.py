@@ -6,40 +6,21 @@ from outreach.mailboxes.models import SmtpCredential
 # --- SMTP credentials ------------------------------------------------------------------
 
 
-_CREDENTIAL_FIELDS = {
-    "from_email",
-    "from_name",
-    "smtp_host",
-    "smtp_port",
-    "smtp_username",
-    "smtp_password",
-    "smtp_security",
-    "imap_host",
-    "imap_port",
-    "imap_username",
-    "imap_password",
-    "imap_security",
-    "daily_limit",
-    "min_interval_seconds",
-    "max_interval_seconds",
-    "relay_provider",
-    "relay_signing_key",
-}
+def _settings_set(credential: SmtpCredential, data: dict) -> None:
+    for name, value in data.items():
+        if name in SmtpCredential.WRITABLE_FIELDS:
+            setattr(credential, name, value)
 
 
 def credential_create(*, account: Account, data: dict) -> SmtpCredential:
     credential = SmtpCredential(account=account)
-    for name, value in data.items():
-        if name in _CREDENTIAL_FIELDS:
-            setattr(credential, name, value)
+    _settings_set(credential, data)
     credential.save()
     return credential
 
 
 def credential_update(*, credential: SmtpCredential, data: dict) -> SmtpCredential:
-    for name, value in data.items():
-        if name in _CREDENTIAL_FIELDS:
-            setattr(credential, name, value)
+    _settings_set(credential, data)
     if "disabled_at" in data:
         if data["disabled_at"] is None:
             # Re-enable: the reason goes with it.
