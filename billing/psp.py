@@ -16,6 +16,18 @@ STRIPE_TIMEOUT_SECONDS = 15
 STRIPE_MAX_NETWORK_RETRIES = 2
 
 
+def _unavailable(what: str, exc: stripe.StripeError) -> PspUnavailable:
+    """The error a failed call raises, the failure logged (the error's type only: its
+    message may quote the request)."""
+    logger.warning("stripe %s failed: %s", what, type(exc).__name__)
+    return PspUnavailable()
+
+
+def _not_found(exc: stripe.StripeError) -> bool:
+    """Stripe does not know the object (or customer) named."""
+    return isinstance(exc, stripe.InvalidRequestError) and exc.http_status == 404
+
+
 def psp_configured() -> bool:
     return bool(settings.STRIPE_SECRET_KEY)
 
@@ -41,8 +53,7 @@ def customer_create(*, email: str, name: str, account_id: str) -> str:
             options={"idempotency_key": f"customer-create-{account_id}"},
         )
     except stripe.StripeError as exc:
-        logger.warning("stripe customer create failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
+        raise _unavailable("customer create", exc) from exc
     return customer.id
 
 
@@ -90,8 +101,7 @@ def checkout_session_create(
             params=params, options={"idempotency_key": idempotency_key}
         )
     except stripe.StripeError as exc:
-        logger.warning("stripe checkout session create failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
+        raise _unavailable("checkout session create", exc) from exc
     data = session.to_dict()
     return {
         "id": data.get("id") or "",
@@ -105,14 +115,10 @@ def _retrieve(what: str, retrieve) -> dict | None:
     PspUnavailable for any other failure."""
     try:
         found = retrieve()
-    except stripe.InvalidRequestError as exc:
-        if exc.http_status == 404:
-            return None
-        logger.warning("stripe %s retrieve failed: %s", what, type(exc).__name__)
-        raise PspUnavailable() from exc
     except stripe.StripeError as exc:
-        logger.warning("stripe %s retrieve failed: %s", what, type(exc).__name__)
-        raise PspUnavailable() from exc
+        if _not_found(exc):
+            return None
+        raise _unavailable(f"{what} retrieve", exc) from exc
     return found.to_dict()
 
 
@@ -133,8 +139,7 @@ def portal_session_create(*, customer_id: str, return_url: str, idempotency_key:
             options={"idempotency_key": idempotency_key},
         )
     except stripe.StripeError as exc:
-        logger.warning("stripe portal session create failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
+        raise _unavailable("portal session create", exc) from exc
     return _session_url(session)
 
 
@@ -172,14 +177,10 @@ def _subscriptions_list(params: dict) -> list[dict]:
             if len(found) >= SUBSCRIPTIONS_LISTED_MAX:
                 logger.warning("stripe subscriptions list cut at %d", SUBSCRIPTIONS_LISTED_MAX)
                 break
-    except stripe.InvalidRequestError as exc:
-        if exc.http_status == 404 and "customer" in params:
-            return []
-        logger.warning("stripe subscriptions list failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
     except stripe.StripeError as exc:
-        logger.warning("stripe subscriptions list failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
+        if _not_found(exc) and "customer" in params:
+            return []
+        raise _unavailable("subscriptions list", exc) from exc
     return found
 
 
@@ -210,12 +211,8 @@ def subscription_cancel(subscription_id: str) -> bool:
         stripe_client().v1.subscriptions.cancel(
             subscription_id, options={"idempotency_key": f"duplicate-cancel-{subscription_id}"}
         )
-    except stripe.InvalidRequestError as exc:
-        if exc.http_status == 404:
-            return True
-        logger.warning("stripe subscription cancel failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
     except stripe.StripeError as exc:
-        logger.warning("stripe subscription cancel failed: %s", type(exc).__name__)
-        raise PspUnavailable() from exc
+        if _not_found(exc):
+            return True
+        raise _unavailable("subscription cancel", exc) from exc
     return True
