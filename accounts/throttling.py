@@ -10,6 +10,7 @@ limit, checked before any throttle runs, sends them too.
 """
 
 import ipaddress
+from typing import TypedDict
 
 from django.conf import settings
 from rest_framework.throttling import BaseThrottle
@@ -117,29 +118,32 @@ class SignupRateThrottle(_DecidingThrottle):
         return self._enforce(decision)
 
 
-def _auth_identity(request) -> str:
-    return client_ip_bucket(client_ip(request))
+class _Limit(TypedDict):
+    policy: str
+    identity: str
+    limit: int
+    period: int
+
+
+def _auth_failure_limit(request) -> _Limit:
+    """The failed-authentication limit of the client's IP, as the rate-limit calls take it."""
+    return {
+        "policy": "auth_failure",
+        "identity": client_ip_bucket(client_ip(request)),
+        "limit": ratelimit.AUTH_FAILURE_LIMIT,
+        "period": ratelimit.AUTH_FAILURE_PERIOD,
+    }
 
 
 def auth_failures_check(request) -> None:
     """429 when the client's IP is over the failed-authentication limit (one read)."""
-    decision = rate_limit_over(
-        policy="auth_failure",
-        identity=_auth_identity(request),
-        limit=ratelimit.AUTH_FAILURE_LIMIT,
-        period=ratelimit.AUTH_FAILURE_PERIOD,
-    )
+    decision = rate_limit_over(**_auth_failure_limit(request))
     if decision is not None:
         raise _rate_limited(decision)
 
 
 def auth_failure_count(request) -> None:
     """Count one failed authentication of the client's IP; 429 once over the limit."""
-    decision = rate_limit_hit(
-        policy="auth_failure",
-        identity=_auth_identity(request),
-        limit=ratelimit.AUTH_FAILURE_LIMIT,
-        period=ratelimit.AUTH_FAILURE_PERIOD,
-    )
+    decision = rate_limit_hit(**_auth_failure_limit(request))
     if not decision.allowed:
         raise _rate_limited(decision)
