@@ -48,12 +48,16 @@ _CAMPAIGN_FIELDS = (
 )
 
 
-@transaction.atomic
-def campaign_create(*, account: Account, data: dict) -> Campaign:
-    campaign = Campaign(account=account)
+def _settings_set(campaign: Campaign, data: dict) -> None:
     for name in _CAMPAIGN_FIELDS:
         if name in data:
             setattr(campaign, name, data[name])
+
+
+@transaction.atomic
+def campaign_create(*, account: Account, data: dict) -> Campaign:
+    campaign = Campaign(account=account)
+    _settings_set(campaign, data)
     campaign.save()
     if data.get("steps"):
         _steps_replace(campaign=campaign, steps=data["steps"])
@@ -64,9 +68,7 @@ def campaign_create(*, account: Account, data: dict) -> Campaign:
 
 @transaction.atomic
 def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
-    for name in _CAMPAIGN_FIELDS:
-        if name in data:
-            setattr(campaign, name, data[name])
+    _settings_set(campaign, data)
     campaign.save()
     if "steps" in data:
         _steps_replace(campaign=campaign, steps=data["steps"])
