@@ -2,6 +2,7 @@
 enrollments and the sending status."""
 
 from types import SimpleNamespace
+from typing import Any, cast
 from uuid import UUID
 
 from drf_spectacular.utils import extend_schema_field
@@ -24,6 +25,12 @@ MAX_DISPATCH_IDS = 10_000
 
 
 # --- Campaigns -------------------------------------------------------------------------
+
+
+def _indexed(errors: dict[int, Any]) -> dict[str, Any]:
+    """Errors keyed by list index, as DRF takes them (it renders the keys as strings);
+    its stubs allow string keys alone."""
+    return cast(dict[str, Any], errors)
 
 
 def _template_validator(*, body: bool):
@@ -202,7 +209,9 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
         if len(steps) > MAX_STEPS:
             raise serializers.ValidationError(f"At most {MAX_STEPS} steps.")
         if steps and not steps[0].get("subject", "").strip():
-            raise serializers.ValidationError({0: {"subject": ["The first step needs a subject."]}})
+            raise serializers.ValidationError(
+                _indexed({0: {"subject": ["The first step needs a subject."]}})
+            )
         if steps:
             untitled = {
                 index: {"subject": ["The first step needs a subject, in every variant."]}
@@ -210,7 +219,7 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
                 if not variant.get("subject", "").strip()
             }
             if untitled:
-                raise serializers.ValidationError({0: {"variants": untitled}})
+                raise serializers.ValidationError(_indexed({0: {"variants": _indexed(untitled)}}))
         instance = self.instance
         if not steps and instance is not None and instance.status != Campaign.Status.DRAFT:
             raise serializers.ValidationError(
@@ -224,7 +233,7 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
             index: ["No such SMTP credential."] for index, cid in enumerate(ids) if cid not in owned
         }
         if missing:
-            raise serializers.ValidationError(missing)
+            raise serializers.ValidationError(_indexed(missing))
         # Keep the given order, drop repeats.
         return list(dict.fromkeys(owned[cid] for cid in ids))
 
@@ -258,7 +267,7 @@ class DispatchSerializer(serializers.Serializer):
                 index: ["No such contact."] for index, cid in enumerate(ids) if cid not in owned
             }
             if missing:
-                raise serializers.ValidationError({"contact_ids": missing})
+                raise serializers.ValidationError({"contact_ids": _indexed(missing)})
         return attrs
 
 

@@ -33,7 +33,7 @@ def _custom_fields_validator(value):
     return value
 
 
-class CustomFieldsMixin:
+class CustomFieldsMixin(serializers.Serializer):
     """Adds the `fields` object. It cannot be a class attribute: Serializer.fields is DRF's."""
 
     def get_fields(self):
@@ -236,6 +236,7 @@ class ContactImportViewSet(
     )
     @idempotent
     def create(self, request):
+        serializer: serializers.Serializer
         if request.content_type.startswith("multipart/"):
             serializer = ContactImportUploadSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)

@@ -102,10 +102,11 @@ def is_auto_reply(message: EmailMessage) -> bool:
 
 
 def is_delivery_report(message: EmailMessage) -> bool:
-    return (
-        message.get_content_type() == "multipart/report"
-        and (message.get_param("report-type") or "").lower() == "delivery-status"
-    )
+    if message.get_content_type() != "multipart/report":
+        return False
+    report_type = message.get_param("report-type") or ""
+    assert isinstance(report_type, str)  # a tuple only for an RFC 2231 value
+    return report_type.lower() == "delivery-status"
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,9 @@ def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
                     if block.get(name):
                         ids.append(message_id_normalize(block.get(name)))
                 action = (block.get("Action") or "").strip().lower()
-                if block.get("Status") and not status and action in ("", "failed"):
-                    status = block.get("Status").split()[0].strip()
+                block_status = block.get("Status")
+                if block_status and not status and action in ("", "failed"):
+                    status = block_status.split()[0].strip()
                     diagnostic = " ".join(str(block.get("Diagnostic-Code") or "").split())
         elif content_type in ("message/rfc822", "message/global"):
             payload = part.get_payload()
@@ -146,9 +148,9 @@ def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
             if isinstance(inner, EmailMessage) and inner.get("Message-ID"):
                 ids.append(message_id_normalize(inner.get("Message-ID")))
         elif content_type in ("text/rfc822-headers", "message/rfc822-headers"):
-            headers = email.message_from_bytes(
-                part.get_payload(decode=True) or b"", policy=email.policy.compat32
-            )
+            raw = part.get_payload(decode=True) or b""
+            assert isinstance(raw, bytes)  # decoded: the bytes of a single part
+            headers = email.message_from_bytes(raw, policy=email.policy.compat32)
             if headers.get("Message-ID"):
                 ids.append(message_id_normalize(headers.get("Message-ID")))
     # Some servers also thread the report to the original message.
@@ -277,7 +279,7 @@ def _start_uids(client: imaplib.IMAP4, credential: SmtpCredential) -> list[int]:
     if first is None:
         return []
     since = (first - timedelta(days=1)).strftime("%d-%b-%Y")
-    return _uids(_check(client.uid("SEARCH", None, "SINCE", since), "SEARCH"))
+    return _uids(_check(client.uid("SEARCH", "SINCE", since), "SEARCH"))
 
 
 def mailbox_poll(*, credential: SmtpCredential) -> PollResult:
@@ -328,7 +330,7 @@ def _poll(credential: SmtpCredential, result: PollResult) -> None:
             uids = _start_uids(client, credential)
             if not uids:
                 # Nothing to look at yet: start after the newest message.
-                existing = _uids(_check(client.uid("SEARCH", None, "ALL"), "SEARCH"))
+                existing = _uids(_check(client.uid("SEARCH", "ALL"), "SEARCH"))
                 last_uid = existing[-1] if existing else 0
             else:
                 last_uid = uids[0] - 1
@@ -337,7 +339,7 @@ def _poll(credential: SmtpCredential, result: PollResult) -> None:
             )
             credential.imap_uidvalidity, credential.imap_last_uid = validity, last_uid
         else:
-            uids = _uids(_check(client.uid("SEARCH", None, "UID", f"{last_uid + 1}:*"), "SEARCH"))
+            uids = _uids(_check(client.uid("SEARCH", "UID", f"{last_uid + 1}:*"), "SEARCH"))
         # "n:*" names the newest message even when it is below n.
         uids = [uid for uid in uids if uid > last_uid]
         limit = settings.IMAP_MAX_MESSAGES_PER_POLL

@@ -129,8 +129,10 @@ def mailgun_events(event_data: dict) -> list[RelayEvent]:
         kind = COMPLAINT
     if kind is None:
         return []
-    message = event_data.get("message") if isinstance(event_data.get("message"), dict) else {}
-    headers = message.get("headers") if isinstance(message.get("headers"), dict) else {}
+    message = event_data.get("message")
+    message = message if isinstance(message, dict) else {}
+    headers = message.get("headers")
+    headers = headers if isinstance(headers, dict) else {}
     status = event_data.get("delivery-status")
     status = status if isinstance(status, dict) else {}
     detail = status.get("description") or status.get("message") or event_data.get("reason") or ""

@@ -47,7 +47,7 @@ def _in_thread(check, credential: SmtpCredential) -> None:
         connections.close_all()
 
 
-def _describe(exc: Exception, timeout: float) -> str:
+def _describe(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, socket.timeout | TimeoutError):
         return f"timed out after {timeout:g} s"
     if isinstance(exc, imaplib.IMAP4.error) and exc.args and isinstance(exc.args[0], bytes):
@@ -91,9 +91,9 @@ def credential_verify(*, credential: SmtpCredential) -> dict:
     for name, future in futures.items():
         if not future.done():
             result[name] = {"ok": False, "error": f"no answer within {deadline:g} s"}
-        elif future.exception() is not None:
+        elif (error := future.exception()) is not None:
             timeout = checks[name][1]
-            result[name] = {"ok": False, "error": _describe(future.exception(), timeout)}
+            result[name] = {"ok": False, "error": _describe(error, timeout)}
         else:
             result[name] = {"ok": True, "error": None}
     return result

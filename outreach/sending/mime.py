@@ -21,10 +21,12 @@ standard ones and compares the bytes, and compares `message_bytes_fast` with the
 `email` package over many generated messages.
 """
 
+# NLCRE, EmailPolicy._fold, BytesGenerator._compile_re and _encode_text are private parts
+# of the email package that typeshed does not describe: their uses carry a type: ignore.
 import random
 import re
 import sys
-from email.generator import NLCRE, BytesGenerator
+from email.generator import NLCRE, BytesGenerator  # type: ignore[attr-defined]
 from email.headerregistry import HeaderRegistry
 from email.policy import EmailPolicy
 from io import BytesIO
@@ -79,11 +81,13 @@ class SharingPolicy(EmailPolicy):
     def _fold(self, name, value, refold_binary=False):
         folds = getattr(value, "_outreach_folds", None)
         if folds is None:
-            return super()._fold(name, value, refold_binary=refold_binary)
+            return super()._fold(name, value, refold_binary=refold_binary)  # type: ignore[misc]
         key = (self, refold_binary)
         folded = folds.get(key)
         if folded is None:
-            folded = folds[key] = super()._fold(name, value, refold_binary=refold_binary)
+            folded = folds[key] = super()._fold(  # type: ignore[misc]
+                name, value, refold_binary=refold_binary
+            )
         return folded
 
 
@@ -102,7 +106,9 @@ class BoundaryGenerator(BytesGenerator):
         b = boundary
         counter = 0
         while True:
-            cre = cls._compile_re("^--" + re.escape(b) + "(--)?$", re.MULTILINE)
+            cre = cls._compile_re(  # type: ignore[attr-defined]
+                "^--" + re.escape(b) + "(--)?$", re.MULTILINE
+            )
             if not cre.search(text):
                 break
             b = boundary + "." + str(counter)
@@ -141,7 +147,7 @@ def message_bytes(msg, *, policy) -> bytes:
 # also raises what it would have raised.
 
 try:  # the standard body encoder set_content uses (private: guarded, tested)
-    from email.contentmanager import _encode_text
+    from email.contentmanager import _encode_text  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - another Python: the email package does it all
     _encode_text = None
 

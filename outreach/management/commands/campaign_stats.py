@@ -6,6 +6,7 @@ the recount. Exits non-zero when drift was found and not repaired. Safe beside r
 workers: each campaign's row is locked for its recount.
 """
 
+from collections.abc import Iterable
 from uuid import UUID
 
 from django.core.management.base import BaseCommand, CommandError
@@ -25,6 +26,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, campaign_ids: list[str], repair: bool, **options):
+        ids: Iterable[UUID]
         if campaign_ids:
             valid = [UUID(c) for c in campaign_ids if is_uuid(c)]
             found = set(Campaign.objects.filter(pk__in=valid).values_list("pk", flat=True))
