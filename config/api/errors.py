@@ -58,7 +58,7 @@ class ServiceError(APIException):
     message: str = "Internal server error."
     description: str = ""
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "code" not in cls.__dict__:
             return

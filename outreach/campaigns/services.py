@@ -1,6 +1,7 @@
 """Writes for campaigns: create, update, pause, resume. Views validate, then call these."""
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,7 +14,7 @@ from outreach.errors import CampaignNotDispatchable
 # --- Campaigns -----------------------------------------------------------------------
 
 
-def _steps_replace(*, campaign: Campaign, steps: Sequence[dict]) -> None:
+def _steps_replace(*, campaign: Campaign, steps: Sequence[dict[str, Any]]) -> None:
     """Steps are edited in place by position, so a step keeps its row (and anything the
     sending engine links to it) while its position exists."""
     existing = {step.position: step for step in campaign.steps.all()}
@@ -48,14 +49,14 @@ _CAMPAIGN_FIELDS = (
 )
 
 
-def _settings_set(campaign: Campaign, data: dict) -> None:
+def _settings_set(campaign: Campaign, data: dict[str, Any]) -> None:
     for name in _CAMPAIGN_FIELDS:
         if name in data:
             setattr(campaign, name, data[name])
 
 
 @transaction.atomic
-def campaign_create(*, account: Account, data: dict) -> Campaign:
+def campaign_create(*, account: Account, data: dict[str, Any]) -> Campaign:
     campaign = Campaign(account=account)
     _settings_set(campaign, data)
     campaign.save()
@@ -67,7 +68,7 @@ def campaign_create(*, account: Account, data: dict) -> Campaign:
 
 
 @transaction.atomic
-def campaign_update(*, campaign: Campaign, data: dict) -> Campaign:
+def campaign_update(*, campaign: Campaign, data: dict[str, Any]) -> Campaign:
     _settings_set(campaign, data)
     campaign.save()
     if "steps" in data:

@@ -10,6 +10,7 @@ built, so a retry sends the same variant. The message records the variant it car
 
 import secrets
 from dataclasses import dataclass
+from uuid import UUID
 
 from outreach.campaigns.models import CampaignStep
 from outreach.sending.models import Enrollment
@@ -47,16 +48,17 @@ def step_content(step: CampaignStep, letter: str) -> Content:
 
 def stored_letter(enrollment: Enrollment, position: int) -> str:
     """The variant recorded for a step of the enrollment ("A" when none was drawn)."""
-    return (enrollment.variants or {}).get(str(position), DEFAULT)
+    letter: str = (enrollment.variants or {}).get(str(position), DEFAULT)
+    return letter
 
 
-def variants_assign(claims: list[tuple[Enrollment, CampaignStep | None]]) -> dict:
+def variants_assign(claims: list[tuple[Enrollment, CampaignStep | None]]) -> dict[UUID, str]:
     """The variant each (enrollment, step) sends, by enrollment id. A step with variants
     gets one drawn for an enrollment that has none for it yet (or whose letter the step
     no longer has, after an edit); the draws are stored in one UPDATE, before anything
     is sent, so a retry reads the same letter back. The caller holds the enrollments'
     send claims, so no one else draws for them meanwhile."""
-    chosen = {}
+    chosen: dict[UUID, str] = {}
     drawn = []
     for enrollment, step in claims:
         if step is None:

@@ -3,6 +3,7 @@ and the merge rule used when it meets an existing contact."""
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from outreach.campaigns.rendering import FIELD_NAME
 from outreach.campaigns.windows import timezone_valid
@@ -66,7 +67,7 @@ def fields_errors(value: object) -> str | None:
     return None
 
 
-def contact_data_clean(raw: dict) -> ContactData:
+def contact_data_clean(raw: dict[str, Any]) -> ContactData:
     """Clean one contact (email, first_name, last_name, company, fields); raises
     InvalidContactData naming the offending field."""
     try:

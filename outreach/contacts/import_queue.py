@@ -1,6 +1,7 @@
 """Contact imports: start one (queue its task) and re-queue the stale ones."""
 
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
@@ -35,7 +36,7 @@ def contact_import_create(
     return contact_import
 
 
-def contact_imports_redrive(*, now: datetime | None = None) -> list:
+def contact_imports_redrive(*, now: datetime | None = None) -> list[UUID]:
     """Re-queue imports whose run died (processing, heartbeat stale) or whose task never
     reached a worker (pending for longer than the stale delay). Beat runs it."""
     now = now or timezone.now()

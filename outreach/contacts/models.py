@@ -1,6 +1,7 @@
 """Contact models: contacts, suppressions, contact imports."""
 
 import uuid
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -44,7 +45,7 @@ class Contact(models.Model):
     def __str__(self) -> str:
         return self.email
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         self.email_lower = self.email.lower()
         super().save(*args, **kwargs)
 

@@ -3,10 +3,11 @@
 from collections.abc import Iterable
 from uuid import UUID
 
+from accounts.models import Account
 from outreach.contacts.models import Contact
 
 
-def contacts_owned(*, account, contact_ids: Iterable[UUID]) -> set[UUID]:
+def contacts_owned(*, account: Account, contact_ids: Iterable[UUID]) -> set[UUID]:
     return set(
         Contact.objects.filter(account=account, pk__in=list(contact_ids)).values_list(
             "pk", flat=True

@@ -12,6 +12,7 @@ re-created contact is never enrolled, dispatched or sent to.
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 from outreach.contacts.models import Contact, Suppression
 
@@ -25,7 +26,7 @@ class Suppressed:
     bounced_at: datetime | None = None
 
 
-def suppression_record(*, account_id, email: str, reason: str, at: datetime) -> None:
+def suppression_record(*, account_id: UUID, email: str, reason: str, at: datetime) -> None:
     """Remember that `email` is suppressed for `reason`. One INSERT ... ON CONFLICT DO
     NOTHING: recording an address twice keeps the first time."""
     Suppression.objects.bulk_create(
@@ -34,12 +35,12 @@ def suppression_record(*, account_id, email: str, reason: str, at: datetime) -> 
     )
 
 
-def suppressions_for(*, account_id, keys: Iterable[str]) -> dict[str, Suppressed]:
+def suppressions_for(*, account_id: UUID, keys: Iterable[str]) -> dict[str, Suppressed]:
     """The suppression of each lower-cased address in `keys` that has one (one query)."""
     keys = list(keys)
     if not keys:
         return {}
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, datetime]] = {}
     rows = Suppression.objects.filter(account_id=account_id, email_lower__in=keys).values_list(
         "email_lower", "reason", "at"
     )

@@ -2,6 +2,7 @@
 
 import re
 from collections.abc import Iterable
+from uuid import UUID
 
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment, Message
@@ -40,7 +41,7 @@ def _lookup_keys(ids: Iterable[str]) -> list[str]:
     return keys
 
 
-def message_find(*, account_id, message_ids: Iterable[str]) -> Message | None:
+def message_find(*, account_id: UUID, message_ids: Iterable[str]) -> Message | None:
     """The account's stored message named first in `message_ids` (In-Reply-To
     before References), with its enrollment, campaign and contact; None if none matches."""
     ordered = list(message_ids)
@@ -78,7 +79,7 @@ def enrollment_sent_from(*, credential: SmtpCredential, email: str) -> Enrollmen
     )
 
 
-def message_ids_known(*, account_id, message_ids: Iterable[str]) -> bool:
+def message_ids_known(*, account_id: UUID, message_ids: Iterable[str]) -> bool:
     """Whether any of these ids is a message we sent (our own copies are not replies)."""
     keys = _lookup_keys(message_ids)
     return (

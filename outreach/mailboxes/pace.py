@@ -2,6 +2,7 @@
 
 import random
 from datetime import UTC, date, datetime, time, timedelta
+from uuid import UUID
 
 from django.db.models import F
 from django.db.models.functions import Greatest
@@ -35,7 +36,7 @@ def pace_gap(credential: SmtpCredential) -> timedelta:
     return timedelta(seconds=random.uniform(low, high))  # noqa: S311 - spacing, not secrecy
 
 
-def reservation_release(*, credential_id, at: datetime, count: int = 1) -> None:
+def reservation_release(*, credential_id: UUID, at: datetime, count: int = 1) -> None:
     """Give back `count` reserved sends of the day of `at` (a claim that did not send)."""
     SmtpCredential.objects.filter(pk=credential_id, daily_sent_on=utc_day(at)).update(
         daily_sent_count=Greatest(F("daily_sent_count") - count, 0)

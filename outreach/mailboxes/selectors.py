@@ -3,10 +3,13 @@
 from collections.abc import Iterable
 from uuid import UUID
 
+from accounts.models import Account
 from outreach.mailboxes.models import SmtpCredential
 
 
-def credentials_owned(*, account, credential_ids: Iterable[UUID]) -> dict[UUID, SmtpCredential]:
+def credentials_owned(
+    *, account: Account, credential_ids: Iterable[UUID]
+) -> dict[UUID, SmtpCredential]:
     return {
         credential.pk: credential
         for credential in SmtpCredential.objects.filter(

@@ -1,25 +1,27 @@
 """Mailbox services: create and update SMTP credentials."""
 
+from typing import Any
+
 from accounts.models import Account
 from outreach.mailboxes.models import SmtpCredential
 
 # --- SMTP credentials ------------------------------------------------------------------
 
 
-def _settings_set(credential: SmtpCredential, data: dict) -> None:
+def _settings_set(credential: SmtpCredential, data: dict[str, Any]) -> None:
     for name, value in data.items():
         if name in SmtpCredential.WRITABLE_FIELDS:
             setattr(credential, name, value)
 
 
-def credential_create(*, account: Account, data: dict) -> SmtpCredential:
+def credential_create(*, account: Account, data: dict[str, Any]) -> SmtpCredential:
     credential = SmtpCredential(account=account)
     _settings_set(credential, data)
     credential.save()
     return credential
 
 
-def credential_update(*, credential: SmtpCredential, data: dict) -> SmtpCredential:
+def credential_update(*, credential: SmtpCredential, data: dict[str, Any]) -> SmtpCredential:
     _settings_set(credential, data)
     if "disabled_at" in data:
         if data["disabled_at"] is None:
