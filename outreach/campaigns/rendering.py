@@ -14,7 +14,7 @@ is appended by the sending engine to a body part that does not place the link it
 import html
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 CONTACT_VARIABLES = ("first_name", "last_name", "company", "email")
 UNSUBSCRIBE_URL = "unsubscribe_url"
@@ -59,7 +59,7 @@ def places_variable(text: str, name: str) -> bool:
     return any(match.group(1) == name for match in _VARIABLE.finditer(text))
 
 
-def contact_values(contact) -> dict[str, object]:
+def contact_values(contact: Any) -> dict[str, object]:
     """The values a template can name, from a Contact (or anything with those attributes)."""
     return {
         "first_name": contact.first_name,
@@ -88,7 +88,7 @@ def template_render(text: str, values: Mapping[str, object], *, kind: Kind = "te
     variable renders as the empty string (templates are validated at save time).
     """
 
-    def replace(match: re.Match) -> str:
+    def replace(match: re.Match[str]) -> str:
         name, fallback = match.group(1), match.group(2)
         value = _lookup(name, values) if _is_known(name) else ""
         if not value.strip() and fallback is not None:

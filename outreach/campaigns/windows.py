@@ -11,7 +11,10 @@ day an ambiguous time means its first occurrence.
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from outreach.campaigns.models import Campaign
 
 _DAYS = range(1, 8)
 
@@ -23,7 +26,7 @@ class SendWindow:
     days: frozenset[int]
 
     @classmethod
-    def from_json(cls, value: dict | None) -> "SendWindow | None":
+    def from_json(cls, value: dict[str, Any] | None) -> "SendWindow | None":
         """The stored campaign.send_window (already validated), or None: always open."""
         if not value:
             return None
@@ -33,7 +36,7 @@ class SendWindow:
             days=frozenset(value["days"]),
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "start": self.start.strftime("%H:%M"),
             "end": self.end.strftime("%H:%M"),
@@ -61,7 +64,7 @@ def _zone_names() -> set[str]:
     return _ZONES
 
 
-def send_window_errors(value) -> dict[str, list[str]]:
+def send_window_errors(value: Any) -> dict[str, list[str]]:
     """Validation of a send_window object, by sub-field; {} when valid (null is valid)."""
     if value is None:
         return {}
@@ -136,7 +139,7 @@ def step_send_at(
     )
 
 
-def window_timezone(*, campaign, contact_timezone: str) -> str:
+def window_timezone(*, campaign: Campaign, contact_timezone: str) -> str:
     """The zone a campaign's send window is read in for one contact: the contact's own
     when the campaign sends in contact time zones and the contact has one, else the
     campaign's."""

@@ -1,5 +1,7 @@
 """Contact services: create, update and upsert contacts."""
 
+from typing import Any
+
 from django.db import IntegrityError, transaction
 
 from accounts.models import Account
@@ -43,7 +45,7 @@ def contact_create(*, account: Account, data: ContactData) -> Contact:
         raise _duplicate_email() from None
 
 
-def contact_update(*, contact: Contact, changes: dict) -> Contact:
+def contact_update(*, contact: Contact, changes: dict[str, Any]) -> Contact:
     """PATCH semantics: the given attributes replace the stored ones (fields as a whole)."""
     if (
         "email" in changes
