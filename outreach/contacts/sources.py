@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from outreach.contacts.data import STANDARD
 
@@ -48,7 +49,7 @@ def _header_key(raw: str) -> str:
 @dataclass(frozen=True)
 class Row:
     number: int  # CSV: the spreadsheet row (header = 1). JSON: index in `contacts`.
-    raw: dict
+    raw: dict[str, Any]
 
 
 class CsvSource:
@@ -114,8 +115,8 @@ class CsvSource:
         except csv.Error as exc:
             raise SourceError(f"Malformed CSV near row {number + 1}: {exc}.") from None
 
-    def _raw(self, cells: list[str]) -> dict:
-        raw: dict = {"fields": {}}
+    def _raw(self, cells: list[str]) -> dict[str, Any]:
+        raw: dict[str, Any] = {"fields": {}}
         for target, cell in zip(self.columns, cells, strict=False):
             if target is None:
                 continue
@@ -147,7 +148,9 @@ class JsonSource:
                 yield Row(index, {"__invalid__": "Each contact must be an object."})
                 continue
             given = item.get("fields")
-            raw: dict = {"fields": dict(given) if isinstance(given, dict) else (given or {})}
+            raw: dict[str, Any] = {
+                "fields": dict(given) if isinstance(given, dict) else (given or {})
+            }
             for key, value in item.items():
                 if key == "fields":
                     continue

@@ -9,7 +9,9 @@ import contextlib
 import imaplib
 import smtplib
 import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 from django.conf import settings
 from django.db import connections
@@ -38,7 +40,7 @@ def _imap_check(credential: SmtpCredential) -> None:
         client.logout()
 
 
-def _in_thread(check, credential: SmtpCredential) -> None:
+def _in_thread(check: Callable[[SmtpCredential], object], credential: SmtpCredential) -> None:
     """A check in its own thread. An OAuth mailbox whose access token the server
     refuses forgets it (a database write): the thread's connection is closed after."""
     try:
@@ -59,7 +61,7 @@ def _describe(exc: BaseException, timeout: float) -> str:
     return text[:ERROR_MAX_CHARS]
 
 
-def credential_verify(*, credential: SmtpCredential) -> dict:
+def credential_verify(*, credential: SmtpCredential) -> dict[str, Any]:
     """{smtp: {ok, error}, imap: {ok, error} or None when the mailbox has no IMAP host}.
 
     Both checks run at once, and the answer comes within MAILBOX_VERIFY_TIMEOUT_SECONDS
@@ -87,7 +89,7 @@ def credential_verify(*, credential: SmtpCredential) -> dict:
     }
     wait(futures.values(), timeout=deadline)
     executor.shutdown(wait=False)
-    result: dict = {"smtp": None, "imap": None}
+    result: dict[str, Any] = {"smtp": None, "imap": None}
     for name, future in futures.items():
         if not future.done():
             result[name] = {"ok": False, "error": f"no answer within {deadline:g} s"}

@@ -7,9 +7,10 @@ workers: each campaign's row is locked for its recount.
 """
 
 from collections.abc import Iterable
+from typing import Any
 from uuid import UUID
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.api.ids import is_uuid
 from outreach.campaigns.models import Campaign
@@ -19,13 +20,13 @@ from outreach.enrollments import stats_check
 class Command(BaseCommand):
     help = "Recount campaign stats from the enrollments; report (and with --repair fix) drift."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("campaign_ids", nargs="*", help="Campaign ids (default: all).")
         parser.add_argument(
             "--repair", action="store_true", help="Set the kept counts to the recount."
         )
 
-    def handle(self, *args, campaign_ids: list[str], repair: bool, **options):
+    def handle(self, *args: Any, campaign_ids: list[str], repair: bool, **options: Any) -> None:
         ids: Iterable[UUID]
         if campaign_ids:
             valid = [UUID(c) for c in campaign_ids if is_uuid(c)]

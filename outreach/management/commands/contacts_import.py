@@ -7,8 +7,9 @@ progress bar.
 
 import sys
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
 from accounts.models import Account
@@ -25,12 +26,12 @@ class Command(BaseCommand):
         "Import contacts from a CSV file for an account (optionally enrolling them in a campaign)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("account", help="Account id or email.")
         parser.add_argument("file", help="CSV file with a header row and an email column.")
         parser.add_argument("--campaign", help="Campaign id: enroll the contacts as pending.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         account = self._account(options["account"])
         path = Path(options["file"])
         if not path.is_file():

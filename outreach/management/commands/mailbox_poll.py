@@ -5,7 +5,9 @@ prints what each new message was matched to. Exits non-zero when the mailbox
 cannot be reached (the error is also recorded on the credential).
 """
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.api.ids import is_uuid
 from outreach.intake.mailbox import mailbox_poll
@@ -15,10 +17,10 @@ from outreach.mailboxes.models import SmtpCredential
 class Command(BaseCommand):
     help = "Poll one SMTP credential's IMAP mailbox for replies and bounce reports, now."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("credential_id", help="SMTP credential id.")
 
-    def handle(self, *args, credential_id: str, **options):
+    def handle(self, *args: Any, credential_id: str, **options: Any) -> None:
         credential = (
             SmtpCredential.objects.filter(pk=credential_id).first()
             if is_uuid(credential_id)
