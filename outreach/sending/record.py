@@ -13,7 +13,13 @@ from billing.usage import usage_record_increment
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
-from outreach.enrollments import count, counting, variant_count
+from outreach.enrollments import (
+    after_step,
+    counting,
+    enrollment_sent,
+    enrollments_fail,
+    variant_count,
+)
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.intake.bounces import enrollment_mark_bounced, stats_increment
 from outreach.mailboxes.models import SmtpCredential
@@ -62,8 +68,8 @@ def sent_record(
     transaction: the Message, the enrollment moved on, the counters, the period's
     usage and `enrollment.sent`."""
     next_step = steps.get(claim.step + 1)
+    next_send_at = None
     if next_step is not None:
-        status, completed_at = Enrollment.Status.SENT, None
         next_send_at = step_send_at(
             after=now,
             delay_minutes=next_step.delay_minutes,
@@ -72,8 +78,7 @@ def sent_record(
             ),
             window=SendWindow.from_json(campaign.send_window),
         )
-    else:
-        status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
+    move = after_step(next_send_at=next_send_at, now=now)
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor = (
@@ -81,14 +86,8 @@ def sent_record(
     )
     if reply_seen and record_sql.supported():
         # PostgreSQL, the common case: the same writes in one statement (outreach.sending.record_sql).
-        state = {
-            "status": status,
-            "current_step": claim.step,
-            "sent_at": now,
-            "next_send_at": next_send_at,
-            "completed_at": completed_at,
-            "credential_id": credential.pk,
-        }
+        state = {**move, "current_step": claim.step, "sent_at": now}
+        state["credential_id"] = credential.pk
         for name, value in state.items():
             setattr(enrollment, name, value)
         enrollment.campaign = campaign
@@ -103,9 +102,7 @@ def sent_record(
             subject=outgoing.subject,
             variant=outgoing.variant,
             now=now,
-            status=status,
-            next_send_at=next_send_at,
-            completed_at=completed_at,
+            move=move,
             pace_floor=pace_floor,
             period=period_bounds(campaign.account, now),
             event_type=ENROLLMENT_SENT,
@@ -132,18 +129,14 @@ def sent_record(
         variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
         # Intake may have changed the enrollment since the claim (a reply, an
         # unsubscribe): then the message is recorded, the sequence is not moved.
-        moved = Enrollment.objects.filter(
-            pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES
-        ).update(
-            status=status,
-            current_step=claim.step,
-            sent_at=now,
-            next_send_at=next_send_at,
-            completed_at=completed_at,
+        moved = enrollment_sent(
+            enrollment_id=enrollment.pk,
+            campaign_id=campaign.pk,
+            step=claim.step,
             credential_id=credential.pk,
-            send_attempts=0,
-            last_error="" if reply_seen else UNSEEN_REPLY_NOTE,
-            updated_at=now,
+            move=move,
+            now=now,
+            note="" if reply_seen else UNSEEN_REPLY_NOTE,
         )
         SendClaim.objects.filter(pk=claim.pk).delete()
         credential_changes = {"sent_count": F("sent_count") + 1}
@@ -155,11 +148,10 @@ def sent_record(
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
         usage_record_increment(account=campaign.account, at=now)
         if moved:
-            if claim.step == 1:
-                count(campaign.pk, sent=1)
-            enrollment.status, enrollment.current_step = status, claim.step
-            enrollment.sent_at, enrollment.next_send_at = now, next_send_at
-            enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
+            for name, value in move.items():
+                setattr(enrollment, name, value)
+            enrollment.current_step, enrollment.sent_at = claim.step, now
+            enrollment.credential_id = credential.pk
         else:
             enrollment.refresh_from_db()
         enrollment.campaign = campaign
@@ -174,13 +166,7 @@ def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, no
         reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
         rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
         if attempts >= settings.SENDING_MAX_ATTEMPTS:
-            rows.update(
-                status=Enrollment.Status.FAILED,
-                next_send_at=None,
-                send_attempts=attempts,
-                last_error=error,
-                updated_at=now,
-            )
+            enrollments_fail(rows, error=error, now=now, send_attempts=attempts)
         else:
             rows.update(
                 next_send_at=now + retry_delay(attempts),
@@ -195,9 +181,7 @@ def undeliverable_record(*, claim: SendClaim, enrollment, error: str, now) -> No
     with transaction.atomic():
         if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
             reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
-            Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES).update(
-                status=Enrollment.Status.FAILED, next_send_at=None, last_error=error, updated_at=now
-            )
+            enrollments_fail(Enrollment.objects.filter(pk=enrollment.pk), error=error, now=now)
 
 
 def bounce_record(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
@@ -262,8 +246,8 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
     recorded = 0
     legacy = [c.pk for c in claims if not c.message_id]
     if legacy:
-        Enrollment.objects.filter(pk__in=legacy, status__in=Enrollment.DUE_STATUSES).update(
-            status=Enrollment.Status.FAILED, next_send_at=None, last_error=INTERRUPTED_ERROR
+        enrollments_fail(
+            Enrollment.objects.filter(pk__in=legacy), error=INTERRUPTED_ERROR, now=None
         )
         SendClaim.objects.filter(pk__in=legacy).delete()
     claims = [c for c in claims if c.message_id]

@@ -49,6 +49,7 @@ from django.utils import timezone
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, sent_today, utc_day
@@ -249,9 +250,7 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
 
 def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     if plan.complete:
-        Enrollment.objects.filter(pk__in=[e.pk for e in plan.complete]).update(
-            status=Enrollment.Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now
-        )
+        enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
     for when, ids in plan.defer.items():
         Enrollment.objects.filter(pk__in=ids).update(next_send_at=when, updated_at=now)
