@@ -27,6 +27,7 @@ import logging
 import smtplib
 from dataclasses import dataclass, field
 from datetime import timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.utils import timezone
@@ -109,15 +110,15 @@ class _Batch:
 
     claims: list[SendClaim]
     credential: SmtpCredential
-    campaign_ids: set[int]
-    steps: dict[int, dict[int, CampaignStep]]  # campaign -> position -> step
-    variants: dict[int, str]  # claim -> variant letter
-    threads: dict[int, list[Message]]  # claim -> earlier messages, for a reply
+    campaign_ids: set[UUID]
+    steps: dict[UUID, dict[int, CampaignStep]]  # campaign -> position -> step
+    variants: dict[UUID, str]  # claim -> variant letter
+    threads: dict[UUID, list[Message]]  # claim -> earlier messages, for a reply
     result: BatchResult = field(default_factory=BatchResult)
     conn: smtplib.SMTP | None = None
 
     @classmethod
-    def load(cls, batch_ids: list, credential_id: int) -> "_Batch | None":
+    def load(cls, batch_ids: list, credential_id: UUID) -> "_Batch | None":
         """The batches' unstarted claims in order with what they need, or None if none."""
         claims = list(
             SendClaim.objects.filter(
@@ -344,10 +345,10 @@ class _Batch:
         logger.warning("mailbox %s cannot send: %s", self.credential.pk, error)
 
 
-def _threads(claims: list[SendClaim], steps: dict, variants: dict) -> dict[int, list[Message]]:
+def _threads(claims: list[SendClaim], steps: dict, variants: dict) -> dict[UUID, list[Message]]:
     """Each claim's earlier messages, oldest first; loaded only for replies (a variant
     with an empty subject), the only messages they matter to."""
-    threads: dict[int, list[Message]] = {c.pk: [] for c in claims}
+    threads: dict[UUID, list[Message]] = {c.pk: [] for c in claims}
     replies = [
         c.pk
         for c in claims
