@@ -13,15 +13,14 @@ from config.db import connection_release
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.oauth import (
     ERROR_MAX_CHARS,
-    PROVIDER_BY_AUTH_METHOD,
     REFRESH_LEASE,
     REFRESH_MARGIN,
     REFRESH_POLL_SECONDS,
     TOKEN_TIMEOUT_SECONDS,
     Status,
-    oauth_session,
     token_expires_at,
 )
+from outreach.mailboxes.oauth_providers import PROVIDER_BY_AUTH_METHOD, oauth_session
 
 logger = logging.getLogger(__name__)
 
