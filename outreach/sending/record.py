@@ -1,6 +1,7 @@
 """Recording a send's outcome: sent, retried, undeliverable, bounced, interrupted."""
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -53,6 +54,23 @@ def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | N
                 )
 
 
+@dataclass
+class _Sent:
+    """One accepted message to record, and the enrollment's move it makes."""
+
+    claim: SendClaim
+    enrollment: Enrollment
+    campaign: Campaign
+    credential: SmtpCredential
+    outgoing: Outgoing
+    now: datetime
+    reply_seen: bool
+    move: dict  # outreach.enrollments.after_step
+    # The claim drew the mailbox's gap from the claim's time; a send that left late must
+    # still keep the minimum before the next one.
+    pace_floor: datetime | None
+
+
 def sent_record(
     *,
     claim: SendClaim,
@@ -78,84 +96,112 @@ def sent_record(
             ),
             window=SendWindow.from_json(campaign.send_window),
         )
-    move = after_step(next_send_at=next_send_at, now=now)
-    # The claim drew the mailbox's gap from the claim's time; a send that left late must
-    # still keep the minimum before the next one.
-    pace_floor = (
-        now + timedelta(seconds=credential.min_interval_seconds) if credential.is_paced else None
+    paced = credential.is_paced
+    sent = _Sent(
+        claim=claim,
+        enrollment=enrollment,
+        campaign=campaign,
+        credential=credential,
+        outgoing=outgoing,
+        now=now,
+        reply_seen=reply_seen,
+        move=after_step(next_send_at=next_send_at, now=now),
+        pace_floor=now + timedelta(seconds=credential.min_interval_seconds) if paced else None,
     )
-    if reply_seen and record_sql.supported():
-        # PostgreSQL, the common case: the same writes in one statement (outreach.sending.record_sql).
-        state = {**move, "current_step": claim.step, "sent_at": now}
-        state["credential_id"] = credential.pk
-        for name, value in state.items():
-            setattr(enrollment, name, value)
-        enrollment.campaign = campaign
-        rung = record_sql.record_sent(
-            account_id=campaign.account_id,
-            campaign_id=campaign.pk,
-            credential_id=credential.pk,
-            enrollment_id=enrollment.pk,
-            step=claim.step,
-            message_id=outgoing.message_id,
-            to_email=outgoing.to_email,
-            subject=outgoing.subject,
-            variant=outgoing.variant,
-            now=now,
-            move=move,
-            pace_floor=pace_floor,
-            period=period_bounds(campaign.account, now),
-            event_type=ENROLLMENT_SENT,
-            event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
-        )
-        if rung is not None:
-            if rung:
-                transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
-            return
-        # The statement did not apply (nothing written): the ORM path does it all.
+    # PostgreSQL, the common case: the same writes in one statement (record_sql); when
+    # it does not apply (nothing written), the ORM path does it all.
+    if reply_seen and record_sql.supported() and _sent_statement(sent):
+        return
+    _sent_orm(sent)
+
+
+def _sent_moved(sent: _Sent) -> None:
+    """The enrollment in memory as the record moved it (the event reads it)."""
+    enrollment = sent.enrollment
+    for name, value in sent.move.items():
+        setattr(enrollment, name, value)
+    enrollment.current_step, enrollment.sent_at = sent.claim.step, sent.now
+    enrollment.credential_id = sent.credential.pk
+    enrollment.campaign = sent.campaign
+
+
+def _sent_statement(sent: _Sent) -> bool:
+    """The record as one statement (outreach.sending.record_sql); whether it applied."""
+    campaign, outgoing, now = sent.campaign, sent.outgoing, sent.now
+    _sent_moved(sent)
+    rung = record_sql.record_sent(
+        account_id=campaign.account_id,
+        campaign_id=campaign.pk,
+        credential_id=sent.credential.pk,
+        enrollment_id=sent.enrollment.pk,
+        step=sent.claim.step,
+        message_id=outgoing.message_id,
+        to_email=outgoing.to_email,
+        subject=outgoing.subject,
+        variant=outgoing.variant,
+        now=now,
+        move=sent.move,
+        pace_floor=sent.pace_floor,
+        period=period_bounds(campaign.account, now),
+        event_type=ENROLLMENT_SENT,
+        event_data=enrollment_event_data(sent.enrollment, event_type=ENROLLMENT_SENT),
+    )
+    if rung is None:
+        return False
+    if rung:
+        transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+    return True
+
+
+def _sent_orm(sent: _Sent) -> None:
+    """The record through the ORM, in one transaction."""
+    claim, campaign, credential, outgoing = (
+        sent.claim,
+        sent.campaign,
+        sent.credential,
+        sent.outgoing,
+    )
     with transaction.atomic(), counting():
         Message.objects.create(
             account_id=campaign.account_id,
-            enrollment_id=enrollment.pk,
+            enrollment_id=sent.enrollment.pk,
             credential_id=credential.pk,
             step=claim.step,
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
             variant=outgoing.variant,
-            sent_at=now,
-            reply_seen=reply_seen,
+            sent_at=sent.now,
+            reply_seen=sent.reply_seen,
         )
         variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
         # Intake may have changed the enrollment since the claim (a reply, an
         # unsubscribe): then the message is recorded, the sequence is not moved.
         moved = enrollment_sent(
-            enrollment_id=enrollment.pk,
+            enrollment_id=sent.enrollment.pk,
             campaign_id=campaign.pk,
             step=claim.step,
             credential_id=credential.pk,
-            move=move,
-            now=now,
-            note="" if reply_seen else UNSEEN_REPLY_NOTE,
+            move=sent.move,
+            now=sent.now,
+            note="" if sent.reply_seen else UNSEEN_REPLY_NOTE,
         )
         SendClaim.objects.filter(pk=claim.pk).delete()
         credential_changes = {"sent_count": F("sent_count") + 1}
-        if pace_floor is not None:
+        if sent.pace_floor is not None:
+            floor = Value(sent.pace_floor)
             credential_changes["next_send_earliest_at"] = Greatest(
-                Coalesce("next_send_earliest_at", Value(pace_floor)), Value(pace_floor)
+                Coalesce("next_send_earliest_at", floor), floor
             )
         SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-        usage_record_increment(account=campaign.account, at=now)
+        usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
-            for name, value in move.items():
-                setattr(enrollment, name, value)
-            enrollment.current_step, enrollment.sent_at = claim.step, now
-            enrollment.credential_id = credential.pk
+            _sent_moved(sent)
         else:
-            enrollment.refresh_from_db()
-        enrollment.campaign = campaign
-        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
+            sent.enrollment.refresh_from_db()
+            sent.enrollment.campaign = campaign
+        enrollment_emit(enrollment=sent.enrollment, event_type=ENROLLMENT_SENT)
 
 
 def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:

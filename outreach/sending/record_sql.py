@@ -156,6 +156,7 @@ def record_sent(
     publishes them), or None when the common case does not apply: nothing was written,
     record through the ORM. Outside a transaction the statement is its own; inside one
     (tests, a caller's atomic block) it runs in a savepoint."""
+    # Long: the statement's named parameters, one per line.
     created = timezone.now()
     params = {
         "message_pk": uuid.uuid4(),
