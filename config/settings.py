@@ -16,6 +16,7 @@ broker, the cache and the outbound defaults); split into files, that order would
 hide behind star imports.
 """
 
+# Long: one flat namespace read in order (above).
 import base64
 import os
 import secrets

@@ -18,7 +18,7 @@ from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
 from outreach.contacts.services import contact_upsert
-from outreach.enrollments import enrollment_enroll
+from outreach.enrollments import enrollment_enroll, enrollment_schedule, enrollments_schedule
 from outreach.errors import CampaignNotDispatchable
 from outreach.sending.beat import schedule_sends
 from outreach.sending.models import Enrollment
@@ -102,12 +102,7 @@ def campaign_dispatch(
         for zone in zones:
             send_at = _first_send_at(campaign, first_step, now, contact_timezone=zone)
             rows = pending.filter(contact__timezone=zone) if len(zones) > 1 else pending
-            count = rows.update(
-                status=Enrollment.Status.SCHEDULED,
-                next_send_at=send_at,
-                dispatched_at=now,
-                updated_at=now,
-            )
+            count = enrollments_schedule(rows, next_send_at=send_at, now=now)
             dispatched += count
             due_now = due_now or (count and send_at <= now)
         _activate(campaign, now)
@@ -154,15 +149,10 @@ def outreach_create(
             )
         enrollment, created = enrollment_enroll(campaign_id=campaign.pk, contact_id=row.pk)
         changed = created
-        if enrollment.status == Enrollment.Status.PENDING:
-            enrollment.status = Enrollment.Status.SCHEDULED
-            enrollment.next_send_at = _first_send_at(
-                campaign, first_step, now, contact_timezone=row.timezone
-            )
-            enrollment.dispatched_at = now
-            enrollment.save(update_fields=["status", "next_send_at", "dispatched_at", "updated_at"])
+        send_at = _first_send_at(campaign, first_step, now, contact_timezone=row.timezone)
+        if enrollment_schedule(enrollment, next_send_at=send_at, now=now):
             changed = True
-            if enrollment.next_send_at <= now:
+            if send_at <= now:
                 transaction.on_commit(sends_schedule_soon, robust=True)
         _activate(campaign, now)
     enrollment.contact = row

@@ -10,7 +10,7 @@ None when that is not known in advance), or nothing when it does not apply.
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import Count, F, Min
 
@@ -191,45 +191,11 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         window=SendWindow.from_json(campaign.send_window),
         enabled=enabled,
     )
-    active = _active_enrollments(campaign)
     # Claimed enrollments are in flight: not due, not planned.
-    waiting = active.filter(send_claim__isnull=True)
-    for row in (
-        waiting.filter(next_send_at__lte=now)
-        .values("credential_id", zone=F("contact__timezone"))
-        .annotate(count=Count("id"))
-        .order_by()
-    ):
-        key = _thread_key(row["credential_id"], enabled)
-        zones = ctx.due.setdefault(key, {})
-        zones[row["zone"]] = zones.get(row["zone"], 0) + row["count"]
-    for row in (
-        waiting.filter(next_send_at__gt=now)
-        .values("credential_id")
-        .annotate(first=Min("next_send_at"))
-        .order_by()
-    ):
-        key = _thread_key(row["credential_id"], enabled)
-        if ctx.next_due.get(key) is None or row["first"] < ctx.next_due[key]:
-            ctx.next_due[key] = row["first"]
-
+    waiting = _active_enrollments(campaign).filter(send_claim__isnull=True)
+    _waiting_read(ctx, waiting)
     today = utc_day(now)
-    mailboxes = []
-    for credential in credentials:
-        reasons = [r for check in REASONS if (r := check(ctx, credential)) is not None]
-        mailboxes.append(
-            {
-                "credential_id": credential.pk,
-                "from_email": credential.from_email,
-                "can_send_now": not reasons,
-                "reasons": [
-                    {"code": r.code, "until": r.until, "detail": r.detail} for r in reasons
-                ],
-                "next_send_earliest_at": credential.next_send_earliest_at,
-                "sent_today": sent_today(credential, today),
-                "daily_limit": credential.daily_limit,
-            }
-        )
+    mailboxes = [_mailbox_status(ctx, credential, today) for credential in credentials]
     upcoming = []
     if campaign.status == Campaign.Status.ACTIVE and enabled:
         upcoming = _plan(ctx, {c.pk: c for c in credentials if c.pk in enabled}, waiting)
@@ -238,6 +204,43 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         "status": campaign.status,
         "mailboxes": mailboxes,
         "upcoming": upcoming,
+    }
+
+
+def _waiting_read(ctx: _Context, waiting) -> None:
+    """Fill `ctx.due` (enrollments due now, per mailbox waited for and contact time zone)
+    and `ctx.next_due` (the earliest later send, per mailbox waited for)."""
+    for row in (
+        waiting.filter(next_send_at__lte=ctx.now)
+        .values("credential_id", zone=F("contact__timezone"))
+        .annotate(count=Count("id"))
+        .order_by()
+    ):
+        key = _thread_key(row["credential_id"], ctx.enabled)
+        zones = ctx.due.setdefault(key, {})
+        zones[row["zone"]] = zones.get(row["zone"], 0) + row["count"]
+    for row in (
+        waiting.filter(next_send_at__gt=ctx.now)
+        .values("credential_id")
+        .annotate(first=Min("next_send_at"))
+        .order_by()
+    ):
+        key = _thread_key(row["credential_id"], ctx.enabled)
+        if ctx.next_due.get(key) is None or row["first"] < ctx.next_due[key]:
+            ctx.next_due[key] = row["first"]
+
+
+def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> dict:
+    """One mailbox's entry: whether it can send now, and why not (REASONS)."""
+    reasons = [r for check in REASONS if (r := check(ctx, credential)) is not None]
+    return {
+        "credential_id": credential.pk,
+        "from_email": credential.from_email,
+        "can_send_now": not reasons,
+        "reasons": [{"code": r.code, "until": r.until, "detail": r.detail} for r in reasons],
+        "next_send_earliest_at": credential.next_send_earliest_at,
+        "sent_today": sent_today(credential, today),
+        "daily_limit": credential.daily_limit,
     }
 
 

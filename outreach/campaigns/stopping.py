@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from outreach.campaigns.state import campaigns_complete_if_done
-from outreach.enrollments import count, counting
+from outreach.enrollments import counting, enrollments_stop
 from outreach.sending.models import Enrollment
 
 # Mailbox providers whose addresses belong to people, not companies: a reply from one
@@ -135,17 +135,6 @@ def is_consumer_domain(domain: str) -> bool:
     return domain.lower() in CONSUMER_MAIL_DOMAINS
 
 
-def _stopped(reason: str, at: datetime) -> dict:
-    """The columns of an enrollment that ends `stopped`."""
-    return {
-        "status": Enrollment.Status.STOPPED,
-        "stop_reason": reason,
-        "stopped_at": at,
-        "next_send_at": None,
-        "updated_at": at,
-    }
-
-
 def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:
     """Stop one enrollment by hand. Returns False when it is no longer active (it ended
     before, or meanwhile): nothing is changed then."""
@@ -154,11 +143,13 @@ def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:
         enrollment = Enrollment.objects.filter(pk=enrollment_id).only("campaign_id").first()
         if enrollment is None:
             return False
-        stopped = Enrollment.objects.filter(
-            pk=enrollment_id, status__in=Enrollment.ACTIVE_STATUSES
-        ).update(**_stopped(Enrollment.StopReason.MANUAL, at))
+        stopped = enrollments_stop(
+            Enrollment.objects.filter(pk=enrollment_id),
+            campaign_id=enrollment.campaign_id,
+            reason=Enrollment.StopReason.MANUAL,
+            at=at,
+        )
         if stopped:
-            count(enrollment.campaign_id, stopped=1)
             # It may have been the campaign's last active enrollment.
             campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=at)
     return bool(stopped)
@@ -211,12 +202,12 @@ def enrollments_stop_same_domain(*, enrollment: Enrollment, locked: list, at: da
         return 0
     # By id, the status checked on the row itself: an UPDATE joined to contacts would not
     # re-check the status of a row another transaction changed meanwhile.
-    stopped = (
-        Enrollment.objects.filter(pk__in=locked, status__in=Enrollment.ACTIVE_STATUSES)
-        .exclude(pk=enrollment.pk)
-        .update(**_stopped(Enrollment.StopReason.DOMAIN_REPLY, at))
+    stopped = enrollments_stop(
+        Enrollment.objects.filter(pk__in=locked).exclude(pk=enrollment.pk),
+        campaign_id=campaign.pk,
+        reason=Enrollment.StopReason.DOMAIN_REPLY,
+        at=at,
     )
     if stopped:
-        count(campaign.pk, stopped=stopped)
         campaigns_complete_if_done(campaign_ids=[campaign.pk], at=at)
     return stopped

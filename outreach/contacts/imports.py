@@ -3,6 +3,7 @@
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -122,8 +123,29 @@ def _shown(text: str) -> str:
 
 def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[dict]) -> int:
     """Upsert one batch: returns its row count. `errors` is extended in place."""
-    account_id = contact_import.account_id
-    created = updated = skipped = 0
+    merged, duplicates, skipped = _rows_merge(rows, errors)
+    with transaction.atomic():
+        now = timezone.now()
+        contacts, created = _contacts_upsert(contact_import.account_id, merged, now)
+        if contact_import.campaign_id and contacts:
+            _contacts_enroll(contact_import, contacts)
+        _progress_record(
+            contact_import,
+            rows=len(rows),
+            created=created,
+            updated=duplicates + len(contacts) - created,
+            skipped=skipped,
+            errors=errors,
+            now=now,
+        )
+    return len(rows)
+
+
+def _rows_merge(rows: list[Row], errors: list[dict]) -> tuple[dict[str, ContactData], int, int]:
+    """The batch's valid rows by address, a duplicate within the file merged into its
+    first row; with the count of duplicates and of skipped (invalid) rows, whose errors
+    are added to `errors` (up to IMPORT_ERRORS_KEPT)."""
+    duplicates = skipped = 0
     merged: dict[str, ContactData] = {}
     for row in rows:
         try:
@@ -145,81 +167,94 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
             continue
         if data.key in merged:
             merged[data.key].absorb(data)
-            updated += 1  # a duplicate within the file updates the contact of its first row
+            duplicates += 1  # a duplicate within the file updates the contact of its first row
         else:
             merged[data.key] = data
+    return merged, duplicates, skipped
 
-    with transaction.atomic():
-        existing = {
-            contact.email_lower: contact
-            for contact in Contact.objects.filter(
-                account_id=account_id, email_lower__in=list(merged)
+
+def _contacts_upsert(
+    account_id: UUID, merged: dict[str, ContactData], now: datetime
+) -> tuple[list[Contact], int]:
+    """Create or update the account's contacts of the merged rows in one statement:
+    returns them, and how many were created."""
+    existing = {
+        contact.email_lower: contact
+        for contact in Contact.objects.filter(account_id=account_id, email_lower__in=list(merged))
+    }
+    # New addresses that were suppressed before (their contact deleted since).
+    suppressed = suppressions_for(
+        account_id=account_id, keys=[key for key in merged if key not in existing]
+    )
+    created = 0
+    contacts = []
+    for key, data in merged.items():
+        contact = existing.get(key)
+        if contact is None:
+            created += 1
+            contact = Contact(
+                account_id=account_id,
+                email=data.email,
+                email_lower=key,
+                first_name=data.first_name,
+                last_name=data.last_name,
+                company=data.company,
+                fields=data.fields,
+                timezone=data.timezone,
             )
-        }
-        # New addresses that were suppressed before (their contact deleted since).
-        suppressed = suppressions_for(
-            account_id=account_id, keys=[key for key in merged if key not in existing]
+            contact_suppression_apply(contact, suppressed.get(key))
+        else:
+            contact_merge_into(contact, data)
+            contact.account_id = account_id
+        contact.updated_at = now
+        contacts.append(contact)
+    if contacts:
+        Contact.objects.bulk_create(
+            contacts,
+            update_conflicts=True,
+            unique_fields=["account", "email_lower"],
+            update_fields=[
+                "first_name",
+                "last_name",
+                "company",
+                "fields",
+                "timezone",
+                "updated_at",
+            ],
         )
-        now = timezone.now()
-        rows_out = []
-        for key, data in merged.items():
-            contact = existing.get(key)
-            if contact is None:
-                created += 1
-                contact = Contact(
-                    account_id=account_id,
-                    email=data.email,
-                    email_lower=key,
-                    first_name=data.first_name,
-                    last_name=data.last_name,
-                    company=data.company,
-                    fields=data.fields,
-                    timezone=data.timezone,
-                )
-                contact_suppression_apply(contact, suppressed.get(key))
-            else:
-                updated += 1
-                contact_merge_into(contact, data)
-                contact.account_id = account_id
-            contact.updated_at = now
-            rows_out.append(contact)
-        if rows_out:
-            Contact.objects.bulk_create(
-                rows_out,
-                update_conflicts=True,
-                unique_fields=["account", "email_lower"],
-                update_fields=[
-                    "first_name",
-                    "last_name",
-                    "company",
-                    "fields",
-                    "timezone",
-                    "updated_at",
-                ],
-            )
-        if contact_import.campaign_id and rows_out:
-            if _campaign_hold(contact_import.campaign_id):
-                enroll(
-                    campaign_id=contact_import.campaign_id,
-                    contact_ids=[c.pk for c in rows_out if not c.is_suppressed],
-                )
-            else:
-                # Deleted during the import (the row's campaign is now NULL): the
-                # contacts are still imported, there is nothing left to enroll them in.
-                contact_import.campaign_id = None
-        moved = ContactImport.objects.filter(
-            pk=contact_import.pk, attempts=contact_import.attempts
-        ).update(
-            processed_rows=F("processed_rows") + len(rows),
-            created_count=F("created_count") + created,
-            updated_count=F("updated_count") + updated,
-            skipped_count=F("skipped_count") + skipped,
-            errors=errors,
-            heartbeat_at=now,
+    return contacts, created
+
+
+def _contacts_enroll(contact_import: ContactImport, contacts: list[Contact]) -> None:
+    """Enroll the imported contacts (but the suppressed) in the import's campaign."""
+    if _campaign_hold(contact_import.campaign_id):
+        enroll(
+            campaign_id=contact_import.campaign_id,
+            contact_ids=[c.pk for c in contacts if not c.is_suppressed],
         )
-        if not moved:
-            raise _RunSuperseded()
-    return len(rows)
+    else:
+        # Deleted during the import (the row's campaign is now NULL): the contacts are
+        # still imported, there is nothing left to enroll them in.
+        contact_import.campaign_id = None
+
+
+def _progress_record(
+    contact_import: ContactImport, *, rows, created, updated, skipped, errors, now
+) -> None:
+    """Add the batch to the import's counts; raises _RunSuperseded if the import was
+    started again since this run began (its attempts moved on)."""
+    moved = ContactImport.objects.filter(
+        pk=contact_import.pk, attempts=contact_import.attempts
+    ).update(
+        processed_rows=F("processed_rows") + rows,
+        created_count=F("created_count") + created,
+        updated_count=F("updated_count") + updated,
+        skipped_count=F("skipped_count") + skipped,
+        errors=errors,
+        heartbeat_at=now,
+    )
+    if not moved:
+        raise _RunSuperseded()
 
 
 def _campaign_hold(campaign_id) -> bool:

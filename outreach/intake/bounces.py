@@ -35,7 +35,7 @@ from outreach.campaigns.models import Campaign
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.contacts.models import Contact, Suppression
 from outreach.contacts.suppression import suppression_record
-from outreach.enrollments import answer_count, counting
+from outreach.enrollments import counting, enrollment_bounce
 from outreach.events import (
     ENROLLMENT_BOUNCED,
     campaign_paused_emit,
@@ -102,17 +102,9 @@ def enrollment_mark_bounced(
             .filter(pk=enrollment.contact_id)
             .values_list("pk")
         )
-        won = Enrollment.objects.filter(pk=enrollment.pk, bounced_at__isnull=True).update(
-            status=Enrollment.Status.BOUNCED,
-            bounced_at=at,
-            bounce_reason=reason,
-            next_send_at=None,
-            updated_at=at,
-        )
-        if not won:
+        row = enrollment_bounce(enrollment_id=enrollment.pk, reason=reason, at=at)
+        if row is None:
             return False
-        row = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment.pk)
-        answer_count(row, "bounced")
         Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
             bounced_at=at, updated_at=at
         )

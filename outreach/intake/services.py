@@ -15,7 +15,12 @@ from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.stopping import domain_reply_lock, enrollments_stop_same_domain
 from outreach.contacts.models import Contact, Suppression
 from outreach.contacts.suppression import suppression_record
-from outreach.enrollments import answer_count, count, counting
+from outreach.enrollments import (
+    answer_count,
+    counting,
+    enrollment_reply,
+    enrollments_unsubscribe,
+)
 from outreach.events import (
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
@@ -48,11 +53,6 @@ def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool
     return True
 
 
-# Statuses a reply moves to `replied` when the campaign stops on reply; `completed`
-# moves there whatever the setting (there is no sequence left to continue).
-_REPLY_STOPS = (Enrollment.Status.SCHEDULED, Enrollment.Status.SENT, Enrollment.Status.COMPLETED)
-
-
 def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enrollment | None:
     """Record the contact's reply and fire enrollment.replied, once per enrollment.
 
@@ -77,18 +77,8 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
         )
         if enrollment is None or enrollment.replied_at is not None:
             return None
-        enrollment.replied_at = at
-        fields = ["replied_at", "updated_at"]
-        stops = enrollment.status == Enrollment.Status.COMPLETED or (
-            enrollment.campaign.stop_on_reply and enrollment.status in _REPLY_STOPS
-        )
         was_active = enrollment.status in Enrollment.ACTIVE_STATUSES
-        if stops:
-            enrollment.status = Enrollment.Status.REPLIED
-            enrollment.next_send_at = None
-            fields += ["status", "next_send_at"]
-        enrollment.save(update_fields=fields)
-        answer_count(enrollment, "replied")
+        stops = enrollment_reply(enrollment, at=at)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
         # Colleagues at the replier's company (stop_on_domain_reply), in this transaction.
         enrollments_stop_same_domain(enrollment=enrollment, locked=colleagues, at=at)
@@ -133,18 +123,9 @@ def contact_unsubscribe(
         )
         if not moved:
             return []
-        Enrollment.objects.filter(pk__in=[e.pk for e in moved]).update(
-            status=Enrollment.Status.UNSUBSCRIBED,
-            unsubscribed_at=at,
-            next_send_at=None,
-            updated_at=at,
-        )
+        enrollments_unsubscribe(moved, at=at)
         for enrollment in moved:
-            enrollment.status = Enrollment.Status.UNSUBSCRIBED
-            enrollment.unsubscribed_at = at
-            enrollment.next_send_at = None
             enrollment.contact = contact
-            count(enrollment.campaign_id, unsubscribed=1)
             enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_UNSUBSCRIBED)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in moved}, at=at)
     logger.info("contact %s unsubscribed: %d enrollment(s) stopped", contact_id, len(moved))

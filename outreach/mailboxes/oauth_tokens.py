@@ -13,15 +13,14 @@ from config.db import connection_release
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.oauth import (
     ERROR_MAX_CHARS,
-    PROVIDER_BY_AUTH_METHOD,
     REFRESH_LEASE,
     REFRESH_MARGIN,
     REFRESH_POLL_SECONDS,
     TOKEN_TIMEOUT_SECONDS,
     Status,
-    oauth_session,
     token_expires_at,
 )
+from outreach.mailboxes.oauth_providers import PROVIDER_BY_AUTH_METHOD, oauth_session
 
 logger = logging.getLogger(__name__)
 
@@ -107,53 +106,8 @@ def _lease_release(credential: SmtpCredential, lease: datetime) -> None:
 def _refresh(credential: SmtpCredential, lease: datetime) -> str:
     """Refresh holding the lease; every outcome is written only while the lease is ours
     (a re-authorization meanwhile clears it, and its tokens win)."""
-    provider = PROVIDER_BY_AUTH_METHOD[credential.auth_method]
     refresh_token = credential.oauth_refresh_token
-    mine = SmtpCredential.objects.filter(pk=credential.pk, oauth_refreshing_until=lease)
-    connection_release()  # no database connection held while the token endpoint answers
-    try:
-        tokens = dict(
-            oauth_session(provider).refresh_token(
-                provider.token_url, refresh_token=refresh_token, timeout=TOKEN_TIMEOUT_SECONDS
-            )
-        )
-    except OAuthError as exc:
-        now = timezone.now()
-        text = f"{exc.error}: {exc.description}" if exc.description else str(exc.error)
-        if exc.error == "invalid_grant":
-            error = (
-                "The provider refused the mailbox's refresh token "
-                f"({text}); it needs to be re-authorized."
-            )[:ERROR_MAX_CHARS]
-            mine.update(
-                oauth_status=Status.REAUTHORIZATION_REQUIRED,
-                oauth_refresh_token="",
-                oauth_access_token="",
-                oauth_access_token_expires_at=None,
-                oauth_refreshing_until=None,
-                last_error=error,
-                last_error_at=now,
-            )
-            credential.oauth_status = Status.REAUTHORIZATION_REQUIRED
-            logger.warning(
-                "mailbox %s: refresh refused (%s), re-authorization required",
-                credential.pk,
-                exc.error,
-            )
-            raise ReauthorizationRequired(error) from None
-        _lease_release(credential, lease)
-        logger.warning("mailbox %s: token refresh failed: %s", credential.pk, exc.error)
-        raise TokenEndpointUnavailable(
-            f"The token endpoint refused the refresh ({text})."[:ERROR_MAX_CHARS]
-        ) from None
-    except (requests.RequestException, ValueError) as exc:
-        _lease_release(credential, lease)
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-        what = f"HTTP {status}" if status else type(exc).__name__
-        logger.warning("mailbox %s: token endpoint unavailable: %s", credential.pk, what)
-        raise TokenEndpointUnavailable(
-            f"The token endpoint could not refresh the access token ({what}); retried later."
-        ) from None
+    tokens = _tokens_request(credential, lease, refresh_token)
     access_token = tokens.get("access_token")
     if not access_token:
         _lease_release(credential, lease)
@@ -167,10 +121,63 @@ def _refresh(credential: SmtpCredential, lease: datetime) -> str:
     }
     if tokens.get("refresh_token") and tokens["refresh_token"] != refresh_token:
         changes["oauth_refresh_token"] = tokens["refresh_token"]  # rotated by the provider
-    mine.update(**changes)
+    SmtpCredential.objects.filter(pk=credential.pk, oauth_refreshing_until=lease).update(**changes)
     credential.oauth_access_token = access_token
     credential.oauth_access_token_expires_at = expires_at
     return access_token
+
+
+def _tokens_request(credential: SmtpCredential, lease: datetime, refresh_token: str) -> dict:
+    """The token endpoint's answer to the refresh. A failure releases the lease and
+    raises TokenEndpointUnavailable, or ReauthorizationRequired (_refresh_refused)."""
+    provider = PROVIDER_BY_AUTH_METHOD[credential.auth_method]
+    connection_release()  # no database connection held while the token endpoint answers
+    try:
+        return dict(
+            oauth_session(provider).refresh_token(
+                provider.token_url, refresh_token=refresh_token, timeout=TOKEN_TIMEOUT_SECONDS
+            )
+        )
+    except OAuthError as exc:
+        raise _refresh_refused(credential, lease, exc) from None
+    except (requests.RequestException, ValueError) as exc:
+        _lease_release(credential, lease)
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        what = f"HTTP {status}" if status else type(exc).__name__
+        logger.warning("mailbox %s: token endpoint unavailable: %s", credential.pk, what)
+        raise TokenEndpointUnavailable(
+            f"The token endpoint could not refresh the access token ({what}); retried later."
+        ) from None
+
+
+def _refresh_refused(credential: SmtpCredential, lease: datetime, exc: OAuthError) -> Exception:
+    """The token endpoint refused the refresh: the error to raise. A refused refresh
+    token (invalid_grant) is forgotten and the mailbox needs a re-authorization; any
+    other refusal only releases the lease."""
+    text = f"{exc.error}: {exc.description}" if exc.description else str(exc.error)
+    if exc.error != "invalid_grant":
+        _lease_release(credential, lease)
+        logger.warning("mailbox %s: token refresh failed: %s", credential.pk, exc.error)
+        return TokenEndpointUnavailable(
+            f"The token endpoint refused the refresh ({text})."[:ERROR_MAX_CHARS]
+        )
+    error = (
+        f"The provider refused the mailbox's refresh token ({text}); it needs to be re-authorized."
+    )[:ERROR_MAX_CHARS]
+    SmtpCredential.objects.filter(pk=credential.pk, oauth_refreshing_until=lease).update(
+        oauth_status=Status.REAUTHORIZATION_REQUIRED,
+        oauth_refresh_token="",
+        oauth_access_token="",
+        oauth_access_token_expires_at=None,
+        oauth_refreshing_until=None,
+        last_error=error,
+        last_error_at=timezone.now(),
+    )
+    credential.oauth_status = Status.REAUTHORIZATION_REQUIRED
+    logger.warning(
+        "mailbox %s: refresh refused (%s), re-authorization required", credential.pk, exc.error
+    )
+    return ReauthorizationRequired(error)
 
 
 def access_token_forget(*, credential: SmtpCredential) -> None:

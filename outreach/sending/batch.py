@@ -25,8 +25,9 @@ The plan limit is not checked here: sends already scheduled still fire (a soft c
 import contextlib
 import logging
 import smtplib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.utils import timezone
@@ -87,33 +88,267 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
     """Send the claims of one mailbox's batches (`batch_id`, or several `batch_ids` of
     one scheduler run) over one connection (module docstring). `clock` gives "now" for
     each step (tests pass a fixed clock)."""
-    result = BatchResult()
-    batch_ids = list(batch_ids or [batch_id])
-    claims = list(
-        SendClaim.objects.filter(
-            batch_id__in=batch_ids, credential_id=credential_id, sending_at=None
+    batch = _Batch.load(list(batch_ids or [batch_id]), credential_id)
+    if batch is None:
+        return BatchResult()
+    try:
+        for index, claim in enumerate(batch.claims):
+            if not batch.send(index, claim, clock()):
+                break
+    finally:
+        batch.close()
+        # Once per batch rather than per message: campaigns left without active work.
+        campaigns_complete_if_done(campaign_ids=batch.campaign_ids, at=clock())
+    return batch.result
+
+
+@dataclass
+class _Batch:
+    """What a batch's claims share, loaded once, and what carries from one claim to the
+    next: the SMTP connection (opened at the first message, reopened after it broke)
+    and the counts."""
+
+    claims: list[SendClaim]
+    credential: SmtpCredential
+    campaign_ids: set[UUID]
+    steps: dict[UUID, dict[int, CampaignStep]]  # campaign -> position -> step
+    variants: dict[UUID, str]  # claim -> variant letter
+    threads: dict[UUID, list[Message]]  # claim -> earlier messages, for a reply
+    result: BatchResult = field(default_factory=BatchResult)
+    conn: smtplib.SMTP | None = None
+
+    @classmethod
+    def load(cls, batch_ids: list, credential_id: UUID) -> "_Batch | None":
+        """The batches' unstarted claims in order with what they need, or None if none."""
+        claims = list(
+            SendClaim.objects.filter(
+                batch_id__in=batch_ids, credential_id=credential_id, sending_at=None
+            )
+            .select_related("enrollment__contact")
+            .order_by("claimed_at", "pk")
         )
-        .select_related("enrollment__contact")
-        .order_by("claimed_at", "pk")
-    )
-    if not claims:
-        return result
-    credential = SmtpCredential.objects.get(pk=credential_id)
-    # A batch's claims share one mailbox and few campaigns: each campaign (with its
-    # account) is loaded once and shared by its enrollments.
-    campaign_ids = {c.enrollment.campaign_id for c in claims}
-    campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
-    for claim in claims:
-        claim.enrollment.campaign = campaigns[claim.enrollment.campaign_id]
-    steps: dict = {cid: {} for cid in campaign_ids}
-    for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
-        steps[step.campaign_id][step.position] = step
-    # Drawn (and stored) before anything is built: a retry sends the same variant.
-    variants = variants_assign(
-        [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
-    )
-    # Earlier messages only matter to a reply (a variant with an empty subject).
-    threads: dict = {c.pk: [] for c in claims}
+        if not claims:
+            return None
+        credential = SmtpCredential.objects.get(pk=credential_id)
+        # A batch's claims share one mailbox and few campaigns: each campaign (with its
+        # account) is loaded once and shared by its enrollments.
+        campaign_ids = {c.enrollment.campaign_id for c in claims}
+        campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+        for claim in claims:
+            claim.enrollment.campaign = campaigns[claim.enrollment.campaign_id]
+        steps: dict = {cid: {} for cid in campaign_ids}
+        for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
+            steps[step.campaign_id][step.position] = step
+        # Drawn (and stored) before anything is built: a retry sends the same variant.
+        variants = variants_assign(
+            [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
+        )
+        return cls(
+            claims=claims,
+            credential=credential,
+            campaign_ids=campaign_ids,
+            steps=steps,
+            variants=variants,
+            threads=_threads(claims, steps, variants),
+        )
+
+    def send(self, index: int, claim: SendClaim, now) -> bool:
+        """Send the batch's claim at `index` and record its outcome; False when the rest
+        of the batch was given back (the batch ends)."""
+        step = self.steps[claim.enrollment.campaign_id].get(claim.step)
+        if stopping.is_set() or now >= claim.lease_until - _lease_margin():
+            # The worker is shutting down, or the lease is nearly over (the scheduler
+            # may hand these claims to another batch any moment): give the rest back,
+            # due at once, rather than race it.
+            for rest in self.claims[index:]:
+                self._skip(rest, now)
+            return False
+        if self.credential.disabled_at is not None or step is None:
+            # Disabled by this batch's bounces, or the step was removed: the scheduler
+            # decides again (another mailbox, or completion).
+            self._skip(claim, now)
+            return True
+        if self.conn is None and not self._connect(index, now):
+            return False
+        outgoing = self._prepare(claim, step, now)
+        if outgoing is None:
+            return True
+        options = self._options(claim, outgoing, now)
+        if options is None:
+            return True
+        return self._transact(index, claim, outgoing, options, now)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            connection_release()
+            smtp_close(self.conn)
+            self.conn = None
+
+    def _skip(self, claim: SendClaim, now) -> None:
+        claim_release(claim, now=now, next_send_at=now)
+        self.result.skipped += 1
+
+    def _connect(self, index: int, now) -> bool:
+        """Open the connection; False when the mailbox cannot send (the rest of the
+        batch is given back, or retried)."""
+        connection_release()  # no database connection held while connecting
+        try:
+            self.conn = smtp_connect(self.credential)
+        except MailboxError as exc:
+            self._abandon(index, str(exc), now)
+            return False
+        except TemporaryError as exc:
+            credential_error_record(credential=self.credential, error=str(exc), now=now)
+            for rest in self.claims[index:]:
+                temporary_record(claim=rest, enrollment=rest.enrollment, error=str(exc), now=now)
+                self.result.retried += 1
+            return False
+        if self.credential.last_error:
+            # The mailbox works again: its error is history.
+            SmtpCredential.objects.filter(pk=self.credential.pk).update(
+                last_error="", last_error_at=None
+            )
+            self.credential.last_error = ""
+        return True
+
+    def _prepare(self, claim: SendClaim, step: CampaignStep, now) -> Outgoing | None:
+        """The claim's message, its claim marked started; None when it is not to be
+        sent (it could not be built, or the enrollment is no longer due)."""
+        outgoing = self._build(claim, step, now)
+        if isinstance(outgoing, Exception):
+            exc = outgoing
+            # Retrying cannot fix it, and it must not crash every batch it lands in.
+            logger.error("cannot build the message of enrollment %s", claim.pk, exc_info=exc)
+            self._undeliverable(
+                claim,
+                f"The message could not be built: {type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS],
+                now,
+            )
+            return None
+        if not claim_mark_started(claim, outgoing, now):
+            self._skip(claim, now)
+            return None
+        return outgoing
+
+    def _build(self, claim: SendClaim, step: CampaignStep, now) -> Outgoing | Exception:
+        """The claim's message, or what prevented building it (one bad row must not stop
+        the batch)."""
+        thread = self.threads[claim.pk]
+        enrollment = claim.enrollment
+        variant = self.variants[claim.pk]
+        try:
+            return message_build(
+                credential=self.credential,
+                campaign=enrollment.campaign,
+                step=step,
+                enrollment=enrollment,
+                thread=thread,
+                # Only a reply without an earlier message needs it.
+                first_subject=_first_subject(self.steps[enrollment.campaign_id], enrollment)
+                if _is_reply(step, variant) and not thread
+                else "",
+                now=now,
+                variant=variant,
+            )
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim
+            return exc
+
+    def _options(self, claim: SendClaim, outgoing: Outgoing, now) -> tuple | None:
+        """The MAIL FROM options the message needs; None when the server lacks one (the
+        message is undeliverable over this mailbox)."""
+        if not outgoing.needs_smtputf8:
+            return ()
+        assert self.conn is not None
+        if not self.conn.has_extn("smtputf8"):
+            self._undeliverable(
+                claim,
+                "The address has a non-ASCII local part and the SMTP server "
+                "does not offer SMTPUTF8.",
+                now,
+            )
+            return None
+        return ("SMTPUTF8",)
+
+    def _undeliverable(self, claim: SendClaim, error: str, now) -> None:
+        undeliverable_record(claim=claim, enrollment=claim.enrollment, error=error, now=now)
+        self.result.failed += 1
+
+    def _transact(self, index: int, claim: SendClaim, outgoing: Outgoing, options, now) -> bool:
+        """Run the SMTP transaction and record its outcome; False when the mailbox
+        failed (the rest of the batch is given back)."""
+        assert self.conn is not None
+        connection_release()  # the SMTP transaction holds no database connection
+        reply_seen = True
+        try:
+            smtp_transaction(
+                self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
+            )
+        except OutcomeUnknown as exc:
+            # The whole message went out; whether the server kept it is unknown.
+            # Sending it again could deliver it twice: it counts as sent.
+            logger.warning("enrollment %s: no reply to the message: %s", claim.pk, exc)
+            reply_seen = False
+            with contextlib.suppress(OSError):
+                self.conn.close()  # no QUIT: a server that did not answer will not now
+            self.conn = None
+        except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
+            return self._failed(index, claim, exc, now)
+        # Recorded (committed) before the next MAIL FROM on this connection.
+        enrollment = claim.enrollment
+        sent_record(
+            claim=claim,
+            enrollment=enrollment,
+            campaign=enrollment.campaign,
+            credential=self.credential,
+            steps=self.steps[enrollment.campaign_id],
+            outgoing=outgoing,
+            now=now,
+            reply_seen=reply_seen,
+        )
+        self.result.sent += 1
+        return True
+
+    def _failed(self, index: int, claim: SendClaim, exc: Exception, now) -> bool:
+        """Record a failed transaction by its class (smtp_error_classify re-raises an
+        unknown one); False when the mailbox failed."""
+        failure = smtp_error_classify(exc)
+        if isinstance(failure, PermanentError):
+            bounce_record(
+                claim=claim,
+                enrollment=claim.enrollment,
+                credential=self.credential,
+                error=str(failure),
+                now=now,
+            )
+            self.credential.refresh_from_db(fields=["disabled_at"])
+            self.result.bounced += 1
+        elif isinstance(failure, MailboxError):
+            self._abandon(index, str(failure), now)
+            return False
+        else:
+            temporary_record(claim=claim, enrollment=claim.enrollment, error=str(failure), now=now)
+            self.result.retried += 1
+            if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
+                smtp_close(self.conn)
+                self.conn = None  # reconnect for the next message
+        return True
+
+    def _abandon(self, index: int, error: str, now) -> None:
+        """The mailbox failed: record it, give every remaining claim back to be tried
+        after SENDING_CREDENTIAL_RETRY_SECONDS, without counting an attempt against
+        anyone."""
+        credential_error_record(credential=self.credential, error=error, now=now)
+        later = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
+        for claim in self.claims[index:]:
+            claim_release(claim, now=now, next_send_at=later)
+        self.result.mailbox_error = error
+        logger.warning("mailbox %s cannot send: %s", self.credential.pk, error)
+
+
+def _threads(claims: list[SendClaim], steps: dict, variants: dict) -> dict[UUID, list[Message]]:
+    """Each claim's earlier messages, oldest first; loaded only for replies (a variant
+    with an empty subject), the only messages they matter to."""
+    threads: dict[UUID, list[Message]] = {c.pk: [] for c in claims}
     replies = [
         c.pk
         for c in claims
@@ -124,167 +359,13 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
             "step", "sent_at"
         ):
             threads[message.enrollment_id].append(message)
-
-    conn = None
-    try:
-        for index, claim in enumerate(claims):
-            now = clock()
-            enrollment = claim.enrollment
-            campaign = enrollment.campaign
-            step = steps[campaign.pk].get(claim.step)
-            if stopping.is_set() or now >= claim.lease_until - _lease_margin():
-                # The worker is shutting down, or the lease is nearly over (the
-                # scheduler may hand these claims to another batch any moment): give
-                # the rest back, due at once, rather than race it.
-                for rest in claims[index:]:
-                    claim_release(rest, now=now, next_send_at=now)
-                    result.skipped += 1
-                return result
-            if credential.disabled_at is not None or step is None:
-                # Disabled by this batch's bounces, or the step was removed: the
-                # scheduler decides again (another mailbox, or completion).
-                claim_release(claim, now=now, next_send_at=now)
-                result.skipped += 1
-                continue
-            if conn is None:
-                connection_release()  # no database connection held while connecting
-                try:
-                    conn = smtp_connect(credential)
-                except MailboxError as exc:
-                    return _batch_abandon(claims[index:], credential, str(exc), now, result)
-                except TemporaryError as exc:
-                    credential_error_record(credential=credential, error=str(exc), now=now)
-                    for rest in claims[index:]:
-                        temporary_record(
-                            claim=rest, enrollment=rest.enrollment, error=str(exc), now=now
-                        )
-                        result.retried += 1
-                    return result
-                if credential.last_error:
-                    # The mailbox works again: its error is history.
-                    SmtpCredential.objects.filter(pk=credential.pk).update(
-                        last_error="", last_error_at=None
-                    )
-                    credential.last_error = ""
-            outgoing = _build(
-                claim, credential, campaign, step, variants[claim.pk], steps, threads, now
-            )
-            if isinstance(outgoing, Exception):
-                exc = outgoing
-                # Retrying cannot fix it, and it must not crash every batch it lands in.
-                logger.error("cannot build the message of enrollment %s", claim.pk, exc_info=exc)
-                undeliverable_record(
-                    claim=claim,
-                    enrollment=enrollment,
-                    error=f"The message could not be built: {type(exc).__name__}: {exc}"[
-                        :ERROR_MAX_CHARS
-                    ],
-                    now=now,
-                )
-                result.failed += 1
-                continue
-            if not claim_mark_started(claim, outgoing, now):
-                claim_release(claim, now=now, next_send_at=now)
-                result.skipped += 1
-                continue
-            options: tuple = ()
-            if outgoing.needs_smtputf8:
-                if not conn.has_extn("smtputf8"):
-                    undeliverable_record(
-                        claim=claim,
-                        enrollment=enrollment,
-                        error="The address has a non-ASCII local part and the SMTP server "
-                        "does not offer SMTPUTF8.",
-                        now=now,
-                    )
-                    result.failed += 1
-                    continue
-                options = ("SMTPUTF8",)
-            connection_release()  # the SMTP transaction holds no database connection
-            reply_seen = True
-            try:
-                smtp_transaction(
-                    conn, credential.from_email, outgoing.to_email, outgoing.data, options
-                )
-            except OutcomeUnknown as exc:
-                # The whole message went out; whether the server kept it is unknown.
-                # Sending it again could deliver it twice: it counts as sent.
-                logger.warning("enrollment %s: no reply to the message: %s", claim.pk, exc)
-                reply_seen = False
-                with contextlib.suppress(OSError):
-                    conn.close()  # no QUIT: a server that did not answer will not now
-                conn = None
-            except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
-                failure = smtp_error_classify(exc)
-                if isinstance(failure, PermanentError):
-                    bounce_record(
-                        claim=claim,
-                        enrollment=enrollment,
-                        credential=credential,
-                        error=str(failure),
-                        now=now,
-                    )
-                    credential.refresh_from_db(fields=["disabled_at"])
-                    result.bounced += 1
-                elif isinstance(failure, MailboxError):
-                    return _batch_abandon(claims[index:], credential, str(failure), now, result)
-                else:
-                    temporary_record(
-                        claim=claim, enrollment=enrollment, error=str(failure), now=now
-                    )
-                    result.retried += 1
-                    if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
-                        smtp_close(conn)
-                        conn = None  # reconnect for the next message
-                continue
-            # Recorded (committed) before the next MAIL FROM on this connection.
-            sent_record(
-                claim=claim,
-                enrollment=enrollment,
-                campaign=campaign,
-                credential=credential,
-                steps=steps[campaign.pk],
-                outgoing=outgoing,
-                now=now,
-                reply_seen=reply_seen,
-            )
-            result.sent += 1
-    finally:
-        if conn is not None:
-            connection_release()
-            smtp_close(conn)
-        # Once per batch rather than per message: campaigns left without active work.
-        campaigns_complete_if_done(campaign_ids=campaign_ids, at=clock())
-    return result
+    return threads
 
 
 def _is_reply(step: CampaignStep | None, variant: str) -> bool:
     """Whether the step variant's message replies in the thread (message_build: empty
     subject)."""
     return step is not None and not step_content(step, variant).subject.strip()
-
-
-def _build(claim, credential, campaign, step, variant, steps, threads, now) -> Outgoing | Exception:
-    """The claim's message, or what prevented building it (one bad row must not stop
-    the batch)."""
-    thread = threads[claim.pk]
-    enrollment = claim.enrollment
-    try:
-        return message_build(
-            credential=credential,
-            campaign=campaign,
-            step=step,
-            enrollment=enrollment,
-            thread=thread,
-            # Only a reply without an earlier message needs it.
-            first_subject=_first_subject(steps[campaign.pk], enrollment)
-            if _is_reply(step, variant) and not thread
-            else "",
-            now=now,
-            variant=variant,
-        )
-    except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim
-        return exc
 
 
 def _first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> str:
@@ -294,15 +375,3 @@ def _first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> st
         return ""
     subject = step_content(first, stored_letter(enrollment, 1)).subject
     return template_render(subject, contact_values(enrollment.contact), kind="header")
-
-
-def _batch_abandon(claims, credential, error: str, now, result: BatchResult) -> BatchResult:
-    """The mailbox failed: record it, give every remaining claim back to be tried after
-    SENDING_CREDENTIAL_RETRY_SECONDS, without counting an attempt against anyone."""
-    credential_error_record(credential=credential, error=error, now=now)
-    later = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
-    for claim in claims:
-        claim_release(claim, now=now, next_send_at=later)
-    result.mailbox_error = error
-    logger.warning("mailbox %s cannot send: %s", credential.pk, error)
-    return result

@@ -6,6 +6,7 @@ from datetime import datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
+from typing import Any
 
 from django.conf import settings
 
@@ -106,32 +107,13 @@ def message_build(
     contact = enrollment.contact
     content = step_content(step, variant)
     unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
-    base_url = settings.BASE_URL
-    unsubscribe_url = f"{base_url}/u/{unsubscribe}"
+    unsubscribe_url = f"{settings.BASE_URL}/u/{unsubscribe}"
     values = {**contact_values(contact), UNSUBSCRIBE_URL: unsubscribe_url}
     message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
 
-    # Display names lose their line breaks: a name cannot add a header.
-    headers = [
-        ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
-    ]
-    name = " ".join(f"{contact.first_name} {contact.last_name}".split())
-    recipient = ascii_address(contact.email)
-    if recipient is not None:
-        headers.append(("To", formataddr((name, recipient))))
-    else:  # SMTPUTF8: the header carries the address as UTF-8
-        local, _, domain = contact.email.rpartition("@")
-        headers.append(("To", Address(display_name=name, username=local, domain=domain)))
-    if content.subject.strip():
-        subject = template_render(content.subject, values, kind="header")
-    else:
-        previous = thread[-1].subject if thread else first_subject
-        while previous[:4].lower() == "re: ":
-            previous = previous[4:]
-        subject = f"Re: {previous}"
-        if thread:
-            headers.append(("In-Reply-To", f"<{thread[-1].message_id}>"))
-            headers.append(("References", " ".join(f"<{m.message_id}>" for m in thread)))
+    headers, recipient = _address_headers(credential, contact)
+    subject, thread_headers = _subject(content.subject, values, thread, first_subject)
+    headers += thread_headers
     headers += (
         ("Subject", subject),
         ("Date", format_datetime(now)),
@@ -143,32 +125,8 @@ def message_build(
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    # The footer goes to each part that does not place the link itself.
-    footer = campaign.unsubscribe_footer
-    text = template_render(content.body_text, values, kind="text")
-    if footer and not places_variable(content.body_text, UNSUBSCRIBE_URL):
-        text = unsubscribe_footer_text(text, unsubscribe_url)
-    html = None
-    if content.body_html.strip():
-        html = template_render(content.body_html, values, kind="html")
-        if footer and not places_variable(content.body_html, UNSUBSCRIBE_URL):
-            html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
-        if campaign.track_opens:
-            token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
-            html = _with_pixel(html, f"{base_url}/t/o/{token}.gif")
-    # The common case written directly (byte for byte what the email package writes,
-    # outreach.sending.mime); anything else, and SMTPUTF8, through the email package.
-    data = None
-    if recipient is not None:
-        data = message_bytes_fast(headers, text, html, policy=SMTP_POLICY)
-    if data is None:
-        msg = EmailMessage(policy=SMTP_POLICY)
-        for header, value in headers:
-            msg[header] = value
-        msg.set_content(text)
-        if html is not None:
-            msg.add_alternative(html, subtype="html")
-        data = message_bytes(msg, policy=SMTPUTF8_POLICY if recipient is None else SMTP_POLICY)
+    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url)
+    data = _message_data(headers, text, html, smtputf8=recipient is None)
     return Outgoing(
         message_id=message_id,
         subject=subject,
@@ -177,3 +135,78 @@ def message_build(
         needs_smtputf8=recipient is None,
         variant=variant,
     )
+
+
+def _address_headers(
+    credential: SmtpCredential, contact
+) -> tuple[list[tuple[str, Any]], str | None]:
+    """The From and To headers, and the recipient's address when it is ASCII (None when
+    it needs SMTPUTF8). Display names lose their line breaks: a name cannot add a
+    header."""
+    headers: list[tuple[str, Any]] = [
+        ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
+    ]
+    name = " ".join(f"{contact.first_name} {contact.last_name}".split())
+    recipient = ascii_address(contact.email)
+    if recipient is not None:
+        headers.append(("To", formataddr((name, recipient))))
+    else:  # SMTPUTF8: the header carries the address as UTF-8
+        local, _, domain = contact.email.rpartition("@")
+        headers.append(("To", Address(display_name=name, username=local, domain=domain)))
+    return headers, recipient
+
+
+def _subject(
+    template: str, values: dict, thread: list[Message], first_subject: str
+) -> tuple[str, list[tuple[str, Any]]]:
+    """The subject, and the headers of the thread it replies in: an empty subject
+    replies ("Re: ") to the thread's last message, or to `first_subject` without one."""
+    if template.strip():
+        return template_render(template, values, kind="header"), []
+    previous = thread[-1].subject if thread else first_subject
+    while previous[:4].lower() == "re: ":
+        previous = previous[4:]
+    if not thread:
+        return f"Re: {previous}", []
+    return f"Re: {previous}", [
+        ("In-Reply-To", f"<{thread[-1].message_id}>"),
+        ("References", " ".join(f"<{m.message_id}>" for m in thread)),
+    ]
+
+
+def _bodies(
+    campaign: Campaign, content, values: dict, enrollment: Enrollment, unsubscribe_url: str
+) -> tuple[str, str | None]:
+    """The text body and the HTML one (None without HTML), rendered, with the
+    unsubscribe footer and the open pixel as the campaign asks."""
+    # The footer goes to each part that does not place the link itself.
+    footer = campaign.unsubscribe_footer
+    text = template_render(content.body_text, values, kind="text")
+    if footer and not places_variable(content.body_text, UNSUBSCRIBE_URL):
+        text = unsubscribe_footer_text(text, unsubscribe_url)
+    if not content.body_html.strip():
+        return text, None
+    html = template_render(content.body_html, values, kind="html")
+    if footer and not places_variable(content.body_html, UNSUBSCRIBE_URL):
+        html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
+    if campaign.track_opens:
+        token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+        html = _with_pixel(html, f"{settings.BASE_URL}/t/o/{token}.gif")
+    return text, html
+
+
+def _message_data(headers: list, text: str, html: str | None, *, smtputf8: bool) -> bytes:
+    """The message's bytes. The common case written directly (byte for byte what the
+    email package writes, outreach.sending.mime); anything else, and SMTPUTF8, through
+    the email package."""
+    if not smtputf8:
+        data = message_bytes_fast(headers, text, html, policy=SMTP_POLICY)
+        if data is not None:
+            return data
+    msg = EmailMessage(policy=SMTP_POLICY)
+    for header, value in headers:
+        msg[header] = value
+    msg.set_content(text)
+    if html is not None:
+        msg.add_alternative(html, subtype="html")
+    return message_bytes(msg, policy=SMTPUTF8_POLICY if smtputf8 else SMTP_POLICY)

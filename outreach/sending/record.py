@@ -1,6 +1,7 @@
 """Recording a send's outcome: sent, retried, undeliverable, bounced, interrupted."""
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,7 +15,13 @@ from config.retry import schedule_delay
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
-from outreach.enrollments import count, counting, variant_count
+from outreach.enrollments import (
+    after_step,
+    counting,
+    enrollment_sent,
+    enrollments_fail,
+    variant_count,
+)
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.intake.bounces import enrollment_mark_bounced, stats_increment
 from outreach.mailboxes.models import SmtpCredential
@@ -49,6 +56,23 @@ def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | N
                 )
 
 
+@dataclass
+class _Sent:
+    """One accepted message to record, and the enrollment's move it makes."""
+
+    claim: SendClaim
+    enrollment: Enrollment
+    campaign: Campaign
+    credential: SmtpCredential
+    outgoing: Outgoing
+    now: datetime
+    reply_seen: bool
+    move: dict  # outreach.enrollments.after_step
+    # The claim drew the mailbox's gap from the claim's time; a send that left late must
+    # still keep the minimum before the next one.
+    pace_floor: datetime | None
+
+
 def sent_record(
     *,
     claim: SendClaim,
@@ -64,8 +88,8 @@ def sent_record(
     transaction: the Message, the enrollment moved on, the counters, the period's
     usage and `enrollment.sent`."""
     next_step = steps.get(claim.step + 1)
+    next_send_at = None
     if next_step is not None:
-        status, completed_at = Enrollment.Status.SENT, None
         next_send_at = step_send_at(
             after=now,
             delay_minutes=next_step.delay_minutes,
@@ -74,98 +98,112 @@ def sent_record(
             ),
             window=SendWindow.from_json(campaign.send_window),
         )
-    else:
-        status, completed_at, next_send_at = Enrollment.Status.COMPLETED, now, None
-    # The claim drew the mailbox's gap from the claim's time; a send that left late must
-    # still keep the minimum before the next one.
-    pace_floor = (
-        now + timedelta(seconds=credential.min_interval_seconds) if credential.is_paced else None
+    paced = credential.is_paced
+    sent = _Sent(
+        claim=claim,
+        enrollment=enrollment,
+        campaign=campaign,
+        credential=credential,
+        outgoing=outgoing,
+        now=now,
+        reply_seen=reply_seen,
+        move=after_step(next_send_at=next_send_at, now=now),
+        pace_floor=now + timedelta(seconds=credential.min_interval_seconds) if paced else None,
     )
-    if reply_seen and record_sql.supported():
-        # PostgreSQL, the common case: the same writes in one statement (outreach.sending.record_sql).
-        state = {
-            "status": status,
-            "current_step": claim.step,
-            "sent_at": now,
-            "next_send_at": next_send_at,
-            "completed_at": completed_at,
-            "credential_id": credential.pk,
-        }
-        for name, value in state.items():
-            setattr(enrollment, name, value)
-        enrollment.campaign = campaign
-        rung = record_sql.record_sent(
-            account_id=campaign.account_id,
-            campaign_id=campaign.pk,
-            credential_id=credential.pk,
-            enrollment_id=enrollment.pk,
-            step=claim.step,
-            message_id=outgoing.message_id,
-            to_email=outgoing.to_email,
-            subject=outgoing.subject,
-            variant=outgoing.variant,
-            now=now,
-            status=status,
-            next_send_at=next_send_at,
-            completed_at=completed_at,
-            pace_floor=pace_floor,
-            period=period_bounds(campaign.account, now),
-            event_type=ENROLLMENT_SENT,
-            event_data=enrollment_event_data(enrollment, event_type=ENROLLMENT_SENT),
-        )
-        if rung is not None:
-            if rung:
-                transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
-            return
-        # The statement did not apply (nothing written): the ORM path does it all.
+    # PostgreSQL, the common case: the same writes in one statement (record_sql); when
+    # it does not apply (nothing written), the ORM path does it all.
+    if reply_seen and record_sql.supported() and _sent_statement(sent):
+        return
+    _sent_orm(sent)
+
+
+def _sent_moved(sent: _Sent) -> None:
+    """The enrollment in memory as the record moved it (the event reads it)."""
+    enrollment = sent.enrollment
+    for name, value in sent.move.items():
+        setattr(enrollment, name, value)
+    enrollment.current_step, enrollment.sent_at = sent.claim.step, sent.now
+    enrollment.credential_id = sent.credential.pk
+    enrollment.campaign = sent.campaign
+
+
+def _sent_statement(sent: _Sent) -> bool:
+    """The record as one statement (outreach.sending.record_sql); whether it applied."""
+    campaign, outgoing, now = sent.campaign, sent.outgoing, sent.now
+    _sent_moved(sent)
+    rung = record_sql.record_sent(
+        account_id=campaign.account_id,
+        campaign_id=campaign.pk,
+        credential_id=sent.credential.pk,
+        enrollment_id=sent.enrollment.pk,
+        step=sent.claim.step,
+        message_id=outgoing.message_id,
+        to_email=outgoing.to_email,
+        subject=outgoing.subject,
+        variant=outgoing.variant,
+        now=now,
+        move=sent.move,
+        pace_floor=sent.pace_floor,
+        period=period_bounds(campaign.account, now),
+        event_type=ENROLLMENT_SENT,
+        event_data=enrollment_event_data(sent.enrollment, event_type=ENROLLMENT_SENT),
+    )
+    if rung is None:
+        return False
+    if rung:
+        transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+    return True
+
+
+def _sent_orm(sent: _Sent) -> None:
+    """The record through the ORM, in one transaction."""
+    claim, campaign, credential, outgoing = (
+        sent.claim,
+        sent.campaign,
+        sent.credential,
+        sent.outgoing,
+    )
     with transaction.atomic(), counting():
         Message.objects.create(
             account_id=campaign.account_id,
-            enrollment_id=enrollment.pk,
+            enrollment_id=sent.enrollment.pk,
             credential_id=credential.pk,
             step=claim.step,
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
             variant=outgoing.variant,
-            sent_at=now,
-            reply_seen=reply_seen,
+            sent_at=sent.now,
+            reply_seen=sent.reply_seen,
         )
         variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
         # Intake may have changed the enrollment since the claim (a reply, an
         # unsubscribe): then the message is recorded, the sequence is not moved.
-        moved = Enrollment.objects.filter(
-            pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES
-        ).update(
-            status=status,
-            current_step=claim.step,
-            sent_at=now,
-            next_send_at=next_send_at,
-            completed_at=completed_at,
+        moved = enrollment_sent(
+            enrollment_id=sent.enrollment.pk,
+            campaign_id=campaign.pk,
+            step=claim.step,
             credential_id=credential.pk,
-            send_attempts=0,
-            last_error="" if reply_seen else UNSEEN_REPLY_NOTE,
-            updated_at=now,
+            move=sent.move,
+            now=sent.now,
+            note="" if sent.reply_seen else UNSEEN_REPLY_NOTE,
         )
         SendClaim.objects.filter(pk=claim.pk).delete()
         credential_changes = {"sent_count": F("sent_count") + 1}
-        if pace_floor is not None:
+        if sent.pace_floor is not None:
+            floor = Value(sent.pace_floor)
             credential_changes["next_send_earliest_at"] = Greatest(
-                Coalesce("next_send_earliest_at", Value(pace_floor)), Value(pace_floor)
+                Coalesce("next_send_earliest_at", floor), floor
             )
         SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-        usage_record_increment(account=campaign.account, at=now)
+        usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
-            if claim.step == 1:
-                count(campaign.pk, sent=1)
-            enrollment.status, enrollment.current_step = status, claim.step
-            enrollment.sent_at, enrollment.next_send_at = now, next_send_at
-            enrollment.completed_at, enrollment.credential_id = completed_at, credential.pk
+            _sent_moved(sent)
         else:
-            enrollment.refresh_from_db()
-        enrollment.campaign = campaign
-        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_SENT)
+            sent.enrollment.refresh_from_db()
+            sent.enrollment.campaign = campaign
+        enrollment_emit(enrollment=sent.enrollment, event_type=ENROLLMENT_SENT)
 
 
 def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
@@ -176,13 +214,7 @@ def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, no
         reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
         rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
         if attempts >= settings.SENDING_MAX_ATTEMPTS:
-            rows.update(
-                status=Enrollment.Status.FAILED,
-                next_send_at=None,
-                send_attempts=attempts,
-                last_error=error,
-                updated_at=now,
-            )
+            enrollments_fail(rows, error=error, now=now, send_attempts=attempts)
         else:
             rows.update(
                 next_send_at=now + retry_delay(attempts),
@@ -197,9 +229,7 @@ def undeliverable_record(*, claim: SendClaim, enrollment, error: str, now) -> No
     with transaction.atomic():
         if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
             reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
-            Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES).update(
-                status=Enrollment.Status.FAILED, next_send_at=None, last_error=error, updated_at=now
-            )
+            enrollments_fail(Enrollment.objects.filter(pk=enrollment.pk), error=error, now=now)
 
 
 def bounce_record(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
@@ -264,8 +294,8 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
     recorded = 0
     legacy = [c.pk for c in claims if not c.message_id]
     if legacy:
-        Enrollment.objects.filter(pk__in=legacy, status__in=Enrollment.DUE_STATUSES).update(
-            status=Enrollment.Status.FAILED, next_send_at=None, last_error=INTERRUPTED_ERROR
+        enrollments_fail(
+            Enrollment.objects.filter(pk__in=legacy), error=INTERRUPTED_ERROR, now=None
         )
         SendClaim.objects.filter(pk__in=legacy).delete()
     claims = [c for c in claims if c.message_id]

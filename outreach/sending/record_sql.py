@@ -19,9 +19,10 @@ The statement only covers the common case. When the enrollment did not move (int
 changed it since the claim), or the per-campaign stats row or the period's usage
 record does not exist yet, its final SELECT raises a marked error, the statement rolls
 back whole, and the caller records through the ORM path instead (which creates the
-rows, or reloads the enrollment for the event). Nothing is half written. Billing's, the
-outbox's and the stats' writes are their modules' fragments (billing/sql.py,
-webhooks/sql.py, outreach/enrollments.py), and
+rows, or reloads the enrollment for the event). Nothing is half written. The
+enrollment's move, billing's, the outbox's and the stats' writes are their modules'
+fragments (outreach/enrollments/transitions.py and stats.py, billing/sql.py,
+webhooks/sql.py), and
 tests/outreach/test_sending_record.py compares both paths row for row.
 """
 
@@ -37,7 +38,7 @@ from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
 from config.db.prepared import prepared
-from outreach.enrollments import STATS_SENT_CTE, VARIANT_SENT_CTE
+from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.sending.models import Enrollment
 from webhooks.sql import EVENT_EMIT_CTES
 
@@ -52,14 +53,7 @@ msg AS (
         %(message_id)s, %(to_email)s, %(subject)s, %(variant)s, %(now)s, true, %(created)s)
     RETURNING 1
 ),
-moved AS (
-    UPDATE outreach_enrollment SET status = %(status)s, current_step = %(step)s,
-        sent_at = %(now)s, next_send_at = %(next_send_at)s, completed_at = %(completed_at)s,
-        credential_id = %(credential)s, send_attempts = 0, last_error = '',
-        updated_at = %(now)s
-    WHERE id = %(enrollment)s AND status = ANY(%(due)s)
-    RETURNING 1
-),
+{moved}
 claim AS (
     DELETE FROM outreach_sendclaim WHERE enrollment_id = %(enrollment)s RETURNING 1
 ),
@@ -88,7 +82,8 @@ SELECT
 FROM verdict AS v
 """
 SQL = prepared(
-    _SQL.replace("{usage}", USAGE_INCREMENT_CTE)
+    _SQL.replace("{moved}", SENT_MOVE_CTE)
+    .replace("{usage}", USAGE_INCREMENT_CTE)
     .replace("{event}", EVENT_EMIT_CTES)
     .replace(
         "{campaign_stats}",
@@ -151,9 +146,7 @@ def record_sent(
     subject: str,
     variant: str,
     now: datetime,
-    status: str,
-    next_send_at: datetime | None,
-    completed_at: datetime | None,
+    move: dict,
     pace_floor: datetime | None,
     period: tuple[datetime, datetime],
     event_type: str,
@@ -163,6 +156,7 @@ def record_sent(
     publishes them), or None when the common case does not apply: nothing was written,
     record through the ORM. Outside a transaction the statement is its own; inside one
     (tests, a caller's atomic block) it runs in a savepoint."""
+    # Long: the statement's named parameters, one per line.
     created = timezone.now()
     params = {
         "message_pk": uuid.uuid4(),
@@ -177,9 +171,10 @@ def record_sent(
         "subject": subject,
         "variant": variant,
         "now": now,
-        "status": status,
-        "next_send_at": next_send_at,
-        "completed_at": completed_at,
+        # The enrollment's columns after the step (outreach.enrollments.after_step).
+        "status": move["status"],
+        "next_send_at": move["next_send_at"],
+        "completed_at": move["completed_at"],
         # GREATEST ignores NULL: an unpaced mailbox keeps its value.
         "pace_floor": pace_floor,
         "due": [str(s) for s in Enrollment.DUE_STATUSES],

@@ -4,10 +4,10 @@ from collections import defaultdict
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Q
 
 from outreach.campaigns.state import campaigns_complete_if_done
-from outreach.contacts.models import Contact
+from outreach.enrollments import enrollments_suppressed_end
 from outreach.mailboxes.pace import reservation_release, utc_day
 from outreach.sending.models import Enrollment, SendClaim
 from outreach.sending.record import claims_interrupted_record
@@ -74,19 +74,7 @@ def suppressed_end(*, now: datetime) -> int:
     campaign_ids = set(due.filter(suppressed).values_list("campaign_id", flat=True).distinct())
     if not campaign_ids:
         return 0
-    contact = Contact.objects.filter(pk=OuterRef("contact_id"))
-    ended = due.filter(contact__unsubscribed_at__isnull=False).update(
-        status=Enrollment.Status.UNSUBSCRIBED,
-        unsubscribed_at=Subquery(contact.values("unsubscribed_at")[:1]),
-        next_send_at=None,
-        updated_at=now,
-    )
-    ended += due.filter(contact__bounced_at__isnull=False).update(
-        status=Enrollment.Status.BOUNCED,
-        bounced_at=Subquery(contact.values("bounced_at")[:1]),
-        bounce_reason=SUPPRESSED_BOUNCE_REASON,
-        next_send_at=None,
-        updated_at=now,
-    )
-    campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
+    with transaction.atomic():
+        ended = enrollments_suppressed_end(due, bounce_reason=SUPPRESSED_BOUNCE_REASON, now=now)
+        campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
     return ended

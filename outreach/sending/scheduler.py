@@ -49,6 +49,7 @@ from django.utils import timezone
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, sent_today, utc_day
@@ -153,40 +154,9 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
 
 
 def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
-    campaign_ids = {e.campaign_id for e in enrollments}
-    campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
-    positions = defaultdict(set)
-    for campaign_id, position in CampaignStep.objects.filter(
-        campaign_id__in=campaign_ids
-    ).values_list("campaign_id", "position"):
-        positions[campaign_id].add(position)
-    linked = defaultdict(list)  # campaign -> credential ids, in link order
-    for campaign_id, credential_id in (
-        Campaign.credentials.through.objects.filter(campaign_id__in=campaign_ids)
-        .order_by("id")
-        .values_list("campaign_id", "smtpcredential_id")
-    ):
-        linked[campaign_id].append(credential_id)
-    credential_ids = {c for ids in linked.values() for c in ids}
-    rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
-    # Which are enabled, read without locking: a campaign is paused only when none is.
-    # An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
-    # threads, and campaigns with no other mailbox, wait (never paused, never failed).
-    enabled_status = dict(rows.filter(disabled_at__isnull=True).values_list("pk", "oauth_status"))
-    enabled_ids = set(enabled_status)
-    unauthorized = {
-        pk
-        for pk, oauth_status in enabled_status.items()
-        if oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
-    }
-    # The mailboxes claims are made for are locked, so the daily counters read below
-    # cannot move until this transaction ends; concurrent schedulers never take the
-    # same one. On PostgreSQL a row another transaction holds is skipped: a sender
-    # recording a message holds its mailbox's row for a moment (and the account's
-    # usage row), and waiting for it here could close a cycle of waits with the other
-    # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
-    skip_locked = connection.features.has_select_for_update_skip_locked
-    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=skip_locked)}
+    """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
+    campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
+    enabled_ids, unauthorized, credentials = _credentials_lock(linked)
     today = utc_day(now)
     room = {pk: _room_today(c, today) for pk, c in credentials.items()}
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
@@ -195,7 +165,6 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     window_open_at: dict = {}
     # Looked at again then (a re-authorization does not wake them; they wait this long).
     reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
-
     plan = _Plan()
     for enrollment in enrollments:
         campaign = campaigns[enrollment.campaign_id]
@@ -205,12 +174,11 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             continue
         window = SendWindow.from_json(campaign.send_window)
         zone = window_timezone(campaign=campaign, contact_timezone=enrollment.contact_timezone)
-        if (campaign.pk, zone) not in window_open_at:
-            window_open_at[campaign.pk, zone] = send_window_next_open(
-                now, timezone=zone, window=window
-            )
-        if window_open_at[campaign.pk, zone] > now:
-            plan.defer[window_open_at[campaign.pk, zone]].append(enrollment.pk)
+        key = (campaign.pk, zone)
+        if key not in window_open_at:
+            window_open_at[key] = send_window_next_open(now, timezone=zone, window=window)
+        if window_open_at[key] > now:
+            plan.defer[window_open_at[key]].append(enrollment.pk)
             continue
         enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         if not enabled:
@@ -247,11 +215,51 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     return plan
 
 
+def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
+    """The campaigns by id, their step positions, and their credential ids in link order."""
+    campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
+    positions = defaultdict(set)
+    for campaign_id, position in CampaignStep.objects.filter(
+        campaign_id__in=campaign_ids
+    ).values_list("campaign_id", "position"):
+        positions[campaign_id].add(position)
+    linked = defaultdict(list)  # campaign -> credential ids, in link order
+    for campaign_id, credential_id in (
+        Campaign.credentials.through.objects.filter(campaign_id__in=campaign_ids)
+        .order_by("id")
+        .values_list("campaign_id", "smtpcredential_id")
+    ):
+        linked[campaign_id].append(credential_id)
+    return campaigns, positions, linked
+
+
+def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
+    """The enabled and the unauthorized ones of the linked credentials, and those locked."""
+    credential_ids = {c for ids in linked.values() for c in ids}
+    rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
+    # Which are enabled, read without locking: a campaign is paused only when none is.
+    # An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
+    # threads, and campaigns with no other mailbox, wait (never paused, never failed).
+    enabled_status = dict(rows.filter(disabled_at__isnull=True).values_list("pk", "oauth_status"))
+    unauthorized = {
+        pk
+        for pk, oauth_status in enabled_status.items()
+        if oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
+    }
+    # The mailboxes claims are made for are locked, so the daily counters read next
+    # cannot move until this transaction ends; concurrent schedulers never take the
+    # same one. On PostgreSQL a row another transaction holds is skipped: a sender
+    # recording a message holds its mailbox's row for a moment (and the account's
+    # usage row), and waiting for it here could close a cycle of waits with the other
+    # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
+    skip_locked = connection.features.has_select_for_update_skip_locked
+    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=skip_locked)}
+    return set(enabled_status), unauthorized, credentials
+
+
 def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     if plan.complete:
-        Enrollment.objects.filter(pk__in=[e.pk for e in plan.complete]).update(
-            status=Enrollment.Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now
-        )
+        enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
     for when, ids in plan.defer.items():
         Enrollment.objects.filter(pk__in=ids).update(next_send_at=when, updated_at=now)

@@ -114,48 +114,10 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
     """An authenticated connection per the credential's security mode, with the timeout
     on connect and every command. MailboxError for what retrying soon will not fix
     (authentication, TLS), TemporaryError when the server cannot be reached."""
-    timeout = settings.SENDING_SMTP_TIMEOUT_SECONDS
-    host, port = credential.smtp_host, credential.smtp_port
-    access_token = None
-    if credential.uses_oauth:
-        # Before connecting: a refresh may wait on the token endpoint. A mailbox that
-        # needs re-authorization, or a token endpoint that failed, waits like a mailbox
-        # failure (never a bounce, no attempt counted).
-        try:
-            access_token = oauth_tokens.access_token_get(credential=credential)
-        except oauth_tokens.TokenError as exc:
-            raise MailboxError(str(exc)[:ERROR_MAX_CHARS]) from exc
+    access_token = _access_token(credential) if credential.uses_oauth else None
+    conn = _smtp_open(credential)
     try:
-        # Through the outbound guard: a host resolving to a refused address is a mailbox
-        # failure (the batch waits), never a bounce.
-        if credential.smtp_security == Security.SSL:
-            conn = GuardedSMTP_SSL(host, port, timeout=timeout, context=_tls_context())
-        else:
-            conn = GuardedSMTP(host, port, timeout=timeout)
-    except OutboundRefused as exc:
-        raise MailboxError(f"refused: {exc}"[:ERROR_MAX_CHARS]) from exc
-    except (ssl.SSLError, ssl.CertificateError) as exc:
-        raise MailboxError(f"TLS failed: {exc}"[:ERROR_MAX_CHARS]) from exc
-    except (OSError, smtplib.SMTPException) as exc:
-        raise TemporaryError(f"cannot connect to {host}:{port}: {exc}"[:ERROR_MAX_CHARS]) from exc
-    try:
-        conn.ehlo()
-        if credential.smtp_security == Security.STARTTLS:
-            conn.starttls(context=_tls_context())
-            conn.ehlo()
-        if access_token is not None:
-            response = oauth_tokens.xoauth2_string(
-                oauth_tokens.oauth_user(credential), access_token
-            )
-            # The server's JSON error after a refused token is answered with an empty
-            # line (the SASL exchange's end); then it says 535.
-            conn.auth(
-                "XOAUTH2",
-                lambda challenge=None: response if challenge is None else "",
-                initial_response_ok=True,
-            )
-        elif credential.smtp_username:
-            conn.login(credential.smtp_username, credential.smtp_password)
+        _smtp_login(conn, credential, access_token)
         return conn
     except smtplib.SMTPAuthenticationError as exc:
         smtp_close(conn)
@@ -174,6 +136,54 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
     except (OSError, smtplib.SMTPException) as exc:
         smtp_close(conn)
         raise TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
+
+
+def _access_token(credential: SmtpCredential) -> str:
+    """The OAuth mailbox's access token, read before connecting: a refresh may wait on
+    the token endpoint. A mailbox that needs re-authorization, or a token endpoint that
+    failed, waits like a mailbox failure (never a bounce, no attempt counted)."""
+    try:
+        return oauth_tokens.access_token_get(credential=credential)
+    except oauth_tokens.TokenError as exc:
+        raise MailboxError(str(exc)[:ERROR_MAX_CHARS]) from exc
+
+
+def _smtp_open(credential: SmtpCredential) -> smtplib.SMTP:
+    """The connection to the mailbox's server (TLS from the start in SSL mode)."""
+    timeout = settings.SENDING_SMTP_TIMEOUT_SECONDS
+    host, port = credential.smtp_host, credential.smtp_port
+    try:
+        # Through the outbound guard: a host resolving to a refused address is a mailbox
+        # failure (the batch waits), never a bounce.
+        if credential.smtp_security == Security.SSL:
+            return GuardedSMTP_SSL(host, port, timeout=timeout, context=_tls_context())
+        return GuardedSMTP(host, port, timeout=timeout)
+    except OutboundRefused as exc:
+        raise MailboxError(f"refused: {exc}"[:ERROR_MAX_CHARS]) from exc
+    except (ssl.SSLError, ssl.CertificateError) as exc:
+        raise MailboxError(f"TLS failed: {exc}"[:ERROR_MAX_CHARS]) from exc
+    except (OSError, smtplib.SMTPException) as exc:
+        raise TemporaryError(f"cannot connect to {host}:{port}: {exc}"[:ERROR_MAX_CHARS]) from exc
+
+
+def _smtp_login(conn: smtplib.SMTP, credential: SmtpCredential, access_token: str | None) -> None:
+    """EHLO, STARTTLS in that mode, then XOAUTH2 with an access token, or LOGIN with
+    the mailbox's username (none: no authentication)."""
+    conn.ehlo()
+    if credential.smtp_security == Security.STARTTLS:
+        conn.starttls(context=_tls_context())
+        conn.ehlo()
+    if access_token is not None:
+        response = oauth_tokens.xoauth2_string(oauth_tokens.oauth_user(credential), access_token)
+        # The server's JSON error after a refused token is answered with an empty line
+        # (the SASL exchange's end); then it says 535.
+        conn.auth(
+            "XOAUTH2",
+            lambda challenge=None: response if challenge is None else "",
+            initial_response_ok=True,
+        )
+    elif credential.smtp_username:
+        conn.login(credential.smtp_username, credential.smtp_password)
 
 
 def smtp_close(conn) -> None:

@@ -5,12 +5,11 @@ however many enrollments it has.
 The counts (STAT_NAMES): enrolled (enrollments), sent (enrollments with a step sent),
 opened, replied, bounced, unsubscribed (enrollments where that happened): the same
 definitions as a count over the enrollments table, which `stats_check` recomputes;
-and stopped (enrollments ended by a rule or by hand, outreach.campaigns.stopping, even if a bounce
-came after).
+and stopped (enrollments ended by a rule or by hand, even if a bounce came after).
 
-Writers call `count(campaign_id, sent=1)` after the enrollment UPDATE that made the
-change, and only when that UPDATE matched its row, so a change counts once however
-many workers race for it. The record of a sent message on PostgreSQL does the same in
+The transitions (outreach.enrollments.transitions) call `count(campaign_id, sent=1)`
+after the enrollment UPDATE that made the change, and only when that UPDATE matched
+its row, so a change counts once however many workers race for it. The record of a sent message on PostgreSQL does the same in
 SQL (outreach.sending.record_sql, with STATS_SENT_CTE below).
 
 Lock order: a transaction writes its stats rows last, in campaign id order. `counting()`
@@ -30,7 +29,6 @@ from django.db import connection, transaction
 from django.db.models import Count, Q
 
 from outreach.campaigns.models import CampaignStats, StepVariantStats
-from outreach.contacts.models import Contact
 from outreach.sending.models import Enrollment, Message
 
 STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed", "stopped")
@@ -184,7 +182,8 @@ def answered(enrollment: Enrollment) -> str:
     return f"{enrollment.current_step}{letter}"
 
 
-def _code(code: str) -> tuple[int, str]:
+def answer_split(code: str) -> tuple[int, str]:
+    """A step and variant code ("2B") as (2, "B")."""
     return int(code[:-1]), code[-1]
 
 
@@ -197,41 +196,7 @@ def answer_count(enrollment: Enrollment, name: str) -> None:
     if code:
         Enrollment.objects.filter(pk=enrollment.pk).update(**{f"{name}_on": code})
         setattr(enrollment, f"{name}_on", code)
-        variant_count(enrollment.campaign_id, *_code(code), **{name: 1})
-
-
-def enroll(*, campaign_id, contact_ids: Iterable[UUID]) -> int:
-    """Enroll contacts as pending; a contact already in the campaign is left as it is.
-    Returns how many were enrolled. Callers pass only non-suppressed contacts."""
-    rows = [
-        Enrollment(campaign_id=campaign_id, contact_id=contact_id) for contact_id in contact_ids
-    ]
-    if not rows:
-        return 0
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # The foreign keys checked (and their contacts and campaign key-share locked)
-            # now, not at commit: after this transaction's stats write, that lock could
-            # wait on a contact whose unsubscribe waits on these stats.
-            with connection.cursor() as cursor:
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        Enrollment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
-        # The ids are made here, so the rows that exist under them are the ones this call
-        # inserted (a conflict keeps the other row, with its own id).
-        created = Enrollment.objects.filter(pk__in=[row.pk for row in rows]).count()
-        count(campaign_id, enrolled=created)
-    return created
-
-
-def enrollment_enroll(*, campaign_id, contact_id) -> tuple[Enrollment, bool]:
-    """One contact's enrollment, made if it did not exist: (enrollment, created)."""
-    with transaction.atomic():
-        enrollment, created = Enrollment.objects.get_or_create(
-            campaign_id=campaign_id, contact_id=contact_id
-        )
-        if created:
-            count(campaign_id, enrolled=1)
-    return enrollment, created
+        variant_count(enrollment.campaign_id, *answer_split(code), **{name: 1})
 
 
 def counted(enrollment: Enrollment) -> dict[str, int]:
@@ -245,54 +210,6 @@ def counted(enrollment: Enrollment) -> dict[str, int]:
         "unsubscribed": int(enrollment.unsubscribed_at is not None),
         "stopped": int(enrollment.stopped_at is not None),
     }
-
-
-def _uncount(enrollments: list[Enrollment]) -> None:
-    for enrollment in enrollments:
-        count(enrollment.campaign_id, **{k: -v for k, v in counted(enrollment).items()})
-        for name in ANSWERS:
-            code = getattr(enrollment, f"{name}_on")
-            if code:
-                variant_count(enrollment.campaign_id, *_code(code), **{name: -1})
-    campaigns = {enrollment.pk: enrollment.campaign_id for enrollment in enrollments}
-    for enrollment_id, step, variant in Message.objects.filter(
-        enrollment_id__in=list(campaigns)
-    ).values_list("enrollment_id", "step", "variant"):
-        variant_count(campaigns[enrollment_id], step, variant, sent=-1)
-
-
-def _locked(queryset) -> list[Enrollment]:
-    # Locked: a change racing the delete either lands first (and is taken out with the
-    # row) or finds no row (and counts nothing).
-    return list(
-        queryset.select_for_update()
-        .order_by("pk")
-        .only(
-            "campaign_id",
-            *(f"{name}_at" for name in STAT_NAMES[1:]),
-            *(f"{name}_on" for name in ANSWERS),
-        )
-    )
-
-
-def contact_delete(*, contact: Contact) -> None:
-    """Delete a contact and its enrollments, taking them out of their campaigns' stats."""
-    with transaction.atomic(), counting():
-        # The contact before its enrollments, as an unsubscribe or a bounce locks them.
-        if not Contact.objects.select_for_update().filter(pk=contact.pk).exists():
-            return
-        _uncount(_locked(Enrollment.objects.filter(contact_id=contact.pk)))
-        Contact.objects.filter(pk=contact.pk).delete()
-
-
-def enrollments_delete(*, enrollment_ids: Iterable[UUID]) -> int:
-    """Delete enrollments (the back office's delete), taking them out of their campaigns'
-    stats. Returns how many were deleted."""
-    with transaction.atomic(), counting():
-        rows = _locked(Enrollment.objects.filter(pk__in=list(enrollment_ids)))
-        _uncount(rows)
-        Enrollment.objects.filter(pk__in=[row.pk for row in rows]).delete()
-    return len(rows)
 
 
 def stats_read(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]:
@@ -352,7 +269,7 @@ def variant_stats_recount(*, campaign_id) -> dict[tuple[int, str], dict[str, int
             .order_by()
         )
         for code, n in answers:
-            stats[_code(code)][name] = n
+            stats[answer_split(code)][name] = n
     return dict(stats)
 
 

@@ -1,0 +1,27 @@
+"""What the outreach admin pages share: read-mostly model admins, HTML tables."""
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        shown = [f for f in self.get_fields(request, obj) if f not in self.editable]
+        return shown
+
+    editable: tuple[str, ...] = ()
+
+
+def html_table(headers, rows) -> str:
+    """A read-only table shown as a field (not an inline), so saving the editable
+    attributes of its page never needs a formset."""
+    if not rows:
+        return "none"
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in r)),) for r in rows)
+    )
+    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)

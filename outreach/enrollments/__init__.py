@@ -1,0 +1,101 @@
+"""Enrollments: every change of an enrollment's status (`transitions`) and the campaign
+stats those changes keep (`stats`). Nothing else in the app writes an enrollment's
+status; tests/outreach/test_enrollment_transitions.py checks it.
+
+    pending ──dispatch──▶ scheduled ──step sent──▶ sent ──last step sent──▶ completed
+       │                      │                     │ ▲                        │
+       │                      └──────────┬──────────┘ └─next step sent─┘       │
+       │                                 ▼                                     ▼
+       │      failed (no send possible, or retries ran out)        replied (a reply)
+       │      replied (a reply, when the campaign stops on reply)
+       │      bounced (a bounce; or the contact bounced elsewhere)
+       │      unsubscribed (the contact unsubscribed, here or elsewhere)
+       └────▶ stopped (by hand, or a colleague's reply: from pending, scheduled, sent)
+
+| Transition | Function (transitions) | Counts |
+|---|---|---|
+| enrolled (pending) | `enroll`, `enrollment_enroll` | enrolled |
+| dispatched (scheduled) | `enrollments_schedule`, `enrollment_schedule` | |
+| a step sent (sent / completed) | `after_step` + `enrollment_sent` (ORM), `SENT_MOVE_CTE` (one statement, outreach.sending.record_sql) | sent (first step), the variant's sent |
+| no step left (completed) | `enrollments_complete` | |
+| failed | `enrollments_fail` | |
+| replied | `enrollment_reply` | replied (and the variant answered) |
+| bounced | `enrollment_bounce` | bounced (and the variant answered) |
+| unsubscribed | `enrollments_unsubscribe` | unsubscribed |
+| contact suppressed elsewhere (unsubscribed / bounced) | `enrollments_suppressed_end` | unsubscribed / bounced |
+| stopped | `enrollments_stop` | stopped |
+| deleted (with its contact, or by staff) | `contact_delete`, `enrollments_delete` | every count taken back |
+
+An open is not a change of status; it is counted where it is recorded
+(outreach.intake.services, `answer_count`).
+"""
+
+from outreach.enrollments.stats import (
+    ANSWERS,
+    STAT_NAMES,
+    STATS_SENT_CTE,
+    VARIANT_SENT_CTE,
+    VARIANT_STAT_NAMES,
+    answer_count,
+    count,
+    counted,
+    counting,
+    stats_check,
+    stats_read,
+    stats_recount,
+    variant_count,
+    variant_stats_read,
+    variant_stats_recount,
+)
+from outreach.enrollments.transitions import (
+    SENT_MOVE_CTE,
+    after_step,
+    contact_delete,
+    enroll,
+    enrollment_bounce,
+    enrollment_enroll,
+    enrollment_reply,
+    enrollment_schedule,
+    enrollment_sent,
+    enrollments_complete,
+    enrollments_delete,
+    enrollments_fail,
+    enrollments_schedule,
+    enrollments_stop,
+    enrollments_suppressed_end,
+    enrollments_unsubscribe,
+)
+
+__all__ = [
+    "ANSWERS",
+    "SENT_MOVE_CTE",
+    "STATS_SENT_CTE",
+    "STAT_NAMES",
+    "VARIANT_SENT_CTE",
+    "VARIANT_STAT_NAMES",
+    "after_step",
+    "answer_count",
+    "contact_delete",
+    "count",
+    "counted",
+    "counting",
+    "enroll",
+    "enrollment_bounce",
+    "enrollment_enroll",
+    "enrollment_reply",
+    "enrollment_schedule",
+    "enrollment_sent",
+    "enrollments_complete",
+    "enrollments_delete",
+    "enrollments_fail",
+    "enrollments_schedule",
+    "enrollments_stop",
+    "enrollments_suppressed_end",
+    "enrollments_unsubscribe",
+    "stats_check",
+    "stats_read",
+    "stats_recount",
+    "variant_count",
+    "variant_stats_read",
+    "variant_stats_recount",
+]

@@ -1,0 +1,314 @@
+"""Every change of an enrollment's status, and each one's count in its campaign's stats.
+
+Each function is one transition: a conditional UPDATE (the status it leaves re-checked
+on the row, so a transition that lost a race changes nothing and counts nothing), and
+the stats it moves (outreach.enrollments.stats), in the caller's transaction. What
+follows from the change (webhook events, suppression, a campaign completed by its last
+active enrollment, the mailbox's counters) stays with the caller, which knows why it
+happened. The map of the statuses is in this package's docstring.
+"""
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+from uuid import UUID
+
+from django.db import connection, transaction
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from outreach.contacts.models import Contact
+from outreach.enrollments.stats import (
+    ANSWERS,
+    STAT_NAMES,
+    answer_count,
+    answer_split,
+    count,
+    counted,
+    counting,
+    variant_count,
+)
+from outreach.sending.models import Enrollment, Message
+
+Status = Enrollment.Status
+
+# ---------------------------------------------------------------- enrolled: pending
+
+
+def enroll(*, campaign_id, contact_ids: Iterable[UUID]) -> int:
+    """Enroll contacts as pending; a contact already in the campaign is left as it is.
+    Returns how many were enrolled. Callers pass only non-suppressed contacts."""
+    rows = [
+        Enrollment(campaign_id=campaign_id, contact_id=contact_id) for contact_id in contact_ids
+    ]
+    if not rows:
+        return 0
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # The foreign keys checked (and their contacts and campaign key-share locked)
+            # now, not at commit: after this transaction's stats write, that lock could
+            # wait on a contact whose unsubscribe waits on these stats.
+            with connection.cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        Enrollment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
+        # The ids are made here, so the rows that exist under them are the ones this call
+        # inserted (a conflict keeps the other row, with its own id).
+        created = Enrollment.objects.filter(pk__in=[row.pk for row in rows]).count()
+        count(campaign_id, enrolled=created)
+    return created
+
+
+def enrollment_enroll(*, campaign_id, contact_id) -> tuple[Enrollment, bool]:
+    """One contact's enrollment, made if it did not exist: (enrollment, created)."""
+    with transaction.atomic():
+        enrollment, created = Enrollment.objects.get_or_create(
+            campaign_id=campaign_id, contact_id=contact_id
+        )
+        if created:
+            count(campaign_id, enrolled=1)
+    return enrollment, created
+
+
+# ---------------------------------------------------------------- dispatched: scheduled
+
+
+def _scheduled(next_send_at: datetime, now: datetime) -> dict:
+    return {
+        "status": Status.SCHEDULED,
+        "next_send_at": next_send_at,
+        "dispatched_at": now,
+        "updated_at": now,
+    }
+
+
+def enrollments_schedule(rows: QuerySet, *, next_send_at: datetime, now: datetime) -> int:
+    """Pending enrollments among `rows` are scheduled, their first step due at
+    `next_send_at` (dispatch). Returns how many."""
+    return rows.filter(status=Status.PENDING).update(**_scheduled(next_send_at, now))
+
+
+def enrollment_schedule(enrollment: Enrollment, *, next_send_at: datetime, now: datetime) -> bool:
+    """`enrollments_schedule` for one enrollment, kept up to date in memory too."""
+    changes = _scheduled(next_send_at, now)
+    rows = Enrollment.objects.filter(pk=enrollment.pk)
+    if not enrollments_schedule(rows, next_send_at=next_send_at, now=now):
+        return False
+    for name, value in changes.items():
+        setattr(enrollment, name, value)
+    return True
+
+
+# ---------------------------------------------------------------- a step sent: sent, completed
+
+
+def after_step(*, next_send_at: datetime | None, now: datetime) -> dict:
+    """The status columns of an enrollment whose step was just sent: `sent`, due again
+    at `next_send_at`, or `completed` when no step follows (`next_send_at` None)."""
+    if next_send_at is not None:
+        return {"status": Status.SENT, "next_send_at": next_send_at, "completed_at": None}
+    return {"status": Status.COMPLETED, "next_send_at": None, "completed_at": now}
+
+
+# The same move as `enrollment_sent`, as a CTE of the one-statement record of a sent
+# message on PostgreSQL (outreach.sending.record_sql), its values from `after_step`.
+SENT_MOVE_CTE = """
+moved AS (
+    UPDATE outreach_enrollment SET status = %(status)s, current_step = %(step)s,
+        sent_at = %(now)s, next_send_at = %(next_send_at)s, completed_at = %(completed_at)s,
+        credential_id = %(credential)s, send_attempts = 0, last_error = '',
+        updated_at = %(now)s
+    WHERE id = %(enrollment)s AND status = ANY(%(due)s)
+    RETURNING 1
+),"""
+
+
+def enrollment_sent(
+    *, enrollment_id, campaign_id, step: int, credential_id, move: dict, now, note: str = ""
+) -> bool:
+    """A step sent moves a still-due enrollment on (`move`: after_step's columns); the
+    first step counts it as sent. Intake may have ended it since the claim (a reply, an
+    unsubscribe): then nothing moves. `note`: its last_error (why a reply went unseen).
+    Returns whether it moved."""
+    moved = Enrollment.objects.filter(pk=enrollment_id, status__in=Enrollment.DUE_STATUSES).update(
+        **move,
+        current_step=step,
+        sent_at=now,
+        credential_id=credential_id,
+        send_attempts=0,
+        last_error=note,
+        updated_at=now,
+    )
+    if moved and step == 1:
+        count(campaign_id, sent=1)
+    return bool(moved)
+
+
+def enrollments_complete(*, enrollment_ids: Iterable[UUID], now: datetime) -> int:
+    """Due enrollments with no step left to send (their campaign lost its later steps)
+    are completed. Returns how many."""
+    return Enrollment.objects.filter(
+        pk__in=list(enrollment_ids), status__in=Enrollment.DUE_STATUSES
+    ).update(status=Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now)
+
+
+# ---------------------------------------------------------------- no send possible: failed
+
+
+def enrollments_fail(rows: QuerySet, *, error: str, now: datetime | None, **columns) -> int:
+    """Due enrollments among `rows` end `failed` with `error` (no retry can help, or
+    the retries ran out; `columns`: more to write, e.g. send_attempts). Returns how many."""
+    changes = {"status": Status.FAILED, "next_send_at": None, "last_error": error, **columns}
+    if now is not None:
+        changes["updated_at"] = now
+    return rows.filter(status__in=Enrollment.DUE_STATUSES).update(**changes)
+
+
+# ---------------------------------------------------------------- the contact answers
+
+
+def enrollment_bounce(*, enrollment_id, reason: str, at: datetime) -> Enrollment | None:
+    """The enrollment's message bounced: `bounced`, once, with what it answered counted.
+    Returns the enrollment (with its contact and campaign) when this call bounced it,
+    None when it was bounced already. Lock its contact first (the lock order)."""
+    won = Enrollment.objects.filter(pk=enrollment_id, bounced_at__isnull=True).update(
+        status=Status.BOUNCED, bounced_at=at, bounce_reason=reason, next_send_at=None, updated_at=at
+    )
+    if not won:
+        return None
+    enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
+    answer_count(enrollment, "bounced")
+    return enrollment
+
+
+# Statuses a reply moves to `replied` when the campaign stops on reply; `completed`
+# moves there whatever the setting (there is no sequence left to continue).
+REPLY_STOPS = (Status.SCHEDULED, Status.SENT, Status.COMPLETED)
+
+
+def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
+    """The contact replied (`enrollment` locked, its campaign loaded, not replied yet):
+    replied_at is recorded and counted; the status becomes `replied` when the campaign
+    stops on reply (or it was completed). Returns whether it stopped there."""
+    enrollment.replied_at = at
+    fields = ["replied_at", "updated_at"]
+    stops = enrollment.status == Status.COMPLETED or (
+        enrollment.campaign.stop_on_reply and enrollment.status in REPLY_STOPS
+    )
+    if stops:
+        enrollment.status = Status.REPLIED
+        enrollment.next_send_at = None
+        fields += ["status", "next_send_at"]
+    enrollment.save(update_fields=fields)
+    answer_count(enrollment, "replied")
+    return stops
+
+
+def enrollments_unsubscribe(enrollments: list[Enrollment], *, at: datetime) -> None:
+    """The contact unsubscribed: its active enrollments (locked, as read) end
+    `unsubscribed`, each counted in its campaign."""
+    Enrollment.objects.filter(pk__in=[e.pk for e in enrollments]).update(
+        status=Status.UNSUBSCRIBED, unsubscribed_at=at, next_send_at=None, updated_at=at
+    )
+    for enrollment in enrollments:
+        enrollment.status = Status.UNSUBSCRIBED
+        enrollment.unsubscribed_at = at
+        enrollment.next_send_at = None
+        count(enrollment.campaign_id, unsubscribed=1)
+
+
+def enrollments_suppressed_end(rows: QuerySet, *, bounce_reason: str, now: datetime) -> int:
+    """Enrollments among `rows` whose contact was suppressed since they were scheduled
+    end like their contact, `unsubscribed` or `bounced` (at the contact's time), each
+    counted in its campaign. Returns how many."""
+    total = 0
+    contact = Contact.objects.filter(pk=OuterRef("contact_id"))
+    endings: tuple[tuple[str, str, dict[str, str]], ...] = (
+        ("unsubscribed", Status.UNSUBSCRIBED, {}),
+        ("bounced", Status.BOUNCED, {"bounce_reason": bounce_reason}),
+    )
+    with transaction.atomic(), counting():
+        for name, status, columns in endings:
+            # Locked as matched, then changed by id: the counts are the rows changed.
+            ended = list(
+                rows.filter(**{f"contact__{name}_at__isnull": False})
+                .select_for_update(of=("self",), no_key=True)
+                .order_by("pk")
+                .values_list("pk", "campaign_id")
+            )
+            if not ended:
+                continue
+            Enrollment.objects.filter(pk__in=[pk for pk, _ in ended]).update(
+                status=status,
+                next_send_at=None,
+                updated_at=now,
+                **{f"{name}_at": Subquery(contact.values(f"{name}_at")[:1])},
+                **columns,
+            )
+            for campaign_id, ended_here in Counter(c for _, c in ended).items():
+                count(campaign_id, **{name: ended_here})
+            total += len(ended)
+    return total
+
+
+# ---------------------------------------------------------------- ended by a rule or by hand
+
+
+def enrollments_stop(rows: QuerySet, *, campaign_id, reason: str, at: datetime) -> int:
+    """Active enrollments among `rows` (of one campaign) end `stopped` for `reason`,
+    counted. Returns how many."""
+    stopped = rows.filter(status__in=Enrollment.ACTIVE_STATUSES).update(
+        status=Status.STOPPED, stop_reason=reason, stopped_at=at, next_send_at=None, updated_at=at
+    )
+    if stopped:
+        count(campaign_id, stopped=stopped)
+    return stopped
+
+
+# ---------------------------------------------------------------- deleted
+
+
+def _uncount(enrollments: list[Enrollment]) -> None:
+    for enrollment in enrollments:
+        count(enrollment.campaign_id, **{k: -v for k, v in counted(enrollment).items()})
+        for name in ANSWERS:
+            code = getattr(enrollment, f"{name}_on")
+            if code:
+                variant_count(enrollment.campaign_id, *answer_split(code), **{name: -1})
+    campaigns = {enrollment.pk: enrollment.campaign_id for enrollment in enrollments}
+    for enrollment_id, step, variant in Message.objects.filter(
+        enrollment_id__in=list(campaigns)
+    ).values_list("enrollment_id", "step", "variant"):
+        variant_count(campaigns[enrollment_id], step, variant, sent=-1)
+
+
+def _locked(queryset) -> list[Enrollment]:
+    # Locked: a change racing the delete either lands first (and is taken out with the
+    # row) or finds no row (and counts nothing).
+    return list(
+        queryset.select_for_update()
+        .order_by("pk")
+        .only(
+            "campaign_id",
+            *(f"{name}_at" for name in STAT_NAMES[1:]),
+            *(f"{name}_on" for name in ANSWERS),
+        )
+    )
+
+
+def contact_delete(*, contact: Contact) -> None:
+    """Delete a contact and its enrollments, taking them out of their campaigns' stats."""
+    with transaction.atomic(), counting():
+        # The contact before its enrollments, as an unsubscribe or a bounce locks them.
+        if not Contact.objects.select_for_update().filter(pk=contact.pk).exists():
+            return
+        _uncount(_locked(Enrollment.objects.filter(contact_id=contact.pk)))
+        Contact.objects.filter(pk=contact.pk).delete()
+
+
+def enrollments_delete(*, enrollment_ids: Iterable[UUID]) -> int:
+    """Delete enrollments (the back office's delete), taking them out of their campaigns'
+    stats. Returns how many were deleted."""
+    with transaction.atomic(), counting():
+        rows = _locked(Enrollment.objects.filter(pk__in=list(enrollment_ids)))
+        _uncount(rows)
+        Enrollment.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    return len(rows)

@@ -1,0 +1,144 @@
+"""Back office of the mailboxes (outreach.admin): health first, secrets never shown."""
+
+from django.contrib import admin
+from django.utils.html import format_html
+
+from outreach.admin_base import ReadOnlyAdmin, html_table
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import CredentialCampaignStats
+
+
+@admin.register(SmtpCredential)
+class SmtpCredentialAdmin(ReadOnlyAdmin):
+    # Health first: a narrow window still shows which mailboxes are disabled or failing.
+    list_display = (
+        "from_email",
+        "disabled_at",
+        "last_error_at",
+        "disabled_reason",
+        "bounce_rate",
+        "auth_method",
+        "oauth_status",
+        "account",
+        "smtp_host",
+        "daily_limit",
+        "pace",
+        "next_send_earliest_at",
+        "sent_count",
+        "bounced_count",
+    )
+    list_filter = (
+        "auth_method",
+        "oauth_status",
+        "smtp_security",
+        "relay_provider",
+        ("disabled_at", admin.EmptyFieldListFilter),
+    )
+    search_fields = ("from_email", "account__email", "smtp_host")
+    list_select_related = ("account",)
+    fields = (
+        "id",
+        "account",
+        "from_email",
+        "from_name",
+        "auth_method",
+        "oauth_status",
+        "oauth_hint",
+        "oauth_access_token_expires_at",
+        "smtp_host",
+        "smtp_port",
+        "smtp_username",
+        "smtp_security",
+        "smtp_password_set",
+        "imap_host",
+        "imap_port",
+        "imap_username",
+        "imap_security",
+        "imap_password_set",
+        "imap_uidvalidity",
+        "imap_last_uid",
+        "imap_last_polled_at",
+        "imap_last_error",
+        "imap_last_error_at",
+        "relay_provider",
+        "relay_signing_key_set",
+        "daily_limit",
+        "daily_sent_count",
+        "daily_sent_on",
+        "min_interval_seconds",
+        "max_interval_seconds",
+        "next_send_earliest_at",
+        "sent_count",
+        "bounced_count",
+        "bounce_rate",
+        "disabled_at",
+        "disabled_reason",
+        "last_error",
+        "last_error_at",
+        "created_at",
+        "campaign_health",
+    )
+    editable = ("daily_limit", "from_name", "min_interval_seconds", "max_interval_seconds")
+
+    @admin.display(description="Pace")
+    def pace(self, obj):
+        """The gap between two sends of the mailbox (outreach.sending.scheduler)."""
+        if not obj.is_paced:
+            return "off"
+        return f"{obj.min_interval_seconds}-{obj.max_interval_seconds} s"
+
+    @admin.display(description="Bounce rate")
+    def bounce_rate(self, obj):
+        # Over all campaigns: bounces / (accepted sends + bounces). Auto-disable judges
+        # each campaign separately: see "Sends by campaign" below.
+        attempts = obj.sent_count + obj.bounced_count
+        return f"{100.0 * obj.bounced_count / attempts:.1f}%" if attempts else "-"
+
+    @admin.display(description="OAuth")
+    def oauth_hint(self, obj):
+        """What to do about an OAuth mailbox (its tokens are never shown)."""
+        if not obj.uses_oauth:
+            return "-"
+        provider = "google" if obj.auth_method == obj.AuthMethod.OAUTH_GOOGLE else "microsoft"
+        if obj.oauth_status == obj.OAuthStatus.REAUTHORIZATION_REQUIRED:
+            return format_html(
+                "<strong>Re-authorization required.</strong> Its sends and reply polling "
+                "wait. The account connects it again with <code>POST "
+                '/smtp_credentials/oauth</code> <code>{{"provider": "{}"}}</code>, '
+                "signing in as {} at the provider; the mailbox keeps its settings and "
+                "threads.",
+                provider,
+                obj.from_email,
+            )
+        return format_html(
+            "Connected with {}; access tokens are refreshed as needed.", provider.title()
+        )
+
+    @admin.display(boolean=True, description="SMTP password set")
+    def smtp_password_set(self, obj):
+        return bool(obj.smtp_password)
+
+    @admin.display(boolean=True, description="IMAP password set")
+    def imap_password_set(self, obj):
+        return bool(obj.imap_password)
+
+    @admin.display(boolean=True, description="Relay signing key set")
+    def relay_signing_key_set(self, obj):
+        return bool(obj.relay_signing_key)
+
+    @admin.display(description="Sends by campaign")
+    def campaign_health(self, obj):
+        """The per-campaign rate auto-disable judges (after 20 sends, above the threshold)."""
+        rows = [
+            (
+                s.campaign.name,
+                s.sends,
+                s.bounces,
+                f"{s.bounce_rate:.1f}%",
+                f"{s.campaign.bounce_threshold_percent:.1f}%",
+            )
+            for s in CredentialCampaignStats.objects.filter(credential=obj).select_related(
+                "campaign"
+            )
+        ]
+        return html_table(("Campaign", "Sends", "Bounces", "Bounce rate", "Threshold"), rows)

@@ -1,0 +1,69 @@
+"""Back office of the send state (outreach.admin): enrollments and their messages."""
+
+from django.contrib import admin
+
+from outreach import enrollments
+from outreach.admin_base import ReadOnlyAdmin, html_table
+from outreach.sending.models import Enrollment
+
+
+@admin.register(Enrollment)
+class EnrollmentAdmin(ReadOnlyAdmin):
+    list_display = (
+        "contact",
+        "campaign",
+        "status",
+        "current_step",
+        "next_send_at",
+        "sent_at",
+        "replied_at",
+    )
+    list_filter = ("status", "stop_reason")
+    search_fields = ("contact__email_lower", "campaign__name", "campaign__account__email")
+    list_select_related = ("contact", "campaign")
+    raw_id_fields = ("campaign", "contact", "credential")
+    show_full_result_count = False
+    fields = (
+        "id",
+        "campaign",
+        "contact",
+        "status",
+        "current_step",
+        "next_send_at",
+        "credential",
+        "dispatched_at",
+        "sent_at",
+        "opened_at",
+        "replied_at",
+        "bounced_at",
+        "bounce_reason",
+        "unsubscribed_at",
+        "completed_at",
+        "stopped_at",
+        "stop_reason",
+        "variants",
+        "send_attempts",
+        "last_error",
+        "created_at",
+        "updated_at",
+        "messages_sent",
+    )
+
+    def get_search_results(self, request, queryset, search_term):
+        return super().get_search_results(request, queryset, search_term.lower())
+
+    def delete_model(self, request, obj):
+        enrollments.enrollments_delete(enrollment_ids=[obj.pk])
+
+    def delete_queryset(self, request, queryset):
+        enrollments.enrollments_delete(enrollment_ids=queryset.values_list("pk", flat=True))
+
+    @admin.display(description="Messages")
+    def messages_sent(self, obj):
+        rows = [
+            (m.step, m.variant, m.sent_at, m.subject, m.to_email, m.message_id, m.credential or "-")
+            for m in obj.messages.select_related("credential").order_by("step", "sent_at")
+        ]
+        return html_table(
+            ("Step", "Variant", "Sent at", "Subject", "To", "Message-ID", "Mailbox"), rows
+        )
