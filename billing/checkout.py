@@ -112,15 +112,17 @@ def checkout_session_start(*, account, plan_slug: str, client_key: str | None = 
             "Another checkout of this account is being created; use its page or retry shortly."
         ) from None
     expires_at = timezone.now() + timedelta(minutes=CHECKOUT_SESSION_MINUTES)
+    price_id = plan.psp_price_id
+    assert price_id is not None  # plan_unpurchasable_reason refused a plan without one
     try:
         session = psp.checkout_session_create(
             customer_id=account.psp_customer_id,
-            price_id=plan.psp_price_id,
+            price_id=price_id,
             account_id=str(account.pk),
             success_url=_return_url("success"),
             cancel_url=_return_url("cancel"),
             idempotency_key=_stripe_idempotency_key(
-                "checkout", account=account, client_key=client_key, fingerprint=plan.psp_price_id
+                "checkout", account=account, client_key=client_key, fingerprint=price_id
             ),
             expires_at=int(expires_at.timestamp()),
         )

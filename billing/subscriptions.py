@@ -5,6 +5,7 @@ Stripe (sync, settle)."""
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import overload
 
 from django.db import transaction
 
@@ -127,6 +128,14 @@ def subscription_apply(*, account: Account, state: SubscriptionState) -> tuple[s
     return PspEvent.Outcome.PROCESSED, f"status {state.status}, plan unchanged"
 
 
+@overload
+def subscription_choose(
+    *, state: SubscriptionState, live: list[SubscriptionState], current_id: str | None
+) -> tuple[SubscriptionState, list[SubscriptionState]]: ...
+@overload
+def subscription_choose(
+    *, state: None, live: list[SubscriptionState], current_id: str | None
+) -> tuple[SubscriptionState | None, list[SubscriptionState]]: ...
 def subscription_choose(
     *, state: SubscriptionState | None, live: list[SubscriptionState], current_id: str | None
 ) -> tuple[SubscriptionState | None, list[SubscriptionState]]:
@@ -203,6 +212,7 @@ def subscription_sync(*, account: Account) -> tuple[str, str]:
             )
         return PspEvent.Outcome.IGNORED, "no subscription"
     target, duplicates = subscription_choose(state=state, live=live, current_id=subscription_id)
+    assert target is not None  # a state, or a live one to follow: ruled out above otherwise
     with transaction.atomic():
         locked = account_lock(account.pk)
         outcome, detail = subscription_apply(account=locked, state=target)

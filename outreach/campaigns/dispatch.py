@@ -42,6 +42,7 @@ def _dispatch_checks(campaign: Campaign) -> CampaignStep:
             details={"reasons": reasons},
         )
     plan_limit_enforce(account=campaign.account)
+    assert first_step is not None  # no_steps was raised otherwise
     return first_step
 
 
@@ -104,7 +105,7 @@ def campaign_dispatch(
             rows = pending.filter(contact__timezone=zone) if len(zones) > 1 else pending
             count = enrollments_schedule(rows, next_send_at=send_at, now=now)
             dispatched += count
-            due_now = due_now or (count and send_at <= now)
+            due_now = due_now or (count > 0 and send_at <= now)
         _activate(campaign, now)
         if due_now:
             transaction.on_commit(sends_schedule_soon, robust=True)

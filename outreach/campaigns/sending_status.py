@@ -55,10 +55,10 @@ class _Context:
         return zones
 
     def next_due_at(self, credential: SmtpCredential) -> datetime | None:
-        times = [self.next_due.get(credential.pk)]
+        candidates = [self.next_due.get(credential.pk)]
         if credential.pk in self.enabled:
-            times.append(self.next_due.get(None))
-        times = [t for t in times if t is not None]
+            candidates.append(self.next_due.get(None))
+        times = [t for t in candidates if t is not None]
         return min(times) if times else None
 
 

@@ -23,6 +23,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
@@ -108,7 +109,7 @@ def _write_variant(campaign_id, step: int, variant: str, deltas: dict[str, int])
 class _Tally:
     def __init__(self) -> None:
         self.deltas: defaultdict[UUID, Counter] = defaultdict(Counter)
-        self.variants: defaultdict[tuple, Counter] = defaultdict(Counter)
+        self.variants: defaultdict[tuple[UUID, int, str], Counter] = defaultdict(Counter)
 
     def flush(self) -> None:
         if not (self.deltas or self.variants):
@@ -125,7 +126,8 @@ class _Tally:
             if campaign_id in self.deltas:
                 _write(campaign_id, self.deltas[campaign_id])
             for key in sorted(k for k in self.variants if k[0] == campaign_id):
-                _write_variant(*key, self.variants[key])
+                _, step, letter = key
+                _write_variant(campaign_id, step, letter, self.variants[key])
         self.deltas.clear()
         self.variants.clear()
 
@@ -196,7 +198,8 @@ def answer_count(enrollment: Enrollment, name: str) -> None:
     if code:
         Enrollment.objects.filter(pk=enrollment.pk).update(**{f"{name}_on": code})
         setattr(enrollment, f"{name}_on", code)
-        variant_count(enrollment.campaign_id, *answer_split(code), **{name: 1})
+        step, letter = answer_split(code)
+        variant_count(enrollment.campaign_id, step, letter, **{name: 1})
 
 
 def counted(enrollment: Enrollment) -> dict[str, int]:
@@ -233,7 +236,8 @@ def stats_recount(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]
         .order_by()
     )
     for row in rows:
-        stats[row["campaign_id"]] = {name: row[name] for name in STAT_NAMES}
+        counts: dict[str, Any] = dict(row)  # one key per annotation, named at run time
+        stats[counts["campaign_id"]] = {name: counts[name] for name in STAT_NAMES}
     return stats
 
 

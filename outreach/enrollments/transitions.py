@@ -272,7 +272,8 @@ def _uncount(enrollments: list[Enrollment]) -> None:
         for name in ANSWERS:
             code = getattr(enrollment, f"{name}_on")
             if code:
-                variant_count(enrollment.campaign_id, *answer_split(code), **{name: -1})
+                step, letter = answer_split(code)
+                variant_count(enrollment.campaign_id, step, letter, **{name: -1})
     campaigns = {enrollment.pk: enrollment.campaign_id for enrollment in enrollments}
     for enrollment_id, step, variant in Message.objects.filter(
         enrollment_id__in=list(campaigns)

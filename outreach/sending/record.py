@@ -3,6 +3,7 @@
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -189,7 +190,7 @@ def _sent_orm(sent: _Sent) -> None:
             note="" if sent.reply_seen else UNSEEN_REPLY_NOTE,
         )
         SendClaim.objects.filter(pk=claim.pk).delete()
-        credential_changes = {"sent_count": F("sent_count") + 1}
+        credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
         if sent.pace_floor is not None:
             floor = Value(sent.pace_floor)
             credential_changes["next_send_earliest_at"] = Greatest(
@@ -309,6 +310,7 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
         steps[step.campaign_id][step.position] = step
     credentials = SmtpCredential.objects.in_bulk({c.credential_id for c in claims})
     for claim in claims:
+        assert claim.sending_at is not None  # started claims only
         enrollment = enrollments[claim.pk]
         campaign = campaigns[enrollment.campaign_id]
         sent_record(

@@ -34,6 +34,7 @@ All waits are next_send_at values in the database; nothing waits on the broker. 
 injectable, so tests drive the clock.
 """
 
+import functools
 import logging
 import uuid
 from collections import defaultdict
@@ -173,7 +174,8 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             plan.complete.append(enrollment)
             continue
         window = SendWindow.from_json(campaign.send_window)
-        zone = window_timezone(campaign=campaign, contact_timezone=enrollment.contact_timezone)
+        contact_timezone = enrollment.contact_timezone  # type: ignore[attr-defined]  # annotated
+        zone = window_timezone(campaign=campaign, contact_timezone=contact_timezone)
         key = (campaign.pk, zone)
         if key not in window_open_at:
             window_open_at[key] = send_window_next_open(now, timezone=zone, window=window)
@@ -382,7 +384,7 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
         for batch in batches:
             by_credential[batch.credential_id].append(str(batch.batch_id))
         for credential_id, batch_ids in by_credential.items():
-            transaction.on_commit(lambda c=credential_id, b=batch_ids: batches_enqueue(c, b))
+            transaction.on_commit(functools.partial(batches_enqueue, credential_id, batch_ids))
     return batches
 
 

@@ -61,7 +61,7 @@ def smtp_transaction(conn: smtplib.SMTP, sender: str, recipient: str, data: byte
     code, reply = conn.getreply()
     if code != 354:
         raise smtplib.SMTPDataError(code, reply)
-    body = smtplib._quote_periods(data)  # the dot-stuffing sendmail uses
+    body = smtplib._quote_periods(data)  # type: ignore[attr-defined]  # sendmail's dot-stuffing
     if body[-2:] != b"\r\n":
         body += b"\r\n"
     conn.send(body + b".\r\n")
