@@ -174,8 +174,7 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             plan.complete.append(enrollment)
             continue
         window = SendWindow.from_json(campaign.send_window)
-        contact_timezone = enrollment.contact_timezone  # type: ignore[attr-defined]  # annotated
-        zone = window_timezone(campaign=campaign, contact_timezone=contact_timezone)
+        zone = window_timezone(campaign=campaign, contact_timezone=enrollment.contact_timezone)  # type: ignore[attr-defined]  # annotated
         key = (campaign.pk, zone)
         if key not in window_open_at:
             window_open_at[key] = send_window_next_open(now, timezone=zone, window=window)
