@@ -1,4 +1,4 @@
-"""Idempotency-Key handling (SPEC.md section 8, API.md section 1).
+"""Idempotency-Key handling (docs/accounts.md, "Idempotency-Key").
 
 `@idempotent` marks a view handler as accepting the Idempotency-Key header.
 For a viewset action put `@action(...)` outermost and `@idempotent` under it.

@@ -96,7 +96,7 @@ class ApiRequestCount(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """One Idempotency-Key of one account (SPEC.md section 8).
+    """One Idempotency-Key of one account (docs/accounts.md, "Idempotency-Key").
 
     The row is claimed (inserted, in progress) before the handler runs; the
     unique (account, key) makes two concurrent claims race safely. The stored

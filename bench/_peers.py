@@ -291,7 +291,7 @@ class Service:
 
 def signed_envelope(*, secret: str, account_id: str, data: dict) -> tuple[bytes, dict]:
     """A webhook body shaped like the service's envelope and its headers, signed with
-    `secret` as the service signs (SPEC.md section 6)."""
+    `secret` as the service signs (docs/webhooks.md)."""
     from webhooks.secrets import signature_header
 
     body = json.dumps(

@@ -80,7 +80,7 @@ def subscription_state(subscription: dict) -> SubscriptionState:
 
 
 def subscription_apply(*, account: Account, state: SubscriptionState) -> tuple[str, str]:
-    """Put the account where its subscription says (API.md section 3).
+    """Put the account where its subscription says (docs/billing.md, "GET /billing/subscription").
 
     Returns (outcome, detail). The caller holds the account row locked.
     - active, trialing, past_due: the plan whose psp_price_id is the

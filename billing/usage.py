@@ -1,5 +1,5 @@
 """Usage metering: the period's usage record, the per-send increment and the
-plan-limit check (SPEC.md rule 11)."""
+plan-limit check (docs/billing.md, "Plan limit")."""
 
 import logging
 from datetime import datetime
@@ -68,7 +68,7 @@ def usage_record_increment(*, account, at: datetime | None = None, by: int = 1) 
 
 
 def plan_limit_enforce(*, account) -> None:
-    """The soft cap of SPEC.md rule 11: new dispatches stop at the plan's monthly_limit."""
+    """The soft cap (docs/billing.md, "Plan limit"): new dispatches stop at the plan's monthly_limit."""
     record = usage_record_current(account=account)
     limit = account.plan.monthly_limit
     if record.sends_count >= limit:

@@ -1,4 +1,4 @@
-"""The data of the outreach events (SPEC.md section 6), built in one place.
+"""The data of the outreach events (docs/webhooks.md), built in one place.
 
 Every producer (the sending engine, the bounce service, intake) emits through these,
 inside the transaction of the state change, so the payloads cannot drift apart.

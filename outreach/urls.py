@@ -13,7 +13,7 @@ router.register("contacts", contacts_api.ContactViewSet, basename="contact")
 router.register("contact_imports", contacts_api.ContactImportViewSet, basename="contact-import")
 
 urlpatterns = [
-    # intake: public endpoints (API.md section 4)
+    # intake: public endpoints (docs/intake.md)
     path("t/o/<str:token>.gif", views.open_pixel, name="open-pixel"),
     path("u/<str:token>", views.unsubscribe, name="unsubscribe"),
     path(

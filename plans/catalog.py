@@ -1,4 +1,4 @@
-"""The plan catalog of SPEC.md section 8, kept present.
+"""The plan catalog (docs/billing.md, "GET /plans"), kept present.
 
 The 0002 data migration creates it. `catalog_ensure` runs after every `migrate`
 (and after a test database flush, which empties every table) and creates only

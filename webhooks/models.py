@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from config.crypto import EncryptedTextField
 
-# SPEC.md section 6: the 7 event types of version 1.
+# The 7 event types of version 1 (docs/webhooks.md).
 EVENT_TYPES = (
     "enrollment.sent",
     "enrollment.opened",
@@ -139,7 +139,7 @@ class DeliveryJob(models.Model):
 
 
 class WebhookDelivery(models.Model):
-    """One HTTP attempt (SPEC.md section 2)."""
+    """One HTTP attempt of a delivery."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")

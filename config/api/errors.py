@@ -37,7 +37,7 @@ def error_type(code: str) -> str:
 
 
 def error_body(code: str, message: str | None = None, details: dict | None = None) -> dict:
-    """The envelope of SPEC.md section 2."""
+    """The error envelope (docs/api.md, "Errors")."""
     entry = ERROR_CODES.get(code)
     body: dict[str, Any] = {
         "code": code,

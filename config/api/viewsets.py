@@ -3,7 +3,7 @@
 Every view adds the rate limit's headers (RateLimit-Policy, RateLimit) its throttles
 decided on: ServiceAPIView, and the account-scoped bases below, which also narrow
 their queryset to the caller's account, so another account's resource is the same
-404 as one that does not exist (SPEC.md 5.4) on every endpoint, without each view
+404 as one that does not exist on every endpoint, without each view
 having to remember it.
 """
 

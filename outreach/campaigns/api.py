@@ -1,4 +1,4 @@
-"""HTTP API of campaigns (API.md section 2): thin views over services."""
+"""HTTP API of campaigns (docs/outreach.md): thin views over services."""
 
 from uuid import UUID
 

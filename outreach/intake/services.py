@@ -1,5 +1,5 @@
 """One service per intake signal. Each owns its state rules and emits its events in
-the transaction that changes the state (API.md section 6), so a crash loses neither.
+the transaction that changes the state (docs/webhooks.md), so a crash loses neither.
 
 Bounces (SMTP, relay provider, delivery status reports) all go through
 `outreach.intake.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.

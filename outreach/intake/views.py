@@ -1,4 +1,4 @@
-"""Public, unauthenticated endpoints (API.md section 4): the open pixel, the
+"""Public, unauthenticated endpoints (docs/intake.md): the open pixel, the
 unsubscribe page, and the relay providers' event webhooks.
 
 The pixel and the unsubscribe page are for mail clients and people, not API

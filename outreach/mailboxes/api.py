@@ -39,7 +39,7 @@ def _secret_field(max_length: int) -> serializers.CharField:
 
 
 def _mailbox_host(value: str, port: int) -> str:
-    """A mailbox server the outbound guard lets the service reach (API.md section 11)."""
+    """A mailbox server the outbound guard lets the service reach (docs/outbound.md)."""
     try:
         host = host_normalize(value)
     except ValueError as exc:

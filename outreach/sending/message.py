@@ -101,7 +101,7 @@ def message_build(
     now: datetime,
     variant: str = DEFAULT_VARIANT,
 ) -> Outgoing:
-    """The email of one step's A/B `variant` (API.md sections 5 and 8). `thread`: the
+    """The email of one step's A/B `variant` (docs/outreach.md). `thread`: the
     enrollment's earlier messages, oldest first; a step with an empty subject replies
     to the last of them."""
     contact = enrollment.contact

@@ -1,4 +1,4 @@
-"""Idempotency-Key is honoured on exactly the endpoints of SPEC.md section 8, and
+"""Idempotency-Key is honoured on exactly the endpoints docs/accounts.md lists, and
 ignored everywhere else (POST /signup among them)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The outbound guard (config/outbound.py, API.md section 11) for every refused range,
+"""The outbound guard (config/outbound.py, docs/outbound.md) for every refused range,
 at create, update and connect time, for webhooks, SMTP and IMAP.
 
 Names are made up (fake_dns) and point at each range; nothing is ever connected to

@@ -1,5 +1,5 @@
 def assert_error(response, status: int, code: str) -> dict:
-    """The envelope of SPEC.md section 2 with this status and code."""
+    """The error envelope (docs/api.md) with this status and code."""
     assert response.status_code == status, response.content
     body = response.json()
     assert body["code"] == code, body
