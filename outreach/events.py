@@ -8,7 +8,7 @@ Timestamps are ISO 8601 UTC strings with microseconds and `Z`, as the API shows 
 from datetime import datetime
 
 from config.timestamps import utc_timestamp
-from webhooks.events import event_emit as emit
+from webhooks.events import event_emit
 
 ENROLLMENT_SENT = "enrollment.sent"
 ENROLLMENT_OPENED = "enrollment.opened"
@@ -59,11 +59,13 @@ def enrollment_event_data(enrollment, *, event_type: str) -> dict:
 def enrollment_emit(*, enrollment, event_type: str):
     """Emit an enrollment.* event for `enrollment` (account from its campaign)."""
     account_id = enrollment.campaign.account_id
-    return emit(account_id, event_type, enrollment_event_data(enrollment, event_type=event_type))
+    return event_emit(
+        account_id, event_type, enrollment_event_data(enrollment, event_type=event_type)
+    )
 
 
 def credential_disabled_emit(*, credential, campaign, bounce_rate: float, threshold: float):
-    return emit(
+    return event_emit(
         credential.account_id,
         CREDENTIAL_DISABLED,
         {
@@ -77,7 +79,7 @@ def credential_disabled_emit(*, credential, campaign, bounce_rate: float, thresh
 
 
 def campaign_paused_emit(*, campaign, reason: str):
-    return emit(
+    return event_emit(
         campaign.account_id,
         CAMPAIGN_PAUSED,
         {"campaign_id": str(campaign.pk), "name": campaign.name, "reason": reason},
