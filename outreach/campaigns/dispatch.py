@@ -26,6 +26,17 @@ from outreach.sending.models import Enrollment
 logger = logging.getLogger(__name__)
 
 
+def _dispatch_lock(campaign: Campaign) -> tuple[Campaign, CampaignStep]:
+    """The campaign locked, which serialises its dispatches (and its status change), and
+    its step 1, once the checks passed (_dispatch_checks). Inside the transaction."""
+    locked = (
+        Campaign.objects.select_for_update(no_key=True)
+        .select_related("account")
+        .get(pk=campaign.pk)
+    )
+    return locked, _dispatch_checks(locked)
+
+
 def _dispatch_checks(campaign: Campaign) -> CampaignStep:
     """409 when the campaign cannot send, then 402 when the plan's cap is reached.
     Returns step 1."""
@@ -82,13 +93,7 @@ def campaign_dispatch(
     enrollments stay pending and are not counted. Returns the number dispatched."""
     now = now or timezone.now()
     with transaction.atomic():
-        # Serialises dispatches of one campaign (and its status change).
-        campaign = (
-            Campaign.objects.select_for_update(no_key=True)
-            .select_related("account")
-            .get(pk=campaign.pk)
-        )
-        first_step = _dispatch_checks(campaign)
+        campaign, first_step = _dispatch_lock(campaign)
         pending = Enrollment.objects.filter(
             campaign=campaign, status=Enrollment.Status.PENDING
         ).filter(_not_suppressed())
@@ -136,12 +141,7 @@ def outreach_create(
     and dispatched (a no-op)."""
     now = now or timezone.now()
     with transaction.atomic():
-        campaign = (
-            Campaign.objects.select_for_update(no_key=True)
-            .select_related("account")
-            .get(pk=campaign.pk)
-        )
-        first_step = _dispatch_checks(campaign)
+        campaign, first_step = _dispatch_lock(campaign)
         row, _ = contact_upsert(account=account, data=contact)
         if row.is_suppressed:
             why = "unsubscribed" if row.unsubscribed_at else "bounced"
