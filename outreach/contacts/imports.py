@@ -14,9 +14,9 @@ from django.utils import timezone
 from outreach.campaigns.models import Campaign
 from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
 from outreach.contacts.models import Contact, ContactImport
-from outreach.contacts.services import contact_merge_into
+from outreach.contacts.services import contact_build, contact_merge_into
 from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
-from outreach.contacts.suppression import contact_suppression_apply, suppressions_for
+from outreach.contacts.suppression import suppressions_for
 from outreach.enrollments import enroll
 
 logger = logging.getLogger(__name__)
@@ -192,17 +192,9 @@ def _contacts_upsert(
         contact = existing.get(key)
         if contact is None:
             created += 1
-            contact = Contact(
-                account_id=account_id,
-                email=data.email,
-                email_lower=key,
-                first_name=data.first_name,
-                last_name=data.last_name,
-                company=data.company,
-                fields=data.fields,
-                timezone=data.timezone,
+            contact = contact_build(
+                account_id=account_id, data=data, suppression=suppressed.get(key)
             )
-            contact_suppression_apply(contact, suppressed.get(key))
         else:
             contact_merge_into(contact, data)
             contact.account_id = account_id

@@ -8,7 +8,7 @@ from accounts.models import Account
 from config.api.errors import ValidationFailed
 from outreach.contacts.data import ContactData
 from outreach.contacts.models import Contact
-from outreach.contacts.suppression import contact_suppression_apply, suppressions_for
+from outreach.contacts.suppression import Suppressed, contact_suppression_apply, suppressions_for
 
 # --- Contacts ------------------------------------------------------------------------
 
@@ -17,20 +17,26 @@ def _duplicate_email() -> ValidationFailed:
     return ValidationFailed({"email": ["A contact with this email already exists."]})
 
 
-def _contact_new(*, account: Account, data: ContactData) -> Contact:
-    """An unsaved contact for `data`, carrying its address's suppression, if any."""
+def contact_build(*, account_id: Any, data: ContactData, suppression: Suppressed | None) -> Contact:
+    """An unsaved contact for `data`, carrying its address's `suppression`, if any."""
     contact = Contact(
-        account=account,
+        account_id=account_id,
         email=data.email,
+        email_lower=data.key,
         first_name=data.first_name,
         last_name=data.last_name,
         company=data.company,
         fields=data.fields,
         timezone=data.timezone,
     )
-    found = suppressions_for(account_id=account.pk, keys=[data.key])
-    contact_suppression_apply(contact, found.get(data.key))
+    contact_suppression_apply(contact, suppression)
     return contact
+
+
+def _contact_new(*, account: Account, data: ContactData) -> Contact:
+    """An unsaved contact for `data`, carrying its address's suppression, if any."""
+    found = suppressions_for(account_id=account.pk, keys=[data.key])
+    return contact_build(account_id=account.pk, data=data, suppression=found.get(data.key))
 
 
 def contact_create(*, account: Account, data: ContactData) -> Contact:
