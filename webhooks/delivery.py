@@ -53,6 +53,9 @@ DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 DRAIN_LEASE_SECONDS = 30
 # The drain wakes at least this often to renew its lease and look for new jobs.
 DRAIN_POLL_SECONDS = 0.5
+# Once an answer is back, the drain waits this much longer for the rest of its requests
+# (sent together, they tend to come back together) and records them in one go.
+DRAIN_GATHER_SECONDS = 0.005
 
 
 # ---------------------------------------------------------------- the HTTP pool
@@ -201,7 +204,9 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
             return worked, handing_over
         # Wait for responses without holding a database connection.
         connection_release()
-        done, _ = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        done, pending = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        if done and pending:
+            done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
         # Everything that came back meanwhile is recorded together, then claimed for
         # together: the drain's database work is per wake-up, not per request.
         outcomes = []
