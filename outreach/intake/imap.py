@@ -35,11 +35,25 @@ def imap_connect(credential: SmtpCredential) -> imaplib.IMAP4:
     else:
         port = credential.imap_port or 143
         client = GuardedIMAP4(host, port, timeout=timeout)
+    try:
         if credential.imap_security == Security.STARTTLS:
             client.starttls(ssl_context=ssl.create_default_context())
+        _imap_login(client, credential, access_token)
+    except BaseException:
+        # A refused login (or TLS upgrade) closes the connection it opened.
+        with contextlib.suppress(OSError, imaplib.IMAP4.error):
+            client.shutdown()
+        raise
+    return client
+
+
+def _imap_login(
+    client: imaplib.IMAP4, credential: SmtpCredential, access_token: str | None
+) -> None:
+    """LOGIN with the password, or AUTHENTICATE XOAUTH2 with the access token."""
     if access_token is None:
         client.login(credential.imap_username, credential.imap_password)
-        return client
+        return
     response = oauth_tokens.xoauth2_string(
         credential.imap_username or credential.from_email, access_token
     ).encode()
@@ -55,7 +69,4 @@ def imap_connect(credential: SmtpCredential) -> imaplib.IMAP4:
         client.authenticate("XOAUTH2", respond)
     except imaplib.IMAP4.error:
         oauth_tokens.access_token_forget(credential=credential)  # refreshed next time
-        with contextlib.suppress(OSError, imaplib.IMAP4.error):
-            client.shutdown()
         raise
-    return client
