@@ -61,7 +61,9 @@ install: $(STAMP)
 pythons:
 	@for p in $(PYTHONS); do echo $$p; done
 
-## Install, migrate, and run web (gunicorn), worker and beat together.
+## Install, migrate, and run web (gunicorn), worker and beat together. With no
+## DATABASE_URL, under the embedded PostgreSQL (config/embedded_db.py): started first
+## (made on the first run, its data under $(VAR_DIR)/postgres), stopped after the rest.
 run: export VAR_DIR := $(VAR_DIR)
 run: export BIND := $(BIND)
 run: export BASE_URL := $(or $(BASE_URL),http://$(BIND))
@@ -70,10 +72,11 @@ run: export BASE_URL := $(or $(BASE_URL),http://$(BIND))
 run: export STARTUP_BANNER_SHOWN := 1
 run: $(STAMP)
 	mkdir -p $(VAR_DIR)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py banner
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m config.procfile start -f Procfile
+	$(BIN)/python -m config.embedded_db run -- sh -c '\
+	  $(BIN)/python manage.py migrate --noinput && \
+	  $(BIN)/python manage.py collectstatic --noinput --verbosity 0 && \
+	  $(BIN)/python manage.py banner && \
+	  PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/python -m config.procfile start -f Procfile'
 
 # mypy's cache lives in the virtual environment: one per interpreter, and a rebuilt
 # .venv starts afresh. What it checks is in pyproject.toml ([tool.mypy]).
@@ -99,6 +102,9 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 ## Remove the virtual environment and everything the embedded mode keeps ($(VAR_DIR):
-## its database, broker, keys and collected static files).
+## its PostgreSQL data, broker, keys and collected static files). A server still running
+## on that data is stopped first.
 clean:
+	-@[ -x $(BIN)/python ] && [ -d $(VAR_DIR)/postgres ] && VAR_DIR=$(VAR_DIR) $(BIN)/python -c \
+	  'import os, pathlib; from config import embedded_db; embedded_db.server_stop(embedded_db.data_dir(pathlib.Path(os.environ["VAR_DIR"])))'
 	rm -rf $(VENV) $(VAR_DIR)

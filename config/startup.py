@@ -20,14 +20,21 @@ def settings_load_or_exit(program: str, status: int = 1) -> None:
 def database_unreachable_message(exc: Exception) -> str | None:
     """One line for a database that cannot be reached at all (connection refused, no such
     database, authentication); None for any other database error, which keeps its traceback."""
+    from django.conf import settings
     from django.db import connection
 
     if connection.connection is not None:  # connected once: not a connection problem
         return None
     params = connection.settings_dict
     reason = " ".join(str(exc).split())
+    if settings.EMBEDDED:
+        return (
+            f"cannot connect to the embedded database (socket in {params.get('HOST')}): "
+            f"{reason} -- it runs while `make run` does (or: python -m config.embedded_db "
+            "run -- <command>)"
+        )
     line = f"cannot connect to the database of DATABASE_URL: {reason}"
-    if connection.vendor == "postgresql" and "does not exist" in reason:
+    if "does not exist" in reason:
         host = params.get("HOST") or "127.0.0.1"
         port = params.get("PORT") or 5432
         user = f" -U {params['USER']}" if params.get("USER") else ""

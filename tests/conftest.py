@@ -100,6 +100,8 @@ def live_db(transactional_db):
 
 
 pytest_plugins = [
+    "tests.support.database",
+    "tests.support.redis_server",
     "tests.support.localstripe",
     "tests.support.receiver",
     "tests.support.celery_worker",

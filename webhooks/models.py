@@ -9,11 +9,13 @@ Flow (docs/webhooks.md has the whole story):
 """
 
 import uuid
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from psycopg.types.json import Json, Jsonb
 
 from config.crypto import EncryptedTextField
 
@@ -69,13 +71,35 @@ class Webhook(models.Model):
         return ALL_EVENTS in self.event_filters or event_type in self.event_filters
 
 
+class WrittenJSONField(models.JSONField):
+    """JSON kept as it was written, keys in their order: PostgreSQL's `json` type, not
+    `jsonb` (which sorts keys by length). An event's `data` reaches receivers in the
+    order its producer (and the docs) gives, e.g. enrollment_id first. Nothing queries
+    inside it, so nothing needs jsonb's operators."""
+
+    def db_type(self, connection: Any) -> str:
+        return "json"
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        adapted = super().get_db_prep_value(value, connection, prepared)
+        if isinstance(adapted, Jsonb):  # sent as json: jsonb would reorder it on the way
+            return Json(adapted.obj, dumps=adapted.dumps)
+        return adapted
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        # psycopg decodes json columns itself (Django asks for text only for jsonb).
+        if isinstance(value, dict | list):
+            return value
+        return super().from_db_value(value, expression, connection)
+
+
 class Event(models.Model):
     """The outbox row: one per emitted event, written in the producer's transaction."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     type = models.CharField(max_length=64)
-    data = models.JSONField(encoder=DjangoJSONEncoder)
+    data = WrittenJSONField(encoder=DjangoJSONEncoder)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -13,7 +13,7 @@ text), created, stale.
 EVENT_EMIT_CTES = """
 event AS (
     INSERT INTO webhooks_event (id, account_id, type, data, created_at)
-    VALUES (%(event_pk)s, %(account)s, %(event_type)s, %(data)s::jsonb, %(created)s)
+    VALUES (%(event_pk)s, %(account)s, %(event_type)s, %(data)s::json, %(created)s)
     RETURNING 1
 ),
 jobs AS (

@@ -14,6 +14,7 @@ from django.db import connection
 
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
+from tests.support.database import live_database_url
 from tests.support.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,10 +30,14 @@ def _server_env(**overrides) -> dict:
     return env
 
 
-def _gunicorn(env: dict):
+def _gunicorn(env: dict, embedded: bool = False):
+    """gunicorn with several workers; `embedded`: under the embedded PostgreSQL of the
+    environment's VAR_DIR, as make run runs it."""
     port = free_port()
+    wrapper = [sys.executable, "-m", "config.embedded_db", "run", "--"] if embedded else []
     process = subprocess.Popen(
-        [
+        wrapper
+        + [
             str(BIN / "gunicorn"),
             "config.wsgi",
             "-c",
@@ -71,11 +76,6 @@ def _stop(process):
         process.wait()
 
 
-def _test_database_url() -> str:
-    s = connection.settings_dict
-    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the gunicorn workers share the PostgreSQL test db"
 )
@@ -84,13 +84,12 @@ postgresql_only = pytest.mark.skipif(
 @postgresql_only
 @pytest.mark.usefixtures("live_db")
 @pytest.mark.parametrize("store", ["redis", "sql"])
-def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings):
-    if store == "redis" and not settings.REDIS_URL:
-        pytest.skip("REDIS_URL not set")
+def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings, request):
+    redis_url = request.getfixturevalue("redis_url") if store == "redis" else None
     plaintext = api_key_create(account=AccountFactory(), label="burst").plaintext
     env = _server_env(
-        DATABASE_URL=_test_database_url(),
-        REDIS_URL=settings.REDIS_URL if store == "redis" else None,
+        DATABASE_URL=live_database_url(),
+        REDIS_URL=redis_url,
         RATE_LIMIT_KEY_PREFIX=settings.RATE_LIMIT_KEY_PREFIX,
     )
     process, url = _gunicorn(env)
@@ -102,7 +101,8 @@ def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings
 
 
 def test_exactly_60_of_a_burst_pass_across_workers_in_embedded_mode(tmp_path):
-    """SQLite under VAR_DIR, no Redis: the SQL upsert is the shared counter."""
+    """The embedded PostgreSQL under VAR_DIR, no Redis: the SQL upsert is the shared
+    counter."""
     env = _server_env(VAR_DIR=str(tmp_path), CELERY_BROKER_URL=None)
     env.pop("CELERY_BROKER_URL", None)
     subprocess.run(
@@ -112,7 +112,7 @@ def test_exactly_60_of_a_burst_pass_across_workers_in_embedded_mode(tmp_path):
         check=True,
         timeout=120,
     )
-    process, url = _gunicorn(env)
+    process, url = _gunicorn(env, embedded=True)
     try:
         signup = requests.post(f"{url}/signup", json={"email": "burst@example.com"}, timeout=30)
         assert signup.status_code == 201, signup.text

@@ -13,9 +13,9 @@ from tests.accounts.test_rate_limit_server import (
     _gunicorn,
     _server_env,
     _stop,
-    _test_database_url,
 )
 from tests.clients.proxy import FaultyProxy
+from tests.support.database import live_database_url
 
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql",
@@ -31,7 +31,7 @@ def service_server(live_db, settings):
     def start(**env) -> str:
         process, url = _gunicorn(
             _server_env(
-                DATABASE_URL=_test_database_url(),
+                DATABASE_URL=live_database_url(),
                 REDIS_URL=settings.REDIS_URL or None,
                 RATE_LIMIT_KEY_PREFIX=settings.RATE_LIMIT_KEY_PREFIX,
                 **env,

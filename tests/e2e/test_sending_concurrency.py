@@ -12,9 +12,8 @@ from outreach.campaigns.models import Campaign
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
-from tests.support.celery_worker import requires_live_peers
 
-pytestmark = [requires_live_peers, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 
 WORKER_ENV = {"SENDING_SCHEDULE_INTERVAL_SECONDS": "0.5", "SENDING_SMTP_TIMEOUT_SECONDS": "60"}
 

@@ -16,10 +16,9 @@ from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
-from tests.support.celery_worker import requires_live_peers
 from webhooks.services import webhook_create
 
-pytestmark = [requires_live_peers, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 
 WORKER_ENV = {
     "SENDING_SCHEDULE_INTERVAL_SECONDS": "0.5",

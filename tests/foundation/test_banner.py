@@ -26,6 +26,7 @@ def _banner() -> str:
 def embedded(settings, tmp_path):
     settings.EMBEDDED = True
     settings.VAR_DIR = tmp_path
+    settings.EMBEDDED_DATABASE_DIR = tmp_path / "postgres"
     settings.BASE_URL = "http://127.0.0.1:8123"
     settings.STRIPE_SECRET_KEY = ""
     settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True
@@ -42,6 +43,13 @@ def test_it_says_where_the_api_docs_and_admin_are(embedded):
         "  Docs   http://127.0.0.1:8123/docs",
         "  Admin  http://127.0.0.1:8123/admin/  (user: .venv/bin/python manage.py createsuperuser)",
     ]
+
+
+def test_it_says_where_the_embedded_database_is_and_how_to_open_it(embedded, tmp_path):
+    lines = _banner().splitlines()
+    assert lines[4] == f"  Data   PostgreSQL in {tmp_path / 'postgres'}  (make clean removes it)"
+    assert lines[5].startswith("  psql   ")
+    assert lines[5].endswith(f"/psql -h {tmp_path / 'postgres'} -U postgres outreach")
 
 
 def test_it_names_what_is_off_and_the_variable_for_each(embedded):

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 
 from config.celery import app
-from tests.support.celery_worker import requires_live_peers, send_task
+from tests.support.celery_worker import send_task
 
 
 def _declared() -> set[str]:
@@ -44,7 +44,6 @@ TASK_PER_QUEUE = {
 }
 
 
-@requires_live_peers
 def test_a_plain_worker_runs_a_task_from_each_queue(celery_worker, live_db):
     assert set(TASK_PER_QUEUE) == _declared()
     # DEBUG: idle periodic tasks log at DEBUG (config.logs), these among them.

@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from config import embedded_db
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
 from outreach.intake import tokens
 from tests.support.embedded import ROOT, TEST_SETTINGS_ENV, embedded_env, procfile_processes
@@ -221,6 +222,11 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     assert " ERROR " not in log and "ERROR/" not in log
     assert "Traceback" not in log
     assert len(re.findall(r"/nope", log)) == 1
+    # The database stopped last, cleanly, its data kept.
+    data = embedded_db.data_dir(service.var_dir)
+    assert f"embedded_db: PostgreSQL stopped; its data stays in {data}" in log
+    assert embedded_db.server_pid(data) is None
+    assert "database system is shut down" in (data / "log").read_text()
 
 
 def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_on(tmp_path):

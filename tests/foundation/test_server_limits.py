@@ -8,16 +8,16 @@ from tests.accounts.test_rate_limit_server import (
     _gunicorn,
     _server_env,
     _stop,
-    _test_database_url,
     postgresql_only,
 )
+from tests.support.database import live_database_url
 
 
 @postgresql_only
 @pytest.mark.usefixtures("live_db")
 def test_an_authorization_header_up_to_32_kb_gets_the_envelope(settings):
     env = _server_env(
-        DATABASE_URL=_test_database_url(),
+        DATABASE_URL=live_database_url(),
         REDIS_URL=settings.REDIS_URL or None,
         RATE_LIMIT_KEY_PREFIX=settings.RATE_LIMIT_KEY_PREFIX,
     )

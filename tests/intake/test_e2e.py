@@ -15,11 +15,11 @@ from outreach.sending.models import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.mail import reply
-from tests.support.celery_worker import requires_live_peers, send_task
+from tests.support.celery_worker import send_task
 from tests.webhooks.factories import TEST_SECRET, WebhookFactory
 from webhooks.secrets import signature_header
 
-pytestmark = [pytest.mark.e2e, requires_live_peers]
+pytestmark = [pytest.mark.e2e]
 
 
 @pytest.fixture

@@ -2,14 +2,14 @@
 
 It runs `celery -A config worker` with the test settings, against the test
 database pytest-django created (its name is read from the live connection) and
-the Redis broker of REDIS_URL, with CELERY_TASK_ALWAYS_EAGER=false. Only on
-PostgreSQL + Redis: tests using it are skipped otherwise (mark them with
-`requires_live_peers`). They must use `@pytest.mark.django_db(transaction=True)`
+the broker of the test settings (REDIS_URL's Redis, or without it the embedded mode's
+filesystem broker in this test process's folder), with CELERY_TASK_ALWAYS_EAGER=false.
+Tests using it must use `@pytest.mark.django_db(transaction=True)`
 (or the `live_db` fixture): the worker only sees committed rows. The flush that
 ends such a test empties every table; plans' post_migrate hook puts the plan
 catalog back.
 
-    pytestmark = [requires_live_peers, pytest.mark.django_db(transaction=True)]
+    pytestmark = pytest.mark.django_db(transaction=True)
 
     def test_it(celery_worker):
         worker = celery_worker(beat=True, env={"WEBHOOK_SWEEP_INTERVAL_SECONDS": "0.5"})
@@ -32,7 +32,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from django.db import connection
+
+from tests.support.database import live_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,29 +45,19 @@ def queue_names() -> list[str]:
     return [queue.name for queue in settings.CELERY_TASK_QUEUES]
 
 
-requires_live_peers = pytest.mark.skipif(
-    not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")),
-    reason="end-to-end: needs PostgreSQL and Redis (set DATABASE_URL and REDIS_URL); "
-    "the embedded SQLite mode has no server a separate worker process could share",
-)
-
-
-def live_database_url() -> str:
-    """DATABASE_URL naming the database of this test run (test_<name>)."""
-    params = connection.settings_dict
-    user = params.get("USER") or ""
-    password = f":{params['PASSWORD']}" if params.get("PASSWORD") else ""
-    auth = f"{user}{password}@" if user else ""
-    host = params.get("HOST") or "127.0.0.1"
-    port = params.get("PORT") or 5432
-    return f"postgres://{auth}{host}:{port}/{params['NAME']}"
-
-
 def broker_purge() -> None:
-    """Empty the queues (and the unacked set) of this run's Redis database."""
+    """Empty this test process's queues: its Redis database's (and the unacked set), or
+    its filesystem broker's folder."""
+    from django.conf import settings
+
+    if settings.CELERY_BROKER_URL == "filesystem://":
+        folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
+        for message in folder.iterdir():
+            message.unlink(missing_ok=True)
+        return
     import redis
 
-    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     client.delete(*queue_names(), "unacked", "unacked_index", "unacked_mutex")
     client.close()
 
@@ -162,8 +153,6 @@ class Worker:
 def celery_worker(tmp_path):
     """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={})`
     starts a worker, waits until it is ready and returns it."""
-    if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
-        pytest.skip("needs PostgreSQL and Redis (DATABASE_URL and REDIS_URL)")
     broker_purge()
     workers: list[Worker] = []
 

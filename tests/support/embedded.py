@@ -1,8 +1,9 @@
 """The whole service as `make run` starts it, in the embedded mode, for end-to-end tests.
 
-Fixture `embedded_service`: a factory that migrates a fresh VAR_DIR (SQLite, filesystem
-broker, generated keys), collects the static files and starts the Procfile's processes under
-`python -m config.procfile`, with the real settings (config.settings, not the test
+Fixture `embedded_service`: a factory that migrates a fresh VAR_DIR (an embedded
+PostgreSQL, filesystem broker, generated keys), collects the static files and starts the
+Procfile's processes under `python -m config.procfile` inside `python -m config.embedded_db
+run`, with the real settings (config.settings, not the test
 settings) and nothing of DATABASE_URL or REDIS_URL. Stopped (Ctrl-C, then SIGKILL to
 whatever is left) when the test ends.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from config import embedded_db
 from tests.support.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,8 +93,11 @@ class EmbeddedService:
                 timeout=300,
             )
             self._log.flush()
+        # Under the embedded PostgreSQL, as make run starts them (the steps above each
+        # started it for their own length).
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "config.procfile", "start"]
+            [sys.executable, "-m", "config.embedded_db", "run", "--"]
+            + [sys.executable, "-m", "config.procfile", "start"]
             + ["-f", str(ROOT / "Procfile"), "-d", str(ROOT)],
             cwd=ROOT,
             env=self.env,
@@ -117,9 +122,10 @@ class EmbeddedService:
         return self
 
     def interrupt(self, timeout: float = 45.0) -> float:
-        """Ctrl-C, as a terminal sends it to `make run`; the seconds until all stopped."""
+        """Ctrl-C, as a terminal sends it to `make run` (to its whole process group); the
+        seconds until all stopped, the database last."""
         started = time.monotonic()
-        self.process.send_signal(signal.SIGINT)
+        os.killpg(self.process.pid, signal.SIGINT)
         self.process.wait(timeout=timeout)
         return time.monotonic() - started
 
@@ -133,6 +139,8 @@ class EmbeddedService:
             if match:
                 with contextlib.suppress(OSError):
                     os.killpg(int(match.group(1)), signal.SIGKILL)
+        # And its database, if the wrapper did not live to stop it.
+        embedded_db.server_stop(embedded_db.data_dir(self.var_dir))
         self._log.close()
 
 

@@ -10,7 +10,8 @@ import time
 import pytest
 import stripe
 
-from tests.support.celery_worker import ROOT, live_database_url, requires_live_peers
+from tests.support.celery_worker import ROOT
+from tests.support.database import live_database_url
 from tests.support.ports import free_port
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
@@ -18,7 +19,6 @@ from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, WebhookDelivery
 
 pytestmark = [
-    requires_live_peers,
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
 ]

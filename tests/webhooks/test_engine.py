@@ -9,7 +9,6 @@ from collections import Counter
 import pytest
 from django.db import transaction
 
-from tests.support.celery_worker import requires_live_peers
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from tests.webhooks.test_e2e_delivery import wait_until
@@ -68,7 +67,7 @@ def test_a_dead_endpoint_is_disabled_after_five_deliveries_of_five_attempts(
 
 def live(test):
     """With a real worker (threads, as the Procfile runs it), PostgreSQL and Redis."""
-    for mark in (requires_live_peers, pytest.mark.e2e, pytest.mark.django_db(transaction=True)):
+    for mark in (pytest.mark.e2e, pytest.mark.django_db(transaction=True)):
         test = mark(test)
     return test
 

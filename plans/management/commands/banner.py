@@ -9,10 +9,12 @@ import os
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from config import embedded_db
 from plans.models import Plan
 
 
-def banner_text() -> str:
+def _where() -> list[str]:
+    """Where the API, the docs, the admin and (embedded) the database are."""
     base = settings.BASE_URL
     if settings.EMBEDDED:
         mode = f"embedded mode (development), files under {settings.VAR_DIR}"
@@ -24,10 +26,18 @@ def banner_text() -> str:
         f"  Docs   {base}/docs",
         f"  Admin  {base}/admin/  (user: .venv/bin/python manage.py createsuperuser)",
     ]
+    if settings.EMBEDDED:
+        data = settings.EMBEDDED_DATABASE_DIR
+        lines.append(f"  Data   PostgreSQL in {data}  (make clean removes it)")
+        lines.append(f"  psql   {embedded_db.psql_command(data)}")
     bind = os.environ.get("BIND", "")
     if bind and bind not in base:
         lines.append(f"  Listening on {bind} (BIND); links use BASE_URL")
+    return lines
 
+
+def banner_text() -> str:
+    lines = _where()
     off = []
     if not settings.STRIPE_SECRET_KEY:
         off.append("Stripe       STRIPE_SECRET_KEY unset: no customers, no checkout or portal")
