@@ -27,7 +27,7 @@ def database_unreachable_message(exc: Exception) -> str | None:
     params = connection.settings_dict
     reason = " ".join(str(exc).split())
     line = f"cannot connect to the database of DATABASE_URL: {reason}"
-    if connection.vendor == "postgresql" and "does not exist" in reason:
+    if "does not exist" in reason:
         host = params.get("HOST") or "127.0.0.1"
         port = params.get("PORT") or 5432
         user = f" -U {params['USER']}" if params.get("USER") else ""
