@@ -76,12 +76,6 @@ def _test_database_url() -> str:
     return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the gunicorn workers share the PostgreSQL test db"
-)
-
-
-@postgresql_only
 @pytest.mark.usefixtures("live_db")
 @pytest.mark.parametrize("store", ["redis", "sql"])
 def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings):

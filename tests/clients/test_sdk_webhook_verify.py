@@ -6,11 +6,10 @@ import json
 import pytest
 from outreach_sdk import Client, webhooks
 
-from tests.clients.conftest import postgresql_only
 from tests.support.celery_worker import requires_live_peers
 from tests.webhooks.test_e2e_delivery import emit_from_another_process
 
-pytestmark = [postgresql_only, requires_live_peers, pytest.mark.e2e]
+pytestmark = [requires_live_peers, pytest.mark.e2e]
 
 
 def test_verify_accepts_what_the_service_signed_and_nothing_else(

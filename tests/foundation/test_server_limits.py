@@ -9,11 +9,9 @@ from tests.accounts.test_rate_limit_server import (
     _server_env,
     _stop,
     _test_database_url,
-    postgresql_only,
 )
 
 
-@postgresql_only
 @pytest.mark.usefixtures("live_db")
 def test_an_authorization_header_up_to_32_kb_gets_the_envelope(settings):
     env = _server_env(

@@ -9,6 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.accounts.test_rate_limit_server import _test_database_url
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 FIELD_KEY = "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA="
@@ -86,11 +88,8 @@ def test_manage_py_with_an_unreachable_database_says_so_in_one_line():
     assert "127.0.0.1" in lines[0]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="needs PostgreSQL"
-)
 def test_manage_py_with_a_missing_database_says_how_to_create_it():
-    url = urlsplit(os.environ["DATABASE_URL"])
+    url = urlsplit(_test_database_url())
     missing = urlunsplit(url._replace(path="/outreach_does_not_exist_here"))
     result = _run(
         [sys.executable, "manage.py", "migrate"],
