@@ -5,9 +5,8 @@ Unknown, malformed and revoked keys get the same invalid_api_key answer, so
 nothing can be learned by probing.
 
 Every authenticated request also sets the key's last_used_at (a single UPDATE)
-and counts the request for the usage view (ApiRequestCount, one upsert). On
-PostgreSQL the lookup, the UPDATE and the upsert are one statement (one round
-trip); elsewhere (SQLite, embedded) they are three, in-process and cheap.
+and counts the request for the usage view (ApiRequestCount, one upsert). The
+lookup, the UPDATE and the upsert are one statement (one round trip).
 
 The statement commits like every other write (the server's synchronous_commit):
 last_used_at and request counts are data too, and survive a server crash.
@@ -21,7 +20,6 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.models import Account, ApiKey, ApiRequestCount
-from accounts.services import api_request_record
 from accounts.tokens import token_hash, token_is_well_formed
 from config.db.prepared import prepared
 from plans.models import Plan
@@ -39,7 +37,7 @@ def _attnames(model) -> list[str]:
 
 
 @functools.cache
-def _postgresql_statement() -> tuple[str, list[str], list[str], list[str]]:
+def _statement() -> tuple[str, list[str], list[str], list[str]]:
     """The statement and the attribute names of its columns, built once per process."""
     key_table = ApiKey._meta.db_table
     count_table = ApiRequestCount._meta.db_table
@@ -58,9 +56,9 @@ def _postgresql_statement() -> tuple[str, list[str], list[str], list[str]]:
     return prepared(sql), _attnames(ApiKey), _attnames(Account), _attnames(Plan)
 
 
-def _key_authenticate_postgresql(digest: str, now) -> ApiKey | None:
+def _key_authenticate(digest: str, now) -> ApiKey | None:
     """Lookup, last_used_at and the request count in one statement."""
-    sql, key_names, account_names, plan_names = _postgresql_statement()
+    sql, key_names, account_names, plan_names = _statement()
     hour = now.replace(minute=0, second=0, microsecond=0)
     with connection.cursor() as cursor:
         cursor.execute(sql, [now, digest, hour])
@@ -73,20 +71,6 @@ def _key_authenticate_postgresql(digest: str, now) -> ApiKey | None:
     account = Account.from_db(db, account_names, row[n_key : n_key + n_account])
     account.plan = Plan.from_db(db, plan_names, row[n_key + n_account :])
     key.account = account
-    return key
-
-
-def _key_authenticate_generic(digest: str, now) -> ApiKey | None:
-    key = (
-        ApiKey.objects.select_related("account__plan")
-        .filter(key_hash=digest, revoked_at__isnull=True)
-        .first()
-    )
-    if key is None:
-        return None
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    key.last_used_at = now
-    api_request_record(api_key=key, at=now)
     return key
 
 
@@ -120,10 +104,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         if not token_is_well_formed(token):
             raise _failure(request)
         now = timezone.now()
-        if connection.vendor == "postgresql":
-            key = _key_authenticate_postgresql(token_hash(token), now)
-        else:
-            key = _key_authenticate_generic(token_hash(token), now)
+        key = _key_authenticate(token_hash(token), now)
         if key is None:
             raise _failure(request)
         return (key.account, key)

@@ -4,9 +4,9 @@ One atomic operation per hit:
 
 * Redis (settings.REDIS_URL set): a Lua script does INCR and sets the window's
   expiry on the first hit, and returns the count and the time left.
-* Otherwise an SQL upsert on accounts.RateLimitBucket (SQLite in the embedded
-  mode, shared by every gunicorn worker; PostgreSQL without Redis) increments the
-  bucket or restarts its window, and returns the same two numbers.
+* Otherwise (the embedded mode, or no Redis) an SQL upsert on
+  accounts.RateLimitBucket, shared by every gunicorn worker, increments the bucket or
+  restarts its window, and returns the same two numbers.
 
 A window starts at the first hit of a bucket and lasts `period` seconds; every
 hit inside it counts, refused ones included, so a client hammering through a 429

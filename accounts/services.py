@@ -3,11 +3,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.errors import CannotRevokeLastKey
-from accounts.models import Account, ApiKey, ApiRequestCount, IdempotencyRecord
+from accounts.models import Account, ApiKey, IdempotencyRecord
 from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
 from config.api.errors import ValidationFailed
 from plans.models import Plan
@@ -85,26 +85,6 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         current.prefix,
     )
     return current
-
-
-def api_request_record(*, api_key: ApiKey, at: datetime) -> None:
-    """Count one authenticated request: one upsert, exact under concurrency.
-
-    (On PostgreSQL the authentication class folds this into its lookup statement.)
-    """
-    table = ApiRequestCount._meta.db_table
-    hour = at.replace(minute=0, second=0, microsecond=0)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (account_id, client_kind, hour, count) VALUES (%s, %s, %s, 1) "  # noqa: S608 (table name is ours)
-            "ON CONFLICT (account_id, hour, client_kind) DO UPDATE SET count = "
-            f"{table}.count + 1",
-            [
-                Account._meta.pk.get_db_prep_value(api_key.account_id, connection),
-                api_key.client_kind,
-                connection.ops.adapt_datetimefield_value(hour),
-            ],
-        )
 
 
 @dataclass(frozen=True)

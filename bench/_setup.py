@@ -17,12 +17,9 @@ import django  # noqa: E402
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
 
 
 def prepare():
-    if connection.vendor != "postgresql":
-        print("note: DATABASE_URL is not PostgreSQL; the goals are stated for PostgreSQL.")
     call_command("migrate", verbosity=0)
 
 

@@ -47,9 +47,8 @@ def setup_campaign(account) -> Campaign:
         [Enrollment(campaign=campaign, contact=c) for c in contacts], batch_size=5000
     )
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("ANALYZE outreach_enrollment")
-            cursor.execute("ANALYZE outreach_contact")
+        cursor.execute("ANALYZE outreach_enrollment")
+        cursor.execute("ANALYZE outreach_contact")
     return campaign
 
 

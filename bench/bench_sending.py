@@ -121,7 +121,7 @@ def main(count: int) -> None:
         base_rate, service_rate = count / baseline, count / service
         print(
             f"{count} messages, batches of {settings.SENDING_BATCH_SIZE}, "
-            f"database {os.environ.get('DATABASE_URL', 'sqlite').split('@')[-1]}"
+            f"database {settings.DATABASES['default']['NAME']}"
         )
         print(f"baseline (plain smtplib loop): {base_rate:,.0f} msg/s ({baseline:.2f} s)")
         print(

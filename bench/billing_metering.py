@@ -55,8 +55,6 @@ def run_threads(work) -> float:
 
 
 def main() -> None:
-    if connection.vendor != "postgresql":
-        sys.exit("Run with DATABASE_URL=postgres://... (concurrent writers).")
     config = setup_databases(verbosity=0, interactive=False)
     try:
         from accounts.models import Account

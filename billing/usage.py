@@ -90,8 +90,8 @@ def _record_settle(*, account, at: datetime, start: datetime, end: datetime) -> 
     """The slow path of usage_record_current: create the period's record, or
     reshape the record in force when the period source changed.
 
-    Runs under a lock on the account row (PostgreSQL; SQLite serializes writers)
-    so two processes cannot reshape the same records at once.
+    Runs under a lock on the account row so two processes cannot reshape the same
+    records at once.
     """
     for _attempt in range(3):
         try:

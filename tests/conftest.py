@@ -80,14 +80,12 @@ def _rate_limit_namespace(settings):
 def auth_queries(settings) -> int:
     """SQL statements every authenticated request costs before its view runs.
 
-    Authentication (key lookup, last_used_at, request count): one statement on
-    PostgreSQL, three elsewhere. The rate limits (the client IP's failed
-    authentications read, the key's count): Redis, or two SQL statements without
-    Redis. Query budgets of views are `auth_queries + <the view's own>`.
+    Authentication (key lookup, last_used_at, request count): one statement. The
+    rate limits (the client IP's failed authentications read, the key's count): Redis,
+    or two SQL statements without Redis. Query budgets of views are
+    `auth_queries + <the view's own>`.
     """
-    from django.db import connection
-
-    authentication = 1 if connection.vendor == "postgresql" else 3
+    authentication = 1
     rate_limit = 0 if settings.REDIS_URL else 2
     return authentication + rate_limit
 

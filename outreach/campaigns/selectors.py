@@ -1,6 +1,6 @@
 """Reads for campaigns: campaigns with their steps and mailboxes, per-step stats."""
 
-from django.db.models import Aggregate, Func, JSONField, OuterRef, QuerySet, Subquery
+from django.db.models import Aggregate, JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep
@@ -10,25 +10,10 @@ from outreach.mailboxes.models import SmtpCredential
 
 
 class JSONList(Aggregate):
-    """The JSON array of an expression's values over a group, in no particular order
-    (PostgreSQL jsonb_agg, SQLite json_group_array)."""
+    """The JSON array of an expression's values over a group, in no particular order."""
 
     function = "JSONB_AGG"
     output_field = JSONField()
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return super().as_sql(compiler, connection, function="JSON_GROUP_ARRAY", **extra_context)
-
-
-class JSONColumn(Func):
-    """A JSON column as a value inside a JSON object (SQLite keeps JSON as text, which
-    JSON_OBJECT would embed as a string; json() makes it JSON again)."""
-
-    template = "%(expressions)s"
-    output_field = JSONField()
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return super().as_sql(compiler, connection, template="JSON(%(expressions)s)")
 
 
 def _rows(queryset: QuerySet, group: str, **columns) -> Subquery:
@@ -62,7 +47,7 @@ def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]
             body_text="body_text",
             body_html="body_html",
             delay_minutes="delay_minutes",
-            variants=JSONColumn("variants"),
+            variants="variants",
         ),
         credential_rows=_rows(
             SmtpCredential.objects.filter(campaigns=OuterRef("pk")),

@@ -250,13 +250,10 @@ def _progress_record(
 
 
 def _campaign_hold(campaign_id) -> bool:
-    """Whether the campaign still exists. On PostgreSQL the row is also held (FOR KEY
-    SHARE, as the enrollments' foreign keys would) until the transaction ends, so it
-    cannot be deleted between this check and the enrollments' commit; concurrent
-    imports into the campaign do not block each other. SQLite runs one writer at a
-    time."""
-    if connection.vendor != "postgresql":
-        return Campaign.objects.filter(pk=campaign_id).exists()
+    """Whether the campaign still exists. The row is also held (FOR KEY SHARE, as the
+    enrollments' foreign keys would) until the transaction ends, so it cannot be deleted
+    between this check and the enrollments' commit; concurrent imports into the campaign
+    do not block each other."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT 1 FROM {Campaign._meta.db_table} WHERE id = %s FOR KEY SHARE",  # noqa: S608

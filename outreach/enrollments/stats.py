@@ -9,8 +9,8 @@ and stopped (enrollments ended by a rule or by hand, even if a bounce came after
 
 The transitions (outreach.enrollments.transitions) call `count(campaign_id, sent=1)`
 after the enrollment UPDATE that made the change, and only when that UPDATE matched
-its row, so a change counts once however many workers race for it. The record of a sent message on PostgreSQL does the same in
-SQL (outreach.sending.record_sql, with STATS_SENT_CTE below).
+its row, so a change counts once however many workers race for it. The record of a sent
+message does the same in SQL (outreach.sending.record_sql, with STATS_SENT_CTE below).
 
 Lock order: a transaction writes its stats rows last, in campaign id order. `counting()`
 gathers a transaction's counts and writes them when its block ends (inside the
@@ -77,7 +77,7 @@ vstats AS (
 
 def _add(model, keys: dict, names: tuple[str, ...], deltas: dict[str, int]) -> None:
     """Add `deltas` to the counters of the `model` row with these `keys`, making the row
-    when it does not exist yet: one INSERT ... ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
+    when it does not exist yet: one INSERT ... ON CONFLICT DO UPDATE."""
     names = tuple(name for name in names if deltas.get(name))
     if not names:
         return
@@ -114,7 +114,7 @@ class _Tally:
     def flush(self) -> None:
         if not (self.deltas or self.variants):
             return
-        if connection.vendor == "postgresql" and connection.in_atomic_block:
+        if connection.in_atomic_block:
             # The transaction's foreign keys checked now, not at commit: at commit, after
             # the stats rows, a check's key-share lock could wait on a row whose holder
             # waits on these stats.

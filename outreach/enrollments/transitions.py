@@ -43,12 +43,11 @@ def enroll(*, campaign_id, contact_ids: Iterable[UUID]) -> int:
     if not rows:
         return 0
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # The foreign keys checked (and their contacts and campaign key-share locked)
-            # now, not at commit: after this transaction's stats write, that lock could
-            # wait on a contact whose unsubscribe waits on these stats.
-            with connection.cursor() as cursor:
-                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # The foreign keys checked (and their contacts and campaign key-share locked)
+        # now, not at commit: after this transaction's stats write, that lock could
+        # wait on a contact whose unsubscribe waits on these stats.
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         Enrollment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
         # The ids are made here, so the rows that exist under them are the ones this call
         # inserted (a conflict keeps the other row, with its own id).
@@ -109,7 +108,7 @@ def after_step(*, next_send_at: datetime | None, now: datetime) -> dict:
 
 
 # The same move as `enrollment_sent`, as a CTE of the one-statement record of a sent
-# message on PostgreSQL (outreach.sending.record_sql), its values from `after_step`.
+# message (outreach.sending.record_sql), its values from `after_step`.
 SENT_MOVE_CTE = """
 moved AS (
     UPDATE outreach_enrollment SET status = %(status)s, current_step = %(step)s,

@@ -111,9 +111,9 @@ def sent_record(
         move=after_step(next_send_at=next_send_at, now=now),
         pace_floor=now + timedelta(seconds=credential.min_interval_seconds) if paced else None,
     )
-    # PostgreSQL, the common case: the same writes in one statement (record_sql); when
-    # it does not apply (nothing written), the ORM path does it all.
-    if reply_seen and record_sql.supported() and _sent_statement(sent):
+    # The common case: the writes in one statement (record_sql); when it does not apply
+    # (nothing written), the ORM path does it all.
+    if reply_seen and _sent_statement(sent):
         return
     _sent_orm(sent)
 
@@ -259,30 +259,13 @@ def credential_error_record(*, credential: SmtpCredential, error: str, now: date
 def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
     """Mark the claim started, with the message it is about to send, if its enrollment
     is still due, its contact not suppressed and its campaign active."""
-    if record_sql.supported():
-        return record_sql.mark_started(
-            enrollment_id=claim.pk,
-            batch_id=claim.batch_id,
-            now=now,
-            message_id=outgoing.message_id,
-            subject=outgoing.subject[:998],
-            to_email=outgoing.to_email[:254],
-        )
-    return bool(
-        SendClaim.objects.filter(
-            pk=claim.pk,
-            batch_id=claim.batch_id,
-            sending_at__isnull=True,
-            enrollment__status__in=Enrollment.DUE_STATUSES,
-            enrollment__contact__unsubscribed_at__isnull=True,
-            enrollment__contact__bounced_at__isnull=True,
-            enrollment__campaign__status=Campaign.Status.ACTIVE,
-        ).update(
-            sending_at=now,
-            message_id=outgoing.message_id,
-            subject=outgoing.subject[:998],
-            to_email=outgoing.to_email[:254],
-        )
+    return record_sql.mark_started(
+        enrollment_id=claim.pk,
+        batch_id=claim.batch_id,
+        now=now,
+        message_id=outgoing.message_id,
+        subject=outgoing.subject[:998],
+        to_email=outgoing.to_email[:254],
     )
 
 

@@ -95,9 +95,9 @@ SQL = prepared(
 )
 
 
-# A claim's start mark (outreach.sending.record.claim_mark_started), the same conditions as its ORM
-# form, as one prepared statement: the ORM's UPDATE with a joined subquery cost a
-# message about as much as the whole record.
+# A claim's start mark (outreach.sending.record.claim_mark_started) as one prepared
+# statement: the ORM's UPDATE with a joined subquery cost a message about as much as the
+# whole record.
 MARK_STARTED = prepared(
     """
 UPDATE outreach_sendclaim AS c
@@ -128,10 +128,6 @@ def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email)
             },
         )
         return cursor.rowcount == 1
-
-
-def supported() -> bool:
-    return connection.vendor == "postgresql"
 
 
 def record_sent(

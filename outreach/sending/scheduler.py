@@ -6,9 +6,9 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
 2. ends due enrollments whose contact became suppressed meanwhile;
 3. claims due enrollments (status scheduled/sent, next_send_at <= now, campaign active,
    contact not suppressed) in transactions of SENDING_BATCH_SIZE: `SELECT ... FOR UPDATE
-   SKIP LOCKED` on PostgreSQL, so several schedulers never take the same row; everywhere,
-   the claim is also a conditional UPDATE of next_send_at whose row count must match,
-   and a SendClaim row whose primary key is the enrollment. Per enrollment it decides:
+   SKIP LOCKED`, so several schedulers never take the same row; the claim is also a
+   conditional UPDATE of next_send_at whose row count must match, and a SendClaim row
+   whose primary key is the enrollment. Per enrollment it decides:
    - no step left (steps were removed): completed;
    - the campaign's send window is closed now (in the contact's time zone when the
      campaign sends in contact time zones): next_send_at = the next opening;
@@ -139,9 +139,8 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
             .filter(_examinable(now=now, busy=busy))
             .annotate(contact_timezone=F("contact__timezone"))
             .order_by("next_send_at")
+            .select_for_update(skip_locked=True, of=("self",))
         )
-        if connection.features.has_select_for_update_skip_locked:
-            due = due.select_for_update(skip_locked=True, of=("self",))
         enrollments = list(
             due.only("id", "campaign_id", "contact_id", "current_step", "credential_id")[
                 :batch_size
@@ -249,12 +248,11 @@ def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
     }
     # The mailboxes claims are made for are locked, so the daily counters read next
     # cannot move until this transaction ends; concurrent schedulers never take the
-    # same one. On PostgreSQL a row another transaction holds is skipped: a sender
+    # same one. A row another transaction holds is skipped: a sender
     # recording a message holds its mailbox's row for a moment (and the account's
     # usage row), and waiting for it here could close a cycle of waits with the other
     # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
-    skip_locked = connection.features.has_select_for_update_skip_locked
-    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=skip_locked)}
+    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=True)}
     return set(enabled_status), unauthorized, credentials
 
 
@@ -325,10 +323,11 @@ SCHEDULER_LOCK = 0x53454E44
 def _single_run():
     """Yields whether this is the only scheduler run in progress. Runs overlap when a
     dispatch's fast path and beat's tick meet, or with several beats; the claims would
-    stay correct, but their mailbox updates could wait on each other in a cycle. On
-    PostgreSQL a session advisory lock lets one run at a time and the others return at
-    once (the run in progress claims what they would have); SQLite serialises writers."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    stay correct, but their mailbox updates could wait on each other in a cycle. A
+    session advisory lock lets one run at a time and the others return at once (the run
+    in progress claims what they would have). A run inside a caller's transaction takes
+    no lock."""
+    if connection.in_atomic_block:
         yield True
         return
     with connection.cursor() as cursor:
@@ -345,7 +344,7 @@ def _single_run():
 def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[Batch]:
     """One scheduler run (see the module docstring). Returns the batches claimed; with
     enqueue=True each is queued to a sending task after its transaction commits. Returns
-    [] at once while another run is in progress (PostgreSQL)."""
+    [] at once while another run is in progress."""
     with _single_run() as alone:
         if not alone:
             logger.debug("send scheduler: another run is in progress")

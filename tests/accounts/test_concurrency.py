@@ -13,9 +13,6 @@ from tests.conftest import client_for
 
 pytestmark = [
     pytest.mark.usefixtures("live_db"),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql", reason="row locks and concurrent writers: PostgreSQL"
-    ),
 ]
 
 

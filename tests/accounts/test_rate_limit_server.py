@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.db import connection
 
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
@@ -76,12 +75,6 @@ def _stop(process):
         process.wait()
 
 
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the gunicorn workers share the PostgreSQL test db"
-)
-
-
-@postgresql_only
 @pytest.mark.usefixtures("live_db")
 @pytest.mark.parametrize("store", ["redis", "sql"])
 def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings, request):

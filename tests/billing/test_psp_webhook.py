@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 import stripe
-from django.db import connection, connections
+from django.db import connections
 from django.test import Client
 
 from accounts.models import Account
@@ -595,10 +595,6 @@ def test_trialing_and_past_due_keep_the_paid_plan(
     assert (account.plan.slug, account.psp_subscription_status) == ("pro", status)
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="concurrent writers need PostgreSQL",
-)
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_deliveries_of_one_event_are_processed_once(recorded_stripe):
     subscription = CURRENT_SUBSCRIPTION

@@ -6,7 +6,7 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from billing.errors import PlanLimitReached
 from billing.models import UsageRecord
@@ -167,7 +167,6 @@ def test_a_subscription_notified_late_shrinks_the_calendar_record(account):
     ]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers need PostgreSQL")
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_increments_are_never_lost():
     account = AccountFactory()

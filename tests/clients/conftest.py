@@ -3,7 +3,6 @@ database (PostgreSQL: the server processes must share it), with Celery tasks run
 inside the requests (contact imports are processed before their POST answers)."""
 
 import pytest
-from django.db import connection
 from outreach_sdk import Client
 from outreach_sdk.models import Mailbox
 
@@ -16,11 +15,6 @@ from tests.accounts.test_rate_limit_server import (
 )
 from tests.clients.proxy import FaultyProxy
 from tests.support.database import live_database_url
-
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="the live server's processes share the PostgreSQL test database",
-)
 
 
 @pytest.fixture

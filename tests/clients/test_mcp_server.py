@@ -16,11 +16,11 @@ from outreach_sdk import Client, errors
 
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
-from tests.clients.conftest import mailbox_create, postgresql_only
+from tests.clients.conftest import mailbox_create
 from tests.outreach.factories import CampaignFactory
 from tests.support.ports import free_port, wait_for_port
 
-pytestmark = [postgresql_only, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 
 SCRIPT = str(Path(sys.executable).with_name("outreach-mcp"))
 STEPS = [{"subject": "Hello {{first_name|there}}", "body_text": "Hi.", "delay_minutes": 0}]

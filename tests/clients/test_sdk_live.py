@@ -9,10 +9,10 @@ from outreach.campaigns.models import Campaign
 from outreach.contacts.models import Contact, ContactImport
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory
-from tests.clients.conftest import mailbox_create, postgresql_only
+from tests.clients.conftest import mailbox_create
 from tests.outreach.factories import CampaignFactory, ContactFactory
 
-pytestmark = [postgresql_only, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 
 STEPS = [{"subject": "Hello {{first_name|there}}", "body_text": "Hi.", "delay_minutes": 0}]
 

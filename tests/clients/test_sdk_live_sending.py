@@ -4,9 +4,9 @@ connecting an OAuth mailbox, against the live service."""
 import pytest
 from outreach_sdk import Client, errors
 
-from tests.clients.conftest import mailbox_create, postgresql_only
+from tests.clients.conftest import mailbox_create
 
-pytestmark = [postgresql_only, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 
 STEPS = [
     {

@@ -10,7 +10,6 @@ from django.db import close_old_connections, connection
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # persistent connections, as in production
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL backend"),
 ]
 
 

@@ -147,7 +147,6 @@ def test_rotation_reports_each_field_found_in_the_app_registry(account):
     assert "outreach.SmtpCredential.relay_signing_key: 0 re-encrypted" in report
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="DDL inside the test's transaction")
 @isolate_apps("tests")
 def test_rotation_finds_a_field_of_a_model_it_was_not_told_about(settings, monkeypatch):
     class Vault(models.Model):

@@ -159,10 +159,6 @@ def _sorted(value):
 # --- every keyset page is served by an index in its full order ----------------------
 
 
-@pytest.mark.skipif(
-    __import__("django.db").db.connection.vendor != "postgresql",
-    reason="the plans are PostgreSQL's",
-)
 @pytest.mark.parametrize("anchored", [False, True], ids=["first page", "next page"])
 def test_each_keyset_list_is_read_in_index_order_without_a_sort(account, anchored):
     """Many rows may share one created_at (one statement writes a batch): the index must

@@ -8,12 +8,10 @@ from tests.accounts.test_rate_limit_server import (
     _gunicorn,
     _server_env,
     _stop,
-    postgresql_only,
 )
 from tests.support.database import live_database_url
 
 
-@postgresql_only
 @pytest.mark.usefixtures("live_db")
 def test_an_authorization_header_up_to_32_kb_gets_the_envelope(settings):
     env = _server_env(

@@ -225,7 +225,6 @@ def test_postgresql_statement_preparation_is_configurable(env, expected):
     assert json.loads(out.stdout) == expected
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements: PostgreSQL")
 def test_the_hot_statements_and_only_they_are_prepared(api_client, account):
     for n in range(7):
         assert api_client.get("/api_keys").status_code == 200

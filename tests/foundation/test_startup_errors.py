@@ -8,6 +8,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from django.db import connection
+
+from tests.support.database import live_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -86,12 +89,10 @@ def test_manage_py_with_an_unreachable_database_says_so_in_one_line():
     assert "127.0.0.1" in lines[0]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="needs PostgreSQL"
-)
 def test_manage_py_with_a_missing_database_says_how_to_create_it():
-    url = urlsplit(os.environ["DATABASE_URL"])
+    url = urlsplit(live_database_url())
     missing = urlunsplit(url._replace(path="/outreach_does_not_exist_here"))
+    params = connection.settings_dict
     result = _run(
         [sys.executable, "manage.py", "migrate"],
         DATABASE_URL=missing,
@@ -103,8 +104,8 @@ def test_manage_py_with_a_missing_database_says_how_to_create_it():
     assert len(lines) == 1, result.stderr
     assert 'database "outreach_does_not_exist_here" does not exist' in lines[0]
     assert lines[0].endswith(
-        f"create it first: createdb -h {url.hostname} -p {url.port or 5432}"
-        f" -U {url.username} outreach_does_not_exist_here"
+        f"create it first: createdb -h {params['HOST'] or '127.0.0.1'} -p {params['PORT'] or 5432}"
+        f" -U {params['USER']} outreach_does_not_exist_here"
     )
 
 

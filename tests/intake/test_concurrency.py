@@ -1,9 +1,6 @@
 """Each signal fires once even when it arrives several times at once (PostgreSQL:
 separate connections, real row locks)."""
 
-import pytest
-from django.db import connection
-
 from outreach.intake.services import (
     contact_unsubscribe,
     enrollment_mark_opened,
@@ -12,11 +9,6 @@ from outreach.intake.services import (
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 from tests.support.threads import at_once
-
-needs_postgres = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="row locks between connections need PostgreSQL"
-)
-pytestmark = [needs_postgres]
 
 
 def in_threads(call, count: int = 8) -> None:

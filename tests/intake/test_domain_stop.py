@@ -3,7 +3,6 @@ campaign's other active enrollments at the replier's company domain, never at a
 consumer mail domain; and a stop never overwrites an enrollment that ended meanwhile."""
 
 import pytest
-from django.db import connection
 
 from outreach.campaigns.models import Campaign
 from outreach.campaigns.stopping import CONSUMER_MAIL_DOMAINS, enrollment_stop, is_consumer_domain
@@ -146,9 +145,6 @@ def test_the_consumer_domain_list():
     assert all(d == d.lower().strip() and "." in d for d in CONSUMER_MAIL_DOMAINS)
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="row locks between connections need PostgreSQL"
-)
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("run", range(5))
 def test_a_reply_and_a_stop_that_meet_never_overwrite_each_other(run):

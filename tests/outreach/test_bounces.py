@@ -3,7 +3,6 @@
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
 
 from outreach.campaigns.models import Campaign
 from outreach.contacts.models import Contact
@@ -242,15 +241,9 @@ def test_it_bounces_without_a_credential(campaign):
     assert CredentialCampaignStats.objects.count() == 0
 
 
-# --- concurrency (PostgreSQL: real row locks between connections) ----------------------
-
-needs_postgres = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="row locks between connections need PostgreSQL",
-)
+# --- concurrency (real row locks between connections) ----------------------------------
 
 
-@needs_postgres
 def test_it_disables_once_under_concurrent_bounces(live_db):
     campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
     credential = campaign.credentials.get()
@@ -269,7 +262,6 @@ def test_it_disables_once_under_concurrent_bounces(live_db):
     assert len(_events("campaign.paused")) == 1
 
 
-@needs_postgres
 def test_it_pauses_once_when_two_credentials_are_disabled_concurrently(live_db):
     campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
     first = campaign.credentials.get()

@@ -197,8 +197,8 @@ def test_an_unknown_stat_is_refused():
 
 
 class _Record:
-    """A first step recorded the way the sender records it (the one statement on
-    PostgreSQL, the ORM path when the enrollment moved since)."""
+    """A first step recorded the way the sender records it (the one statement, the ORM
+    path when the enrollment moved since)."""
 
     def __init__(self, campaign):
         self.campaign = campaign
@@ -232,7 +232,6 @@ class _Record:
         )
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite runs one writer at a time")
 @pytest.mark.django_db(transaction=True)
 def test_a_thousand_concurrent_changes_keep_the_counts_exact():
     """Sends (both record paths), opens, replies (one campaign stopping the replier's

@@ -31,7 +31,7 @@ def raw_column(credential_id, column):
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {column} FROM outreach_smtpcredential WHERE id = %s",  # noqa: S608
-            [credential_id.hex if connection.vendor == "sqlite" else credential_id],
+            [credential_id],
         )
         return cursor.fetchone()[0]
 

@@ -43,7 +43,7 @@ def stored_columns(credential_id) -> tuple[str, str]:
         cursor.execute(
             "SELECT oauth_refresh_token, oauth_access_token FROM outreach_smtpcredential "
             "WHERE id = %s",
-            [credential_id.hex if connection.vendor == "sqlite" else credential_id],
+            [credential_id],
         )
         return cursor.fetchone()
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from outreach.campaigns.models import Campaign
 from outreach.mailboxes import api
@@ -224,7 +224,6 @@ def test_a_new_thread_goes_to_the_campaigns_mailbox_that_may_send(smtp_sink):
     assert batch.credential_id == paced.pk
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent runs need PostgreSQL")
 @pytest.mark.parametrize("bypass_run_lock", [False, True])
 def test_racing_scheduler_runs_never_send_closer_than_the_minimum(
     live_db, smtp_sink, settings, monkeypatch, bypass_run_lock

@@ -819,7 +819,6 @@ def test_a_step_removed_meanwhile_completes_the_enrollment(sink):
     assert campaign.status == "completed"
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="SKIP LOCKED needs PostgreSQL")
 def test_the_scan_uses_skip_locked():
     from django.test.utils import CaptureQueriesContext
 
@@ -828,7 +827,6 @@ def test_the_scan_uses_skip_locked():
     assert any("FOR UPDATE SKIP LOCKED" in q["sql"] for q in queries.captured_queries)
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent claims need PostgreSQL")
 def test_concurrent_schedulers_claim_each_enrollment_once_within_the_limit(live_db, settings):
     import threading
 
@@ -1014,7 +1012,6 @@ def test_a_connection_dropped_after_the_final_dot_counts_as_sent_once(sink):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's advisory lock")
 def test_one_scheduler_run_at_a_time(smtp_sink):
     import psycopg
 

@@ -2,7 +2,7 @@
 each with its own connection): every due job goes to exactly one of them."""
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from tests.accounts.factories import AccountFactory
 from tests.accounts.test_concurrency import run_together
@@ -13,7 +13,6 @@ from webhooks.models import DeliveryJob
 
 pytestmark = [
     pytest.mark.usefixtures("live_db"),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent claims: PostgreSQL"),
 ]
 
 JOBS = 120
