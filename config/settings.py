@@ -18,6 +18,7 @@ hide behind star imports.
 
 # Long: one flat namespace read in order (above).
 import base64
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -92,8 +93,26 @@ ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS", default=sorted({_base_host, "localhost", "127.0.0.1", "[::1]", "testserver"})
 )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[BASE_URL])
-# Number of reverse proxies in front of the service whose X-Forwarded-For entries are trusted.
-TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# Reverse proxies (addresses or CIDRs) whose X-Forwarded-For is believed: only a request
+# that connects from one of them has its client address taken from the header
+# (accounts.throttling.client_ip). Empty: the header is never read.
+TRUSTED_PROXIES = [p.strip() for p in env.list("TRUSTED_PROXIES", default=[]) if p.strip()]
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES: {_proxy!r} is not an IP address or network (CIDR)."
+        ) from None
+# The old setting trusted the header from any peer (a client connecting directly could
+# choose its address). Read only to refuse it alone: a deployment that relied on it must
+# name its proxies, else every client would silently count as the proxy.
+if env.int("TRUSTED_PROXY_COUNT", default=0) and not TRUSTED_PROXIES:
+    raise ImproperlyConfigured(
+        "TRUSTED_PROXY_COUNT is no longer used: set TRUSTED_PROXIES to the addresses or "
+        "networks your reverse proxies connect from (comma-separated, e.g. "
+        "TRUSTED_PROXIES=10.0.0.0/8), and unset TRUSTED_PROXY_COUNT."
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
