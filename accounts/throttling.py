@@ -51,7 +51,7 @@ def _address(text: str) -> IPAddress | None:
 
 def client_ip(request) -> str:
     """The client's address: the one rule for every limit keyed by address (signups,
-    failed API authentications).
+    failed API authentications, admin login lockouts).
 
     REMOTE_ADDR, unless the connection comes from one of settings.TRUSTED_PROXIES.
     Then X-Forwarded-For is walked from the right: each proxy appends the address it
