@@ -33,4 +33,7 @@ def admin_login_locked_out(
     cool_off = get_cool_off(request)
     minutes = round(cool_off.total_seconds() / 60) if cool_off else None
     context = {**admin.site.each_context(request), "title": "Login locked", "minutes": minutes}
-    return render(request, "admin/login_locked_out.html", context, status=429)
+    response = render(request, "admin/login_locked_out.html", context, status=429)
+    if cool_off:  # at most this long: the lockout ends then, or sooner
+        response["Retry-After"] = str(int(cool_off.total_seconds()))
+    return response

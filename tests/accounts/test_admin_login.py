@@ -45,6 +45,7 @@ def _assert_locked(response):
     page = response.content.decode()
     assert LOCKED in page
     assert "Try again in 15 minutes." in page
+    assert response["Retry-After"] == "900"
 
 
 def _assert_logged_in(response):
