@@ -9,6 +9,7 @@ headers of the limit it is for (RateLimited.headers), so the failed-authenticati
 limit, checked before any throttle runs, sends them too.
 """
 
+import functools
 import ipaddress
 from typing import TypedDict
 
@@ -27,33 +28,53 @@ from accounts.ratelimit import (
 )
 from config.api.errors import RateLimited
 
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@functools.lru_cache(maxsize=8)
+def _proxy_networks(proxies: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    """settings.TRUSTED_PROXIES parsed (the settings checked each entry at start)."""
+    return tuple(ipaddress.ip_network(proxy, strict=False) for proxy in proxies)
+
+
+def _address(text: str) -> IPAddress | None:
+    """An address as the service compares it: IPv4-mapped IPv6 as its IPv4 address."""
+    try:
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
 
 def client_ip(request) -> str:
-    """The client's address, honouring settings.TRUSTED_PROXY_COUNT.
+    """The client's address: the one rule for every limit keyed by address (signups,
+    failed API authentications, admin login lockouts).
 
-    With N trusted proxies in front, each appends the address it received the
-    request from to X-Forwarded-For, so the client is the N-th entry from the
-    right: whatever a client writes into the header itself sits further left and
-    is ignored. With no trusted proxy the header is not read at all. A header
-    with fewer entries than proxies, or a malformed entry, falls back to
-    REMOTE_ADDR.
+    REMOTE_ADDR, unless the connection comes from one of settings.TRUSTED_PROXIES.
+    Then X-Forwarded-For is walked from the right: each proxy appends the address it
+    received the request from, so entries that are trusted proxies are skipped and the
+    first one that is not is the client. Whatever the client wrote into the header
+    itself sits further left and is never reached. A malformed entry stops the walk
+    at the last address a trusted proxy vouched for; a header of nothing but trusted
+    proxies gives its leftmost entry.
     """
     remote = request.META.get("REMOTE_ADDR", "")
-    trusted = settings.TRUSTED_PROXY_COUNT
-    if trusted > 0:
-        forwarded = [
-            part.strip()
-            for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")
-            if part.strip()
-        ]
-        if len(forwarded) >= trusted:
-            candidate = forwarded[-trusted]
-            try:
-                ipaddress.ip_address(candidate)
-            except ValueError:
-                return remote
-            return candidate
-    return remote
+    proxies = _proxy_networks(tuple(settings.TRUSTED_PROXIES))
+    hop = _address(remote)
+    if not proxies or hop is None or not any(hop in network for network in proxies):
+        return remote
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")
+    for entry in reversed(forwarded):
+        address = _address(entry)
+        if address is None:
+            break
+        hop = address
+        if not any(hop in network for network in proxies):
+            break
+    return str(hop)
 
 
 def client_ip_bucket(ip: str) -> str:

@@ -144,5 +144,8 @@ def logging_config(
             # 4xx are the access log's one line each; 5xx keep their traceback here.
             "django.request": {"level": "ERROR"},
             "django.server": {"level": "WARNING"},
+            # django-axes (admin login lockouts): one WARNING per failed login and per
+            # lockout; its INFO lines narrate each of them again.
+            "axes": {"level": "WARNING"},
         },
     }

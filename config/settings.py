@@ -19,8 +19,10 @@ hide behind star imports.
 
 # Long: one flat namespace read in order (above).
 import base64
+import ipaddress
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -94,8 +96,26 @@ ALLOWED_HOSTS = env.list(
     "ALLOWED_HOSTS", default=sorted({_base_host, "localhost", "127.0.0.1", "[::1]", "testserver"})
 )
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[BASE_URL])
-# Number of reverse proxies in front of the service whose X-Forwarded-For entries are trusted.
-TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# Reverse proxies (addresses or CIDRs) whose X-Forwarded-For is believed: only a request
+# that connects from one of them has its client address taken from the header
+# (accounts.throttling.client_ip). Empty: the header is never read.
+TRUSTED_PROXIES = [p.strip() for p in env.list("TRUSTED_PROXIES", default=[]) if p.strip()]
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES: {_proxy!r} is not an IP address or network (CIDR)."
+        ) from None
+# The old setting trusted the header from any peer (a client connecting directly could
+# choose its address). Read only to refuse it alone: a deployment that relied on it must
+# name its proxies, else every client would silently count as the proxy.
+if env.int("TRUSTED_PROXY_COUNT", default=0) and not TRUSTED_PROXIES:
+    raise ImproperlyConfigured(
+        "TRUSTED_PROXY_COUNT is no longer used: set TRUSTED_PROXIES to the addresses or "
+        "networks your reverse proxies connect from (comma-separated, e.g. "
+        "TRUSTED_PROXIES=10.0.0.0/8), and unset TRUSTED_PROXY_COUNT."
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -221,6 +241,37 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- admin login: failed attempts lock out (django-axes; docs/accounts.md, "Admin login") ---
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # turns a lockout into its page
+# Axes' backend first: a locked-out address or username is refused before any password is
+# hashed. The API's bearer keys never pass through these backends (DRF authentication).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Attempts are rows in the database: exact across processes in both modes, no cache needed
+# (the embedded mode's file cache is no place for them).
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# Failed logins, counted per client address and per username (each on its own), that
+# lock that address or username out of the admin, and for how long.
+# At least 1 each: a limit of 0 would lock everyone out, a cool-off of 0 no one.
+AXES_FAILURE_LIMIT = max(1, env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5))
+AXES_COOLOFF_TIME = timedelta(minutes=max(1, env.int("ADMIN_LOGIN_LOCKOUT_MINUTES", default=15)))
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# The service's client address rule (TRUSTED_PROXIES), IPv6 per /64 like every limit.
+AXES_CLIENT_IP_CALLABLE = "accounts.admin_login.admin_login_client_address"
+AXES_LOCKOUT_CALLABLE = "accounts.admin_login.admin_login_locked_out"
+# A lockout ends at most its cool-off after the failure that set it: attempts while locked
+# are refused without being counted (or hashed), so they do not extend it.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# No "AXES: BEGIN" line at every start (a failing start says why in one line).
+AXES_VERBOSE = False
+# Its log lines (a failure, a lockout: config/logs.py keeps its WARNINGs) show the address,
+# not the username (people type passwords there).
+AXES_SENSITIVE_PARAMETERS = ["username"]
+# --- end admin login ---
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

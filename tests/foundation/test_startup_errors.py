@@ -116,3 +116,37 @@ def test_manage_py_test_says_to_use_make_test(tmp_path):
         "CommandError: the test suite runs with pytest, not manage.py test: use `make test` "
         "(options through PYTEST_ARGS), or .venv/bin/pytest directly."
     )
+
+
+def _embedded_check(tmp_path, **env) -> subprocess.CompletedProcess:
+    """`manage.py check` in the embedded mode, with these variables set."""
+    return _run(
+        [sys.executable, "manage.py", "check"], VAR_DIR=str(tmp_path), DATABASE_URL="", **env
+    )
+
+
+def test_trusted_proxy_count_alone_stops_with_what_to_set(tmp_path):
+    # It used to trust X-Forwarded-For from any peer; the proxies must now be named.
+    result = _embedded_check(tmp_path, TRUSTED_PROXY_COUNT="1")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "manage.py: configuration error: TRUSTED_PROXY_COUNT is no longer used: set "
+        "TRUSTED_PROXIES to the addresses or networks your reverse proxies connect from "
+        "(comma-separated, e.g. TRUSTED_PROXIES=10.0.0.0/8), and unset TRUSTED_PROXY_COUNT."
+    ]
+
+
+def test_a_malformed_trusted_proxy_stops_with_one_line(tmp_path):
+    result = _embedded_check(tmp_path, TRUSTED_PROXIES="10.0.0.1,proxy.internal")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "manage.py: configuration error: TRUSTED_PROXIES: 'proxy.internal' is not an IP "
+        "address or network (CIDR)."
+    ]
+
+
+def test_trusted_proxies_beside_the_old_count_start(tmp_path):
+    result = _embedded_check(
+        tmp_path, TRUSTED_PROXIES="10.0.0.0/8, 192.0.2.1", TRUSTED_PROXY_COUNT="1"
+    )
+    assert result.returncode == 0, result.stderr
