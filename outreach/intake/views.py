@@ -22,9 +22,9 @@ from config.api.errors import COMPACT, InvalidJson, error_body
 from outreach.errors import InvalidRelaySignature
 from outreach.intake import tokens
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
+from outreach.intake.selectors import unsubscribe_target
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened
 from outreach.mailboxes import oauth
-from outreach.sending.models import Enrollment
 
 logger = logging.getLogger(__name__)
 
@@ -69,27 +69,16 @@ def open_pixel(request, token: str):
 def unsubscribe(request, token: str):
     """GET: the confirmation page with its button. POST (the button, or the mail
     client's one-click `List-Unsubscribe=One-Click`): unsubscribe, then the
-    confirmation page. A bad token, or one whose contact was deleted: 404 page."""
+    confirmation page, whatever became of the link's enrollment or campaign. A bad token,
+    or one whose contact was deleted: 404 page."""
     if request.method not in ("GET", "HEAD", "POST"):
         return _method_not_allowed(["GET", "HEAD", "POST"])
-    enrollment_id = tokens.token_read(purpose=tokens.UNSUBSCRIBE, token=token)
-    enrollment = None
-    if enrollment_id is not None:
-        enrollment = (
-            Enrollment.objects.select_related("contact", "campaign__account", "credential")
-            .filter(pk=enrollment_id)
-            .first()
-        )
-    if enrollment is None:
+    named = tokens.token_names(purpose=tokens.UNSUBSCRIBE, token=token)
+    target = unsubscribe_target(named) if named is not None else None
+    if target is None:
         return render(request, "outreach/unsubscribe_invalid.html", status=404)
-    contact = enrollment.contact
-    credential = enrollment.credential
-    sender = (
-        (credential.from_name or credential.from_email)
-        if credential
-        else enrollment.campaign.account.name
-    )
-    context = {"email": contact.email, "sender": sender or "this sender"}
+    contact = target.contact
+    context = {"email": contact.email, "sender": target.sender or "this sender"}
     if request.method == "POST":
         contact_unsubscribe(contact_id=contact.pk)
         return render(request, "outreach/unsubscribe_done.html", context)
