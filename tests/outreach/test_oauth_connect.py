@@ -1,6 +1,7 @@
 """Connecting an OAuth mailbox goes through the service's own page, which names the
 account the mailbox would join: a connect link an attacker forwards cannot quietly tie
-the reader's mailbox to the attacker's account."""
+the reader's mailbox to the attacker's account. And Microsoft's address is the sign-in
+name the tenant controls, never the user-editable `email` claim."""
 
 import re
 from datetime import timedelta
@@ -139,3 +140,45 @@ def test_the_connected_page_names_the_account(api_client, anon_client, account, 
     text = page.content.decode()
     assert f"{OWNER} is connected to {account.email}" in text
     assert SmtpCredential.objects.get().account_id == account.pk
+
+
+# --- Microsoft: the address the tenant vouches for ---------------------------------------
+
+
+def connect_microsoft(api_client, client, provider, claims: dict):
+    params = provider.consent(
+        connect_page_continue(client, start(api_client, "microsoft")),
+        email="ann@contoso.example",
+        claims=claims,
+    )
+    return client.get("/oauth/callback/microsoft", params)
+
+
+def test_microsoft_never_takes_the_user_editable_email_claim(
+    api_client, anon_client, oauth_provider
+):
+    provider = oauth_provider("microsoft")
+    page = connect_microsoft(api_client, anon_client, provider, {"email": "ceo@bank.example"})
+    assert page.status_code == 200
+    assert SmtpCredential.objects.get().from_email == "ann@contoso.example"
+
+
+def test_microsoft_takes_the_upn_when_the_sign_in_name_is_no_address(
+    api_client, anon_client, oauth_provider
+):
+    provider = oauth_provider("microsoft")
+    claims = {"preferred_username": "+15551234567", "upn": "Ann@Contoso.example"}
+    page = connect_microsoft(api_client, anon_client, provider, claims)
+    assert page.status_code == 200
+    assert SmtpCredential.objects.get().from_email == "Ann@contoso.example"
+
+
+def test_microsoft_with_only_an_email_claim_connects_nothing(
+    api_client, anon_client, oauth_provider
+):
+    provider = oauth_provider("microsoft")
+    claims = {"preferred_username": None, "email": "ann@contoso.example"}
+    page = connect_microsoft(api_client, anon_client, provider, claims)
+    assert page.status_code == 400
+    assert "email address" in page.content.decode()
+    assert not SmtpCredential.objects.exists()
