@@ -77,6 +77,9 @@ SECRET_KEY = _kept_secret(
     lambda: secrets.token_urlsafe(50),
     how="python3 -c 'import secrets; print(secrets.token_urlsafe(50))'",
 )
+# Former SECRET_KEYs, comma-separated: what they signed (unsubscribe and tracking links in
+# emails already sent) still verifies. Rotate: the new key as SECRET_KEY, the old one here.
+SECRET_KEY_FALLBACKS = env.list("SECRET_KEY_FALLBACKS", default=[])
 # Fernet key (urlsafe base64 of 32 bytes) encrypting stored mailbox passwords.
 FIELD_ENCRYPTION_KEY = _kept_secret(
     "FIELD_ENCRYPTION_KEY",

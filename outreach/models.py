@@ -4,7 +4,8 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.mailboxes.models: Security, SmtpCredential, OAuthAuthorization;
 - outreach.campaigns.models: Campaign, CampaignStep, CampaignStats, StepVariantStats;
 - outreach.contacts.models: Contact, Suppression, ContactImport;
-- outreach.sending.models: Enrollment, Message, CredentialCampaignStats, SendClaim;
+- outreach.sending.models: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
+  SendClaim;
 - outreach.intake.models: RelayWebhookToken.
 """
 
@@ -12,7 +13,13 @@ from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, Ste
 from outreach.contacts.models import Contact, ContactImport, Suppression
 from outreach.intake.models import RelayWebhookToken
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
-from outreach.sending.models import CredentialCampaignStats, Enrollment, Message, SendClaim
+from outreach.sending.models import (
+    CredentialCampaignStats,
+    DeletedEnrollment,
+    Enrollment,
+    Message,
+    SendClaim,
+)
 
 __all__ = [
     "Campaign",
@@ -21,6 +28,7 @@ __all__ = [
     "Contact",
     "ContactImport",
     "CredentialCampaignStats",
+    "DeletedEnrollment",
     "Enrollment",
     "Message",
     "OAuthAuthorization",

@@ -21,6 +21,7 @@ urlpatterns = [
         views.RelayWebhookView.as_view(),
         name="relay-webhook",
     ),
+    path("oauth/connect/<str:token>", views.oauth_connect, name="oauth-connect"),
     path("oauth/callback/<str:provider>", views.oauth_callback, name="oauth-callback"),
     path("outreaches", contacts_api.OutreachView.as_view(), name="outreaches"),
     *router.urls,

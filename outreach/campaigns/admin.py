@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 
+from outreach import enrollments
 from outreach.admin_base import ReadOnlyAdmin, html_table
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.selectors import campaign_step_stats
@@ -57,6 +58,14 @@ class CampaignAdmin(ReadOnlyAdmin):
         "updated_at",
     )
     editable = ("name",)
+
+    # Deleting a campaign leaves the tombstones its sent emails' unsubscribe links need.
+    def delete_model(self, request, obj):
+        enrollments.campaign_delete(campaign_id=obj.pk)
+
+    def delete_queryset(self, request, queryset):
+        for campaign_id in queryset.values_list("pk", flat=True):
+            enrollments.campaign_delete(campaign_id=campaign_id)
 
     @admin.display(description="Credentials")
     def credential_list(self, obj):

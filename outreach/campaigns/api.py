@@ -68,6 +68,11 @@ class CampaignViewSet(
         campaign = services.campaign_create(account=request.user, data=serializer.validated_data)
         return _campaign_response(campaign, status_code=status.HTTP_201_CREATED)
 
+    def perform_destroy(self, instance):
+        # Through the transition that leaves the tombstones the sent emails' unsubscribe
+        # links need.
+        enrollments.campaign_delete(campaign_id=instance.pk)
+
     def partial_update(self, request, pk=None):
         campaign = self.get_object()
         serializer = self.get_serializer(campaign, data=request.data, partial=True)

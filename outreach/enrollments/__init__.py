@@ -25,6 +25,11 @@ status; tests/outreach/test_enrollment_transitions.py checks it.
 | contact suppressed elsewhere (unsubscribed / bounced) | `enrollments_suppressed_end` | unsubscribed / bounced |
 | stopped | `enrollments_stop` | stopped |
 | deleted (with its contact, or by staff) | `contact_delete`, `enrollments_delete` | every count taken back |
+| deleted with its campaign | `campaign_delete` | (the stats go with the campaign) |
+
+An enrollment deleted while its contact stays (by staff, or with its campaign) leaves a
+tombstone (`DeletedEnrollment`) when it had sent email: the unsubscribe links in that
+email still find the contact.
 
 An open is not a change of status; it is counted where it is recorded
 (outreach.intake.services, `answer_count`).
@@ -50,6 +55,7 @@ from outreach.enrollments.stats import (
 from outreach.enrollments.transitions import (
     SENT_MOVE_CTE,
     after_step,
+    campaign_delete,
     contact_delete,
     enroll,
     enrollment_bounce,
@@ -75,6 +81,7 @@ __all__ = [
     "VARIANT_STAT_NAMES",
     "after_step",
     "answer_count",
+    "campaign_delete",
     "contact_delete",
     "count",
     "counted",

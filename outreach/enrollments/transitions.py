@@ -16,6 +16,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import OuterRef, QuerySet, Subquery
 
+from outreach.campaigns.models import Campaign
 from outreach.contacts.models import Contact
 from outreach.enrollments.stats import (
     ANSWERS,
@@ -27,7 +28,7 @@ from outreach.enrollments.stats import (
     counting,
     variant_count,
 )
-from outreach.sending.models import Enrollment, Message
+from outreach.sending.models import DeletedEnrollment, Enrollment, Message
 
 Status = Enrollment.Status
 
@@ -304,11 +305,38 @@ def contact_delete(*, contact: Contact) -> None:
         Contact.objects.filter(pk=contact.pk).delete()
 
 
+def _tombstones_write(enrollments: QuerySet) -> None:
+    """A DeletedEnrollment for each of `enrollments` that sent email, so the unsubscribe
+    links of its emails still find the contact. One INSERT ... SELECT, whatever the
+    number (a campaign of a million enrollments)."""
+    select, params = (
+        enrollments.filter(sent_at__isnull=False)
+        .order_by()
+        .values_list("id", "contact_id", "credential_id")
+        .query.sql_with_params()
+    )
+    table = DeletedEnrollment._meta.db_table
+    with connection.cursor() as cursor:
+        # The SELECT is the ORM's, its values parameters: nothing is interpolated.
+        cursor.execute(f"INSERT INTO {table} (id, contact_id, credential_id) {select}", params)  # noqa: S608
+
+
 def enrollments_delete(*, enrollment_ids: Iterable[UUID]) -> int:
     """Delete enrollments (the back office's delete), taking them out of their campaigns'
-    stats. Returns how many were deleted."""
+    stats and leaving the tombstones of those that sent email. Returns how many were
+    deleted."""
     with transaction.atomic(), counting():
         rows = _locked(Enrollment.objects.filter(pk__in=list(enrollment_ids)))
         _uncount(rows)
-        Enrollment.objects.filter(pk__in=[row.pk for row in rows]).delete()
+        ids = [row.pk for row in rows]
+        _tombstones_write(Enrollment.objects.filter(pk__in=ids))
+        Enrollment.objects.filter(pk__in=ids).delete()
     return len(rows)
+
+
+def campaign_delete(*, campaign_id: UUID) -> None:
+    """Delete a campaign and its enrollments (its stats go with it), leaving the
+    tombstones of the enrollments that sent email."""
+    with transaction.atomic():
+        _tombstones_write(Enrollment.objects.filter(campaign_id=campaign_id))
+        Campaign.objects.filter(pk=campaign_id).delete()

@@ -1,11 +1,14 @@
-"""Reads for intake: finding the message or enrollment a signal is about."""
+"""Reads for intake: finding the message, enrollment or contact a signal is about."""
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from uuid import UUID
 
+from outreach.contacts.models import Contact
+from outreach.intake.tokens import Named
 from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment, Message
+from outreach.sending.models import DeletedEnrollment, Enrollment, Message
 
 _ANGLE_ID = re.compile(r"<([^<>\s]+)>")
 
@@ -85,3 +88,30 @@ def message_ids_known(*, account_id: UUID, message_ids: Iterable[str]) -> bool:
     return (
         bool(keys) and Message.objects.filter(account_id=account_id, message_id__in=keys).exists()
     )
+
+
+@dataclass(frozen=True)
+class UnsubscribeTarget:
+    contact: Contact
+    sender: str  # whom the page names: the mailbox's name or address, else the account's name
+
+
+def unsubscribe_target(named: Named) -> UnsubscribeTarget | None:
+    """Whom an unsubscribe link unsubscribes: its enrollment's contact; when the
+    enrollment was deleted (with its campaign), the contact its tombstone or the link
+    itself names. None once the contact is gone."""
+    # The enrollment, else its tombstone: either knows the contact and its mailbox.
+    for model in (Enrollment, DeletedEnrollment):
+        row = (
+            model.objects.select_related("contact__account", "credential")
+            .filter(pk=named.enrollment_id)
+            .first()
+        )
+        if row is not None:
+            credential = row.credential
+            sender = (credential.from_name or credential.from_email) if credential else ""
+            return UnsubscribeTarget(row.contact, sender or row.contact.account.name)
+    if named.contact_id is None:
+        return None
+    contact = Contact.objects.select_related("account").filter(pk=named.contact_id).first()
+    return UnsubscribeTarget(contact, contact.account.name) if contact is not None else None

@@ -1,5 +1,6 @@
 """Public, unauthenticated endpoints (docs/intake.md): the open pixel, the
-unsubscribe page, and the relay providers' event webhooks.
+unsubscribe page, the relay providers' event webhooks, and the pages of connecting an
+OAuth mailbox (docs/outreach.md).
 
 The pixel and the unsubscribe page are for mail clients and people, not API
 clients: they answer a GIF and HTML pages. The relay webhook is an API endpoint
@@ -8,7 +9,8 @@ clients: they answer a GIF and HTML pages. The relay webhook is an API endpoint
 
 import logging
 
-from django.http import HttpResponse, JsonResponse
+from django.conf import settings
+from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -22,9 +24,9 @@ from config.api.errors import COMPACT, InvalidJson, error_body
 from outreach.errors import InvalidRelaySignature
 from outreach.intake import tokens
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
+from outreach.intake.selectors import unsubscribe_target
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened
 from outreach.mailboxes import oauth
-from outreach.sending.models import Enrollment
 
 logger = logging.getLogger(__name__)
 
@@ -69,27 +71,16 @@ def open_pixel(request, token: str):
 def unsubscribe(request, token: str):
     """GET: the confirmation page with its button. POST (the button, or the mail
     client's one-click `List-Unsubscribe=One-Click`): unsubscribe, then the
-    confirmation page. A bad token, or one whose contact was deleted: 404 page."""
+    confirmation page, whatever became of the link's enrollment or campaign. A bad token,
+    or one whose contact was deleted: 404 page."""
     if request.method not in ("GET", "HEAD", "POST"):
         return _method_not_allowed(["GET", "HEAD", "POST"])
-    enrollment_id = tokens.token_read(purpose=tokens.UNSUBSCRIBE, token=token)
-    enrollment = None
-    if enrollment_id is not None:
-        enrollment = (
-            Enrollment.objects.select_related("contact", "campaign__account", "credential")
-            .filter(pk=enrollment_id)
-            .first()
-        )
-    if enrollment is None:
+    named = tokens.token_names(purpose=tokens.UNSUBSCRIBE, token=token)
+    target = unsubscribe_target(named) if named is not None else None
+    if target is None:
         return render(request, "outreach/unsubscribe_invalid.html", status=404)
-    contact = enrollment.contact
-    credential = enrollment.credential
-    sender = (
-        (credential.from_name or credential.from_email)
-        if credential
-        else enrollment.campaign.account.name
-    )
-    context = {"email": contact.email, "sender": sender or "this sender"}
+    contact = target.contact
+    context = {"email": contact.email, "sender": target.sender or "this sender"}
     if request.method == "POST":
         contact_unsubscribe(contact_id=contact.pk)
         return render(request, "outreach/unsubscribe_done.html", context)
@@ -98,11 +89,53 @@ def unsubscribe(request, token: str):
     return render(request, "outreach/unsubscribe.html", {**context, "action": request.path})
 
 
+_PROVIDER_LABELS = {"google": "Google", "microsoft": "Microsoft"}
+
+
+@never_cache
+def oauth_connect(request, token: str):
+    """GET /oauth/connect/<token> (the `authorization_url` of POST /smtp_credentials/oauth):
+    a page naming the account the mailbox would join, with one button. POST (that button,
+    CSRF-checked, once): on to the provider's consent page, the flow's state kept in a
+    cookie so the callback can tell the browser that pressed it."""
+    if request.method not in ("GET", "HEAD", "POST"):
+        return _method_not_allowed(["GET", "HEAD", "POST"])
+    try:
+        if request.method == "POST":
+            url, state, flow = oauth.authorization_continue(token=token)
+        else:
+            flow = oauth.authorization_to_continue(token=token)
+    except oauth.AuthorizationFailed as exc:
+        return render(request, "outreach/oauth_failed.html", {"reason": str(exc)}, status=400)
+    if request.method != "POST":
+        context = {
+            "account_email": flow.account.email,
+            "account_name": flow.account.name,
+            "provider": _PROVIDER_LABELS[flow.provider],
+            "expires_at": flow.expires_at,
+            "action": request.path,
+        }
+        return render(request, "outreach/oauth_connect.html", context)
+    response = HttpResponseRedirect(url, status=303)
+    response.set_cookie(
+        oauth.browser_cookie_name(state),
+        state,
+        max_age=int(oauth.AUTHORIZATION_LIFETIME.total_seconds()),
+        path=f"/oauth/callback/{flow.provider}",
+        secure=settings.BASE_URL.startswith("https://"),
+        httponly=True,
+        # Lax: sent on the provider's top-level redirect back, never on a cross-site POST.
+        samesite="Lax",
+    )
+    return response
+
+
 @never_cache
 def oauth_callback(request, provider: str):
     """GET /oauth/callback/<provider>: where Google or Microsoft send the mailbox's owner
     back after consent. Connects the mailbox (outreach.mailboxes.oauth.authorization_complete) and
-    says so, or says why not; a bad, reused or expired state connects nothing."""
+    says so, naming the account it joined, or says why not; a bad, reused or expired state,
+    or one that comes back to another browser than the one that left, connects nothing."""
     if request.method not in ("GET", "HEAD"):
         return _method_not_allowed(["GET", "HEAD"])
     if request.method == "HEAD":
@@ -115,22 +148,27 @@ def oauth_callback(request, provider: str):
             {"reason": "This page is not a sign-in return address."},
             status=404,
         )
+    params = request.GET.dict()
+    cookie = oauth.browser_cookie_name(params.get("state") or "")
     try:
-        connected = oauth.authorization_complete(provider_name=provider, params=request.GET.dict())
+        connected = oauth.authorization_complete(
+            provider_name=provider, params=params, browser_state=request.COOKIES.get(cookie)
+        )
     except oauth.AuthorizationFailed as exc:
         logger.info("oauth callback (%s) refused: %s", provider, exc)
         return render(request, "outreach/oauth_failed.html", {"reason": str(exc)}, status=400)
     credential = connected.credential
-    return render(
-        request,
-        "outreach/oauth_connected.html",
-        {
-            "email": credential.from_email,
-            "provider": "Google" if provider == "google" else "Microsoft",
-            "created": connected.created,
-            "credential_id": credential.pk,
-        },
-    )
+    context = {
+        "email": credential.from_email,
+        "account_email": connected.account_email,
+        "provider": _PROVIDER_LABELS[provider],
+        "created": connected.created,
+        "credential_id": credential.pk,
+    }
+    response = render(request, "outreach/oauth_connected.html", context)
+    # Its state is spent; otherwise the cookie lapses with the flow.
+    response.delete_cookie(cookie, path=f"/oauth/callback/{provider}")
+    return response
 
 
 class RelayWebhookView(APIView):

@@ -255,7 +255,9 @@ class OAuthStartSerializer(serializers.Serializer):
 
 class OAuthStartedSerializer(serializers.Serializer):
     authorization_url = serializers.URLField(
-        help_text="The provider's consent page: open it in the mailbox owner's browser."
+        help_text="The service's connect page (`/oauth/connect/<token>`): open it in the "
+        "mailbox owner's browser. It names this account and leads on to the provider's "
+        "consent page when the owner presses its button."
     )
     expires_at = TimestampField(help_text="The link works once, until then (15 minutes).")
 
@@ -291,9 +293,11 @@ class CredentialViewSet(
         request=OAuthStartSerializer,
         responses={201: OAuthStartedSerializer},
         summary="Connect a Google or Microsoft mailbox (OAuth 2.0)",
-        description="Starts the provider's authorization code flow (PKCE, offline access, the "
-        "mail scopes). Send the mailbox's owner to `authorization_url`; after consent the "
-        "provider returns to `GET /oauth/callback/<provider>`, which creates the credential "
+        description="Starts connecting a mailbox. Send the mailbox's owner to "
+        "`authorization_url`: the service's page naming this account, whose button starts "
+        "the provider's authorization code flow (PKCE, offline access, the mail scopes). After "
+        "consent the provider returns to `GET /oauth/callback/<provider>` (in the same "
+        "browser), which creates the credential "
         "(SMTP and IMAP hosts preset, `auth_method` `oauth_google` / `oauth_microsoft`), or "
         "re-authorizes the account's mailbox with that address. 422 `oauth_not_configured` "
         "when the service has no OAuth client for the provider.",

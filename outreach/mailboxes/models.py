@@ -183,10 +183,11 @@ class SmtpCredential(models.Model):
 
 
 class OAuthAuthorization(models.Model):
-    """One started `POST /smtp_credentials/oauth`: the single-use `state` sent to the
-    provider, bound to the account, with the PKCE code verifier and the OpenID nonce
-    the callback needs. The state itself is not stored, only its SHA-256, so a
-    database read does not yield a usable callback."""
+    """One started `POST /smtp_credentials/oauth`, bound to the account. Its connect page
+    names the account; the click there (`continued_at`) makes the single-use `state`
+    sent to the provider, the PKCE code verifier and the OpenID nonce the callback
+    needs. The state itself is not stored, only its SHA-256, so a database read does
+    not yield a usable callback."""
 
     class Provider(models.TextChoices):
         GOOGLE = "google"
@@ -195,15 +196,17 @@ class OAuthAuthorization(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     provider = models.CharField(max_length=10, choices=Provider.choices)
-    state_hash = models.CharField(max_length=64, unique=True)
+    # Null until the connect page's button is pressed.
+    state_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
     code_verifier = EncryptedTextField(blank=True, default="")
-    nonce = models.CharField(max_length=64)
+    nonce = models.CharField(max_length=64, blank=True, default="")
     # The mailbox settings given with the request (daily_limit, from_name), applied to
     # the credential the callback creates.
     credential_settings = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
-    used_at = models.DateTimeField(null=True, blank=True)
+    continued_at = models.DateTimeField(null=True, blank=True)  # the connect page's button
+    used_at = models.DateTimeField(null=True, blank=True)  # the callback
 
     class Meta:
         indexes = [models.Index(fields=["expires_at"], name="oauth_authorization_expiry_idx")]

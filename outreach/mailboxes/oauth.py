@@ -3,15 +3,21 @@
 
 The providers (their settings, scopes and servers) are in oauth_providers.py.
 
-1. `authorization_start`: the authorization code flow with PKCE (S256), offline access
-   and an OpenID Connect nonce, through Authlib's requests client. A single-use `state`
-   bound to the account, valid AUTHORIZATION_LIFETIME, is kept hashed with the code
-   verifier (encrypted) in an OAuthAuthorization row.
-2. `authorization_complete` (the public callback): takes the state once, exchanges the
-   code with the code verifier, reads the mailbox address from the ID token that came
-   with the tokens, and creates the credential, or re-authorizes the account's mailbox
-   with that address.
-3. `access_token_get` (outreach.mailboxes.oauth_tokens; sending and IMAP polling): the stored access token while it has
+1. `authorization_start` (the API): an OAuthAuthorization row bound to the account,
+   valid AUTHORIZATION_LIFETIME, and the signed link of the service's own connect page,
+   which names the account. Nothing goes to the provider yet: a link an attacker
+   forwards must not take its reader straight to a consent page that cannot say whose
+   account the mailbox would join.
+2. `authorization_continue` (the connect page's button, a CSRF-checked POST, once): the
+   authorization code flow with PKCE (S256), offline access and an OpenID Connect
+   nonce, through Authlib's requests client. The single-use `state` is kept hashed with
+   the code verifier (encrypted), and given to the browser in a cookie as well.
+3. `authorization_complete` (the public callback): takes the state once, checks that it
+   came back to the browser that pressed the button (its cookie), exchanges the code
+   with the code verifier, reads the mailbox address from the ID token that came with
+   the tokens, and creates the credential, or re-authorizes the account's mailbox with
+   that address.
+4. `access_token_get` (outreach.mailboxes.oauth_tokens; sending and IMAP polling): the stored access token while it has
    more than REFRESH_MARGIN left, else a refresh; one refresh at a time per mailbox
    across workers (a lease on the credential row, taken with a conditional UPDATE), no
    database connection or row lock held while the token endpoint answers. A refused
@@ -32,6 +38,8 @@ from datetime import datetime, timedelta
 import requests
 from authlib.integrations.requests_client import OAuthError
 from authlib.oidc.core import CodeIDToken
+from django.conf import settings
+from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 from joserfc.errors import JoseError
@@ -68,13 +76,24 @@ def _state_hash(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
+def browser_cookie_name(state: str) -> str:
+    """The cookie that carries a flow's state in the browser that continued it (one per
+    flow: two tabs may connect two mailboxes at once)."""
+    return f"oauth_{_state_hash(state)[:16]}"
+
+
+def _connect_signer() -> signing.Signer:
+    # No key given: signed with SECRET_KEY, verified with SECRET_KEY_FALLBACKS too.
+    return signing.Signer(salt="outreach.oauth.connect", sep=".")
+
+
 # --- 1. start -------------------------------------------------------------------------
 
 
 def authorization_start(
     *, account, provider_name: str, credential_settings: dict
 ) -> tuple[str, datetime]:
-    """The provider's consent page URL for the account, and when its state expires."""
+    """The link of the connect page for the account, and when it expires."""
     provider = PROVIDERS[provider_name]
     if not provider.client_id:
         raise OAuthNotConfigured(
@@ -84,19 +103,64 @@ def authorization_start(
     now = timezone.now()
     # Rows of flows long over (kept a day so a late reused link still says "used").
     OAuthAuthorization.objects.filter(expires_at__lt=now - timedelta(days=1)).delete()
+    flow = OAuthAuthorization.objects.create(
+        account=account,
+        provider=provider_name,
+        credential_settings=credential_settings,
+        expires_at=now + AUTHORIZATION_LIFETIME,
+    )
+    token = _connect_signer().sign(flow.pk.hex)
+    return f"{settings.BASE_URL}/oauth/connect/{token}", flow.expires_at
+
+
+class AuthorizationFailed(Exception):
+    """The connect page or the callback cannot go on; the message is for the person who
+    was signing in (no secret in it). Nothing was created."""
+
+
+# --- 2. the connect page ----------------------------------------------------------------
+
+_START_AGAIN = "Ask for a new link to connect the mailbox."
+
+
+def authorization_to_continue(*, token: str) -> OAuthAuthorization:
+    """The flow a connect link names, with its account, while its button may be pressed."""
+    try:
+        flow_id = _connect_signer().unsign(token)
+        flow = OAuthAuthorization.objects.select_related("account").filter(pk=flow_id).first()
+    except (signing.BadSignature, ValueError):
+        flow = None
+    if flow is None:
+        raise AuthorizationFailed(f"This link to connect a mailbox is not valid. {_START_AGAIN}")
+    if flow.continued_at is not None or flow.used_at is not None:
+        raise AuthorizationFailed(
+            f"This link to connect a mailbox was already used. {_START_AGAIN}"
+        )
+    if flow.expires_at <= timezone.now():
+        raise AuthorizationFailed(
+            f"This link to connect a mailbox expired (it is valid for 15 minutes). {_START_AGAIN}"
+        )
+    return flow
+
+
+def authorization_continue(*, token: str) -> tuple[str, str, OAuthAuthorization]:
+    """The connect page's button, once: the provider's consent URL, the flow's state (for
+    the browser's cookie) and the flow."""
+    flow = authorization_to_continue(token=token)
+    provider = PROVIDERS[flow.provider]
+    now = timezone.now()
     state = secrets.token_urlsafe(32)
     code_verifier = secrets.token_urlsafe(64)  # 86 characters (RFC 7636: 43 to 128)
     nonce = secrets.token_urlsafe(24)
-    expires_at = now + AUTHORIZATION_LIFETIME
-    OAuthAuthorization.objects.create(
-        account=account,
-        provider=provider_name,
-        state_hash=_state_hash(state),
-        code_verifier=code_verifier,
-        nonce=nonce,
-        credential_settings=credential_settings,
-        expires_at=expires_at,
+    continued = OAuthAuthorization.objects.filter(
+        pk=flow.pk, continued_at__isnull=True, expires_at__gt=now
+    ).update(
+        continued_at=now, state_hash=_state_hash(state), code_verifier=code_verifier, nonce=nonce
     )
+    if not continued:
+        raise AuthorizationFailed(
+            f"This link to connect a mailbox was already used. {_START_AGAIN}"
+        )
     url, _ = oauth_session(provider).create_authorization_url(
         provider.authorize_url,
         state=state,
@@ -104,22 +168,19 @@ def authorization_start(
         nonce=nonce,
         **provider.authorize_params,
     )
-    return url, expires_at
+    return url, state, flow
 
 
-# --- 2. callback ----------------------------------------------------------------------
-
-
-class AuthorizationFailed(Exception):
-    """The callback cannot connect the mailbox; the message is for the person who was
-    signing in (no secret in it). Nothing was created."""
+# --- 3. callback ----------------------------------------------------------------------
 
 
 def _authorization_take(provider_name: str, state: str, now: datetime) -> OAuthAuthorization:
     """The flow of `state`, marked used (a conditional UPDATE: one callback wins)."""
-    row = OAuthAuthorization.objects.filter(
-        state_hash=_state_hash(state), provider=provider_name
-    ).first()
+    row = (
+        OAuthAuthorization.objects.select_related("account")
+        .filter(state_hash=_state_hash(state), provider=provider_name)
+        .first()
+    )
     if row is None:
         raise AuthorizationFailed(
             "This sign-in link is not valid. Start connecting the mailbox again."
@@ -202,16 +263,27 @@ def _tokens_fetch(provider: Provider, code: str, code_verifier: str) -> dict:
 class Connected:
     credential: SmtpCredential
     created: bool
+    account_email: str  # the account the mailbox joined
 
 
-def authorization_complete(*, provider_name: str, params: dict) -> Connected:
-    """Finish a flow from the provider's redirect (`code`, `state`, or `error`)."""
+def authorization_complete(
+    *, provider_name: str, params: dict, browser_state: str | None
+) -> Connected:
+    """Finish a flow from the provider's redirect (`code`, `state`, or `error`).
+    `browser_state`: the state the browser kept when it left the connect page."""
     provider = PROVIDERS.get(provider_name)
     state = params.get("state") or ""
     if provider is None or not state:
         raise AuthorizationFailed("This sign-in link is not valid.")
     now = timezone.now()
     flow = _authorization_take(provider_name, state, now)
+    # Spent either way. A provider URL taken from one browser and opened in another (an
+    # attacker's, forwarded to a victim) comes back without the cookie.
+    if not browser_state or not secrets.compare_digest(browser_state, state):
+        raise AuthorizationFailed(
+            "This sign-in did not start in this browser, so the mailbox was not connected. "
+            "Open the link to connect the mailbox again, and continue from its page."
+        )
     if params.get("error"):
         if params["error"] == "access_denied":
             raise AuthorizationFailed("Access was not granted, so the mailbox was not connected.")
@@ -289,7 +361,7 @@ def _credential_connect(
                 setattr(existing, name, value)
             existing.save(update_fields=[*changes, "updated_at"])
             logger.info("mailbox %s re-authorized with %s", existing.pk, provider.name)
-            return Connected(credential=existing, created=False)
+            return Connected(existing, created=False, account_email=flow.account.email)
         credential = SmtpCredential(account_id=flow.account_id, from_email=email)
         for name, value in {**preset, **oauth}.items():
             setattr(credential, name, value)
@@ -298,4 +370,4 @@ def _credential_connect(
                 setattr(credential, name, value)
         credential.save()
     logger.info("mailbox %s connected with %s", credential.pk, provider.name)
-    return Connected(credential=credential, created=True)
+    return Connected(credential, created=True, account_email=flow.account.email)

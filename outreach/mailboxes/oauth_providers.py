@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from authlib.integrations.requests_client import OAuth2Session
 from django.conf import settings
 
+from outreach.contacts.emails import InvalidEmail, email_clean
 from outreach.mailboxes.models import SmtpCredential
 
 
@@ -66,12 +67,14 @@ class Provider:
         if self.name == "google":
             # Google asserts `email` only with `email_verified`.
             return str(claims.get("email") or "") if claims.get("email_verified") else ""
-        # Microsoft: `email` when the account has one, else the sign-in name (the UPN,
-        # which is the mailbox's address at Microsoft 365).
-        for name in ("email", "preferred_username"):
-            value = str(claims.get(name) or "")
-            if "@" in value:
-                return value
+        # Microsoft: the sign-in name (`preferred_username`, else `upn`: the mailbox's
+        # address at Microsoft 365), which the tenant controls. Never `email`: a user can
+        # set it to any address, unverified, so it would name a mailbox nobody proved.
+        for name in ("preferred_username", "upn"):
+            try:
+                return email_clean(claims.get(name))
+            except InvalidEmail:
+                continue
         return ""
 
 

@@ -106,7 +106,10 @@ def message_build(
     to the last of them."""
     contact = enrollment.contact
     content = step_content(step, variant)
-    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
+    # The link names the contact too: it must work after the campaign is deleted.
+    unsubscribe = tokens.token_make(
+        purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk, contact_id=enrollment.contact_id
+    )
     unsubscribe_url = f"{settings.BASE_URL}/u/{unsubscribe}"
     values = {**contact_values(contact), UNSUBSCRIBE_URL: unsubscribe_url}
     message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"

@@ -1,7 +1,11 @@
 """The SDK's methods for stopping an enrollment, per-variant stats, the sending status and
 connecting an OAuth mailbox, against the live service."""
 
+import re
+from urllib.parse import urlsplit
+
 import pytest
+import requests
 from outreach_sdk import Client, errors
 
 from tests.clients.conftest import mailbox_create
@@ -41,7 +45,7 @@ def test_stop_an_enrollment_and_read_the_stats_per_variant(service_url, sdk_key,
     assert [v["variant"] for v in stats.steps[0]["variants"]] == ["A", "B"]
 
 
-def test_start_connecting_a_google_mailbox(service_server, sdk_key):
+def test_start_connecting_a_google_mailbox(service_server, sdk_key, sdk_account):
     unconfigured = Client(api_key=sdk_key, base_url=service_server())
     with pytest.raises(errors.OauthNotConfigured) as raised:
         unconfigured.mailboxes.start_oauth(provider="google")
@@ -53,6 +57,23 @@ def test_start_connecting_a_google_mailbox(service_server, sdk_key):
         GOOGLE_OAUTH_AUTHORIZE_URL="https://accounts.example/o/oauth2/auth",
     )
     started = Client(api_key=sdk_key, base_url=url).mailboxes.start_oauth(provider="google")
-    assert started.authorization_url.startswith("https://accounts.example/o/oauth2/auth?")
-    assert "code_challenge_method=S256" in started.authorization_url
     assert started.expires_at is not None
+    # The service's own page first: it names the account, and its button leads on to the
+    # provider.
+    path = urlsplit(started.authorization_url).path
+    assert path.startswith("/oauth/connect/")
+    browser = requests.Session()
+    page = browser.get(f"{url}{path}", timeout=10)
+    assert page.status_code == 200
+    assert sdk_account.email in page.text
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert csrf is not None
+    pressed = browser.post(
+        f"{url}{path}",
+        data={"csrfmiddlewaretoken": csrf.group(1)},
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert pressed.status_code == 303
+    assert pressed.headers["Location"].startswith("https://accounts.example/o/oauth2/auth?")
+    assert "code_challenge_method=S256" in pressed.headers["Location"]

@@ -12,6 +12,7 @@ from django.utils import timezone
 from outreach.mailboxes.models import OAuthAuthorization, SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields
+from tests.support.oauth_provider import connect_page_continue
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +33,9 @@ def callback(client, params: dict, provider="google"):
 
 def connect(api_client, client, provider_server, email=OWNER, **body) -> SmtpCredential:
     started = start(api_client, provider_server.name, **body)
-    params = provider_server.consent(started["authorization_url"], email=email)
+    params = provider_server.consent(
+        connect_page_continue(client, started["authorization_url"]), email=email
+    )
     page = callback(client, params, provider_server.name)
     assert page.status_code == 200, page.content.decode()
     return SmtpCredential.objects.get(from_email=email, auth_method=f"oauth_{provider_server.name}")
@@ -52,13 +55,14 @@ def stored_columns(credential_id) -> tuple[str, str]:
 
 
 def test_it_starts_the_code_flow_with_pkce_and_a_state_bound_to_the_account(
-    api_client, account, oauth_provider, settings
+    api_client, anon_client, account, oauth_provider, settings
 ):
     provider = oauth_provider()
     before = timezone.now()
     body = start(api_client, daily_limit=20, from_name="Ann")
+    assert body["authorization_url"].startswith(f"{settings.BASE_URL}/oauth/connect/")
 
-    url = urlsplit(body["authorization_url"])
+    url = urlsplit(connect_page_continue(anon_client, body["authorization_url"]))
     assert f"{url.scheme}://{url.netloc}{url.path}" == provider.authorize_url
     query = {k: v[0] for k, v in parse_qs(url.query).items()}
     assert query["response_type"] == "code"
@@ -79,10 +83,12 @@ def test_it_starts_the_code_flow_with_pkce_and_a_state_bound_to_the_account(
     assert before + timedelta(minutes=14) < expires_at <= timezone.now() + timedelta(minutes=15)
 
 
-def test_microsoft_asks_for_offline_access_and_the_mail_scopes(api_client, oauth_provider):
+def test_microsoft_asks_for_offline_access_and_the_mail_scopes(
+    api_client, anon_client, oauth_provider
+):
     oauth_provider("microsoft")
     body = start(api_client, "microsoft")
-    query = parse_qs(urlsplit(body["authorization_url"]).query)
+    query = parse_qs(urlsplit(connect_page_continue(anon_client, body["authorization_url"])).query)
     assert set(query["scope"][0].split()) >= {
         "offline_access",
         "openid",
@@ -137,7 +143,9 @@ def test_the_callback_creates_the_mailbox_with_the_providers_hosts(
         min_interval_seconds=30,
         max_interval_seconds=90,
     )
-    params = provider.consent(started["authorization_url"], email="Owner@Example.com")
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email="Owner@Example.com"
+    )
 
     page = callback(anon_client, params)
     assert page.status_code == 200
@@ -203,7 +211,9 @@ def test_a_password_mailbox_lists_with_null_oauth_status(api_client, account):
 def test_the_state_works_once(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER
+    )
     assert callback(anon_client, params).status_code == 200
 
     again = callback(anon_client, params)
@@ -216,7 +226,9 @@ def test_the_state_works_once(api_client, anon_client, oauth_provider):
 def test_a_head_request_does_not_spend_the_state(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER
+    )
     assert anon_client.head("/oauth/callback/google", params).status_code == 200
     assert anon_client.post("/oauth/callback/google", params).status_code == 405
     assert not SmtpCredential.objects.exists()
@@ -226,7 +238,9 @@ def test_a_head_request_does_not_spend_the_state(api_client, anon_client, oauth_
 def test_an_expired_state_creates_nothing(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER
+    )
     OAuthAuthorization.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
 
     page = callback(anon_client, params)
@@ -239,7 +253,9 @@ def test_an_expired_state_creates_nothing(api_client, anon_client, oauth_provide
 def test_a_forged_state_creates_nothing(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER
+    )
 
     for forged in ({**params, "state": "forged"}, {"code": params["code"]}):
         page = callback(anon_client, forged)
@@ -265,7 +281,7 @@ def test_a_declined_consent_creates_nothing_and_uses_the_state(
 ):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.deny(started["authorization_url"])
+    params = provider.deny(connect_page_continue(anon_client, started["authorization_url"]))
 
     page = callback(anon_client, params)
     assert page.status_code == 400
@@ -277,7 +293,9 @@ def test_a_declined_consent_creates_nothing_and_uses_the_state(
 def test_a_refused_code_exchange_creates_nothing(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER
+    )
 
     page = callback(anon_client, {**params, "code": "not-the-code"})
     assert page.status_code == 400
@@ -288,7 +306,9 @@ def test_a_refused_code_exchange_creates_nothing(api_client, anon_client, oauth_
 def test_an_unreachable_token_endpoint_creates_nothing(api_client, anon_client, oauth_provider):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER
+    )
     provider.fail_next(503)
 
     page = callback(anon_client, params)
@@ -313,7 +333,9 @@ def test_an_id_token_without_a_usable_verified_email_creates_nothing(
 ):
     provider = oauth_provider()
     started = start(api_client)
-    params = provider.consent(started["authorization_url"], email=OWNER, claims=claims)
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER, claims=claims
+    )
 
     page = callback(anon_client, params)
     assert page.status_code == 400
@@ -327,7 +349,9 @@ def test_microsoft_without_any_address_claim_creates_nothing(
     provider = oauth_provider("microsoft")
     started = start(api_client, "microsoft")
     params = provider.consent(
-        started["authorization_url"], email=OWNER, claims={"preferred_username": None}
+        connect_page_continue(anon_client, started["authorization_url"]),
+        email=OWNER,
+        claims={"preferred_username": None},
     )
     page = callback(anon_client, params, "microsoft")
     assert page.status_code == 400
@@ -344,7 +368,9 @@ def test_connecting_again_re_authorizes_the_accounts_mailbox(
     )
 
     started = start(api_client, daily_limit=99)
-    params = provider.consent(started["authorization_url"], email=OWNER.upper())
+    params = provider.consent(
+        connect_page_continue(anon_client, started["authorization_url"]), email=OWNER.upper()
+    )
     page = callback(anon_client, params)
     assert page.status_code == 200
     assert "re-authorized" in page.content.decode()

@@ -30,7 +30,7 @@ from tests.outreach.factories import (
     CredentialFactory,
     EnrollmentFactory,
 )
-from tests.support.oauth_provider import credential_connect
+from tests.support.oauth_provider import connect_page_continue, credential_connect
 from webhooks.models import Event
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday
@@ -319,7 +319,8 @@ def test_one_refresh_at_a_time_per_mailbox_across_workers(live_db, smtp_sink, oa
 def test_no_token_in_the_logs(sink, provider, caplog, api_client, anon_client):
     caplog.set_level(logging.DEBUG)
     started = api_client.post("/smtp_credentials/oauth", {"provider": "google"}, format="json")
-    params = provider.consent(started.json()["authorization_url"], email=OWNER)
+    provider_url = connect_page_continue(anon_client, started.json()["authorization_url"])
+    params = provider.consent(provider_url, email=OWNER)
     assert anon_client.get("/oauth/callback/google", params).status_code == 200
     credential = SmtpCredential.objects.get(from_email=OWNER)
     first_access = credential.oauth_access_token

@@ -107,7 +107,9 @@ def test_it_sends_a_personalised_message_with_the_headers(sink, settings):
     stored = Message.objects.get(enrollment=enrollment)
     assert msg["Message-ID"] == f"<{stored.message_id}>"
     assert stored.message_id.endswith("@example.com")  # the sender's domain
-    unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
+    unsubscribe = tokens.token_make(
+        purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk, contact_id=enrollment.contact_id
+    )
     assert msg["List-Unsubscribe"] == (
         f"<http://testserver/u/{unsubscribe}>, <mailto:{credential.from_email}?subject=unsubscribe>"
     )

@@ -55,7 +55,9 @@ def _parts(message) -> dict[str, str]:
 
 
 def _url(settings, enrollment) -> str:
-    token = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk)
+    token = tokens.token_make(
+        purpose=tokens.UNSUBSCRIBE, enrollment_id=enrollment.pk, contact_id=enrollment.contact_id
+    )
     return f"{settings.BASE_URL}/u/{token}"
 
 

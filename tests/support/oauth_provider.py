@@ -7,9 +7,10 @@ Fixture `oauth_provider`: a factory starting one on a free port, in a thread, wi
 service's settings pointed at it (client id and secret, authorize and token URLs).
 
     provider = oauth_provider()               # "google" (or oauth_provider("microsoft"))
-    params = provider.consent(authorization_url, email="owner@example.com")
+    url = connect_page_continue(client, started["authorization_url"])  # the service's page
+    params = provider.consent(url, email="owner@example.com")
     client.get("/oauth/callback/google", params)   # {"code": ..., "state": ...}
-    provider.deny(authorization_url)          # {"error": "access_denied", "state": ...}
+    provider.deny(url)                        # {"error": "access_denied", "state": ...}
     provider.revoke("owner@example.com")      # its refresh and access tokens stop working
     provider.fail_next(503, times=2)          # the token endpoint answers 503 twice
     provider.token_requests                   # [{"grant_type": ..., ...}] as received
@@ -272,6 +273,18 @@ class OAuthProvider:
         if entry is None or entry[1] <= time.time():
             return {"active": False}
         return {"active": True, "username": entry[0], "client_id": self.client_id}
+
+
+def connect_page_continue(client, authorization_url: str) -> str:
+    """The mailbox's owner at the service's connect page (the API's `authorization_url`):
+    opens it and presses its button. Returns the provider URL the browser is sent on to;
+    the state's cookie stays in `client`, the browser that comes back to the callback."""
+    path = urlsplit(authorization_url).path
+    page = client.get(path)
+    assert page.status_code == 200, page.content.decode()
+    response = client.post(path)
+    assert response.status_code == 303, response.content.decode()
+    return response["Location"]
 
 
 def credential_connect(credential, provider: OAuthProvider, email: str, *, expires_in) -> None:

@@ -174,7 +174,9 @@ class Mailboxes(_Resource):
         max_interval_seconds: int | None = None,
         from_name: str | None = None,
     ) -> models.OAuthStart:
-        """Start connecting a Google or Microsoft mailbox: open `.authorization_url`."""
+        """Start connecting a Google or Microsoft mailbox: open `.authorization_url` in the
+        mailbox owner's browser. It is the service's page naming your account; its button
+        leads on to the provider's consent page, and the flow must finish in that browser."""
         body = _given(
             provider=provider,
             daily_limit=daily_limit,
