@@ -102,9 +102,10 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 ## Remove the virtual environment and everything the embedded mode keeps ($(VAR_DIR):
-## its PostgreSQL data, broker, keys and collected static files). A server still running
-## on that data is stopped first.
+## its PostgreSQL data, the test runs' too, broker, keys and collected static files).
+## A server still running on that data is stopped first.
 clean:
-	-@[ -x $(BIN)/python ] && [ -d $(VAR_DIR)/postgres ] && VAR_DIR=$(VAR_DIR) $(BIN)/python -c \
-	  'import os, pathlib; from config import embedded_db; embedded_db.server_stop(embedded_db.data_dir(pathlib.Path(os.environ["VAR_DIR"])))'
+	-@[ -x $(BIN)/python ] && [ -d $(VAR_DIR) ] && VAR_DIR=$(VAR_DIR) $(BIN)/python -c \
+	  'import os, pathlib; from config import embedded_db; var = pathlib.Path(os.environ["VAR_DIR"]); \
+	  [embedded_db.server_stop(var / name) for name in ("postgres", "test-postgres")]'
 	rm -rf $(VENV) $(VAR_DIR)

@@ -1,11 +1,14 @@
 """The embedded mode's PostgreSQL (config/embedded_db.py): made on the first start, found
 again with its data on the next, stopped cleanly, and one line for what it cannot do."""
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 
@@ -115,3 +118,28 @@ def test_a_version_mismatch_stops_manage_py_with_one_line(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("manage.py: ") and "PostgreSQL 9" in lines[0]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_clean_stops_the_server_and_removes_its_data(tmp_path):
+    var = tmp_path / "var"
+    data = embedded_db.data_dir(var)
+    embedded_db.server_start(data)
+    pid = embedded_db.server_pid(data)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"  # this interpreter, as the Makefile's .venv/bin/python
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    result = subprocess.run(
+        ["make", "-s", "clean", f"VENV={venv}", f"VAR_DIR={var}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not var.exists() and not venv.exists()
+    # Gone, or a zombie waiting for its parent: stopped either way.
+    with contextlib.suppress(psutil.NoSuchProcess):
+        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
