@@ -355,6 +355,9 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
+        # How often a consumer looks in the queue folder (kombu's default: every second,
+        # which each task then waits on: a webhook 1 s after its event).
+        "polling_interval": 0.1,
     }
 else:
     # Long waits live in the database, never in broker countdowns, so the
