@@ -5,6 +5,10 @@ Its error and access logs use the service's format (LOG_FORMAT=json included) an
 redaction (config.logs): an access line never shows an open-tracking or unsubscribe
 token. Without this file gunicorn logs in its own format and unredacted.
 
+Workers: gthread's, a pool of WEB_THREADS threads in each process, with what reaches the
+threads bounded (config/gunicorn_worker.py): an idle connection, or one sending its
+headers slowly, waits in the worker's event loop, not on a thread.
+
 Header limits: a header field up to 32 KB reaches the service, which answers what it
 cannot use with the error envelope (an over-long `Authorization` is 401
 invalid_api_key). Only past these limits does gunicorn itself answer, with its plain
@@ -15,7 +19,20 @@ import os
 
 from gunicorn.glogging import Logger
 
+from config.gunicorn_worker import WebWorker
 from config.logs import ACCESS_LOG_FORMAT, RedactFilter, formatter
+
+worker_class = WebWorker
+# Requests each process serves at once; each thread keeps its own database connection.
+threads = int(os.environ.get("WEB_THREADS", "8"))
+# Seconds a connection may wait for its first or next request.
+keepalive = int(os.environ.get("WEB_KEEPALIVE_SECONDS", "5"))
+# Seconds a request's headers may take to arrive (from their first byte), and each read
+# of its body or write of its response.
+WebWorker.client_timeout = float(os.environ.get("WEB_CLIENT_TIMEOUT_SECONDS", "10"))
+# A worker whose event loop has not reported for this long is restarted. Not a limit on
+# a request's time: the loop reports while its threads serve requests.
+timeout = 30
 
 limit_request_field_size = 32768  # bytes per header field (gunicorn's default: 8190)
 limit_request_line = 8190  # bytes of the request line (gunicorn's maximum)

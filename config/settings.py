@@ -207,8 +207,8 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
 # while it talks to the database and gives it back before it waits on a peer
 # (config.db.connection_release), so DB_POOL_MAX_SIZE bounds what a worker holds
 # however many sessions it has open. 0: every thread keeps its own persistent
-# connection. Web processes (one request per process at a time) and beat keep their
-# one persistent connection: a pool would only add a check-out per request.
+# connection. gunicorn's threads (WEB_THREADS per process, config/gunicorn.py) and beat
+# keep one persistent connection each: a pool would only add a check-out per request.
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 DB_POOL_MIN_SIZE = min(env.int("DB_POOL_MIN_SIZE", default=1), max(DB_POOL_MAX_SIZE, 1))
 # A thread waits this long for a free connection, then its task fails (and is retried
@@ -481,7 +481,7 @@ SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", d
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
 # POST /smtp_credentials/:id/verify (and a credential's create) answers within this many
-# seconds, whatever the mail servers do; below gunicorn's 30 s worker timeout.
+# seconds, whatever the mail servers do; below the proxy's wait for a response.
 MAILBOX_VERIFY_TIMEOUT_SECONDS = env.float("MAILBOX_VERIFY_TIMEOUT_SECONDS", default=15.0)
 CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
     "task": "outreach.tasks.schedule_sends",

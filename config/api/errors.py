@@ -94,7 +94,10 @@ class BadRequest(ServiceError):
     code = "bad_request"
     status = 400
     message = "The request is malformed."
-    description = "The request could not be understood: a bad header, host or encoding."
+    description = (
+        "The request could not be understood: a bad header, host or encoding, or a body "
+        "that stopped arriving."
+    )
 
 
 class AuthenticationRequired(ServiceError):

@@ -5,7 +5,7 @@ import logging
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, JsonResponse
+from django.http import Http404, JsonResponse, UnreadablePostError
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -13,6 +13,7 @@ from rest_framework.views import set_rollback
 from config.api.errors import (
     COMPACT,
     ERROR_CODES,
+    BadRequest,
     PayloadTooLarge,
     RateLimited,
     ServiceError,
@@ -63,6 +64,9 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge()
+    elif isinstance(exc, UnreadablePostError):
+        # The body stopped coming (gunicorn's read timeout, config/gunicorn_worker.py).
+        exc = BadRequest()
 
     if not isinstance(exc, exceptions.APIException):
         return None  # Django's handler500 renders internal_error.

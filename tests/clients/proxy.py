@@ -8,8 +8,9 @@ real HTTP on both sides, for the SDK's retry tests.
                                                # not forwarded
     proxy.requests                             # [(method, path, headers)] of every request
 
-One request per connection: the live server (gunicorn's sync workers) closes each
-connection after its response, and so does the proxy.
+One request per connection: the proxy asks the live server to close each connection
+after its response (`Connection: close`; it reads the response to the end of the
+connection), and closes the client's.
 """
 
 import json
@@ -48,6 +49,13 @@ def _read_request(conn: socket.socket) -> bytes:
             break
         body += chunk
     return head + b"\r\n\r\n" + body
+
+
+def _closing(raw: bytes) -> bytes:
+    """The request, with `Connection: close` for any Connection header it had."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n" + body
 
 
 class FaultyProxy:
@@ -115,7 +123,7 @@ class FaultyProxy:
 
     def _forward(self, raw: bytes) -> bytes:
         with socket.create_connection(self.upstream, timeout=30) as upstream:
-            upstream.sendall(raw)
+            upstream.sendall(_closing(raw))
             chunks = []
             while chunk := upstream.recv(65536):
                 chunks.append(chunk)

@@ -75,6 +75,24 @@ def test_body_too_large(anon_client):
     assert body["details"] == {"limit_bytes": 100}
 
 
+def test_a_body_that_stops_arriving_is_bad_request(anon_client):
+    class Stalled:  # gunicorn's body when the client's socket times out
+        def read(self, size=-1):
+            raise TimeoutError("timed out")
+
+        def readline(self, size=-1):
+            raise TimeoutError("timed out")
+
+    response = anon_client.generic(
+        "POST",
+        "/probe/public",
+        b'{"email": "a@example.com"}',
+        content_type="application/json",
+        **{"wsgi.input": Stalled()},
+    )
+    assert_envelope(response, 400, "bad_request")
+
+
 def test_server_error_hides_the_trace():
     response = Client(raise_request_exception=False).get("/probe/crash")
     body = assert_envelope(response, 500, "internal_error")

@@ -16,7 +16,13 @@ import pytest
 from config import embedded_db
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
 from outreach.intake import tokens
-from tests.support.embedded import ROOT, TEST_SETTINGS_ENV, embedded_env, procfile_processes
+from tests.support.embedded import (
+    ROOT,
+    TEST_SETTINGS_ENV,
+    embedded_env,
+    embedded_migrate,
+    procfile_processes,
+)
 from tests.support.ports import free_port, wait_for_port
 
 RECEIVED = "Task %(name)s[%(id)s] received"
@@ -124,14 +130,7 @@ def gunicorn(tmp_path):
         port = free_port()
         log = tmp_path / f"gunicorn{len(started)}.log"
         env = embedded_env(tmp_path / "var", f"127.0.0.1:{port}", env)
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            timeout=120,
-        )
-        (tmp_path / "var" / "static").mkdir()  # what collectstatic makes (make run runs it)
+        embedded_migrate(env)
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn"]
             + ["config.wsgi", "-c", "config/gunicorn.py", "--bind", f"127.0.0.1:{port}"],

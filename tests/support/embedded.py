@@ -72,6 +72,19 @@ def embedded_env(var_dir: Path, bind: str, extra: dict | None = None) -> dict:
     return env
 
 
+def embedded_migrate(env: dict) -> None:
+    """What make run does to VAR_DIR before it starts one of the processes: the database
+    migrated, and the static files' directory (empty here) made."""
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    (Path(env["VAR_DIR"]) / "static").mkdir(parents=True, exist_ok=True)
+
+
 class EmbeddedService:
     def __init__(self, directory: Path, env: dict | None = None):
         self.directory = directory
