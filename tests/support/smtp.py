@@ -77,9 +77,15 @@ class _SMTP(SMTP):
     async def _handle_client(self) -> None:
         if self.event_handler.hang:
             # Connected, then silence: no banner, no reply, until the sink stops (its
-            # loop cancels this task) or aiosmtpd's idle timeout closes the connection.
-            while True:
-                await asyncio.sleep(3600)
+            # loop cancels this task). The connection is closed then: since Python 3.12
+            # aiosmtpd's stop waits for every connection to close (Server.wait_closed),
+            # and a silent session's was closed only by aiosmtpd's idle timeout, 300 s on.
+            try:
+                while True:
+                    await asyncio.sleep(3600)
+            finally:
+                if self.transport is not None:
+                    self.transport.close()
         await super()._handle_client()
 
     async def push(self, status):
