@@ -35,7 +35,8 @@ def database_unreachable_message(exc: Exception) -> str | None:
         )
     line = f"cannot connect to the database of DATABASE_URL: {reason}"
     if "does not exist" in reason:
-        host = params.get("HOST") or "127.0.0.1"
+        # A socket directory given as ?host= (django-environ keeps it in OPTIONS).
+        host = params.get("HOST") or params.get("OPTIONS", {}).get("host") or "127.0.0.1"
         port = params.get("PORT") or 5432
         user = f" -U {params['USER']}" if params.get("USER") else ""
         line += f" -- create it first: createdb -h {host} -p {port}{user} {params['NAME']}"

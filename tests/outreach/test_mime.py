@@ -49,7 +49,11 @@ SENDERS = [("Bench", "bench@sender.example"), ("Sam Sénder, Inc.", "sam@sender.
 
 def _build(contact, step, sender, *, thread):
     credential = SimpleNamespace(from_name=sender[0], from_email=sender[1])
-    enrollment = SimpleNamespace(pk=uuid.UUID(int=7), contact=SimpleNamespace(fields={}, **contact))
+    enrollment = SimpleNamespace(
+        pk=uuid.UUID(int=7),
+        contact_id=uuid.UUID(int=8),
+        contact=SimpleNamespace(fields={}, **contact),
+    )
     return sending_message.message_build(
         credential=credential,
         campaign=SimpleNamespace(track_opens=True, unsubscribe_footer=False),
@@ -193,7 +197,11 @@ def _message(rng):
         credential=SimpleNamespace(from_name=from_name, from_email=from_email),
         campaign=SimpleNamespace(track_opens=rng.random() < 0.7, unsubscribe_footer=False),
         step=SimpleNamespace(subject=subject, body_text=body_text, body_html=body_html),
-        enrollment=SimpleNamespace(pk=uuid.UUID(int=rng.getrandbits(128)), contact=contact),
+        enrollment=SimpleNamespace(
+            pk=uuid.UUID(int=rng.getrandbits(128)),
+            contact_id=uuid.UUID(int=rng.getrandbits(128)),
+            contact=contact,
+        ),
         thread=thread,
         first_subject=rng.choice(["", "First {{first_name}}", _name(rng)]),
         now=now,
@@ -275,7 +283,7 @@ def _enrollment(first_name, last_name="", company="Acme", email="r1@bench.exampl
     contact = SimpleNamespace(
         email=email, first_name=first_name, last_name=last_name, company=company, fields={}
     )
-    return SimpleNamespace(pk=uuid.UUID(int=7), contact=contact)
+    return SimpleNamespace(pk=uuid.UUID(int=7), contact_id=uuid.UUID(int=8), contact=contact)
 
 
 @pytest.mark.parametrize(
