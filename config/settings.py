@@ -423,6 +423,13 @@ SENDING_RETRY_SCHEDULE = env.list(
 )
 # Seconds before a batch is retried after a mailbox failure (authentication, sender refused).
 SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", default=900)
+# Mailboxes must log in (password or OAuth): a mailbox without a login is refused on create
+# and update, and sends nothing. Off for operators whose own relay takes mail without a
+# login; off in the embedded mode (the README's first mailbox is a local sink).
+SMTP_REQUIRE_LOGIN = env.bool("SMTP_REQUIRE_LOGIN", default=not EMBEDDED)
+# Most sends a mailbox's daily_limit may ask for (Google Workspace's own daily cap); a stored
+# limit above it counts as this. At most 1,000,000.
+DAILY_LIMIT_MAX = max(0, min(env.int("DAILY_LIMIT_MAX", default=2000), 1_000_000))
 # Extra CA certificates (PEM file) trusted for SMTP TLS, e.g. a private relay's CA. Empty:
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
