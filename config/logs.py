@@ -25,6 +25,8 @@ _REDACTIONS = [
     (re.compile(r"/t/o/[^/\s\"'?#]+?\.gif"), f"/t/o/{REDACTED}.gif"),
     (re.compile(r"/t/o/(?!\[redacted\])[^/\s\"'?#]+"), f"/t/o/{REDACTED}"),
     (re.compile(r"/u/[^/\s\"'?#]+"), f"/u/{REDACTED}"),
+    # The signup address proof /signup/verify/<token>: whoever has it proves the address.
+    (re.compile(r"/signup/verify/[^/\s\"'?#]+"), f"/signup/verify/{REDACTED}"),
     # API keys: the first 12 characters are the key's public prefix.
     (re.compile(r"\b(ak_live_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+"), rf"\1{REDACTED}"),
     (re.compile(r"\bwhsec_[A-Za-z0-9_-]+"), f"whsec_{REDACTED}"),

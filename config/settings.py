@@ -205,6 +205,23 @@ RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
 # accounts: signups per client IP per hour. 5 in production; the embedded (development)
 # mode allows more, so a first hour of trying from localhost is not cut short.
 SIGNUP_RATE_LIMIT = env.int("SIGNUP_RATE_LIMIT", default=100 if EMBEDDED else 5)
+# accounts: a new account proves its signup address (a link emailed to it) before its first
+# dispatch or outreach (docs/accounts.md). On in production; off in the embedded mode.
+SIGNUP_EMAIL_VERIFICATION = env.bool("SIGNUP_EMAIL_VERIFICATION", default=not EMBEDDED)
+
+# The service's own mail (the signup address proof), in django-environ's form:
+# smtp://user:pass@host:25, smtp+tls://... (STARTTLS), smtp+ssl://... (TLS from the start),
+# consolemail:// (printed). The embedded mode prints it; production defaults to the host's MTA.
+_email = env.email_url("EMAIL_URL", default="consolemail://" if EMBEDDED else "smtp://localhost:25")
+EMAIL_BACKEND = _email["EMAIL_BACKEND"]
+EMAIL_HOST = _email.get("EMAIL_HOST") or "localhost"
+EMAIL_PORT = _email.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER = _email.get("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = bool(_email.get("EMAIL_USE_TLS"))
+EMAIL_USE_SSL = bool(_email.get("EMAIL_USE_SSL"))
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default=f"Outreach <noreply@{_base_host}>")
 
 if REDIS_URL:
     CACHES = {
