@@ -1,4 +1,5 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.utils import timezone
 
 from accounts.models import Account, ApiKey, IdempotencyRecord
 
@@ -30,9 +31,10 @@ class AccountAdmin(admin.ModelAdmin):
         "plan",
         "psp_customer_id",
         "psp_subscription_status",
+        "email_verified",
         "created_at",
     )
-    list_filter = ("plan",)
+    list_filter = ("plan", ("email_verified_at", admin.EmptyFieldListFilter))
     search_fields = (
         "email",
         "name",
@@ -52,10 +54,24 @@ class AccountAdmin(admin.ModelAdmin):
         "psp_subscription_status",
         "psp_current_period_start",
         "psp_current_period_end",
+        "email_verified_at",
         "created_at",
     )
     fields = ("id", "email", "name", "plan", *readonly_fields[1:])
     inlines = [ApiKeyInline]
+    actions = ["email_mark_verified"]
+
+    @admin.display(boolean=True, description="Email verified", ordering="email_verified_at")
+    def email_verified(self, obj: Account) -> bool:
+        return obj.email_verified
+
+    @admin.action(description="Mark the signup address verified")
+    def email_mark_verified(self, request, queryset):
+        """For support: an owner who proved the address another way (the link lost)."""
+        count = queryset.filter(email_verified_at__isnull=True).update(
+            email_verified_at=timezone.now()
+        )
+        self.message_user(request, f"{count} account(s) marked verified.", messages.SUCCESS)
 
     def has_add_permission(self, request):
         # Accounts come from POST /signup, which also issues the first key.

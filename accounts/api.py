@@ -1,5 +1,7 @@
-"""POST /signup and /api_keys: thin views over accounts.services."""
+"""POST /signup, /signup/verification and /api_keys: thin views over accounts.services
+and accounts.verification."""
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -9,7 +11,13 @@ from accounts.errors import ApiKeyNotFound
 from accounts.idempotency import idempotent
 from accounts.models import ApiKey
 from accounts.services import account_signup, api_key_create, api_key_revoke
-from accounts.throttling import SignupRateThrottle
+from accounts.tasks import verification_email_queue
+from accounts.throttling import (
+    ApiKeyRateThrottle,
+    SignupRateThrottle,
+    VerificationEmailRateThrottle,
+)
+from accounts.verification import LINK_MAX_AGE
 from config.api.pagination import StartingAfterPagination
 from config.api.serializers import RepresentationMixin
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
@@ -50,7 +58,9 @@ class SignupView(ServiceAPIView):
     @extend_schema(
         summary="Sign up",
         description="Public. Limited to 5 attempts per hour per client IP. "
-        "Idempotency-Key is not accepted here (the header is ignored).",
+        "Idempotency-Key is not accepted here (the header is ignored). With "
+        "SIGNUP_EMAIL_VERIFICATION on (production), the address is emailed a link that "
+        "proves it; until it is opened, dispatch and outreach answer 403 email_unverified.",
         request=SignupSerializer,
         responses={201: SignupResultSerializer},
         auth=[],
@@ -59,6 +69,8 @@ class SignupView(ServiceAPIView):
         serializer = SignupSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         signup = account_signup(**serializer.validated_data)
+        if settings.SIGNUP_EMAIL_VERIFICATION:
+            verification_email_queue(account=signup.account)
         key = signup.issued_key
         body = {
             "account_id": signup.account.pk,
@@ -70,6 +82,61 @@ class SignupView(ServiceAPIView):
             },
         }
         return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class EmailVerificationSerializer(serializers.Serializer):
+    email = serializers.EmailField(help_text="The signup address, where the link goes.")
+    email_verified = serializers.BooleanField()
+    email_verified_at = serializers.DateTimeField(allow_null=True)
+    verification_required = serializers.BooleanField(
+        help_text="Whether this service needs the address proven before dispatch and "
+        "outreach (SIGNUP_EMAIL_VERIFICATION)."
+    )
+
+
+class EmailVerificationSentSerializer(EmailVerificationSerializer):
+    verification_sent = serializers.BooleanField(
+        help_text="False when the address is proven already: nothing is sent."
+    )
+
+
+def _verification_body(account) -> dict:
+    return {
+        "email": account.email,
+        "email_verified": account.email_verified,
+        "email_verified_at": account.email_verified_at,
+        "verification_required": settings.SIGNUP_EMAIL_VERIFICATION,
+    }
+
+
+class EmailVerificationView(ServiceAPIView):
+    """The signup address proof of the caller's account: its state, and a new link."""
+
+    throttle_classes = [ApiKeyRateThrottle, VerificationEmailRateThrottle]
+
+    @extend_schema(
+        summary="Signup address: proven or not",
+        responses=EmailVerificationSerializer,
+    )
+    def get(self, request):
+        return Response(EmailVerificationSerializer(_verification_body(request.user)).data)
+
+    @extend_schema(
+        summary="Send a new signup verification link",
+        description="Emails the signup address a new link (valid "
+        f"{LINK_MAX_AGE.days} days; earlier links keep working until they expire). Nothing "
+        "is sent when the address is proven already (`verification_sent` false). At most 5 "
+        "an hour per account (429 rate_limited).",
+        request=None,
+        responses=EmailVerificationSentSerializer,
+    )
+    def post(self, request):
+        account = request.user
+        body = _verification_body(account)
+        body["verification_sent"] = not account.email_verified
+        if body["verification_sent"]:
+            verification_email_queue(account=account)
+        return Response(EmailVerificationSentSerializer(body).data)
 
 
 class ApiKeySerializer(RepresentationMixin, serializers.Serializer):

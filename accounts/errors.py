@@ -32,3 +32,15 @@ class IdempotencyInProgress(ServiceError):
     status = 409
     message = "A request with this Idempotency-Key is still being processed."
     description = "Wait for the first request to finish, then retry to receive its response."
+
+
+class EmailUnverified(ServiceError):
+    code = "email_unverified"
+    status = 403
+    message = "Confirm your signup address first: open the link emailed to it."
+    description = (
+        "A new account proves its signup address before its first `POST /campaigns/:id/dispatch` "
+        "or `POST /outreaches`: signup emails it a link. No email, or the link expired? "
+        "`POST /signup/verification` (with your API key) sends a new one. `details`: `email` "
+        "(where the link goes), `resend_url`."
+    )

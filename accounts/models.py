@@ -22,6 +22,9 @@ class Account(models.Model):
     psp_subscription_status = models.CharField(max_length=32, blank=True, default="")
     psp_current_period_start = models.DateTimeField(null=True, blank=True)
     psp_current_period_end = models.DateTimeField(null=True, blank=True)
+    # When the signup address was proven (the emailed link, accounts.verification). Null: not
+    # yet; with SIGNUP_EMAIL_VERIFICATION on, the account may not dispatch until it is.
+    email_verified_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     # DRF's IsAuthenticated reads these from request.user.
@@ -34,6 +37,10 @@ class Account(models.Model):
 
     def __str__(self) -> str:
         return self.email
+
+    @property
+    def email_verified(self) -> bool:
+        return self.email_verified_at is not None
 
 
 class ApiKey(models.Model):

@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 API_KEY_LIMIT = 60
 API_KEY_PERIOD = 60
 SIGNUP_PERIOD = 3600
+# New signup verification links per account (POST /signup/verification).
+VERIFICATION_EMAIL_LIMIT = 5
+VERIFICATION_EMAIL_PERIOD = 3600
 # Failed authentications (unknown, malformed or revoked keys) per client IP. Over it,
 # every authentication from that IP is refused until the window ends, valid keys
 # included, so guessing keys gains nothing.

@@ -22,6 +22,8 @@ from accounts.ratelimit import (
     API_KEY_LIMIT,
     API_KEY_PERIOD,
     SIGNUP_PERIOD,
+    VERIFICATION_EMAIL_LIMIT,
+    VERIFICATION_EMAIL_PERIOD,
     RateLimitDecision,
     rate_limit_hit,
     rate_limit_over,
@@ -135,6 +137,22 @@ class SignupRateThrottle(_DecidingThrottle):
             identity=client_ip_bucket(client_ip(request)),
             limit=settings.SIGNUP_RATE_LIMIT,
             period=SIGNUP_PERIOD,
+        )
+        return self._enforce(decision)
+
+
+class VerificationEmailRateThrottle(_DecidingThrottle):
+    """New verification links (POST /signup/verification): 5 an hour per account, so an
+    account cannot turn the service's own mail on the address it signed up with."""
+
+    def allow_request(self, request, view):
+        if request.method != "POST" or not isinstance(request.auth, ApiKey):
+            return True
+        decision = rate_limit_hit(
+            policy="verification_email",
+            identity=str(request.auth.account_id),
+            limit=VERIFICATION_EMAIL_LIMIT,
+            period=VERIFICATION_EMAIL_PERIOD,
         )
         return self._enforce(decision)
 

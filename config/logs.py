@@ -27,6 +27,8 @@ _REDACTIONS = [
     (re.compile(r"/u/[^/\s\"'?#]+"), f"/u/{REDACTED}"),
     # The link of an OAuth mailbox's connect page (single-use, 15 minutes, but a bearer).
     (re.compile(r"/oauth/connect/[^/\s\"'?#]+"), f"/oauth/connect/{REDACTED}"),
+    # The signup address proof /signup/verify/<token>: whoever has it proves the address.
+    (re.compile(r"/signup/verify/[^/\s\"'?#]+"), f"/signup/verify/{REDACTED}"),
     # API keys: the first 12 characters are the key's public prefix.
     (re.compile(r"\b(ak_live_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+"), rf"\1{REDACTED}"),
     (re.compile(r"\bwhsec_[A-Za-z0-9_-]+"), f"whsec_{REDACTED}"),

@@ -225,6 +225,23 @@ RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
 # accounts: signups per client IP per hour. 5 in production; the embedded (development)
 # mode allows more, so a first hour of trying from localhost is not cut short.
 SIGNUP_RATE_LIMIT = env.int("SIGNUP_RATE_LIMIT", default=100 if EMBEDDED else 5)
+# accounts: a new account proves its signup address (a link emailed to it) before its first
+# dispatch or outreach (docs/accounts.md). On in production; off in the embedded mode.
+SIGNUP_EMAIL_VERIFICATION = env.bool("SIGNUP_EMAIL_VERIFICATION", default=not EMBEDDED)
+
+# The service's own mail (the signup address proof), in django-environ's form:
+# smtp://user:pass@host:25, smtp+tls://... (STARTTLS), smtp+ssl://... (TLS from the start),
+# consolemail:// (printed). The embedded mode prints it; production defaults to the host's MTA.
+_email = env.email_url("EMAIL_URL", default="consolemail://" if EMBEDDED else "smtp://localhost:25")
+EMAIL_BACKEND = _email["EMAIL_BACKEND"]
+EMAIL_HOST = _email.get("EMAIL_HOST") or "localhost"
+EMAIL_PORT = _email.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER = _email.get("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = bool(_email.get("EMAIL_USE_TLS"))
+EMAIL_USE_SSL = bool(_email.get("EMAIL_USE_SSL"))
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default=f"Outreach <noreply@{_base_host}>")
 
 if REDIS_URL:
     CACHES = {
@@ -477,6 +494,13 @@ SENDING_RETRY_SCHEDULE = env.list(
 )
 # Seconds before a batch is retried after a mailbox failure (authentication, sender refused).
 SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", default=900)
+# Mailboxes must log in (password or OAuth): a mailbox without a login is refused on create
+# and update, and sends nothing. Off for operators whose own relay takes mail without a
+# login; off in the embedded mode (the README's first mailbox is a local sink).
+SMTP_REQUIRE_LOGIN = env.bool("SMTP_REQUIRE_LOGIN", default=not EMBEDDED)
+# Most sends a mailbox's daily_limit may ask for (Google Workspace's own daily cap); a stored
+# limit above it counts as this. At most 1,000,000.
+DAILY_LIMIT_MAX = max(0, min(env.int("DAILY_LIMIT_MAX", default=2000), 1_000_000))
 # Extra CA certificates (PEM file) trusted for SMTP TLS, e.g. a private relay's CA. Empty:
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")

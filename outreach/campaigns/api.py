@@ -10,6 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
+from accounts.verification import email_verified_check
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet
@@ -55,6 +56,11 @@ class CampaignViewSet(
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "account": self.request.user}
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if self.action == "dispatch_enrollments":
+            email_verified_check(request.user)  # 403 until the signup address is proven
 
     def list(self, request):
         page = self.paginate_queryset(self.get_queryset())

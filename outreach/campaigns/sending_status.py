@@ -17,7 +17,13 @@ from django.db.models import Count, F, Min
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.mailboxes.models import SmtpCredential
-from outreach.mailboxes.pace import next_utc_midnight, paced_until, sent_today, utc_day
+from outreach.mailboxes.pace import (
+    daily_limit_in_force,
+    next_utc_midnight,
+    paced_until,
+    sent_today,
+    utc_day,
+)
 from outreach.sending.models import Enrollment
 
 UPCOMING_MAX = 20
@@ -99,11 +105,12 @@ def _reauthorization_required(ctx: _Context, credential: SmtpCredential) -> Reas
 
 
 def _daily_limit_reached(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    if sent_today(credential, utc_day(ctx.now)) >= credential.daily_limit:
+    limit = daily_limit_in_force(credential)
+    if sent_today(credential, utc_day(ctx.now)) >= limit:
         return Reason(
             "daily_limit_reached",
             until=next_utc_midnight(ctx.now),
-            detail=f"{credential.daily_limit} sends per UTC day.",
+            detail=f"{limit} sends per UTC day.",
         )
     return None
 
@@ -240,7 +247,7 @@ def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> d
         "reasons": [{"code": r.code, "until": r.until, "detail": r.detail} for r in reasons],
         "next_send_earliest_at": credential.next_send_earliest_at,
         "sent_today": sent_today(credential, today),
-        "daily_limit": credential.daily_limit,
+        "daily_limit": daily_limit_in_force(credential),
     }
 
 
@@ -316,7 +323,7 @@ def _slot(box: _Mailbox, after: datetime, zone: str, window) -> datetime | None:
     at = max(after, box.free_at)
     for _ in range(PLAN_DAYS_MAX):
         at = send_window_next_open(at, timezone=zone, window=window)
-        if box.used[utc_day(at)] < box.credential.daily_limit:
+        if box.used[utc_day(at)] < daily_limit_in_force(box.credential):
             return at
         at = next_utc_midnight(at)
     return None

@@ -9,6 +9,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
+from accounts.verification import email_verified_check
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
@@ -286,6 +287,11 @@ class OutreachView(AccountScopedAPIView):
     queryset = Campaign.objects.all()
     not_found_error = CampaignNotFound
     serializer_class = OutreachSerializer
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method == "POST":
+            email_verified_check(request.user)  # 403 until the signup address is proven
 
     @extend_schema(
         request=OutreachSerializer,

@@ -64,6 +64,43 @@ def pace_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
     return {field: [f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."]}
 
 
+DAILY_LIMIT_HELP = (
+    "Most sends from this mailbox per UTC day, 0 to the service's DAILY_LIMIT_MAX (2,000 by "
+    "default). 0 parks the mailbox."
+)
+
+
+def daily_limit_validate(value: int) -> None:
+    """At most DAILY_LIMIT_MAX, read per request (operators set it; tests change it)."""
+    if value > settings.DAILY_LIMIT_MAX:
+        raise serializers.ValidationError(
+            f"Ensure this value is less than or equal to {settings.DAILY_LIMIT_MAX}."
+        )
+
+
+LOGIN_REQUIRED = (
+    "A login is required: set smtp_username and smtp_password, or connect a Google or "
+    "Microsoft mailbox with POST /smtp_credentials/oauth (this service sets "
+    "SMTP_REQUIRE_LOGIN)."
+)
+
+
+def login_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
+    """With SMTP_REQUIRE_LOGIN, a password mailbox that may send (every new one, and an
+    enabled one after the update) needs its SMTP username and password. A disabled mailbox
+    sends nothing, so a mailbox stored without a login can still be disabled or edited
+    while disabled; to enable it again, give it a login."""
+    if not settings.SMTP_REQUIRE_LOGIN or (credential is not None and credential.uses_oauth):
+        return {}
+    if credential is not None and attrs.get("disabled_at", credential.disabled_at) is not None:
+        return {}
+    errors = {}
+    for field in ("smtp_username", "smtp_password"):
+        if not attrs.get(field, getattr(credential, field, "")):
+            errors[field] = [LOGIN_REQUIRED]
+    return errors
+
+
 # The read-only fields a credential shows right after one of its settings.
 _SHOWN_AFTER = {
     "smtp_password": ("smtp_password_set",),
@@ -86,7 +123,9 @@ class CredentialSerializer(serializers.ModelSerializer):
     )
     relay_signing_key = _secret_field(10_000)
     relay_webhook_url = serializers.SerializerMethodField()
-    daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    daily_limit = serializers.IntegerField(
+        min_value=0, required=False, validators=[daily_limit_validate], help_text=DAILY_LIMIT_HELP
+    )
     min_interval_seconds = serializers.IntegerField(
         min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
     )
@@ -206,6 +245,7 @@ class CredentialSerializer(serializers.ModelSerializer):
         ):
             errors["relay_signing_key"] = ["Required when relay_provider is set."]
         errors.update(pace_errors(attrs, self.instance))
+        errors.update(login_errors(attrs, self.instance))
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
@@ -237,7 +277,9 @@ class CredentialCreatedSerializer(CredentialSerializer):
 
 class OAuthStartSerializer(serializers.Serializer):
     provider = serializers.ChoiceField(choices=OAuthAuthorization.Provider.choices)
-    daily_limit = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    daily_limit = serializers.IntegerField(
+        min_value=0, required=False, validators=[daily_limit_validate], help_text=DAILY_LIMIT_HELP
+    )
     min_interval_seconds = serializers.IntegerField(
         min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
     )

@@ -178,6 +178,11 @@ class SmtpCredential(models.Model):
         return self.auth_method != self.AuthMethod.PASSWORD
 
     @property
+    def logs_in(self) -> bool:
+        """Whether the mailbox logs in to its SMTP server (OAuth, or a username and password)."""
+        return self.uses_oauth or bool(self.smtp_username and self.smtp_password)
+
+    @property
     def is_paced(self) -> bool:
         return self.max_interval_seconds > 0
 

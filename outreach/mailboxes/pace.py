@@ -4,6 +4,7 @@ import random
 from datetime import UTC, date, datetime, time, timedelta
 from uuid import UUID
 
+from django.conf import settings
 from django.db.models import F
 from django.db.models.functions import Greatest
 
@@ -18,9 +19,21 @@ def next_utc_midnight(at: datetime) -> datetime:
     return datetime.combine(utc_day(at) + timedelta(days=1), time(0), tzinfo=UTC)
 
 
+def daily_limit_in_force(credential: SmtpCredential) -> int:
+    """The mailbox's daily limit, at most DAILY_LIMIT_MAX: a limit stored above it (before
+    the maximum existed, or by staff) counts as the maximum."""
+    maximum: int = settings.DAILY_LIMIT_MAX
+    return min(credential.daily_limit, maximum)
+
+
 def sent_today(credential: SmtpCredential, today: date) -> int:
     """Sends of the mailbox on `today` (UTC), reserved ones included."""
     return credential.daily_sent_count if credential.daily_sent_on == today else 0
+
+
+def room_today(credential: SmtpCredential, today: date) -> int:
+    """Sends the mailbox may still make on `today` (UTC)."""
+    return max(0, daily_limit_in_force(credential) - sent_today(credential, today))
 
 
 def paced_until(credential: SmtpCredential, now: datetime) -> datetime | None:

@@ -53,7 +53,7 @@ from outreach.campaigns.windows import SendWindow, send_window_next_open, window
 from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
-from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, sent_today, utc_day
+from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, room_today, utc_day
 from outreach.sending.models import Enrollment, SendClaim
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
@@ -68,10 +68,6 @@ class Batch:
     batch_id: uuid.UUID
     credential_id: uuid.UUID
     size: int
-
-
-def _room_today(credential: SmtpCredential, today: date) -> int:
-    return max(0, credential.daily_limit - sent_today(credential, today))
 
 
 # --- 3. claims ------------------------------------------------------------------------------
@@ -158,7 +154,7 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked)
     today = utc_day(now)
-    room = {pk: _room_today(c, today) for pk, c in credentials.items()}
+    room = {pk: room_today(c, today) for pk, c in credentials.items()}
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
     # another run, or by a claim earlier in this one) gets no claim.
     paced = {pk for pk, c in credentials.items() if paced_until(c, now)}

@@ -114,6 +114,13 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
     """An authenticated connection per the credential's security mode, with the timeout
     on connect and every command. MailboxError for what retrying soon will not fix
     (authentication, TLS), TemporaryError when the server cannot be reached."""
+    if settings.SMTP_REQUIRE_LOGIN and not credential.logs_in:
+        # A mailbox stored before the rule, or while it was off: it waits like any mailbox
+        # failure (never a bounce) until it is given a login.
+        raise MailboxError(
+            "login required: this service sends only through mailboxes that log in "
+            "(SMTP_REQUIRE_LOGIN); set smtp_username and smtp_password"
+        )
     access_token = _access_token(credential) if credential.uses_oauth else None
     conn = _smtp_open(credential)
     try:

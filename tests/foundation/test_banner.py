@@ -31,6 +31,8 @@ def embedded(settings, tmp_path):
     settings.STRIPE_SECRET_KEY = ""
     settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True
     settings.SIGNUP_RATE_LIMIT = 100
+    settings.SIGNUP_EMAIL_VERIFICATION = False
+    settings.SMTP_REQUIRE_LOGIN = False
     Plan.objects.filter(tier__gt=0).update(psp_price_id=None)
     return settings
 
@@ -70,6 +72,9 @@ def test_it_says_the_development_defaults_of_the_embedded_mode(embedded):
         "  Webhooks to private and loopback addresses allowed "
         "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)\n"
         "  Signups: 100 per IP per hour, production 5 (SIGNUP_RATE_LIMIT)\n"
+        "  Signups need no proof of address; production emails a link first "
+        "(SIGNUP_EMAIL_VERIFICATION)\n"
+        "  Mailboxes may send without a login; production requires one (SMTP_REQUIRE_LOGIN)\n"
     )
 
 
@@ -91,6 +96,7 @@ def test_with_stripe_and_every_price_nothing_is_off(embedded):
 def test_production_has_no_development_defaults(embedded):
     embedded.EMBEDDED = False
     embedded.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
+    embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
     text = _banner()
     assert text.startswith("Outreach service: production mode\n")
     assert "Development defaults" not in text
@@ -100,8 +106,29 @@ def test_production_has_no_development_defaults(embedded):
     )
 
 
+def test_production_names_the_abuse_guards_an_operator_turned_off(embedded):
+    embedded.EMBEDDED = False
+    embedded.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
+    text = _banner()
+    assert (
+        "  Signup proof SIGNUP_EMAIL_VERIFICATION=false: new accounts send without proving "
+        "their address\n"
+        "  SMTP login   SMTP_REQUIRE_LOGIN=false: mailboxes may send without a login\n"
+    ) in text
+    embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
+    assert "SIGNUP_EMAIL_VERIFICATION" not in _banner()
+    assert "SMTP_REQUIRE_LOGIN" not in _banner()
+
+
+def test_the_embedded_mode_says_nothing_of_guards_turned_on(embedded):
+    embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
+    assert "SIGNUP_EMAIL_VERIFICATION" not in _banner()
+    assert "SMTP_REQUIRE_LOGIN" not in _banner()
+
+
 def test_production_warns_when_private_networks_are_allowed(embedded):
     embedded.EMBEDDED = False
+    embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
     text = _banner()
     assert text.endswith(
         "Warning: webhooks to private and loopback addresses allowed "
@@ -114,14 +141,15 @@ def test_a_bind_other_than_the_base_url_is_said(embedded, monkeypatch):
     assert "  Listening on 0.0.0.0:9000 (BIND); links use BASE_URL\n" in _banner()
 
 
-def _settings_of(tmp_path, **env) -> dict:
-    """The defaults config.settings (not the test settings) gives in a fresh process."""
+def _settings_values(tmp_path, names: list[str], **env) -> list:
+    """The values config.settings (not the test settings) gives these settings in a fresh
+    process, with none of them set in the environment unless `env` sets it."""
     code = (
         "import json; from django.conf import settings;"
-        "print(json.dumps([settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS, settings.SIGNUP_RATE_LIMIT]))"
+        f"print(json.dumps([getattr(settings, name) for name in {names!r}]))"
     )
-    names = ("DATABASE_URL", "REDIS_URL", "OUTBOUND_ALLOW_PRIVATE_NETWORKS", "SIGNUP_RATE_LIMIT")
-    clean = {k: v for k, v in os.environ.items() if k not in names}
+    unset = ("DATABASE_URL", "REDIS_URL", *names)
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
     out = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -131,7 +159,12 @@ def _settings_of(tmp_path, **env) -> dict:
         timeout=60,
         check=True,
     )
-    allow, signups = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def _settings_of(tmp_path, **env) -> dict:
+    names = ["OUTBOUND_ALLOW_PRIVATE_NETWORKS", "SIGNUP_RATE_LIMIT"]
+    allow, signups = _settings_values(tmp_path, names, **env)
     return {"allow_private": allow, "signups": signups}
 
 
@@ -152,3 +185,41 @@ def test_both_can_be_set_either_way(tmp_path):
     assert _settings_of(
         tmp_path, OUTBOUND_ALLOW_PRIVATE_NETWORKS="false", SIGNUP_RATE_LIMIT="7"
     ) == {"allow_private": False, "signups": 7}
+
+
+GUARDS = [
+    "SIGNUP_EMAIL_VERIFICATION",
+    "SMTP_REQUIRE_LOGIN",
+    "DAILY_LIMIT_MAX",
+    "EMAIL_BACKEND",
+    "EMAIL_HOST",
+    "EMAIL_PORT",
+    "EMAIL_USE_TLS",
+]
+PRODUCTION = {
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/outreach",
+    "SECRET_KEY": "s" * 50,
+    "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+}
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+
+
+def test_production_guards_against_spraying_mail_and_the_embedded_mode_does_not(tmp_path):
+    assert _settings_values(tmp_path, GUARDS, **PRODUCTION) == [
+        True, True, 2000, SMTP_BACKEND, "localhost", 25, False,
+    ]  # fmt: skip
+    assert _settings_values(tmp_path, GUARDS[:4]) == [
+        False, False, 2000, "django.core.mail.backends.console.EmailBackend",
+    ]  # fmt: skip
+
+
+def test_an_operator_sets_the_guards_and_the_mail_server(tmp_path):
+    assert _settings_values(
+        tmp_path,
+        GUARDS,
+        **PRODUCTION,
+        SIGNUP_EMAIL_VERIFICATION="false",
+        SMTP_REQUIRE_LOGIN="false",
+        DAILY_LIMIT_MAX="99999999",  # at most 1,000,000
+        EMAIL_URL="smtp+tls://user:pw@mail.example.com:587",
+    ) == [False, False, 1_000_000, SMTP_BACKEND, "mail.example.com", 587, True]

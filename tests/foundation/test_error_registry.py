@@ -54,6 +54,7 @@ def test_every_code_has_one_class_importable_from_its_errors_module():
             {
                 "api_key_not_found",
                 "cannot_revoke_last_key",
+                "email_unverified",
                 "idempotency_conflict",
                 "idempotency_in_progress",
             },

@@ -12,6 +12,7 @@ import urllib.request
 import uuid
 
 import pytest
+from django.core import signing
 
 from config import embedded_db
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
@@ -94,6 +95,15 @@ def test_tokens_keys_and_secrets_are_redacted():
         '"GET /t/o/[redacted].gif HTTP/1.1" "POST /u/[redacted] HTTP/1.1" '
         '"https://x.example/u/[redacted]" Bearer ak_live_AAAA[redacted] whsec_[redacted]'
     )
+
+
+def test_the_signup_verification_link_is_redacted():
+    token = signing.dumps({"a": uuid.uuid4().hex, "e": "a@example.com"}, salt="accounts.x")
+    line = f'"POST /signup/verify/{token} HTTP/1.1" 200 "http://x.example/signup/verify/{token}"'
+    assert redact(line) == (
+        '"POST /signup/verify/[redacted] HTTP/1.1" 200 "http://x.example/signup/verify/[redacted]"'
+    )
+    assert redact("POST /signup/verification") == "POST /signup/verification"
 
 
 def test_the_filter_rewrites_the_formatted_message():

@@ -217,3 +217,128 @@ def test_patch_imap_host_needs_credentials_unless_stored(api_client, account):
     api_client.patch(f"/smtp_credentials/{credential.pk}", {"imap_host": ""}, format="json")
     credential.refresh_from_db()
     assert credential.imap_last_uid is None and credential.imap_uidvalidity is None
+
+
+# --- SMTP_REQUIRE_LOGIN: a mailbox that may send logs in --------------------------------------
+
+
+@pytest.fixture
+def login_required(settings):
+    settings.SMTP_REQUIRE_LOGIN = True
+    return settings
+
+
+def test_a_mailbox_without_a_login_is_refused(api_client, login_required):
+    response = create(api_client, smtp_username="", smtp_password="")
+    fields = assert_fields(response, "smtp_username", "smtp_password")
+    body = response.json()
+    assert body["message"].startswith("smtp_username: A login is required")
+    assert "POST /smtp_credentials/oauth" in body["message"]
+    assert "SMTP_REQUIRE_LOGIN" in body["message"]
+    assert fields["smtp_password"] == fields["smtp_username"]
+    assert not SmtpCredential.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "missing"),
+    [
+        ({"smtp_password": ""}, "smtp_password"),
+        ({"smtp_username": "   "}, "smtp_username"),
+        ({"smtp_username": None}, "smtp_username"),
+    ],
+)
+def test_half_a_login_is_refused(api_client, login_required, overrides, missing):
+    response = create(api_client, **overrides)
+    assert response.status_code == 422, response.content
+    assert missing in response.json()["details"]["fields"]
+    assert not SmtpCredential.objects.exists()
+
+
+def test_a_mailbox_with_a_login_is_created(api_client, login_required):
+    assert create(api_client).status_code == 201
+
+
+def test_without_the_setting_a_mailbox_needs_no_login(api_client, settings):
+    settings.SMTP_REQUIRE_LOGIN = False  # the embedded mode: README's first mailbox
+    response = create(api_client, smtp_username="", smtp_password="", smtp_security="none")
+    assert response.status_code == 201, response.content
+
+
+def test_an_update_cannot_drop_the_login(api_client, account, login_required):
+    credential = CredentialFactory(account=account)
+    for change in ({"smtp_password": ""}, {"smtp_username": ""}):
+        response = api_client.patch(f"/smtp_credentials/{credential.pk}", change, format="json")
+        assert_fields(response, *change)
+    credential.refresh_from_db()
+    assert credential.smtp_password == "smtp-secret" and credential.smtp_username
+
+
+def test_a_stored_mailbox_without_a_login_is_given_one_or_stays_disabled(
+    api_client, account, login_required
+):
+    """Mailboxes stored before the rule (or while it was off)."""
+    credential = CredentialFactory(account=account, smtp_username="", smtp_password="")
+    url = f"/smtp_credentials/{credential.pk}"
+    assert_fields(
+        api_client.patch(url, {"daily_limit": 10}, format="json"),
+        "smtp_username",
+        "smtp_password",
+    )
+    # Disabling it, and editing it while disabled, need no login: it sends nothing.
+    disabled = api_client.patch(url, {"disabled_at": "2026-02-03T04:05:06Z"}, format="json")
+    assert disabled.status_code == 200, disabled.content
+    assert api_client.patch(url, {"from_name": "Old"}, format="json").status_code == 200
+    # Enabling it again does.
+    assert_fields(
+        api_client.patch(url, {"disabled_at": None}, format="json"),
+        "smtp_username",
+        "smtp_password",
+    )
+    enabled = api_client.patch(
+        url, {"disabled_at": None, "smtp_username": "u", "smtp_password": "p"}, format="json"
+    )
+    assert enabled.status_code == 200, enabled.content
+    assert enabled.json()["disabled_at"] is None
+
+
+def test_an_oauth_mailbox_needs_no_password(api_client, account, login_required):
+    credential = CredentialFactory(
+        account=account, auth_method="oauth_google", oauth_status="connected", smtp_password=""
+    )
+    response = api_client.patch(
+        f"/smtp_credentials/{credential.pk}", {"daily_limit": 20}, format="json"
+    )
+    assert response.status_code == 200, response.content
+
+
+# --- daily_limit: at most DAILY_LIMIT_MAX ----------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [2001, 10**6, 10**30])
+def test_a_daily_limit_above_the_maximum_is_refused(api_client, value):
+    fields = assert_fields(create(api_client, daily_limit=value), "daily_limit")
+    assert fields["daily_limit"] == ["Ensure this value is less than or equal to 2000."]
+    assert not SmtpCredential.objects.exists()
+
+
+def test_the_maximum_itself_is_accepted_and_the_operator_sets_it(api_client, account, settings):
+    assert create(api_client, daily_limit=2000).json()["daily_limit"] == 2000
+    settings.DAILY_LIMIT_MAX = 10
+    credential = CredentialFactory(account=account)
+    url = f"/smtp_credentials/{credential.pk}"
+    assert_fields(api_client.patch(url, {"daily_limit": 11}, format="json"), "daily_limit")
+    assert api_client.patch(url, {"daily_limit": 10}, format="json").json()["daily_limit"] == 10
+
+
+def test_an_oauth_start_checks_the_daily_limit_too(api_client, oauth_provider):
+    oauth_provider()
+    response = api_client.post(
+        "/smtp_credentials/oauth", {"provider": "google", "daily_limit": 2001}, format="json"
+    )
+    assert_fields(response, "daily_limit")
+
+
+def test_the_schema_names_the_maximum(api_client):
+    schema = api_client.get("/schema", HTTP_ACCEPT="application/json").json()
+    field = schema["components"]["schemas"]["Credential"]["properties"]["daily_limit"]
+    assert "DAILY_LIMIT_MAX" in field["description"]

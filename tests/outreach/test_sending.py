@@ -16,6 +16,7 @@ from outreach.campaigns import rendering
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.contacts.models import Contact
 from outreach.intake import tokens
+from outreach.mailboxes.check import credential_verify
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending import batch, message
 from outreach.sending.batch import batch_send
@@ -501,6 +502,33 @@ def test_an_authentication_failure_is_recorded_on_the_credential(smtp_sink, sett
     assert (credential.last_error, credential.last_error_at) == ("", None)
 
 
+def test_a_mailbox_stored_without_a_login_sends_nothing_while_one_is_required(sink, settings):
+    """SMTP_REQUIRE_LOGIN: a mailbox stored before the rule (or while it was off) waits like
+    any mailbox failure until it is given a login; without the rule it sends."""
+    settings.SMTP_REQUIRE_LOGIN = True
+    settings.SENDING_CREDENTIAL_RETRY_SECONDS = 900
+    campaign = _campaign(sink)  # no username, no password
+    credential = campaign.credentials.get()
+    enrollment = _enroll(campaign)
+
+    [result] = _run()
+
+    assert result.sent == 0 and sink.messages == []
+    assert result.mailbox_error.startswith("login required")
+    credential.refresh_from_db()
+    assert "SMTP_REQUIRE_LOGIN" in credential.last_error
+    assert (credential.bounced_count, credential.daily_sent_count) == (0, 0)
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.send_attempts) == ("scheduled", 0)
+    assert enrollment.next_send_at == NOW + timedelta(seconds=900)
+    verification = credential_verify(credential=credential)
+    assert verification["smtp"]["error"].startswith("login required")
+
+    settings.SMTP_REQUIRE_LOGIN = False
+    _run(NOW + timedelta(seconds=900))
+    assert len(sink.messages) == 1
+
+
 def test_an_unreachable_server_is_a_temporary_failure(settings):
     from tests.support.ports import free_port
 
@@ -571,10 +599,15 @@ def test_it_defers_sends_outside_the_window_to_the_next_opening(sink):
     assert len(sink.messages) == 1
 
 
-def test_it_defers_past_the_daily_limit_to_the_next_utc_day(sink):
+@pytest.mark.parametrize(
+    ("daily_limit", "maximum"),
+    [(2, 2000), (1_000_000, 2)],  # a limit stored above DAILY_LIMIT_MAX counts as the maximum
+)
+def test_it_defers_past_the_daily_limit_to_the_next_utc_day(sink, settings, daily_limit, maximum):
+    settings.DAILY_LIMIT_MAX = maximum
     campaign = _campaign(sink)
     credential = campaign.credentials.get()
-    SmtpCredential.objects.filter(pk=credential.pk).update(daily_limit=2)
+    SmtpCredential.objects.filter(pk=credential.pk).update(daily_limit=daily_limit)
     enrollments = [_enroll(campaign) for _ in range(3)]
 
     _run()

@@ -122,15 +122,21 @@ def test_paced_until_its_next_send_and_a_plan_spaced_by_its_minimum():
     ]
 
 
-def test_daily_limit_reached_until_utc_midnight():
+@pytest.mark.parametrize(
+    ("daily_limit", "maximum"),
+    [(2, 2000), (1_000_000, 2)],  # a limit stored above DAILY_LIMIT_MAX counts as the maximum
+)
+def test_daily_limit_reached_until_utc_midnight(settings, daily_limit, maximum):
+    settings.DAILY_LIMIT_MAX = maximum
     campaign = _campaign()
     SmtpCredential.objects.filter(campaigns=campaign).update(
-        daily_limit=2, daily_sent_count=2, daily_sent_on=NOW.date()
+        daily_limit=daily_limit, daily_sent_count=2, daily_sent_on=NOW.date()
     )
     first, second, third = (_enroll(campaign) for _ in range(3))
     answer = _status(campaign)
     assert _reasons(answer) == [("daily_limit_reached", TUESDAY)]
-    assert answer["mailboxes"][0]["sent_today"] == 2
+    assert answer["mailboxes"][0]["reasons"][0]["detail"] == "2 sends per UTC day."
+    assert (answer["mailboxes"][0]["sent_today"], answer["mailboxes"][0]["daily_limit"]) == (2, 2)
     # Two a day: two on Tuesday, the third on Wednesday.
     assert [at for _, _, at in _plan(answer)] == [TUESDAY, TUESDAY, TUESDAY + timedelta(days=1)]
 

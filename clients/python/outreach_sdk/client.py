@@ -67,6 +67,17 @@ class ApiKeys(_Resource):
         self._t.json("DELETE", f"/api_keys/{key_id}")
 
 
+class EmailVerification(_Resource):
+    """The proof of the account's signup address (a link emailed at signup)."""
+
+    def retrieve(self) -> models.EmailVerification:
+        return self._one(models.EmailVerification, "GET", "/signup/verification")
+
+    def send(self) -> models.EmailVerification:
+        """Email a new link (nothing when the address is proven already); 5 an hour."""
+        return self._one(models.EmailVerification, "POST", "/signup/verification")
+
+
 class Plans(_Resource):
     def list(self) -> Iterator[models.Plan]:
         return self._each(models.Plan, "/plans")
@@ -411,6 +422,7 @@ class Client:
             client_name=client_name,
         )
         self.api_keys = ApiKeys(self._transport)
+        self.email_verification = EmailVerification(self._transport)
         self.plans = Plans(self._transport)
         self.billing = Billing(self._transport)
         self.webhooks = Webhooks(self._transport)

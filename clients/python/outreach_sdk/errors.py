@@ -154,6 +154,13 @@ class PermissionDenied(PermissionDeniedError):
     code = "permission_denied"
 
 
+class EmailUnverified(PermissionDeniedError):
+    """Dispatch and outreach before the account proved its signup address: open the
+    emailed link; `client.email_verification.send()` asks for a new one."""
+
+    code = "email_unverified"
+
+
 class RouteNotFound(NotFoundError):
     code = "not_found"
 

@@ -55,6 +55,15 @@ class Signup(Model):
 
 
 @dataclass
+class EmailVerification(Model):
+    email: str = ""
+    email_verified: bool = False
+    email_verified_at: datetime | None = None
+    verification_required: bool = False
+    verification_sent: bool | None = None  # only in the answer of send()
+
+
+@dataclass
 class Plan(Model):
     slug: str = ""
     name: str = ""

@@ -55,6 +55,8 @@ def banner_text() -> str:
         )
         variables = ", ".join(f"STRIPE_PRICE_{slug.upper()}" for slug in unpriced)
         off.append(f"             ({variables} at the first migrate, or in the admin)")
+    if not settings.EMBEDDED:  # the embedded mode lists them with its development defaults
+        off += _abuse_guards_off()
     if not settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
         off.append(
             "Webhooks to private and loopback addresses refused "
@@ -65,22 +67,50 @@ def banner_text() -> str:
         lines += [f"  {line}" for line in off]
 
     if settings.EMBEDDED:
-        lines.append("Development defaults (production keeps them strict):")
-        if settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
-            lines.append(
-                "  Webhooks to private and loopback addresses allowed "
-                "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)"
-            )
-        lines.append(
-            f"  Signups: {settings.SIGNUP_RATE_LIMIT} per IP per hour, production 5 "
-            "(SIGNUP_RATE_LIMIT)"
-        )
+        lines += _development_defaults()
     elif settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
         lines.append(
             "Warning: webhooks to private and loopback addresses allowed "
             "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true): tests and local development only"
         )
     return "\n".join(lines)
+
+
+def _abuse_guards_off() -> list[str]:
+    """Production's guards against an account spraying mail, when an operator turned
+    them off (the "Off:" list)."""
+    off = []
+    if not settings.SIGNUP_EMAIL_VERIFICATION:
+        off.append(
+            "Signup proof SIGNUP_EMAIL_VERIFICATION=false: new accounts send without "
+            "proving their address"
+        )
+    if not settings.SMTP_REQUIRE_LOGIN:
+        off.append("SMTP login   SMTP_REQUIRE_LOGIN=false: mailboxes may send without a login")
+    return off
+
+
+def _development_defaults() -> list[str]:
+    """What the embedded mode relaxes, and production keeps strict."""
+    lines = ["Development defaults (production keeps them strict):"]
+    if settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
+        lines.append(
+            "  Webhooks to private and loopback addresses allowed "
+            "(OUTBOUND_ALLOW_PRIVATE_NETWORKS=true)"
+        )
+    lines.append(
+        f"  Signups: {settings.SIGNUP_RATE_LIMIT} per IP per hour, production 5 (SIGNUP_RATE_LIMIT)"
+    )
+    if not settings.SIGNUP_EMAIL_VERIFICATION:
+        lines.append(
+            "  Signups need no proof of address; production emails a link first "
+            "(SIGNUP_EMAIL_VERIFICATION)"
+        )
+    if not settings.SMTP_REQUIRE_LOGIN:
+        lines.append(
+            "  Mailboxes may send without a login; production requires one (SMTP_REQUIRE_LOGIN)"
+        )
+    return lines
 
 
 class Command(BaseCommand):
