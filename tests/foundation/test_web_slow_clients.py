@@ -10,6 +10,7 @@ on its stock gthread worker, with 8 threads as well, and with 64 the p99 was 3.5
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -44,14 +45,16 @@ def _procfile_web_command() -> str:
 
 @pytest.fixture
 def web(tmp_path):
-    """The Procfile's web process on a free port, in the embedded mode, with its
-    defaults (WEB_CONCURRENCY, WEB_THREADS...)."""
+    """The Procfile's web process on a free port, in the embedded mode (its PostgreSQL
+    started as make run starts it), with its defaults (WEB_CONCURRENCY, WEB_THREADS...)."""
     port = free_port()
     env = embedded_env(tmp_path / "var", f"127.0.0.1:{port}", {"LOG_LEVEL": "warning"})
     embedded_migrate(env)
     log = tmp_path / "web.log"
     process = subprocess.Popen(
-        ["sh", "-c", _procfile_web_command()],  # exec: the shell becomes gunicorn
+        # Under the embedded PostgreSQL, as make run runs the Procfile.
+        [sys.executable, "-m", "config.embedded_db", "run", "--"]
+        + ["sh", "-c", _procfile_web_command()],  # exec: the shell becomes gunicorn
         cwd=ROOT,
         env=env,
         stdout=log.open("wb"),

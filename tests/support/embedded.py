@@ -74,7 +74,8 @@ def embedded_env(var_dir: Path, bind: str, extra: dict | None = None) -> dict:
 
 def embedded_migrate(env: dict) -> None:
     """What make run does to VAR_DIR before it starts one of the processes: the database
-    migrated, and the static files' directory (empty here) made."""
+    migrated (manage.py starts the embedded PostgreSQL for it, and stops it after), and
+    the static files' directory (empty here) made."""
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
         cwd=ROOT,
