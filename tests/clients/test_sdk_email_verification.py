@@ -8,9 +8,9 @@ import pytest
 import requests
 from outreach_sdk import Client, EmailUnverified, PermissionDeniedError, ValidationFailed
 
-from tests.clients.conftest import mailbox_create, postgresql_only
+from tests.clients.conftest import mailbox_create
 
-pytestmark = [postgresql_only, pytest.mark.e2e]
+pytestmark = pytest.mark.e2e
 
 STEPS = [{"subject": "Hello", "body_text": "Hi.", "delay_minutes": 60}]
 
