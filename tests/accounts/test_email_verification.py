@@ -140,6 +140,9 @@ def test_opening_the_link_proves_nothing_until_the_button_is_pressed(anon_client
         signing.dumps(["a", "list"], salt=verification.SALT),
         signing.dumps({"a": "0" * 32, "e": "x@example.com"}, salt="another.purpose"),
     ],
+    # Fixed ids: the signed ones carry a timestamp, and pytest-xdist's processes must
+    # collect the same names.
+    ids=["nonsense", "long", "nul", "not-hex", "a-list", "other-purpose"],
 )
 def test_a_bad_token_is_a_404_page_and_changes_nothing(anon_client, account, token):
     for method in (anon_client.get, anon_client.post):
