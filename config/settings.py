@@ -417,6 +417,8 @@ CELERY_TASK_ROUTES = {
 CELERY_IMPORTS = [
     "outreach.contacts.tasks",
     "outreach.contacts.beat",
+    "outreach.conversations.tasks",
+    "outreach.conversations.beat",
     "outreach.intake.tasks",
     "outreach.intake.beat",
     "outreach.sending.tasks",
@@ -462,7 +464,8 @@ IMAP_TIMEOUT_SECONDS = env.float("IMAP_TIMEOUT_SECONDS", default=30.0)
 # Messages fetched per IMAP FETCH, and at most per poll (the rest waits for the next round).
 IMAP_FETCH_BATCH_SIZE = env.int("IMAP_FETCH_BATCH_SIZE", default=100)
 IMAP_MAX_MESSAGES_PER_POLL = env.int("IMAP_MAX_MESSAGES_PER_POLL", default=1000)
-# Bytes of a delivery status report read at most.
+# Bytes of one message read at most (a reply, a delivery status report): the rest of a
+# longer message is not fetched, and its reply is marked truncated.
 IMAP_MAX_MESSAGE_BYTES = env.int("IMAP_MAX_MESSAGE_BYTES", default=1024 * 1024)
 CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
     "task": "outreach.tasks.intake_poll_mailboxes",
@@ -470,6 +473,19 @@ CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
     "options": {"expires": IMAP_POLL_INTERVAL_SECONDS},
 }
 # --- end intake ---
+
+# --- outreach: conversations (docs/conversations.md) ---
+# Characters of a reply's text and of its HTML kept at most (each; the rest is cut and the
+# reply marked truncated), and of a sent step's text kept for its thread.
+REPLY_BODY_MAX_CHARS = env.int("REPLY_BODY_MAX_CHARS", default=100_000)
+# Days a reply's bodies (text, new_text, html) are kept; older ones are purged by beat and
+# their metadata stays. 0 keeps them forever.
+REPLY_RETENTION_DAYS = env.int("REPLY_RETENTION_DAYS", default=365)
+CELERY_BEAT_SCHEDULE["outreach-replies-purge"] = {
+    "task": "outreach.tasks.replies_purge",
+    "schedule": 3600.0,
+}
+# --- end conversations ---
 
 # --- outreach: sending engine (docs/sending.md) ---
 # How often beat runs the send scheduler (claims due enrollments, hands batches to workers).

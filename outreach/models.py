@@ -6,11 +6,13 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.contacts.models: Contact, Suppression, ContactImport;
 - outreach.sending.models: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
   SendClaim;
-- outreach.intake.models: RelayWebhookToken.
+- outreach.intake.models: RelayWebhookToken;
+- outreach.conversations.models: Reply, ReplyResponse.
 """
 
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, StepVariantStats
 from outreach.contacts.models import Contact, ContactImport, Suppression
+from outreach.conversations.models import Reply, ReplyResponse
 from outreach.intake.models import RelayWebhookToken
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 from outreach.sending.models import (
@@ -33,6 +35,8 @@ __all__ = [
     "Message",
     "OAuthAuthorization",
     "RelayWebhookToken",
+    "Reply",
+    "ReplyResponse",
     "Security",
     "SendClaim",
     "SmtpCredential",

@@ -142,6 +142,9 @@ class Message(models.Model):
     message_id = models.CharField(max_length=255, unique=True)
     to_email = models.EmailField(max_length=254)
     subject = models.CharField(max_length=998, blank=True, default="")
+    # The plain text as sent (the conversation's thread shows it), cut at
+    # REPLY_BODY_MAX_CHARS.
+    text = models.TextField(blank=True, default="", db_default="")
     # The step's A/B variant this message carried ("A": the step's own content).
     variant = models.CharField(max_length=1, default="A")
     sent_at = models.DateTimeField()

@@ -1,0 +1,2 @@
+"""Conversations: the messages a contact sends back, kept, labelled and answered
+(docs/conversations.md)."""

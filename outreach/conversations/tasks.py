@@ -1,0 +1,1 @@
+"""Celery tasks of conversations: outreach.tasks.send_response (the `sending` queue)."""
