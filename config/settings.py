@@ -467,6 +467,10 @@ IMAP_MAX_MESSAGES_PER_POLL = env.int("IMAP_MAX_MESSAGES_PER_POLL", default=1000)
 # Bytes of one message read at most (a reply, a delivery status report): the rest of a
 # longer message is not fetched, and its reply is marked truncated.
 IMAP_MAX_MESSAGE_BYTES = env.int("IMAP_MAX_MESSAGE_BYTES", default=1024 * 1024)
+# Bytes of whole messages fetched per FETCH at most: what one poll holds in memory at once.
+IMAP_FETCH_MAX_BYTES = max(
+    IMAP_MAX_MESSAGE_BYTES, env.int("IMAP_FETCH_MAX_BYTES", default=8 * 1024 * 1024)
+)
 CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
     "task": "outreach.tasks.intake_poll_mailboxes",
     "schedule": IMAP_POLL_INTERVAL_SECONDS,

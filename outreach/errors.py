@@ -66,3 +66,10 @@ class OAuthNotConfigured(ServiceError):
     status = 422
     message = "The service has no OAuth client for this mailbox provider."
     description = "Connecting a Google or Microsoft mailbox with `POST /smtp_credentials/oauth` needs the operator to set the provider's OAuth client id and secret (`GOOGLE_OAUTH_CLIENT_ID`, `MICROSOFT_OAUTH_CLIENT_ID`, ...). `details.provider` names the provider."
+
+
+class ReplyNotFound(ServiceError):
+    code = "reply_not_found"
+    status = 404
+    message = "No such reply."
+    description = "The id is unknown, or belongs to another account."

@@ -3,6 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
+from outreach.conversations import api as conversations_api
 from outreach.intake import views
 from outreach.mailboxes import api
 
@@ -11,6 +12,7 @@ router.register("smtp_credentials", api.CredentialViewSet, basename="smtp-creden
 router.register("campaigns", campaigns_api.CampaignViewSet, basename="campaign")
 router.register("contacts", contacts_api.ContactViewSet, basename="contact")
 router.register("contact_imports", contacts_api.ContactImportViewSet, basename="contact-import")
+router.register("replies", conversations_api.ReplyViewSet, basename="reply")
 
 urlpatterns = [
     # intake: public endpoints (docs/intake.md)

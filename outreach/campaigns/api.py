@@ -25,6 +25,8 @@ from outreach.campaigns.serializers import (
     EnrollmentSerializer,
     SendingStatusSerializer,
 )
+from outreach.conversations import selectors as conversations_selectors
+from outreach.conversations.serializers import ThreadEntrySerializer
 from outreach.errors import CampaignNotFound, EnrollmentNotActive, EnrollmentNotFound
 from outreach.sending.models import Enrollment
 
@@ -168,6 +170,23 @@ class CampaignViewSet(
             )
         enrollment.refresh_from_db()
         return Response(EnrollmentSerializer(enrollment).data)
+
+    @extend_schema(
+        responses=ThreadEntrySerializer(many=True),
+        summary="The conversation of an enrollment",
+        description="Each step as sent, each reply and each response, oldest first.",
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"enrollments/(?P<enrollment_id>[^/]+)/thread",
+        url_name="enrollment-thread",
+    )
+    def enrollment_thread(self, request, pk=None, enrollment_id=None):
+        campaign = self.get_object()
+        enrollment = _campaign_enrollment(campaign, enrollment_id)
+        entries = conversations_selectors.enrollment_thread(enrollment=enrollment)
+        return Response(ThreadEntrySerializer(entries, many=True).data)
 
     @extend_schema(responses=CampaignStatsSerializer)
     @action(detail=True, methods=["get"])

@@ -118,9 +118,7 @@ class ReplyResponse(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     reply = models.ForeignKey(Reply, on_delete=models.CASCADE, related_name="responses")
-    enrollment = models.ForeignKey(
-        Enrollment, on_delete=models.CASCADE, related_name="responses"
-    )
+    enrollment = models.ForeignKey(Enrollment, on_delete=models.CASCADE, related_name="responses")
     contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="+")
     credential = models.ForeignKey(
         SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -20,6 +20,7 @@ status; tests/outreach/test_enrollment_transitions.py checks it.
 | no step left (completed) | `enrollments_complete` | |
 | failed | `enrollments_fail` | |
 | replied | `enrollment_reply` | replied (and the variant answered) |
+| next step held (an out-of-office notice; not a status change) | `enrollment_postpone` | |
 | bounced | `enrollment_bounce` | bounced (and the variant answered) |
 | unsubscribed | `enrollments_unsubscribe` | unsubscribed |
 | contact suppressed elsewhere (unsubscribed / bounced) | `enrollments_suppressed_end` | unsubscribed / bounced |
@@ -60,6 +61,7 @@ from outreach.enrollments.transitions import (
     enroll,
     enrollment_bounce,
     enrollment_enroll,
+    enrollment_postpone,
     enrollment_reply,
     enrollment_schedule,
     enrollment_sent,
@@ -89,6 +91,7 @@ __all__ = [
     "enroll",
     "enrollment_bounce",
     "enrollment_enroll",
+    "enrollment_postpone",
     "enrollment_reply",
     "enrollment_schedule",
     "enrollment_sent",

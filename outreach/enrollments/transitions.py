@@ -202,6 +202,19 @@ def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
     return stops
 
 
+def enrollment_postpone(*, enrollment_id, until: datetime, now: datetime) -> bool:
+    """Hold a due enrollment's next step until `until` (an out-of-office notice's return):
+    its next_send_at is raised, never lowered; the status does not change. Returns
+    whether it moved. A step already claimed by a sending task goes out as claimed."""
+    return bool(
+        Enrollment.objects.filter(
+            pk=enrollment_id,
+            status__in=Enrollment.DUE_STATUSES,
+            next_send_at__lt=until,
+        ).update(next_send_at=until, updated_at=now)
+    )
+
+
 def enrollments_unsubscribe(enrollments: list[Enrollment], *, at: datetime) -> None:
     """The contact unsubscribed: its active enrollments (locked, as read) end
     `unsubscribed`, each counted in its campaign."""

@@ -8,10 +8,14 @@ One poll of one mailbox, in order:
    (UIDs of another UIDVALIDITY mean nothing);
 3. list the UIDs above the last one seen and fetch them in batches of
    IMAP_FETCH_BATCH_SIZE, at most IMAP_MAX_MESSAGES_PER_POLL per poll (the rest
-   waits for the next round), headers only; full bodies only for delivery reports;
-4. classify each message (delivery report, auto-reply, reply, unrelated) and hand
-   it to its service; the services are idempotent, so a message seen twice after a
-   crash changes nothing more;
+   waits for the next round), headers and sizes first;
+4. match each message (delivery report, a message of a contact we wrote to,
+   unrelated): a delivery report is read whole and handed to the bounce service; the
+   messages matched to an enrollment are read whole (each at most
+   IMAP_MAX_MESSAGE_BYTES, fetched in groups of at most IMAP_FETCH_MAX_BYTES, so a
+   poll's memory stays bounded) and kept as replies (outreach.intake.replies, which
+   labels them: reply, out-of-office, auto-reply, unsubscribe request); the services
+   are idempotent, so a message seen twice after a crash changes nothing more;
 5. after each batch remember the last UID (only ever forward); at the end record
    the poll time, or the error on the credential (the next round retries).
 """
@@ -34,8 +38,10 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from config.outbound import OutboundRefused
+from outreach.conversations import labels
 from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.imap import MailboxUnreachable, imap_connect
+from outreach.intake.replies import received_at_of, reply_record
 from outreach.intake.selectors import (
     enrollment_sent_from,
     message_find,
@@ -43,27 +49,19 @@ from outreach.intake.selectors import (
     message_ids_in_header,
     message_ids_known,
 )
-from outreach.intake.services import enrollment_mark_replied
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Message
 
 logger = logging.getLogger(__name__)
 
-REPLIED = "replied"
+REPLIED = "replied"  # a reply, recorded as the enrollment's reply
+KEPT = "kept"  # a further reply in a thread whose reply was already recorded
 BOUNCED = "bounced"
-AUTO_REPLY = "auto_reply"
+AUTO_REPLY = "auto_reply"  # an auto-reply or out-of-office notice, kept, not a reply
 UNMATCHED = "unmatched"
-IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports
+IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports, repeats
+KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNMATCHED, IGNORED)
 
-_AUTO_PRECEDENCE = {"auto_reply", "bulk", "junk", "list"}
-# Out-of-office and auto-reply subjects in the languages senders meet most often.
-_AUTO_SUBJECT = re.compile(
-    r"(out of (the )?office|automatic reply|auto[- ]?reply|autoreply|auto[- ]?response|"
-    r"away from (the )?office|on vacation|on holiday|abwesenheit|automatische antwort|"
-    r"r[ée]ponse automatique|absence du bureau|respuesta autom[aá]tica|fuera de la oficina|"
-    r"risposta automatica|fuori sede|afwezig|automatisch antwoord)",
-    re.IGNORECASE,
-)
 _DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
 
 
@@ -87,18 +85,6 @@ class PollResult:
 
 
 # --- classification ----------------------------------------------------------------------
-
-
-def is_auto_reply(message: EmailMessage) -> bool:
-    """RFC 3834 and the common non-standard markers, then the subject."""
-    auto_submitted = (message.get("Auto-Submitted") or "").strip().lower()
-    if auto_submitted and not auto_submitted.startswith("no"):
-        return True
-    if message.get("X-Autoreply") is not None or message.get("X-Autorespond") is not None:
-        return True
-    if (message.get("Precedence") or "").strip().lower() in _AUTO_PRECEDENCE:
-        return True
-    return bool(_AUTO_SUBJECT.search(str(message.get("Subject") or "")))
 
 
 def is_delivery_report(message: EmailMessage) -> bool:
@@ -171,9 +157,42 @@ def _address(value: str | None) -> str:
     return parseaddr(str(value or ""))[1].strip().lower()
 
 
-def message_handle(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_full) -> Outcome:
+def message_handle(
+    *, credential: SmtpCredential, uid: int, raw: bytes, fetch_full, validity=None
+) -> Outcome:
     """Classify one mailbox message and apply it. `raw`: its headers (or all of it);
-    `fetch_full()`: the whole message, for a delivery report."""
+    `fetch_full()`: the whole message (capped at IMAP_MAX_MESSAGE_BYTES)."""
+    matched = message_match(credential=credential, uid=uid, raw=raw, fetch_full=fetch_full)
+    if isinstance(matched, Outcome):
+        return matched
+    return reply_keep(
+        credential=credential, uid=uid, enrollment=matched, raw=fetch_full(), validity=validity
+    )
+
+
+def reply_keep(
+    *, credential: SmtpCredential, uid: int, enrollment, raw: bytes, validity, cut=False
+) -> Outcome:
+    """Keep a message matched to `enrollment` as a reply (outreach.intake.replies)."""
+    recorded = reply_record(
+        credential=credential,
+        enrollment=enrollment,
+        raw=raw,
+        fallback_id=f"imap-{validity or 0}-{uid}@{credential.pk}",
+        cut=cut,
+    )
+    if recorded.reply is None:
+        return Outcome(uid, IGNORED, str(enrollment.pk), "message already kept")
+    if recorded.label in (labels.OUT_OF_OFFICE, labels.AUTO_REPLY):
+        return Outcome(uid, AUTO_REPLY, str(enrollment.pk), recorded.label)
+    if recorded.replied:
+        return Outcome(uid, REPLIED, str(enrollment.pk), recorded.label or "reply")
+    return Outcome(uid, KEPT, str(enrollment.pk), "reply already recorded; kept in the thread")
+
+
+def message_match(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_full):
+    """The enrollment a mailbox message answers, or the Outcome of a message that is
+    not a reply (a delivery report is applied here: it needs `fetch_full()`)."""
     message = email.message_from_bytes(raw, policy=email.policy.compat32)
     account_id = credential.account_id
 
@@ -218,28 +237,18 @@ def message_handle(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_fu
         if enrollment is not None and not _after_first_send(message, enrollment):
             enrollment = None
     if enrollment is None:
-        return Outcome(uid, UNMATCHED, detail=f"from {sender or 'unknown'}")
-    if is_auto_reply(message):
-        return Outcome(uid, AUTO_REPLY, str(enrollment.pk), str(message.get("Subject") or ""))
-    recorded = enrollment_mark_replied(enrollment_id=enrollment.pk, at=_received_at(message))
-    return Outcome(
-        uid,
-        REPLIED if recorded else IGNORED,
-        str(enrollment.pk),
-        f"from {sender}" if recorded else "reply already recorded",
-    )
+        # The address is not logged: it names a person who is not a contact.
+        return Outcome(uid, UNMATCHED, detail="from an unknown sender")
+    return enrollment
 
 
 def _received_at(message: EmailMessage):
-    """The reply's Date when it is sane (not in the future), else now."""
-    now = timezone.now()
+    """The message's Date when it is sane (not in the future), else now."""
     try:
         value = parsedate_to_datetime(str(message.get("Date")))
     except (TypeError, ValueError, IndexError):
-        return now
-    if value is None or value.tzinfo is None or value > now:
-        return now
-    return value
+        value = None
+    return received_at_of(value, now=timezone.now())
 
 
 def _after_first_send(message: EmailMessage, enrollment) -> bool:
@@ -261,15 +270,39 @@ def _uids(data) -> list[int]:
 
 def _fetch(client: imaplib.IMAP4, uids: list[int], item: str) -> dict[int, bytes]:
     """UID FETCH of one item for many messages: {uid: bytes}."""
+    return {uid: data for uid, (_, data) in _fetch_sized(client, uids, item).items()}
+
+
+def _fetch_sized(client: imaplib.IMAP4, uids: list[int], item: str) -> dict[int, tuple[int, bytes]]:
+    """UID FETCH of RFC822.SIZE and one item for many messages: {uid: (size, bytes)}
+    (size 0 when the item list did not ask for it)."""
     data = _check(client.uid("FETCH", ",".join(map(str, uids)), f"(UID {item})"), "FETCH")
-    found: dict[int, bytes] = {}
+    found: dict[int, tuple[int, bytes]] = {}
     for entry in data:
         if not isinstance(entry, tuple) or len(entry) < 2:
             continue
         match = re.search(rb"UID (\d+)", entry[0])
         if match:
-            found[int(match.group(1))] = entry[1]
+            size = re.search(rb"RFC822\.SIZE (\d+)", entry[0])
+            found[int(match.group(1))] = (int(size.group(1)) if size else 0, entry[1])
     return found
+
+
+def _groups_by_bytes(matched: list[tuple[int, object, int]], budget: int):
+    """The matched messages in groups whose bytes to read (each message's size, capped
+    at IMAP_MAX_MESSAGE_BYTES) stay within `budget` (a group holds one message at least)."""
+    cap = settings.IMAP_MAX_MESSAGE_BYTES
+    group: list[tuple[int, object, int]] = []
+    total = 0
+    for entry in matched:
+        size = min(entry[2] or cap, cap)
+        if group and total + size > budget:
+            yield group
+            group, total = [], 0
+        group.append(entry)
+        total += size
+    if group:
+        yield group
 
 
 def _start_uids(client: imaplib.IMAP4, credential: SmtpCredential) -> list[int]:
@@ -349,19 +382,42 @@ def _poll(credential: SmtpCredential, result: PollResult) -> None:
         batch_size = settings.IMAP_FETCH_BATCH_SIZE
         for start in range(0, len(uids), batch_size):
             batch = uids[start : start + batch_size]
-            headers = _fetch(client, batch, "BODY.PEEK[HEADER]")
+            headers = _fetch_sized(client, batch, "RFC822.SIZE BODY.PEEK[HEADER]")
+            outcomes: list[Outcome] = []
+            matched: list[tuple[int, object, int]] = []  # (uid, enrollment, size)
             for uid in batch:
-                raw = headers.get(uid)
-                if raw is None:
+                if uid not in headers:
                     continue  # expunged meanwhile
-                result.outcomes.append(
-                    message_handle(
-                        credential=credential,
-                        uid=uid,
-                        raw=raw,
-                        fetch_full=lambda uid=uid: _fetch_full(client, uid),
-                    )
+                size, raw = headers[uid]
+                found = message_match(
+                    credential=credential,
+                    uid=uid,
+                    raw=raw,
+                    fetch_full=lambda uid=uid: _fetch_full(client, uid),
                 )
+                if isinstance(found, Outcome):
+                    outcomes.append(found)
+                else:
+                    matched.append((uid, found, size))
+            del headers
+            limit = settings.IMAP_MAX_MESSAGE_BYTES
+            for group in _groups_by_bytes(matched, settings.IMAP_FETCH_MAX_BYTES):
+                bodies = _fetch(client, [uid for uid, _, _ in group], f"BODY.PEEK[]<0.{limit}>")
+                for uid, enrollment, size in group:
+                    if uid not in bodies:
+                        continue  # expunged meanwhile
+                    outcomes.append(
+                        reply_keep(
+                            credential=credential,
+                            uid=uid,
+                            enrollment=enrollment,
+                            raw=bodies.pop(uid),
+                            validity=validity,
+                            cut=size > limit,
+                        )
+                    )
+                del bodies
+            result.outcomes += sorted(outcomes, key=lambda outcome: outcome.uid)
             # Only ever forward, and only under the UIDVALIDITY these UIDs belong to.
             SmtpCredential.objects.filter(
                 Q(imap_last_uid__isnull=True) | Q(imap_last_uid__lt=batch[-1]),

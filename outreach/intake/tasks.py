@@ -16,6 +16,8 @@ def intake_poll_mailbox(credential_id: str) -> dict:
         "credential_id": credential_id,
         "messages": len(result.outcomes),
         "replied": result.count("replied"),
+        "kept": result.count("kept"),
+        "auto_reply": result.count("auto_reply"),
         "bounced": result.count("bounced"),
         "error": result.error,
     }

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.api.ids import is_uuid
-from outreach.intake.mailbox import mailbox_poll
+from outreach.intake.mailbox import KINDS, mailbox_poll
 from outreach.mailboxes.models import SmtpCredential
 
 
@@ -40,8 +40,7 @@ class Command(BaseCommand):
             enrollment = f" enrollment {outcome.enrollment_id}" if outcome.enrollment_id else ""
             detail = f" ({outcome.detail})" if outcome.detail else ""
             self.stdout.write(f"uid {outcome.uid}: {outcome.kind}{enrollment}{detail}")
-        kinds = ("replied", "bounced", "auto_reply", "unmatched", "ignored")
-        summary = ", ".join(f"{result.count(kind)} {kind}" for kind in kinds)
+        summary = ", ".join(f"{result.count(kind)} {kind}" for kind in KINDS)
         self.stdout.write(f"{len(result.outcomes)} new message(s): {summary}.")
         if result.more:
             self.stdout.write("More messages are waiting: run again or let the beat task continue.")

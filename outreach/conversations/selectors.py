@@ -1,0 +1,56 @@
+"""Reading conversations: the replies of an account, and the thread of an enrollment
+(the steps as sent, the replies and the responses, in time order)."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from outreach.conversations.models import Reply, ReplyResponse
+from outreach.sending.models import Enrollment, Message
+
+
+def replies_of(*, account, filters: dict[str, Any]):
+    """The account's replies, narrowed by the list filters (already validated):
+    campaign_id, credential_id, enrollment_id, label, read, received_after."""
+    queryset = Reply.objects.filter(account=account)
+    for name in ("campaign_id", "credential_id", "enrollment_id"):
+        if filters.get(name) is not None:
+            queryset = queryset.filter(**{name: filters[name]})
+    if filters.get("label") is not None:
+        queryset = queryset.filter(label=filters["label"])
+    if filters.get("read") is not None:
+        queryset = queryset.filter(read=filters["read"])
+    if filters.get("received_after") is not None:
+        queryset = queryset.filter(received_at__gt=filters["received_after"])
+    return queryset
+
+
+@dataclass(frozen=True)
+class ThreadEntry:
+    """One message of a thread: `kind` is `step`, `reply` or `response`; `at` orders it
+    (a step's sent_at, a reply's received_at, a response's sent_at or, not sent yet,
+    its created_at)."""
+
+    kind: str
+    at: datetime
+    item: Message | Reply | ReplyResponse
+
+
+def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
+    """The conversation of one enrollment, oldest first. Three queries."""
+    entries = [
+        ThreadEntry("step", message.sent_at, message)
+        for message in Message.objects.filter(enrollment=enrollment)
+    ]
+    entries += [
+        ThreadEntry("reply", reply.received_at, reply)
+        for reply in Reply.objects.filter(enrollment=enrollment)
+    ]
+    entries += [
+        ThreadEntry("response", response.sent_at or response.created_at, response)
+        for response in ReplyResponse.objects.filter(enrollment=enrollment)
+    ]
+    # Same instant: the step, then the reply to it, then the response to that.
+    order = {"step": 0, "reply": 1, "response": 2}
+    entries.sort(key=lambda entry: (entry.at, order[entry.kind]))
+    return entries

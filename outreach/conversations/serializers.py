@@ -1,0 +1,145 @@
+"""Serializers of the conversations API: replies, their update, the list's filters and
+the thread of an enrollment (docs/conversations.md)."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.api.fields import StrictBooleanField
+from outreach.api_fields import BlankAsNullChoiceField
+from outreach.conversations.models import Reply, ReplyResponse
+from outreach.conversations.selectors import ThreadEntry
+
+
+class AttachmentSerializer(serializers.Serializer):
+    filename = serializers.CharField()
+    content_type = serializers.CharField()
+    size = serializers.IntegerField(help_text="Bytes, decoded.")
+
+
+class ReplySerializer(serializers.ModelSerializer):
+    enrollment_id = serializers.UUIDField(read_only=True)
+    campaign_id = serializers.UUIDField(read_only=True)
+    contact_id = serializers.UUIDField(read_only=True)
+    credential_id = serializers.UUIDField(read_only=True, allow_null=True)
+    to = serializers.ListField(child=serializers.CharField(), read_only=True)
+    cc = serializers.ListField(child=serializers.CharField(), read_only=True)
+    in_reply_to = serializers.SerializerMethodField()
+    attachments = AttachmentSerializer(many=True, read_only=True)
+    label = BlankAsNullChoiceField(choices=Reply.Label.choices, read_only=True)
+    label_source = BlankAsNullChoiceField(choices=Reply.LabelSource.choices, read_only=True)
+
+    class Meta:
+        model = Reply
+        fields = [
+            "id",
+            "enrollment_id",
+            "campaign_id",
+            "contact_id",
+            "credential_id",
+            "from_email",
+            "from_name",
+            "to",
+            "cc",
+            "subject",
+            "received_at",
+            "message_id",
+            "in_reply_to",
+            "text",
+            "new_text",
+            "html",
+            "truncated",
+            "attachments",
+            "label",
+            "label_source",
+            "returns_on",
+            "read",
+            "body_purged_at",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_in_reply_to(self, reply: Reply) -> str | None:
+        return reply.in_reply_to or None
+
+
+class ReplyUpdateSerializer(serializers.Serializer):
+    """`PATCH /replies/:id`: `read`, and `label` (null clears it). A label set here is
+    `manual`."""
+
+    read = StrictBooleanField(required=False)
+    label = BlankAsNullChoiceField(choices=Reply.Label.choices, required=False)
+
+
+class ReplyFiltersSerializer(serializers.Serializer):
+    """The query parameters of `GET /replies`."""
+
+    campaign_id = serializers.UUIDField(required=False)
+    credential_id = serializers.UUIDField(required=False)
+    enrollment_id = serializers.UUIDField(required=False)
+    label = serializers.ChoiceField(choices=Reply.Label.choices, required=False)
+    read = serializers.ChoiceField(choices=["true", "false"], required=False)
+    received_after = serializers.DateTimeField(required=False)
+
+    def validate_read(self, value: str) -> bool:
+        return value == "true"
+
+
+class ThreadStepSerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    step = serializers.IntegerField()
+    variant = serializers.CharField()
+    subject = serializers.CharField()
+    text = serializers.CharField()
+    to = serializers.CharField(source="to_email")
+    sent_at = serializers.DateTimeField()
+
+
+class ThreadResponseSerializer(serializers.ModelSerializer):
+    reply_id = serializers.UUIDField(read_only=True)
+    to = serializers.CharField(source="to_email", read_only=True)
+    text = serializers.CharField(source="body_text", read_only=True)
+    error = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReplyResponse
+        fields = [
+            "id",
+            "reply_id",
+            "message_id",
+            "status",
+            "subject",
+            "to",
+            "text",
+            "sent_at",
+            "error",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_error(self, response: ReplyResponse) -> str | None:
+        return response.error or None
+
+
+class ThreadEntrySerializer(serializers.Serializer):
+    """One message of the thread: `type` says which of `step`, `reply` and `response`
+    carries it (the other two are null)."""
+
+    type = serializers.ChoiceField(choices=["step", "reply", "response"], source="kind")
+    at = serializers.DateTimeField()
+    step = serializers.SerializerMethodField()
+    reply = serializers.SerializerMethodField()
+    response = serializers.SerializerMethodField()
+
+    @extend_schema_field(ThreadStepSerializer(allow_null=True))
+    def get_step(self, entry: ThreadEntry):
+        return ThreadStepSerializer(entry.item).data if entry.kind == "step" else None
+
+    @extend_schema_field(ReplySerializer(allow_null=True))
+    def get_reply(self, entry: ThreadEntry):
+        return ReplySerializer(entry.item).data if entry.kind == "reply" else None
+
+    @extend_schema_field(ThreadResponseSerializer(allow_null=True))
+    def get_response(self, entry: ThreadEntry):
+        return ThreadResponseSerializer(entry.item).data if entry.kind == "response" else None

@@ -1,0 +1,152 @@
+"""Keeping what a contact sends back: one matched inbound message becomes a Reply
+(outreach.conversations), and its label decides what it does to the enrollment
+(docs/conversations.md, "Labels"):
+
+- an ordinary reply (no label): recorded as the enrollment's reply
+  (outreach.intake.services.enrollment_mark_replied: `enrollment.replied`, the sequence
+  stops per the campaign's rules);
+- `unsubscribe_request` ("please remove me"): the contact is suppressed as if it had
+  unsubscribed (`enrollment.unsubscribed` for each active enrollment), and it is still
+  a reply;
+- `out_of_office`: not a reply; when the notice gives a return date, the enrollment's
+  next step waits until the day after it (00:00 in the zone its send window is read in);
+- `auto_reply`: not a reply; kept, nothing else changes.
+
+The Reply and its effects are written in one transaction, and a message seen twice (a
+poll that crashed before it remembered the UID) finds its Reply and changes nothing
+more. The body is never logged.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from outreach.campaigns.windows import window_timezone
+from outreach.conversations import labels
+from outreach.conversations.models import Reply
+from outreach.conversations.parse import ParsedMessage, message_parse
+from outreach.enrollments import enrollment_postpone
+from outreach.intake.services import contact_unsubscribe, enrollment_mark_replied
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What keeping one message did: the Reply (None: it was kept before), its label,
+    and whether this call recorded the enrollment's reply."""
+
+    reply: Reply | None
+    label: str
+    replied: bool
+
+
+def received_at_of(date: datetime | None, *, now: datetime) -> datetime:
+    """A message's Date when it is sane (aware, not in the future), else now."""
+    if date is None or date.tzinfo is None or date > now:
+        return now
+    return date
+
+
+def message_parse_bounded(raw: bytes) -> ParsedMessage:
+    return message_parse(raw, max_chars=settings.REPLY_BODY_MAX_CHARS)
+
+
+def reply_record(
+    *,
+    credential: SmtpCredential,
+    enrollment: Enrollment,
+    raw: bytes,
+    fallback_id: str,
+    cut: bool = False,
+    parsed: ParsedMessage | None = None,
+) -> Recorded:
+    """Keep one inbound message matched to `enrollment`, label it, and apply what its
+    label means (module docstring). `raw`: the message as read (at most
+    IMAP_MAX_MESSAGE_BYTES; `cut` when the mailbox holds more); `fallback_id`: a stable
+    stand-in for a missing Message-ID (the mailbox, UIDVALIDITY and UID)."""
+    now = timezone.now()
+    parsed = parsed or message_parse_bounded(raw)
+    received_at = received_at_of(parsed.date, now=now)
+    classification = labels.message_classify(parsed, received_at=received_at)
+    label = classification.label
+    message_id = (parsed.message_id or fallback_id)[:255]
+    defects = list(parsed.defects)
+    if cut:
+        defects.append(f"message longer than {settings.IMAP_MAX_MESSAGE_BYTES} bytes: cut")
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                reply = Reply.objects.create(
+                    account_id=credential.account_id,
+                    enrollment_id=enrollment.pk,
+                    campaign_id=enrollment.campaign_id,
+                    contact_id=enrollment.contact_id,
+                    credential=credential,
+                    message_id=message_id,
+                    in_reply_to=parsed.in_reply_to[:255],
+                    references=parsed.references[-50:],
+                    from_email=parsed.from_email[:254],
+                    from_name=parsed.from_name[:255],
+                    to=parsed.to[:100],
+                    cc=parsed.cc[:100],
+                    subject=parsed.subject[:998],
+                    received_at=received_at,
+                    text=parsed.text,
+                    new_text=parsed.new_text,
+                    html=parsed.html,
+                    truncated=parsed.truncated or cut,
+                    attachments=[
+                        {
+                            "filename": a.filename[:255],
+                            "content_type": a.content_type[:255],
+                            "size": a.size,
+                        }
+                        for a in parsed.attachments[:100]
+                    ],
+                    label=label,
+                    label_source=Reply.LabelSource.AUTO if label else "",
+                    returns_on=classification.returns_on,
+                    defects=[d[:300] for d in defects[:20]],
+                    size=len(raw),
+                )
+        except IntegrityError:
+            return Recorded(reply=None, label=label, replied=False)  # kept before
+        replied = False
+        if label == labels.OUT_OF_OFFICE:
+            if classification.returns_on is not None:
+                _postpone(enrollment, classification.returns_on, now=now)
+        elif label == labels.AUTO_REPLY:
+            pass
+        else:
+            if label == labels.UNSUBSCRIBE_REQUEST:
+                contact_unsubscribe(contact_id=enrollment.contact_id, at=received_at)
+            replied = (
+                enrollment_mark_replied(enrollment_id=enrollment.pk, at=received_at) is not None
+            )
+    if defects:
+        logger.info(
+            "mailbox %s: reply %s kept with defects: %s",
+            credential.pk,
+            reply.pk,
+            "; ".join(defects),
+        )
+    return Recorded(reply=reply, label=label, replied=replied)
+
+
+def _postpone(enrollment: Enrollment, returns_on, *, now: datetime) -> None:
+    """The next step waits until 00:00 of the day after the return date, in the zone the
+    enrollment's send window is read in."""
+    zone_name = window_timezone(
+        campaign=enrollment.campaign, contact_timezone=enrollment.contact.timezone
+    )
+    day_after = returns_on + timedelta(days=1)
+    until = datetime.combine(day_after, time(0, 0), tzinfo=ZoneInfo(zone_name))
+    enrollment_postpone(enrollment_id=enrollment.pk, until=until, now=now)
