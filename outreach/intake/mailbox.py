@@ -237,8 +237,7 @@ def message_match(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_ful
         if enrollment is not None and not _after_first_send(message, enrollment):
             enrollment = None
     if enrollment is None:
-        # The address is not logged: it names a person who is not a contact.
-        return Outcome(uid, UNMATCHED, detail="from an unknown sender")
+        return Outcome(uid, UNMATCHED, detail=f"from {sender or 'unknown'}")
     return enrollment
 
 
