@@ -46,7 +46,9 @@ plain text, it is everything above the first of these lines (`QUOTE_MARKERS`):
 - the signature separator `-- ` (or `--`), and the mobile signatures
   `Sent from my <device>`, `Get Outlook for <platform>`, `Von meinem <device> gesendet`,
   `Envoyé de mon <device>`, `Enviado desde mi <device>`.
-Lines that start with `>` are dropped wherever they are. When the plain text shows no
+Any other client's attribution counts too when it is the line just above a `>` quote,
+ends with `:` and holds a digit or an `@`. Lines that start with `>` are dropped
+wherever they are. When the plain text shows no
 marker and the HTML has a quote of its own, the HTML gives the cut: the Gmail quote
 (`class="gmail_quote"`), the Apple Mail and Thunderbird quote (`<blockquote
 type="cite">`), Outlook's reply header (`id="divRplyFwdMsg"`, `id="appendonsend"`,
@@ -768,11 +770,26 @@ def quote_cut(text: str) -> tuple[str, bool]:
     module docstring for the markers)."""
     lines = _normalize_newlines(text).split("\n")
     found = False
-    for i in range(len(lines)):
+    for i, line in enumerate(lines):
         if _is_marker(lines, i):
             lines = lines[:i]
             found = True
             break
+        if line.lstrip().startswith(">"):
+            # Any client's attribution: the line just above the quote, ending in ":"
+            # and holding a date or an address ("2025年3月3日(月) 10:00 Anna <a@b>:").
+            k = i - 1
+            while k >= 0 and not lines[k].strip():
+                k -= 1
+            above = lines[k].strip() if k >= 0 else ""
+            if (
+                above.endswith(":")
+                and len(above) <= 300
+                and ("@" in above or any(ch.isdigit() for ch in above))
+            ):
+                lines = lines[:k]
+                found = True
+                break
     kept = [line for line in lines if not line.lstrip().startswith(">")]
     if len(kept) != len(lines):
         found = True
