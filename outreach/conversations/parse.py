@@ -132,7 +132,8 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
 
     plain_parts: list[str] = []
     html_parts: list[str] = []
-    for part in _leaves(msg, defects):
+    leaves, visited = _parts(msg, defects)
+    for part in leaves:
         ctype = part.get_content_type()
         disposition = (part.get_content_disposition() or "").lower()
         filename = _filename(part)
@@ -151,11 +152,15 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
                     size=_part_size(part),
                 )
             )
+    for part in visited:  # after decoding: a bad base64 body is found then
+        for defect in part.defects:
+            _add_defect(defects, type(defect).__name__.removesuffix("Defect"))
+
     text = _normalize_newlines("\n\n".join(p.strip("\n") for p in plain_parts))
-    html = "\n".join(html_parts)
-    if not text and html:
+    html = "\n".join(html_parts).strip()
+    if not text.strip() and html:
         text = html_to_text(html)
-    if not plain_parts and not html_parts:
+    if not text.strip() and not html:
         _add_defect(defects, "no text body")
 
     new_text, found = quote_cut(text)
@@ -308,15 +313,17 @@ def _is_auto_submitted(headers: dict[str, list[str]]) -> bool:
 # --- MIME tree -----------------------------------------------------------------------
 
 
-def _leaves(msg: email.message.Message, defects: list[str]) -> list[email.message.Message]:
-    """The leaves of the MIME tree in order, attached messages as leaves; iterative so a
-    deep nesting cannot exhaust the stack."""
+def _parts(
+    msg: email.message.Message, defects: list[str]
+) -> tuple[list[email.message.Message], list[email.message.Message]]:
+    """The leaves of the MIME tree in order (attached messages as leaves), and every
+    part visited; iterative, so a deep nesting cannot exhaust the stack."""
     leaves: list[email.message.Message] = []
+    visited: list[email.message.Message] = []
     stack: list[email.message.Message] = [msg]
     while stack:
         part = stack.pop()
-        for defect in getattr(part, "defects", []):
-            _add_defect(defects, type(defect).__name__.removesuffix("Defect"))
+        visited.append(part)
         if len(leaves) >= MAX_PARTS:
             _add_defect(defects, "too many parts")
             break
@@ -328,7 +335,7 @@ def _leaves(msg: email.message.Message, defects: list[str]) -> list[email.messag
             leaves.append(part)
         else:
             leaves.append(part)
-    return leaves
+    return leaves, visited
 
 
 def _filename(part: email.message.Message) -> str:
@@ -534,7 +541,10 @@ _BLOCK_TAGS = {
     "header", "section", "table", "tr", "ul", "ol", "nav", "figure", "figcaption",
 }  # fmt: skip
 _PARAGRAPH_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "hr"}
-_HIDDEN_TAGS = {"script", "style", "head", "title", "noscript", "template", "svg", "math"}
+_HIDDEN_TAGS = {
+    "script", "style", "head", "title", "noscript", "template", "svg", "math", "button",
+    "select", "textarea", "iframe", "object",
+}  # fmt: skip
 _VOID_TAGS = {
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
     "track", "wbr",
@@ -562,11 +572,14 @@ class _TextRenderer(HTMLParser):
         self.lists: list[list[int]] = []  # per open list: [next number] (ol) or [] (ul)
         self.links: list[tuple[str, int, int]] = []
 
-    def newline(self, blank: bool = False) -> None:
+    def newline(self, blank: bool = False, *, always: bool = False) -> None:
+        """End the current line (an empty one only for `always`: a <br>); with `blank`,
+        leave a blank line after it (a paragraph)."""
         line = "".join(self.current)
         if not self.pre:
             line = " ".join(line.split())
-        self.lines.append((self.depth, line.rstrip()))
+        if line.strip() or always:
+            self.lines.append((self.depth, line.rstrip()))
         self.current = []
         if blank:
             self.lines.append((self.depth, ""))
@@ -601,7 +614,7 @@ class _TextRenderer(HTMLParser):
                 self.start_skip(tag)
                 return
         if tag == "br":
-            self.newline()
+            self.newline(always=True)
         elif tag in _PARAGRAPH_TAGS:
             self.newline(blank=True)
             if tag == "pre":
@@ -618,7 +631,7 @@ class _TextRenderer(HTMLParser):
             else:
                 self.current.append("- ")
         elif tag in ("ul", "ol"):
-            self.newline()
+            self.newline(blank=not self.lists)
             self.lists.append([1] if tag == "ol" else [])
         elif tag in _BLOCK_TAGS:
             self.newline()
@@ -650,7 +663,7 @@ class _TextRenderer(HTMLParser):
         elif tag in ("ul", "ol"):
             if self.lists:
                 self.lists.pop()
-            self.newline()
+            self.newline(blank=not self.lists)
         elif tag in _BLOCK_TAGS or tag == "li":
             self.newline()
         elif tag == "a" and self.links:
