@@ -484,8 +484,20 @@ def _add_defect(defects: list[str], defect: str) -> None:
 _SANITIZER = nh3.Cleaner(
     tags=set(nh3.ALLOWED_TAGS) - {"img", "map", "area"},
     clean_content_tags={
-        "script", "style", "title", "noscript", "template", "textarea", "select",
-        "button", "iframe", "object", "embed", "svg", "math", "head",
+        "script",
+        "style",
+        "title",
+        "noscript",
+        "template",
+        "textarea",
+        "select",
+        "button",
+        "iframe",
+        "object",
+        "embed",
+        "svg",
+        "math",
+        "head",
     },  # fmt: skip
     attributes={
         tag: set(attrs)
