@@ -76,9 +76,12 @@ def test_the_quoted_footer_does_hold_the_word():
     assert "Unsubscribe: https://outreach-demo.example/u/Zk3q" in parsed.text
 
 
-OOO_CASES = [
-    (lang, phrase) for lang, phrases in OUT_OF_OFFICE_PHRASES.items() for phrase in phrases
-]
+def cases(table: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(language, phrase) for every phrase of a table."""
+    return [(language, phrase) for language, phrases in table.items() for phrase in phrases]
+
+
+OOO_CASES = cases(OUT_OF_OFFICE_PHRASES)
 
 
 @pytest.mark.parametrize(("language", "phrase"), OOO_CASES)
@@ -150,9 +153,7 @@ def test_an_automatic_reply_subject_without_ooo_body_is_an_auto_reply():
     )
 
 
-UNSUBSCRIBE_CASES = [
-    (lang, phrase) for lang, phrases in UNSUBSCRIBE_PHRASES.items() for phrase in phrases
-]
+UNSUBSCRIBE_CASES = cases(UNSUBSCRIBE_PHRASES)
 
 
 @pytest.mark.parametrize(("language", "phrase"), UNSUBSCRIBE_CASES)
@@ -163,8 +164,13 @@ def test_each_unsubscribe_phrase_in_the_new_text(language, phrase):
 
 @pytest.mark.parametrize(("language", "phrase"), UNSUBSCRIBE_CASES)
 def test_an_unsubscribe_phrase_only_in_the_quote_does_not_count(language, phrase):
-    quote = "> " + phrase.replace("...", "bitte")
-    parsed = ParsedMessage(new_text="Sounds good.", text=f"Sounds good.\n\n{quote}")
+    raw = (
+        "Content-Type: text/plain; charset=utf-8\n\nSounds good.\n\n"
+        "On Mon, 2 Mar 2026 at 09:55, Sam <sam@outreach-demo.example> wrote:\n"
+        f"> Hi,\n> {phrase.replace('...', 'bitte')}\n"
+    ).encode()
+    parsed = message_parse(raw, max_chars=10_000)
+    assert parsed.new_text == "Sounds good."
     assert message_classify(parsed, received_at=RECEIVED).label == ""
 
 
