@@ -362,7 +362,7 @@ def _part_size(part: email.message.Message) -> int:
         if part.get_content_type() == "message/rfc822" or part.is_multipart():
             inner = part.get_payload()
             if isinstance(inner, list):
-                return sum(len(p.as_bytes()) for p in inner)
+                return sum(len(p.as_bytes()) for p in inner if isinstance(p, email.message.Message))
             return len(str(inner))
         data = part.get_payload(decode=True)
         return len(data) if isinstance(data, bytes) else 0
