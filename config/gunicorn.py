@@ -60,3 +60,12 @@ class ServiceLogger(Logger):
 
 
 logger_class = ServiceLogger
+
+
+def child_exit(server, worker) -> None:
+    """A worker ended (restarted, or the server stops): its live gauges stop counting
+    (config/metrics.py). The master imports no metric itself, so it writes no files."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
