@@ -43,9 +43,7 @@ def families_of(text: str) -> dict[str, dict]:
         found[family.name] = {
             "type": family.type,
             "help": family.documentation,
-            "samples": {
-                (s.name, *sorted(s.labels.items())): s.value for s in family.samples
-            },
+            "samples": {(s.name, *sorted(s.labels.items())): s.value for s in family.samples},
         }
     return found
 
@@ -138,9 +136,7 @@ def test_every_family_has_help_and_the_documented_type(client, token):
     }
     assert outcomes == {"accepted", "deferred", "bounced", "failed", "unknown"}
     assert value(families, "outreach_metrics_database_up") == 1
-    queues = {
-        dict(key[1:])["queue"] for key in families["outreach_celery_queue_length"]["samples"]
-    }
+    queues = {dict(key[1:])["queue"] for key in families["outreach_celery_queue_length"]["samples"]}
     assert queues == {"celery", "webhooks", "sending", "imports", "intake"}
 
 
@@ -180,9 +176,7 @@ def test_the_state_gauges_count_what_the_database_holds(client, token):
     assert value(families, "outreach_send_backlog") == 2
     assert 600 <= value(families, "outreach_send_backlog_oldest_seconds") < 700
     assert value(families, "outreach_mailboxes_unavailable", state="disabled") == 1
-    assert (
-        value(families, "outreach_mailboxes_unavailable", state="reauthorization_required") == 1
-    )
+    assert value(families, "outreach_mailboxes_unavailable", state="reauthorization_required") == 1
     assert value(families, "outreach_webhook_jobs", state="pending") == 3
     assert value(families, "outreach_webhook_jobs", state="delivering") == 0
     assert value(families, "outreach_webhook_jobs_due") == 3
@@ -213,10 +207,7 @@ def test_http_requests_are_counted_by_route_pattern_never_by_path(client, token,
     assert moved(route="health", method="other", status="405") == 1
     assert moved(route="unmatched", method="GET", status="404") == 1
     labels = {
-        value
-        for family in after.values()
-        for key in family["samples"]
-        for _, value in key[1:]
+        value for family in after.values() for key in family["samples"] for _, value in key[1:]
     }
     assert not [v for v in labels if "@" in v or "://" in v or "0000-0000" in v]
 
@@ -227,7 +218,10 @@ def test_a_send_outcome_moves_its_counter_and_lateness_by_one():
     late_before = _histogram_count(metrics.send_lateness)
     now = timezone.now()
     metrics.send_observe(
-        outcome="accepted", auth_method="oauth_microsoft", due_at=now - timedelta(seconds=7), now=now
+        outcome="accepted",
+        auth_method="oauth_microsoft",
+        due_at=now - timedelta(seconds=7),
+        now=now,
     )
     metrics.send_observe(outcome="bounced", auth_method="oauth_microsoft", due_at=now, now=now)
     assert metrics.sends.labels(*labels)._value.get() == before + 1
