@@ -173,7 +173,7 @@ class HttpMetricsMiddleware:
         route = _route(match)
         method = request.method if request.method in KNOWN_METHODS else "other"
         metrics.http_requests.labels(route, method, str(response.status_code)).inc()
-        metrics.http_duration.labels(route, method).observe(time.perf_counter() - started)
+        metrics.http_duration.labels(route).observe(time.perf_counter() - started)
         return response
 
 

@@ -265,3 +265,24 @@ def test_the_multiprocess_folder_is_emptied_for_a_new_run(tmp_path):
     assert folder.is_dir() and list(folder.iterdir()) == []
     metrics.multiprocess_dir_reset(tmp_path / "new")
     assert (tmp_path / "new").is_dir()
+
+
+def test_the_dashboard_queries_only_metrics_the_service_exposes(client, token):
+    import json
+    import re
+    from pathlib import Path
+
+    dashboard = json.loads(
+        (Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text()
+    )
+    sample_names = {key[0] for family in scrape(client).values() for key in family["samples"]}
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"outreach_[a-z_]+", target["expr"])
+    }
+    assert queried and queried <= sample_names, sorted(queried - sample_names)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    documented = " ".join(page.split())  # each panel's title, as its paragraph names it
+    assert [p["title"] for p in dashboard["panels"] if p["title"] not in documented] == []
