@@ -101,7 +101,7 @@ def broker_queue_lengths() -> dict[str, int]:
     the filesystem broker (named `<time>_<uuid>.<queue>.msg`)."""
     names = [queue.name for queue in settings.CELERY_TASK_QUEUES]
     if settings.CELERY_BROKER_URL == "filesystem://":
-        folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
+        folder = Path(str(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]))
         counts = dict.fromkeys(names, 0)
         for path in folder.iterdir():
             queue = path.name.rsplit(".", 2)[-2] if path.name.endswith(".msg") else ""

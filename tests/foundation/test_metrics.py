@@ -286,3 +286,20 @@ def test_the_dashboard_queries_only_metrics_the_service_exposes(client, token):
     page = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     documented = " ".join(page.split())  # each panel's title, as its paragraph names it
     assert [p["title"] for p in dashboard["panels"] if p["title"] not in documented] == []
+
+
+def test_the_filesystem_broker_queues_are_counted_by_their_message_files(settings, tmp_path):
+    from config.metrics_scrape import broker_queue_lengths
+
+    settings.CELERY_BROKER_URL = "filesystem://"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(tmp_path)}
+    for name in ("1_a.sending.msg", "2_b.sending.msg", "3_c.webhooks.msg", "4_d.other.msg"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "stray.txt").write_text("")
+    assert broker_queue_lengths() == {
+        "celery": 0,
+        "webhooks": 1,
+        "sending": 2,
+        "imports": 0,
+        "intake": 0,
+    }
