@@ -18,7 +18,6 @@ queue names. Never an account, an address or a URL.
 """
 
 import os
-import shutil
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -143,14 +142,6 @@ def multiprocess_dir() -> Path | None:
     """The folder every process writes its values to, or None (values in memory)."""
     value = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
     return Path(value) if value else None
-
-
-def multiprocess_dir_reset(path: Path) -> None:
-    """Empty (or make) the folder, before the processes of a run start: values of an
-    earlier run must not be added to this one's."""
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
 
 
 def process_exited(pid: int) -> None:

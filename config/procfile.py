@@ -12,6 +12,7 @@ empty before the processes start, so a run never adds up an earlier run's counte
 """
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,12 +24,19 @@ from honcho.command import main
 honcho.manager.KILL_WAIT = 30
 
 
+def multiprocess_dir_reset(path: Path) -> None:
+    """Empty (or make) the metrics folder before the processes of a run start: values
+    of an earlier run must not be added to this one's. (Here, not in config.metrics:
+    importing the metrics would make this process write files of its own.)"""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
 def metrics_dir_prepare() -> None:
     """This run's multi-process metrics folder (config/metrics.py), emptied before any
     process starts: PROMETHEUS_MULTIPROC_DIR, or VAR_DIR/metrics when unset. Every
     process honcho starts inherits it."""
-    from config.metrics import multiprocess_dir_reset
-
     folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(
         Path(os.environ.get("VAR_DIR", "var")).resolve() / "metrics"
     )

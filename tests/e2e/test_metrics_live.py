@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from accounts.services import api_key_create
-from config.metrics import multiprocess_dir_reset
+from config.procfile import multiprocess_dir_reset
 from outreach.sending.models import Enrollment
 from tests.accounts.test_rate_limit_server import _gunicorn, _server_env, _stop
 from tests.e2e.test_sending_e2e import WORKER_ENV, _campaign_at, _wait_until

@@ -12,6 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from config import metrics
+from config.procfile import multiprocess_dir_reset
 from outreach.contacts.models import ContactImport
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment
@@ -261,9 +262,9 @@ def test_the_multiprocess_folder_is_emptied_for_a_new_run(tmp_path):
     folder = tmp_path / "metrics"
     folder.mkdir()
     (folder / "counter_123.db").write_bytes(b"old run")
-    metrics.multiprocess_dir_reset(folder)
+    multiprocess_dir_reset(folder)
     assert folder.is_dir() and list(folder.iterdir()) == []
-    metrics.multiprocess_dir_reset(tmp_path / "new")
+    multiprocess_dir_reset(tmp_path / "new")
     assert (tmp_path / "new").is_dir()
 
 
