@@ -60,3 +60,16 @@ class ServiceLogger(Logger):
 
 
 logger_class = ServiceLogger
+
+
+# The folder every process writes its metrics to (config/metrics.py), when set.
+METRICS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+def child_exit(server, worker) -> None:
+    """A worker ended (restarted, or the server stops): its live gauges stop counting
+    (config/metrics.py). The master imports no metric itself, so it writes no files."""
+    if METRICS_DIR:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

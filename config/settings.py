@@ -140,6 +140,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every request is counted, those the other middleware answer too.
+    "config.metrics_scrape.HttpMetricsMiddleware",
     "config.api.middleware.BodySizeLimitMiddleware",
     "config.api.middleware.QueryNulMiddleware",
     "config.api.middleware.AllowHeaderMiddleware",
@@ -635,6 +637,12 @@ LOGGING = logging_config(
     periodic_tasks=[entry["task"] for entry in CELERY_BEAT_SCHEDULE.values()],
     filesystem_broker=CELERY_BROKER_URL == "filesystem://",
 )
+
+# GET /metrics (config/metrics_scrape.py, docs/metrics.md): off (a 404 like any unknown
+# route) unless set; then a scrape must carry `Authorization: Bearer <METRICS_TOKEN>`.
+# Every process writes its counters to PROMETHEUS_MULTIPROC_DIR when that is set (the
+# Prometheus client library reads it from the environment; `make run` sets it).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = BASE_URL.startswith("https://")

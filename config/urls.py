@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.api import views
+from config.metrics_scrape import metrics_view
 
 # The admin's "View site" link: the API's browsable docs (the root is no page).
 admin.site.site_url = "/docs"
@@ -11,6 +12,7 @@ admin.site.site_url = "/docs"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health", views.HealthView.as_view(), name="health"),
+    path("metrics", metrics_view, name="metrics"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("docs/errors", views.error_index_page, name="error-index"),

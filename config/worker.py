@@ -6,9 +6,10 @@ finishes those in flight, and gives the rest back (claims released, due at once)
 another worker takes them over without waiting for a lease to lapse.
 """
 
+import os
 import threading
 
-from celery.signals import worker_init, worker_shutting_down
+from celery.signals import worker_init, worker_shutdown, worker_shutting_down
 
 stopping = threading.Event()
 
@@ -45,3 +46,11 @@ def _worker_init(**_kwargs) -> None:
 @worker_shutting_down.connect
 def _worker_shutting_down(**_kwargs) -> None:
     stopping.set()
+
+
+@worker_shutdown.connect
+def _worker_shutdown(**_kwargs) -> None:
+    # Its live gauges (SMTP sessions in flight) stop counting; its counters stay.
+    from config.metrics import process_exited
+
+    process_exited(os.getpid())

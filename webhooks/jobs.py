@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from config.metrics import webhook_outcomes_observe
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 from webhooks.posting import AttemptResult, retry_delay
 
@@ -190,6 +191,7 @@ def jobs_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | 
                 if not (succeeded and previous):
                     _count_delivery(webhook_id=webhook_id, succeeded=succeeded, now=now)
                 previous = succeeded
+        webhook_outcomes_observe(outcomes)
     except IntegrityError:
         pass  # the webhook was deleted meanwhile: nothing left to record
 

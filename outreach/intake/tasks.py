@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from config.metrics import imap_poll_observe
 from outreach.intake.mailbox import mailbox_poll, mailboxes_due
 
 
@@ -12,6 +13,7 @@ def intake_poll_mailbox(credential_id: str) -> dict:
     if credential is None:
         return {"credential_id": credential_id, "skipped": True}
     result = mailbox_poll(credential=credential)
+    imap_poll_observe(error=result.error)
     return {
         "credential_id": credential_id,
         "messages": len(result.outcomes),

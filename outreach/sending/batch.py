@@ -33,6 +33,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config.db import connection_release
+from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.rendering import contact_values, template_render
@@ -74,6 +75,16 @@ def _lease_margin() -> timedelta:
     return timedelta(seconds=min(LEASE_MARGIN_SECONDS, settings.SENDING_LEASE_SECONDS / 4))
 
 
+# Which count of BatchResult each outcome of config.metrics.SEND_OUTCOMES adds to.
+_RESULT_FIELDS = {
+    "accepted": "sent",
+    "unknown": "sent",
+    "bounced": "bounced",
+    "deferred": "retried",
+    "failed": "failed",
+}
+
+
 @dataclass
 class BatchResult:
     sent: int = 0
@@ -91,14 +102,15 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
     batch = _Batch.load(list(batch_ids or [batch_id]), credential_id)
     if batch is None:
         return BatchResult()
-    try:
-        for index, claim in enumerate(batch.claims):
-            if not batch.send(index, claim, clock()):
-                break
-    finally:
-        batch.close()
-        # Once per batch rather than per message: campaigns left without active work.
-        campaigns_complete_if_done(campaign_ids=batch.campaign_ids, at=clock())
+    with smtp_sessions.track_inprogress():
+        try:
+            for index, claim in enumerate(batch.claims):
+                if not batch.send(index, claim, clock()):
+                    break
+        finally:
+            batch.close()
+            # Once per batch rather than per message: campaigns left without active work.
+            campaigns_complete_if_done(campaign_ids=batch.campaign_ids, at=clock())
     return batch.result
 
 
@@ -184,6 +196,14 @@ class _Batch:
             smtp_close(self.conn)
             self.conn = None
 
+    def _counted(self, outcome: str, claim: SendClaim, now) -> None:
+        """A message's outcome, in the batch's result and the service's metrics."""
+        name = _RESULT_FIELDS[outcome]
+        setattr(self.result, name, getattr(self.result, name) + 1)
+        send_observe(
+            outcome=outcome, auth_method=self.credential.auth_method, due_at=claim.due_at, now=now
+        )
+
     def _skip(self, claim: SendClaim, now) -> None:
         claim_release(claim, now=now, next_send_at=now)
         self.result.skipped += 1
@@ -201,7 +221,7 @@ class _Batch:
             credential_error_record(credential=self.credential, error=str(exc), now=now)
             for rest in self.claims[index:]:
                 temporary_record(claim=rest, enrollment=rest.enrollment, error=str(exc), now=now)
-                self.result.retried += 1
+                self._counted("deferred", rest, now)
             return False
         if self.credential.last_error:
             # The mailbox works again: its error is history.
@@ -271,7 +291,7 @@ class _Batch:
 
     def _undeliverable(self, claim: SendClaim, error: str, now) -> None:
         undeliverable_record(claim=claim, enrollment=claim.enrollment, error=error, now=now)
-        self.result.failed += 1
+        self._counted("failed", claim, now)
 
     def _transact(self, index: int, claim: SendClaim, outgoing: Outgoing, options, now) -> bool:
         """Run the SMTP transaction and record its outcome; False when the mailbox
@@ -305,7 +325,7 @@ class _Batch:
             now=now,
             reply_seen=reply_seen,
         )
-        self.result.sent += 1
+        self._counted("accepted" if reply_seen else "unknown", claim, now)
         return True
 
     def _failed(self, index: int, claim: SendClaim, exc: Exception, now) -> bool:
@@ -321,13 +341,13 @@ class _Batch:
                 now=now,
             )
             self.credential.refresh_from_db(fields=["disabled_at"])
-            self.result.bounced += 1
+            self._counted("bounced", claim, now)
         elif isinstance(failure, MailboxError):
             self._abandon(index, str(failure), now)
             return False
         else:
             temporary_record(claim=claim, enrollment=claim.enrollment, error=str(failure), now=now)
-            self.result.retried += 1
+            self._counted("deferred", claim, now)
             if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
                 smtp_close(self.conn)
                 self.conn = None  # reconnect for the next message

@@ -219,6 +219,9 @@ class SendClaim(models.Model):
     credential = models.ForeignKey(SmtpCredential, on_delete=models.CASCADE, related_name="+")
     step = models.PositiveSmallIntegerField()
     claimed_at = models.DateTimeField()
+    # When the step was due (the enrollment's next_send_at the scheduler found): a
+    # sent message's lateness counts from it (config/metrics.py). Null on older claims.
+    due_at = models.DateTimeField(null=True, blank=True)
     lease_until = models.DateTimeField()
     sending_at = models.DateTimeField(null=True, blank=True)
     # Set with sending_at: the message on its way, so that a send whose worker was lost

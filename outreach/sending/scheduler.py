@@ -138,9 +138,9 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
             .select_for_update(skip_locked=True, of=("self",))
         )
         enrollments = list(
-            due.only("id", "campaign_id", "contact_id", "current_step", "credential_id")[
-                :batch_size
-            ]
+            due.only(
+                "id", "campaign_id", "contact_id", "current_step", "credential_id", "next_send_at"
+            )[:batch_size]
         )
         if not enrollments:
             return [], 0
@@ -284,6 +284,7 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
                 credential_id=credential_id,
                 step=step,
                 claimed_at=now,
+                due_at=enrollment.next_send_at,
                 lease_until=lease_until,
             )
             for enrollment, step in items

@@ -1,0 +1,71 @@
+"""Outreach's state for GET /metrics, read at scrape time (config/metrics_scrape.py;
+docs/metrics.md): the due backlog, mailboxes that cannot send, contact imports under way.
+Registered in OutreachConfig.ready."""
+
+from collections.abc import Iterator
+
+from django.db.models import Count, Min, Q
+from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from config.metrics_scrape import age_seconds
+from outreach.contacts.models import ContactImport
+from outreach.mailboxes.models import SmtpCredential
+from outreach.sending.models import Enrollment
+
+
+def outreach_state_read() -> Iterator[Metric]:
+    now = timezone.now()
+    # The scheduler's partial index (enrollment_due_idx) answers both.
+    due = Enrollment.objects.filter(
+        status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
+    ).aggregate(count=Count("pk"), oldest=Min("next_send_at"))
+    family = GaugeMetricFamily(
+        "outreach_send_backlog",
+        "Enrollments whose next step is due now and not yet handed to a sender (those "
+        "waiting for a paced mailbox included).",
+    )
+    family.add_metric([], due["count"])
+    yield family
+    family = GaugeMetricFamily(
+        "outreach_send_backlog_oldest_seconds",
+        "How long the longest-waiting due step has been due (0 when none is).",
+    )
+    family.add_metric([], age_seconds(due["oldest"], now))
+    yield family
+
+    mailboxes = SmtpCredential.objects.aggregate(
+        disabled=Count("pk", filter=Q(disabled_at__isnull=False)),
+        reauthorization=Count(
+            "pk",
+            filter=Q(
+                disabled_at__isnull=True,
+                oauth_status=SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED,
+            ),
+        ),
+    )
+    family = GaugeMetricFamily(
+        "outreach_mailboxes_unavailable",
+        "Mailboxes that cannot send, by state (disabled; reauthorization_required: an OAuth "
+        "mailbox whose provider refused its refresh token).",
+        labels=["state"],
+    )
+    family.add_metric(["disabled"], mailboxes["disabled"])
+    family.add_metric(["reauthorization_required"], mailboxes["reauthorization"])
+    yield family
+
+    unfinished = (ContactImport.Status.PENDING, ContactImport.Status.PROCESSING)
+    counts = dict(
+        ContactImport.objects.filter(status__in=unfinished)
+        .values_list("status")
+        .annotate(n=Count("pk"))
+        .values_list("status", "n")
+    )
+    family = GaugeMetricFamily(
+        "outreach_contact_imports",
+        "Contact imports not finished, by status (pending, processing).",
+        labels=["status"],
+    )
+    for status in unfinished:
+        family.add_metric([status.value], counts.get(status, 0))
+    yield family
