@@ -17,42 +17,18 @@ from outreach_mcp.respond import ResponseConfirmations
 from outreach_sdk import Client
 
 from accounts.services import api_key_create
-from outreach.conversations.models import Reply, ReplyResponse
+from outreach.conversations.models import ReplyResponse
 from outreach.mailboxes.models import SmtpCredential
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import mailbox_create
 from tests.clients.test_mcp_server import SCRIPT, _error, _result
+from tests.conversations.reply_rows import reply_for, response_to
 from tests.intake.factories import sent_enrollment
 from tests.outreach.factories import CampaignFactory
 
 pytestmark = [pytest.mark.e2e]
 
 ANSWER = "Tuesday at 10 works for me.\n\nBest, Lin"
-
-
-def reply_for(enrollment, **overrides) -> Reply:
-    """A reply as the intake keeps it, to the enrollment's last message."""
-    sent = enrollment.messages.order_by("-step").first()
-    values = {
-        "account": enrollment.campaign.account,
-        "enrollment": enrollment,
-        "campaign": enrollment.campaign,
-        "contact": enrollment.contact,
-        "credential_id": enrollment.credential_id,
-        "message_id": f"r{Reply.objects.count()}@client.example",
-        "in_reply_to": sent.message_id,
-        "references": [sent.message_id],
-        "from_email": enrollment.contact.email,
-        "from_name": "Ada Lovelace",
-        "to": [sent.credential.from_email],
-        "subject": "Hello",
-        "received_at": timezone.now(),
-        "text": "Sounds good.\n\nOn Mon, Lin wrote:\n> Hello",
-        "new_text": "Sounds good.",
-        "html": "<p>Sounds good.</p>",
-    }
-    values.update(overrides)
-    return Reply.objects.create(**values)
 
 
 @pytest.fixture
@@ -177,28 +153,17 @@ def test_an_agent_reads_labels_and_follows_replies(conversation, mcp_env):
 
 
 def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
-    conversation, mcp_env, proxy, sdk_account
+    conversation, mcp_env, proxy
 ):
     enrollment = conversation["enrollment"]
     reply = reply_for(
         enrollment,
+        subject="Hello",
         new_text="Sounds good.\nOne question:\nwhat does it cost?\nAnd when?\nThanks\nAda\nCEO",
     )
     other = reply_for(enrollment, received_at=timezone.now())
     orphan = reply_for(enrollment, credential_id=None)
-    earlier = ReplyResponse.objects.create(
-        account=sdk_account,
-        reply=reply,
-        enrollment=enrollment,
-        contact=enrollment.contact,
-        credential_id=enrollment.credential_id,
-        message_id="earlier@sender.example",
-        to_email=enrollment.contact.email,
-        subject="Re: Hello",
-        body_text="Let me check.",
-        status="sent",
-        sent_at=timezone.now(),
-    )
+    earlier = response_to(reply, body_text="Let me check.")
     rid = str(reply.pk)
 
     async def work(call, mcp):

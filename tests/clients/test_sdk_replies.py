@@ -9,36 +9,11 @@ import pytest
 from django.utils import timezone
 from outreach_sdk import Client, errors, models
 
-from outreach.conversations.models import Reply, ReplyResponse
 from tests.accounts.factories import AccountFactory
+from tests.conversations.reply_rows import reply_for, response_to
 from tests.intake.factories import sent_enrollment
 
 pytestmark = [pytest.mark.e2e]
-
-
-def reply_for(enrollment, **overrides) -> Reply:
-    """A reply as the intake keeps it, to the enrollment's last message."""
-    sent = enrollment.messages.order_by("-step").first()
-    values = {
-        "account": enrollment.campaign.account,
-        "enrollment": enrollment,
-        "campaign": enrollment.campaign,
-        "contact": enrollment.contact,
-        "credential_id": enrollment.credential_id,
-        "message_id": f"r{Reply.objects.count()}@client.example",
-        "in_reply_to": sent.message_id,
-        "references": [sent.message_id],
-        "from_email": enrollment.contact.email,
-        "from_name": "Ada Lovelace",
-        "to": [sent.credential.from_email],
-        "subject": "Re: Hello",
-        "received_at": timezone.now(),
-        "text": "Sounds good.\n\nOn Mon, Ada wrote:\n> Hello",
-        "new_text": "Sounds good.",
-        "html": "<p>Sounds good.</p>",
-    }
-    values.update(overrides)
-    return Reply.objects.create(**values)
 
 
 @pytest.fixture
@@ -160,19 +135,7 @@ def test_the_thread_of_an_enrollment_is_typed_and_in_time_order(client, sdk_acco
     enrollment = sent_enrollment(account=sdk_account, steps_sent=2)
     step1, step2 = enrollment.messages.order_by("step")
     reply = reply_for(enrollment, received_at=step2.sent_at + timedelta(minutes=5))
-    answer = ReplyResponse.objects.create(
-        account=sdk_account,
-        reply=reply,
-        enrollment=enrollment,
-        contact=enrollment.contact,
-        credential_id=enrollment.credential_id,
-        message_id="answer@sender.example",
-        to_email=enrollment.contact.email,
-        subject="Re: Hello",
-        body_text="Great, Tuesday?",
-        status="sent",
-        sent_at=timezone.now(),
-    )
+    answer = response_to(reply, body_text="Great, Tuesday?")
 
     thread = client.campaigns.thread(str(enrollment.campaign_id), str(enrollment.pk))
 
