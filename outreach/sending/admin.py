@@ -1,6 +1,8 @@
 """Back office of the send state (outreach.admin): enrollments and their messages."""
 
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
 from outreach import enrollments
 from outreach.admin_base import ReadOnlyAdmin, html_table
@@ -47,6 +49,7 @@ class EnrollmentAdmin(ReadOnlyAdmin):
         "created_at",
         "updated_at",
         "messages_sent",
+        "conversation",
     )
 
     def get_search_results(self, request, queryset, search_term):
@@ -57,6 +60,12 @@ class EnrollmentAdmin(ReadOnlyAdmin):
 
     def delete_queryset(self, request, queryset):
         enrollments.enrollments_delete(enrollment_ids=queryset.values_list("pk", flat=True))
+
+    @admin.display(description="Conversation")
+    def conversation(self, obj):
+        """The thread view of the conversations' admin: steps, replies, responses."""
+        url = reverse("admin:outreach_reply_thread", args=[obj.pk])
+        return format_html('<a href="{}">Steps, replies and responses in time order</a>', url)
 
     @admin.display(description="Messages")
     def messages_sent(self, obj):

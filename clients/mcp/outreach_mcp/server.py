@@ -3,18 +3,20 @@ Streamable HTTP, authenticated with one API key (OUTREACH_API_KEY, best one of
 client_kind `mcp`) against OUTREACH_BASE_URL.
 
 Agent safety is on this side of the tools: reads are annotated read-only; dispatch,
-pause and delete destructive; and a dispatch that would reach more than one contact
+pause and delete destructive; a dispatch that would reach more than one contact
 answers a preview with a confirmation token first, and sends only when called again
-with that token (confirmation.py).
+with that token (confirmation.py); and a response to a reply always does, with a token
+bound to that reply and that exact body, good once (respond.py).
 """
 
 import argparse
 import contextlib
 import functools
+import itertools
 import json
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -25,6 +27,7 @@ from pydantic import Field
 from outreach_mcp import __version__
 from outreach_mcp.confirmation import Confirmations, InvalidToken, selection_digest
 from outreach_mcp.preview import dispatch_preview
+from outreach_mcp.respond import ResponseConfirmations, response_preview
 
 # Dispatches reaching more contacts than this need the preview's confirmation token.
 CONFIRM_ABOVE = 1
@@ -50,6 +53,19 @@ Steps = Annotated[
         "{{company}}, {{email}}, {{fields.<name>}}, with fallbacks like {{first_name|there}}."
     ),
 ]
+ReplyId = Annotated[str, Field(description="The reply's id (a UUID), from list_replies.")]
+ReplyLabel = Literal[
+    "interested",
+    "not_interested",
+    "meeting_booked",
+    "wrong_person",
+    "out_of_office",
+    "auto_reply",
+    "unsubscribe_request",
+    "other",
+]
+# A list shows this much of each reply's new text; get_reply shows all of it.
+LIST_TEXT_CHARS = 500
 SendWindow = Annotated[
     dict[str, Any] | None,
     Field(
@@ -84,15 +100,25 @@ def _first(items, limit: int) -> list[dict[str, Any]]:
     return out
 
 
+def _reply_summary(reply) -> dict[str, Any]:
+    """A reply in a list: everything but its bodies, and the start of its new text."""
+    summary = {k: v for k, v in reply.raw.items() if k not in ("text", "new_text", "html")}
+    summary["new_text"] = reply.new_text[:LIST_TEXT_CHARS]
+    summary["new_text_cut"] = len(reply.new_text) > LIST_TEXT_CHARS
+    return summary
+
+
 def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     server = MCPServer(
         "outreach",
         version=__version__,
         instructions="Run email outreach campaigns of one account: mailboxes, campaigns, "
-        "contacts, outreach, dispatch, enrollments, stats, usage and webhooks. A dispatch to "
-        "several contacts answers a preview first: show it to the user, and call "
-        "dispatch_campaign again with its confirmation_token only once they agree.",
+        "contacts, outreach, dispatch, enrollments, stats, usage and webhooks, and the "
+        "conversations: replies, their labels and threads, and responses. A dispatch to "
+        "several contacts, and every response to a reply, answers a preview first: show it to "
+        "the user, and call the tool again with its confirmation_token only once they agree.",
     )
+    responses = ResponseConfirmations(confirmations)
 
     def tool(annotations: ToolAnnotations, description: str):
         def register(fn):
@@ -326,6 +352,130 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     @tool(READ, "List a webhook's most recent delivery attempts, newest first.")
     def list_webhook_deliveries(webhook_id: str, limit: Limit = 20) -> list[dict[str, Any]]:
         return [d.raw for d in client.webhooks.deliveries(webhook_id, limit=limit)]
+
+    @tool(
+        READ,
+        "List what contacts wrote back (replies, auto-replies, out-of-office notices), newest "
+        "first, with each one's label, read flag and the start of its new text (the message "
+        "without the quoted earlier one). Filters narrow the list; read: false gives the "
+        "unread ones. get_reply shows a whole reply, get_thread its conversation.",
+    )
+    def list_replies(
+        campaign_id: CampaignId | None = None,
+        enrollment_id: Annotated[str | None, Field(description="One enrollment's.")] = None,
+        credential_id: Annotated[
+            str | None, Field(description="Those that arrived in this mailbox.")
+        ] = None,
+        label: Annotated[ReplyLabel | None, Field(description="Only this label.")] = None,
+        read: Annotated[bool | None, Field(description="Only read (true) or unread.")] = None,
+        received_after: Annotated[
+            str | None, Field(description="Only those received after this ISO 8601 time.")
+        ] = None,
+        limit: Limit = 20,
+    ) -> list[dict[str, Any]]:
+        replies = client.replies.list(
+            campaign_id=campaign_id,
+            enrollment_id=enrollment_id,
+            credential_id=credential_id,
+            label=label,
+            read=read,
+            received_after=received_after,
+            limit=limit,
+        )
+        return [_reply_summary(reply) for reply in itertools.islice(replies, limit)]
+
+    @tool(
+        READ,
+        "Read one reply whole: from, to, cc, subject, received_at, text (plain), new_text "
+        "(without the quoted earlier message and signature), html (sanitized), attachments "
+        "(names and sizes only), label, read, and for an out-of-office notice returns_on.",
+    )
+    def get_reply(reply_id: ReplyId) -> dict[str, Any]:
+        return client.replies.retrieve(reply_id).raw
+
+    @tool(
+        READ,
+        "Read a conversation in time order: each step as sent to the contact, each of their "
+        "replies, and each response sent. Give reply_id (its enrollment's thread), or "
+        "campaign_id and enrollment_id.",
+    )
+    def get_thread(
+        reply_id: Annotated[str | None, Field(description="A reply of the conversation.")] = None,
+        campaign_id: CampaignId | None = None,
+        enrollment_id: Annotated[str | None, Field(description="The enrollment's id.")] = None,
+    ) -> list[dict[str, Any]]:
+        if reply_id is not None:
+            if campaign_id is not None or enrollment_id is not None:
+                raise ToolError(
+                    "validation_failed: give reply_id, or campaign_id and enrollment_id."
+                )
+            reply = client.replies.retrieve(reply_id)
+            campaign_id, enrollment_id = reply.campaign_id, reply.enrollment_id
+        if campaign_id is None or enrollment_id is None:
+            raise ToolError("validation_failed: give reply_id, or campaign_id and enrollment_id.")
+        return [entry.raw for entry in client.campaigns.thread(campaign_id, enrollment_id)]
+
+    @tool(
+        UPDATE,
+        "Label a reply (interested, not_interested, meeting_booked, wrong_person, "
+        "out_of_office, auto_reply, unsubscribe_request, other), or clear its label "
+        "(clear_label: true), and/or mark it read or unread. Only what is given changes. A "
+        "label changes nothing else: to stop emailing a contact, use the API's unsubscribe.",
+    )
+    def label_reply(
+        reply_id: ReplyId,
+        label: Annotated[ReplyLabel | None, Field(description="The label to set.")] = None,
+        clear_label: Annotated[bool, Field(description="Remove the reply's label.")] = False,
+        read: Annotated[bool | None, Field(description="Mark read (true) or unread.")] = None,
+    ) -> dict[str, Any]:
+        if label is not None and clear_label:
+            raise ToolError("validation_failed: give label or clear_label, not both.")
+        changes: dict[str, Any] = {} if read is None else {"read": read}
+        if label is not None or clear_label:
+            changes["label"] = label
+        if not changes:
+            raise ToolError("validation_failed: give label, clear_label or read.")
+        return client.replies.update(reply_id, **changes).raw
+
+    @tool(
+        SENDS_MAIL,
+        "Answer a reply by email, at once, in its thread, from the mailbox that received it. "
+        "The first call sends nothing: it answers a preview (to, subject, the first lines of "
+        "the message answered, the mailbox it goes from, the exact body, earlier answers to "
+        "this reply, warnings) with a confirmation_token. Show the preview to the user; once "
+        "they agree, call again with the same reply_id, body_text and body_html and the "
+        "token. The token confirms that reply and that exact body only, sends once, and "
+        "expires after 10 minutes; a changed body needs a new preview.",
+    )
+    def respond_to_reply(
+        reply_id: ReplyId,
+        body_text: Annotated[str, Field(min_length=1, description="The answer, plain text.")],
+        body_html: Annotated[
+            str | None, Field(description="The answer as HTML too (optional).")
+        ] = None,
+        confirmation_token: str | None = None,
+    ) -> dict[str, Any]:
+        refusal = "Nothing was sent. Show this preview to the user, then call again with the "
+        refusal += "same reply_id, body_text and body_html and the confirmation_token."
+        if confirmation_token is not None:
+            try:
+                confirmed = responses.redeem(confirmation_token, reply_id, body_text, body_html)
+            except InvalidToken as error:
+                raise ToolError(f"invalid_confirmation_token: {error}") from None
+            if confirmed:
+                answer = client.replies.respond(reply_id, body_text, body_html)
+                return {"status": "responded", "response": answer.raw}
+            refusal = "Nothing was sent: the token confirms another reply or another body. "
+            refusal += "Show this preview to the user, then call again with its token."
+        reply = client.replies.retrieve(reply_id)
+        token, expires = responses.issue(reply_id, body_text, body_html)
+        return {
+            "status": "confirmation_required",
+            "message": refusal,
+            "preview": response_preview(client, reply, body_text, body_html),
+            "confirmation_token": token,
+            "expires_at": expires,
+        }
 
     return server
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -22,9 +23,22 @@ from outreach_sdk._transport import DEFAULT_BASE_URL, Transport
 
 M = TypeVar("M", bound=models.Model)
 
+# A keyword argument that was not given (None is a value: `label=None` clears a label).
+_UNSET: Any = object()
+
 
 def _flag(value: bool | None) -> str | None:
     return None if value is None else ("true" if value else "false")
+
+
+def _timestamp(value: datetime | str | None) -> str | None:
+    """A query parameter's time: an aware datetime in UTC (`...Z`); a naive one is taken
+    as UTC; a string is sent as given."""
+    if not isinstance(value, datetime):
+        return value
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat() + "Z"
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -290,6 +304,14 @@ class Campaigns(_Resource):
     def stats(self, campaign_id: str) -> models.CampaignStats:
         return self._one(models.CampaignStats, "GET", f"/campaigns/{campaign_id}/stats")
 
+    def thread(self, campaign_id: str, enrollment_id: str) -> list[models.ThreadEntry]:
+        """One enrollment's conversation, oldest first: the steps as sent, the contact's
+        replies and the responses to them."""
+        entries = self._t.json(
+            "GET", f"/campaigns/{campaign_id}/enrollments/{enrollment_id}/thread"
+        )
+        return [models.ThreadEntry.from_api(entry) for entry in entries]
+
 
 class Contacts(_Resource):
     def list(
@@ -394,6 +416,71 @@ class Outreaches(_Resource):
         )
 
 
+class Replies(_Resource):
+    """What contacts wrote back: replies, auto-replies and out-of-office notices."""
+
+    def list(
+        self,
+        *,
+        campaign_id: str | None = None,
+        credential_id: str | None = None,
+        enrollment_id: str | None = None,
+        label: str | None = None,
+        read: bool | None = None,
+        received_after: datetime | str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[models.Reply]:
+        """Newest first, every page; each filter given narrows the list."""
+        return self._each(
+            models.Reply,
+            "/replies",
+            campaign_id=campaign_id,
+            credential_id=credential_id,
+            enrollment_id=enrollment_id,
+            label=label,
+            read=_flag(read),
+            received_after=_timestamp(received_after),
+            limit=limit,
+        )
+
+    def retrieve(self, reply_id: str) -> models.Reply:
+        return self._one(models.Reply, "GET", f"/replies/{reply_id}")
+
+    get = retrieve
+
+    def update(
+        self, reply_id: str, *, read: bool = _UNSET, label: str | None = _UNSET
+    ) -> models.Reply:
+        """Mark read or unread, and set the label (`label=None` clears it); only what is
+        given changes. A label set here is `manual`."""
+        body = {
+            name: value
+            for name, value in {"read": read, "label": label}.items()
+            if value is not _UNSET
+        }
+        return self._one(models.Reply, "PATCH", f"/replies/{reply_id}", json_body=body)
+
+    def respond(
+        self,
+        reply_id: str,
+        body_text: str,
+        body_html: str | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> models.ReplyResponse:
+        """Answer a reply at once, in its thread, from the mailbox that received it
+        (`Re:` subject, In-Reply-To and References chained). Sends an email: retried
+        with the same Idempotency-Key, so it never goes out twice."""
+        return self._one(
+            models.ReplyResponse,
+            "POST",
+            f"/replies/{reply_id}/respond",
+            json_body=_given(body_text=body_text, body_html=body_html),
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
+
 class Client:
     """The API of one account, authenticated with one of its API keys.
 
@@ -431,6 +518,7 @@ class Client:
         self.contacts = Contacts(self._transport)
         self.contact_imports = ContactImports(self._transport)
         self.outreaches = Outreaches(self._transport)
+        self.replies = Replies(self._transport)
 
     def signup(self, *, email: str, name: str = "") -> models.Signup:
         """Create an account (no key needed); `.api_key["plaintext"]` is its first key."""

@@ -197,6 +197,10 @@ class EnrollmentNotFound(NotFoundError):
     code = "enrollment_not_found"
 
 
+class ReplyNotFound(NotFoundError):
+    code = "reply_not_found"
+
+
 class MethodNotAllowed(MethodNotAllowedError):
     code = "method_not_allowed"
 
@@ -219,6 +223,20 @@ class CampaignNotDispatchable(ConflictError):
 
 class EnrollmentNotActive(ConflictError):
     code = "enrollment_not_active"
+
+
+class CredentialUnavailable(ConflictError):
+    """A response to a reply: the mailbox that received it was deleted, is disabled, or
+    needs re-authorization (`details.reason`). Nothing was sent."""
+
+    code = "credential_unavailable"
+
+
+class ContactSuppressed(ConflictError):
+    """A response to a reply: the contact unsubscribed or bounced (`details.reason`).
+    Nothing was sent."""
+
+    code = "contact_suppressed"
 
 
 class AlreadySubscribed(ConflictError):

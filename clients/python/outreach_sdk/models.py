@@ -6,7 +6,7 @@ kept in `.raw`. Timestamps (`*_at`, and `expires_at`) become aware `datetime`s.
 """
 
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Self
 
 
@@ -269,3 +269,110 @@ class Enrollment(Model):
     unsubscribed_at: datetime | None = None
     last_error: str | None = None
     created_at: datetime | None = None
+
+
+@dataclass
+class Attachment(Model):
+    """An attachment of a reply: its metadata only (the file itself is not kept)."""
+
+    filename: str = ""
+    content_type: str = ""
+    size: int = 0  # bytes, decoded
+
+
+@dataclass
+class Reply(Model):
+    """An inbound message the service matched to an enrollment: a reply, an auto-reply
+    or an out-of-office notice. `text` is the plain text (an HTML-only message rendered
+    as text), `new_text` the same without the quoted earlier message and signature, and
+    `html` the sanitized HTML. `label` is None until the intake or someone sets one;
+    `label_source` says which (`auto`, `manual`)."""
+
+    id: str = ""
+    enrollment_id: str = ""
+    campaign_id: str = ""
+    contact_id: str = ""
+    credential_id: str | None = None
+    from_email: str = ""
+    from_name: str = ""
+    to: list[str] = field(default_factory=list)
+    cc: list[str] = field(default_factory=list)
+    subject: str = ""
+    received_at: datetime | None = None
+    message_id: str = ""
+    in_reply_to: str | None = None
+    text: str = ""
+    new_text: str = ""
+    html: str = ""
+    truncated: bool = False
+    attachments: list[Attachment] = field(default_factory=list)
+    label: str | None = None
+    label_source: str | None = None
+    returns_on: date | None = None  # out_of_office: the return date the notice gave
+    read: bool = False
+    body_purged_at: datetime | None = None  # the bodies were deleted for retention
+    created_at: datetime | None = None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        reply = super().from_api(data)
+        reply.attachments = [Attachment.from_api(item) for item in data.get("attachments") or []]
+        if isinstance(reply.returns_on, str):
+            reply.returns_on = date.fromisoformat(reply.returns_on)
+        return reply
+
+
+@dataclass
+class ReplyResponse(Model):
+    """An answer sent to a reply, from the mailbox that received it, in its thread.
+    `status`: `queued`, `sent` or `failed` (then `error` says why)."""
+
+    id: str = ""
+    reply_id: str = ""
+    enrollment_id: str | None = None  # in the answer of respond()
+    status: str = ""
+    subject: str = ""
+    to: str = ""
+    sent_at: datetime | None = None
+    error: str | None = None
+    created_at: datetime | None = None
+    message_id: str | None = None  # in a thread
+    text: str | None = None  # in a thread: the text as sent
+
+
+@dataclass
+class ThreadStep(Model):
+    """A step of the sequence as it was sent to the contact."""
+
+    message_id: str = ""
+    step: int = 0
+    variant: str = ""
+    subject: str = ""
+    text: str = ""
+    to: str = ""
+    sent_at: datetime | None = None
+
+
+@dataclass
+class ThreadEntry(Model):
+    """One message of an enrollment's conversation: `type` (`step`, `reply` or
+    `response`) says which of `step`, `reply` and `response` is set; `item` is that one."""
+
+    type: str = ""
+    at: datetime | None = None
+    step: ThreadStep | None = None
+    reply: Reply | None = None
+    response: ReplyResponse | None = None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        entry = super().from_api(data)
+        entry.at = _timestamp(entry.at)
+        entry.step = ThreadStep.from_api(data["step"]) if data.get("step") else None
+        entry.reply = Reply.from_api(data["reply"]) if data.get("reply") else None
+        entry.response = ReplyResponse.from_api(data["response"]) if data.get("response") else None
+        return entry
+
+    @property
+    def item(self) -> ThreadStep | Reply | ReplyResponse | None:
+        return self.step or self.reply or self.response
