@@ -7,36 +7,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from outreach.conversations.models import Reply, ReplyResponse
+from tests.conversations.reply_rows import reply_for, response_to
 from tests.intake.factories import first_message, sent_enrollment
 from tests.outreach.helpers import assert_error, assert_fields
 
 pytestmark = pytest.mark.django_db
-
-
-def reply_for(enrollment, **overrides) -> Reply:
-    """A reply as the intake keeps it, to the enrollment's last message."""
-    sent = enrollment.messages.order_by("-step").first()
-    values = {
-        "account": enrollment.campaign.account,
-        "enrollment": enrollment,
-        "campaign": enrollment.campaign,
-        "contact": enrollment.contact,
-        "credential_id": enrollment.credential_id,
-        "message_id": f"r{Reply.objects.count()}@client.example",
-        "in_reply_to": sent.message_id,
-        "references": [sent.message_id],
-        "from_email": enrollment.contact.email,
-        "from_name": "Ada Lovelace",
-        "to": [sent.credential.from_email if sent.credential else "me@sender.example"],
-        "subject": "Re: Hello",
-        "received_at": timezone.now(),
-        "text": "Sounds good.\n\nOn Mon, Ada wrote:\n> Hello",
-        "new_text": "Sounds good.",
-        "html": "<p>Sounds good.</p>",
-    }
-    values.update(overrides)
-    return Reply.objects.create(**values)
 
 
 @pytest.fixture
@@ -212,19 +187,7 @@ def test_the_thread_lists_steps_replies_and_responses_in_time_order(api_client, 
     step1.save()
     now = timezone.now()
     reply = reply_for(enrollment, received_at=step2.sent_at + timedelta(minutes=5))
-    answer = ReplyResponse.objects.create(
-        account=enrollment.campaign.account,
-        reply=reply,
-        enrollment=enrollment,
-        contact=enrollment.contact,
-        credential_id=enrollment.credential_id,
-        message_id="answer@sender.example",
-        to_email=enrollment.contact.email,
-        subject="Re: Hello",
-        body_text="Great, Tuesday?",
-        status="sent",
-        sent_at=now,
-    )
+    answer = response_to(reply, message_id="answer@sender.example", sent_at=now)
     url = f"/campaigns/{enrollment.campaign_id}/enrollments/{enrollment.pk}/thread"
     with CaptureQueriesContext(connection) as queries:
         response = api_client.get(url)
