@@ -1,9 +1,10 @@
 """The labels the intake sets on a reply, by documented rules (docs/conversations.md).
 
 `message_classify(parsed, received_at=...)` tries, in this order:
-1. out_of_office: an out-of-office phrase (`OUT_OF_OFFICE_PHRASES`) in the subject or in
-   the first `BODY_WINDOW` characters of the new text. With it, the return date the
-   notice gives (`return_date`), if any.
+1. out_of_office: an out-of-office phrase (`OUT_OF_OFFICE_PHRASES`) in the subject, or
+   in the first `BODY_WINDOW` characters of the new text of a message that is automatic
+   (the markers of rule 2: a person who writes "I'm on vacation until May 3" in a reply
+   has replied). With it, the return date the notice gives (`return_date`), if any.
 2. auto_reply: the message is auto-submitted (RFC 3834 `Auto-Submitted` other than `no`,
    `X-Autoreply`, `X-Autorespond`, `Precedence: auto_reply/bulk/junk/list`,
    `X-Auto-Response-Suppress: All/OOF`), or its subject says so
@@ -314,11 +315,21 @@ def message_classify(parsed: ParsedMessage, *, received_at: datetime) -> Classif
     body = normalize(parsed.new_text[:BODY_WINDOW])
 
     notice = subject + "\n" + body
+    automatic = bool(
+        parsed.auto_submitted
+        or _AUTO_SUBJECT.search(subject)
+        or _TICKET.search(subject)
+        or _TICKET_SUBJECT.search(parsed.subject)
+    )
     first_at = {}
     for language, pattern in _OOO.items():
-        match = pattern.search(notice)
+        # In the subject, a phrase says it; in the body, only of a message that is
+        # automatic: a person who writes "I'm on vacation until May 3" replied.
+        match = pattern.search(subject) or (pattern.search(body) if automatic else None)
         if match:
-            first_at[language] = match.start()
+            first_at[language] = (
+                match.start() if match.string is subject else len(subject) + 1 + match.start()
+            )
     if first_at:
         # The language of the first phrase decides how numeric dates read.
         language = min(first_at, key=lambda lang: first_at[lang])

@@ -85,9 +85,16 @@ OOO_CASES = cases(OUT_OF_OFFICE_PHRASES)
 
 
 @pytest.mark.parametrize(("language", "phrase"), OOO_CASES)
-def test_each_out_of_office_phrase_in_the_body(language, phrase):
+def test_each_out_of_office_phrase_in_the_body_of_an_automatic_message(language, phrase):
     body = "Hello,\n" + phrase.replace("...", "morgen") + " und so weiter.\nRegards"
-    assert classify(new_text=body).label == OUT_OF_OFFICE
+    assert classify(new_text=body, auto_submitted=True).label == OUT_OF_OFFICE
+
+
+@pytest.mark.parametrize(("language", "phrase"), OOO_CASES)
+def test_a_person_who_writes_an_out_of_office_phrase_has_replied(language, phrase):
+    """No automatic marker, no phrase in the subject: a person wrote it."""
+    body = "Sounds good.\n" + phrase.replace("...", "morgen") + " und so weiter.\nRegards"
+    assert classify(new_text=body).label == ""
 
 
 @pytest.mark.parametrize(("language", "phrase"), OOO_CASES)
@@ -97,7 +104,7 @@ def test_each_out_of_office_phrase_in_the_subject(language, phrase):
 
 
 def test_a_phrase_wrapped_over_two_lines_still_matches():
-    assert classify(new_text="I am out of\nthe office.").label == OUT_OF_OFFICE
+    assert classify(new_text="I am out of\nthe office.", auto_submitted=True).label == OUT_OF_OFFICE
 
 
 def test_a_phrase_must_be_whole_words():
