@@ -118,9 +118,7 @@ class ReplyResponse(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     reply = models.ForeignKey(Reply, on_delete=models.CASCADE, related_name="responses")
-    enrollment = models.ForeignKey(
-        Enrollment, on_delete=models.CASCADE, related_name="responses"
-    )
+    enrollment = models.ForeignKey(Enrollment, on_delete=models.CASCADE, related_name="responses")
     contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="+")
     credential = models.ForeignKey(
         SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -137,6 +135,10 @@ class ReplyResponse(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, default="")
     attempts = models.PositiveSmallIntegerField(default=0)
+    # When its send may be tried (next): at creation, then after a temporary failure
+    # the SENDING_RETRY_SCHEDULE's delay on. A queued response not started a lease
+    # (SENDING_LEASE_SECONDS) past it lost its task: the recovery queues it again.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
     # Set right before the SMTP transaction (a conditional UPDATE): a send that began.
     sending_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
