@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from outreach.conversations.respond import response_send
+from outreach.conversations.response_sending import response_send
 
 
 @shared_task(name="outreach.tasks.send_response", acks_late=True, ignore_result=True)

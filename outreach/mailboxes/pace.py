@@ -31,7 +31,7 @@ def sent_today(credential: SmtpCredential, today: date) -> int:
     return credential.daily_sent_count if credential.daily_sent_on == today else 0
 
 
-def daily_used(today: date):
+def daily_used(today: date) -> Case:
     """The mailbox's sends on `today` (UTC) as an SQL expression: its count, or 0 when the
     count is of an earlier day. `daily_sent_count=daily_used(today) + n` with
     `daily_sent_on=today` adds n sends to the day."""

@@ -12,12 +12,11 @@ from outreach.contacts.models import Contact
 from outreach.conversations.models import ReplyResponse
 from outreach.conversations.respond import (
     REFERENCES_MAX,
-    SUPPRESSED_ERROR,
     response_create,
-    response_send,
     responses_recover,
     thread_references,
 )
+from outreach.conversations.response_sending import SUPPRESSED_ERROR, response_send
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment
 from outreach.sending.smtp import UNSEEN_REPLY_NOTE

@@ -8,17 +8,9 @@ import pytest
 
 from outreach.conversations.models import ReplyResponse
 from tests.conversations.test_respond import ADA, _reply, _respond
+from tests.e2e.test_sending_e2e import _wait_until
 
 pytestmark = [pytest.mark.e2e]
-
-
-def _wait_until(predicate, *, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def _status(response_id) -> str:
