@@ -534,6 +534,13 @@ CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
     "options": {"expires": SENDING_SCHEDULE_INTERVAL_SECONDS},
 }
+# Responses to replies (docs/conversations.md, "Responding"): those whose worker was lost
+# recorded, retries and lost tasks queued, at the scheduler's pace.
+CELERY_BEAT_SCHEDULE["outreach-responses-recover"] = {
+    "task": "outreach.tasks.responses_recover",
+    "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
+    "options": {"expires": SENDING_SCHEDULE_INTERVAL_SECONDS},
+}
 # --- end outreach: sending engine ---
 
 # --- outreach: mailboxes over OAuth 2.0 (docs/outreach.md, "Google and Microsoft mailboxes") ---

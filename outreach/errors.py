@@ -73,3 +73,17 @@ class ReplyNotFound(ServiceError):
     status = 404
     message = "No such reply."
     description = "The id is unknown, or belongs to another account."
+
+
+class CredentialUnavailable(ServiceError):
+    code = "credential_unavailable"
+    status = 409
+    message = "The mailbox that received this reply cannot send."
+    description = "`POST /replies/:id/respond` answers from the mailbox the reply arrived in. That mailbox was deleted, is disabled (by hand, or for its bounce rate), or is an OAuth mailbox whose `oauth_status` is `reauthorization_required` (connect it again with `POST /smtp_credentials/oauth`, signing in as that address). `details.reason` says which: `deleted`, `disabled` or `reauthorization_required`. Nothing was sent or recorded; enable or reconnect the mailbox and try again."
+
+
+class ContactSuppressed(ServiceError):
+    code = "contact_suppressed"
+    status = 409
+    message = "The contact has unsubscribed or bounced: no email may be sent to them."
+    description = "`POST /replies/:id/respond` refuses to answer a contact who unsubscribed (by link, one-click, a complaint, or a reply asking to be removed) or whose address bounced, even after they replied: no email of this service may reach them again. `details.reason` is `unsubscribed` or `bounced`. Nothing was sent or recorded."

@@ -4,6 +4,7 @@ from rest_framework.routers import SimpleRouter
 from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
+from outreach.conversations import respond_api
 from outreach.intake import views
 from outreach.mailboxes import api
 
@@ -26,5 +27,10 @@ urlpatterns = [
     path("oauth/connect/<str:token>", views.oauth_connect, name="oauth-connect"),
     path("oauth/callback/<str:provider>", views.oauth_callback, name="oauth-callback"),
     path("outreaches", contacts_api.OutreachView.as_view(), name="outreaches"),
+    path(
+        "replies/<str:reply_id>/respond",
+        respond_api.ReplyRespondView.as_view(),
+        name="reply-respond",
+    ),
     *router.urls,
 ]

@@ -26,3 +26,14 @@ class TimestampField(serializers.DateTimeField):
         if value is None:
             return None
         return utc_timestamp(value)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string: not a number or a boolean turned into one."""
+
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)

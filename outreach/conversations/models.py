@@ -135,6 +135,10 @@ class ReplyResponse(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True, default="")
     attempts = models.PositiveSmallIntegerField(default=0)
+    # When its send may be tried (next): at creation, then after a temporary failure
+    # the SENDING_RETRY_SCHEDULE's delay on. A queued response not started a lease
+    # (SENDING_LEASE_SECONDS) past it lost its task: the recovery queues it again.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
     # Set right before the SMTP transaction (a conditional UPDATE): a send that began.
     sending_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)

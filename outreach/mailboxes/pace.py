@@ -5,7 +5,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 from django.db.models.functions import Greatest
 
 from outreach.mailboxes.models import SmtpCredential
@@ -29,6 +29,13 @@ def daily_limit_in_force(credential: SmtpCredential) -> int:
 def sent_today(credential: SmtpCredential, today: date) -> int:
     """Sends of the mailbox on `today` (UTC), reserved ones included."""
     return credential.daily_sent_count if credential.daily_sent_on == today else 0
+
+
+def daily_used(today: date) -> Case:
+    """The mailbox's sends on `today` (UTC) as an SQL expression: its count, or 0 when the
+    count is of an earlier day. `daily_sent_count=daily_used(today) + n` with
+    `daily_sent_on=today` adds n sends to the day."""
+    return Case(When(daily_sent_on=today, then=F("daily_sent_count")), default=Value(0))
 
 
 def room_today(credential: SmtpCredential, today: date) -> int:

@@ -54,6 +54,8 @@ class Outgoing:
     # A non-ASCII local part can only travel with SMTPUTF8 (RFC 6531).
     needs_smtputf8: bool = False
     variant: str = DEFAULT_VARIANT  # the step's A/B variant it carries
+    # The plain text part as sent, cut at REPLY_BODY_MAX_CHARS (the thread shows it).
+    text: str = ""
 
 
 def ascii_address(address: str) -> str | None:
@@ -112,9 +114,10 @@ def message_build(
     )
     unsubscribe_url = f"{settings.BASE_URL}/u/{unsubscribe}"
     values = {**contact_values(contact), UNSUBSCRIBE_URL: unsubscribe_url}
-    message_id = f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
+    message_id = message_id_make(credential)
 
-    headers, recipient = _address_headers(credential, contact)
+    name = f"{contact.first_name} {contact.last_name}"
+    headers, recipient = address_headers(credential, name, contact.email)
     subject, thread_headers = _subject(content.subject, values, thread, first_subject)
     headers += thread_headers
     headers += (
@@ -129,7 +132,7 @@ def message_build(
         ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
     text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url)
-    data = _message_data(headers, text, html, smtputf8=recipient is None)
+    data = message_data(headers, text, html, smtputf8=recipient is None)
     return Outgoing(
         message_id=message_id,
         subject=subject,
@@ -137,24 +140,31 @@ def message_build(
         to_email=recipient or contact.email,
         needs_smtputf8=recipient is None,
         variant=variant,
+        text=text[: settings.REPLY_BODY_MAX_CHARS],
     )
 
 
-def _address_headers(
-    credential: SmtpCredential, contact
+def message_id_make(credential: SmtpCredential) -> str:
+    """A new Message-ID (without brackets) on the mailbox's domain."""
+    return f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
+
+
+def address_headers(
+    credential: SmtpCredential, name: str, address: str
 ) -> tuple[list[tuple[str, Any]], str | None]:
-    """The From and To headers, and the recipient's address when it is ASCII (None when
-    it needs SMTPUTF8). Display names lose their line breaks: a name cannot add a
-    header."""
+    """The From header (the mailbox) and the To header (`name` <`address`>), and the
+    recipient's address when it is ASCII (None when it needs SMTPUTF8). Display names
+    lose their line breaks: a name cannot add a header. Steps and responses to replies
+    (outreach.conversations.respond) share it."""
     headers: list[tuple[str, Any]] = [
         ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
     ]
-    name = " ".join(f"{contact.first_name} {contact.last_name}".split())
-    recipient = ascii_address(contact.email)
+    name = " ".join(name.split())
+    recipient = ascii_address(address)
     if recipient is not None:
         headers.append(("To", formataddr((name, recipient))))
     else:  # SMTPUTF8: the header carries the address as UTF-8
-        local, _, domain = contact.email.rpartition("@")
+        local, _, domain = address.rpartition("@")
         headers.append(("To", Address(display_name=name, username=local, domain=domain)))
     return headers, recipient
 
@@ -167,14 +177,20 @@ def _subject(
     if template.strip():
         return template_render(template, values, kind="header"), []
     previous = thread[-1].subject if thread else first_subject
-    while previous[:4].lower() == "re: ":
-        previous = previous[4:]
     if not thread:
-        return f"Re: {previous}", []
-    return f"Re: {previous}", [
+        return reply_subject(previous), []
+    return reply_subject(previous), [
         ("In-Reply-To", f"<{thread[-1].message_id}>"),
         ("References", " ".join(f"<{m.message_id}>" for m in thread)),
     ]
+
+
+def reply_subject(subject: str) -> str:
+    """`Re: <subject>`, without stacking: the "Re:" prefixes it has already (any case,
+    with or without the space) are dropped first."""
+    while subject[:3].lower() == "re:":
+        subject = subject[3:].lstrip(" ")
+    return f"Re: {subject}"
 
 
 def _bodies(
@@ -198,10 +214,12 @@ def _bodies(
     return text, html
 
 
-def _message_data(headers: list, text: str, html: str | None, *, smtputf8: bool) -> bytes:
-    """The message's bytes. The common case written directly (byte for byte what the
-    email package writes, outreach.sending.mime); anything else, and SMTPUTF8, through
-    the email package."""
+def message_data(headers: list, text: str, html: str | None, *, smtputf8: bool) -> bytes:
+    """The message's bytes: `headers` in order, a text part and, with `html`, an HTML
+    alternative, under the sending policy (SMTP_POLICY). The common case written
+    directly (byte for byte what the email package writes, outreach.sending.mime);
+    anything else, and SMTPUTF8, through the email package. Steps and responses to
+    replies share it."""
     if not smtputf8:
         data = message_bytes_fast(headers, text, html, policy=SMTP_POLICY)
         if data is not None:

@@ -229,6 +229,8 @@ class SendClaim(models.Model):
     message_id = models.CharField(max_length=255, blank=True, default="")
     subject = models.CharField(max_length=998, blank=True, default="")
     to_email = models.CharField(max_length=254, blank=True, default="")
+    # Its plain text as sent, cut at REPLY_BODY_MAX_CHARS (Message.text).
+    text = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         indexes = [

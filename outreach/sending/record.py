@@ -141,6 +141,7 @@ def _sent_statement(sent: _Sent) -> bool:
         message_id=outgoing.message_id,
         to_email=outgoing.to_email,
         subject=outgoing.subject,
+        text=outgoing.text,
         variant=outgoing.variant,
         now=now,
         move=sent.move,
@@ -173,6 +174,7 @@ def _sent_orm(sent: _Sent) -> None:
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
+            text=outgoing.text,
             variant=outgoing.variant,
             sent_at=sent.now,
             reply_seen=sent.reply_seen,
@@ -266,6 +268,7 @@ def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> b
         message_id=outgoing.message_id,
         subject=outgoing.subject[:998],
         to_email=outgoing.to_email[:254],
+        text=outgoing.text,
     )
 
 
@@ -308,6 +311,7 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
                 data=b"",
                 to_email=claim.to_email,
                 variant=stored_letter(enrollment, claim.step),
+                text=claim.text,
             ),
             now=claim.sending_at,
             reply_seen=False,

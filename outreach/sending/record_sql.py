@@ -1,6 +1,7 @@
 """The record of an accepted message on PostgreSQL: one statement.
 
-`outreach.sending.record.sent_record` writes, in one transaction, the Message row, the
+`outreach.sending.record.sent_record` writes, in one transaction, the Message row (with
+its text as sent), the
 enrollment's state, the claim's deletion, the mailbox's sent_count (and, for a paced
 mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), the per-campaign
 send count, the period's usage (billing.usage.usage_record_increment) and the
@@ -48,9 +49,10 @@ _SQL = """
 WITH
 msg AS (
     INSERT INTO outreach_message (id, account_id, enrollment_id, credential_id, step,
-        message_id, to_email, subject, variant, sent_at, reply_seen, created_at)
+        message_id, to_email, subject, text, variant, sent_at, reply_seen, created_at)
     VALUES (%(message_pk)s, %(account)s, %(enrollment)s, %(credential)s, %(step)s,
-        %(message_id)s, %(to_email)s, %(subject)s, %(variant)s, %(now)s, true, %(created)s)
+        %(message_id)s, %(to_email)s, %(subject)s, %(text)s, %(variant)s, %(now)s, true,
+        %(created)s)
     RETURNING 1
 ),
 {moved}
@@ -102,7 +104,7 @@ MARK_STARTED = prepared(
     """
 UPDATE outreach_sendclaim AS c
 SET sending_at = %(now)s, message_id = %(message_id)s, subject = %(subject)s,
-    to_email = %(to_email)s
+    to_email = %(to_email)s, text = %(text)s
 FROM outreach_enrollment AS e, outreach_contact AS ct, outreach_campaign AS cp
 WHERE c.enrollment_id = %(enrollment)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
   AND e.id = c.enrollment_id AND e.status = ANY(%(due)s)
@@ -112,7 +114,7 @@ WHERE c.enrollment_id = %(enrollment)s AND c.batch_id = %(batch)s AND c.sending_
 )
 
 
-def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email) -> bool:
+def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email, text) -> bool:
     """Mark a claim started (see outreach.sending.record.claim_mark_started); whether it was."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -122,6 +124,7 @@ def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email)
                 "message_id": message_id,
                 "subject": subject,
                 "to_email": to_email,
+                "text": text,
                 "enrollment": enrollment_id,
                 "batch": batch_id,
                 "due": [str(s) for s in Enrollment.DUE_STATUSES],
@@ -140,6 +143,7 @@ def record_sent(
     message_id: str,
     to_email: str,
     subject: str,
+    text: str,
     variant: str,
     now: datetime,
     move: dict,
@@ -165,6 +169,7 @@ def record_sent(
         "message_id": message_id,
         "to_email": to_email,
         "subject": subject,
+        "text": text,
         "variant": variant,
         "now": now,
         # The enrollment's columns after the step (outreach.enrollments.after_step).

@@ -40,7 +40,7 @@ import uuid
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -53,7 +53,14 @@ from outreach.campaigns.windows import SendWindow, send_window_next_open, window
 from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
-from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, room_today, utc_day
+from outreach.mailboxes.pace import (
+    daily_used,
+    next_utc_midnight,
+    pace_gap,
+    paced_until,
+    room_today,
+    utc_day,
+)
 from outreach.sending.models import Enrollment, SendClaim
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
@@ -297,7 +304,7 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     for credential_id, items in by_credential.items():
         by_count[len(items)].append(credential_id)
     for count, credential_ids in by_count.items():
-        changes = {"daily_sent_count": _used_expression(today) + count, "daily_sent_on": today}
+        changes = {"daily_sent_count": daily_used(today) + count, "daily_sent_on": today}
         pace = [
             When(pk=pk, then=Value(plan.paced[pk])) for pk in credential_ids if pk in plan.paced
         ]
@@ -305,10 +312,6 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
             changes["next_send_earliest_at"] = Case(*pace, default=F("next_send_earliest_at"))
         SmtpCredential.objects.filter(pk__in=credential_ids).update(**changes)
     return batches
-
-
-def _used_expression(today: date):
-    return Case(When(daily_sent_on=today, then=F("daily_sent_count")), default=Value(0))
 
 
 # Key of the PostgreSQL advisory lock one scheduler run holds (any constant of the

@@ -8,7 +8,7 @@ from accounts.models import Account, ApiKey
 from outreach.campaigns.models import Campaign
 from outreach.contacts.models import Contact, ContactImport
 from outreach.sending.models import Enrollment
-from tests.outreach.factories import CampaignFactory, CredentialFactory
+from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.models import Webhook
 
@@ -48,6 +48,15 @@ def _outreaches(account):
     return "/outreaches", body, Enrollment
 
 
+def _respond(account):
+    from outreach.conversations.models import ReplyResponse
+    from tests.conversations.factories import ReplyFactory, SentMessageFactory
+
+    enrollment = EnrollmentFactory(campaign=CampaignFactory(account=account))
+    reply = ReplyFactory(message=SentMessageFactory(enrollment=enrollment))
+    return f"/replies/{reply.pk}/respond", {"body_text": "Thanks!"}, ReplyResponse
+
+
 def _checkout(account):
     return "/billing/checkout", {"plan_slug": "hobby"}, None
 
@@ -63,6 +72,7 @@ SECTION_8 = {
     "POST /campaigns": _campaigns,
     "POST /contact_imports": _contact_imports,
     "POST /outreaches": _outreaches,
+    "POST /replies/:id/respond": _respond,
     "POST /billing/checkout": _checkout,
     "POST /billing/portal": _portal,
 }

@@ -107,7 +107,7 @@ def _snapshot(campaign, hooks, enrollments) -> dict:
             )
         ],
         "messages": sorted(
-            (order[str(m.enrollment_id)], m.step, m.to_email, m.subject, m.sent_at)
+            (order[str(m.enrollment_id)], m.step, m.to_email, m.subject, m.text, m.sent_at)
             for m in Message.objects.filter(account=campaign.account)
         ),
         "message_credentials": {
@@ -176,6 +176,8 @@ def test_the_statement_leaves_the_same_rows_as_the_orm_path(
     assert fast["rung"] == ["all", "sent"]
     assert fast["jobs_due_when_emitted"]
     assert [e["status"] for e in fast["enrollments"]] == ["sent"] * 3
+    # The text as sent, on both paths.
+    assert {text for *_, text, _sent_at in fast["messages"]} == {"Step 1 for Acme"}
 
 
 def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
@@ -241,9 +243,52 @@ def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, dr
     assert sorted(statements) == [False, True]
     subjects = dict(Message.objects.values_list("enrollment_id", "subject"))
     assert subjects == {first.pk: "Hello Ann 1", zoe.pk: "Hello Zoë „Ω“ 1"}
+    assert Message.objects.get(enrollment=zoe).text == "Step 1 for Acme"
     [event] = [
         e.data
         for e in Event.objects.filter(type="enrollment.sent")
         if e.data["enrollment_id"] == str(zoe.pk)
     ]
     assert event["contact_email"] == "zoe@bücher.example"
+
+
+class _WorkerLost(BaseException):
+    """The worker dies mid-transaction (nothing in the engine catches it)."""
+
+
+def test_the_text_as_sent_is_kept_cut_on_every_record_path(sink, settings, monkeypatch):
+    """The statement, the ORM path (a reply never seen) and the record of a send whose
+    worker was lost (from its claim) each keep the step's text as sent, cut at
+    REPLY_BODY_MAX_CHARS."""
+    settings.REPLY_BODY_MAX_CHARS = 12
+    settings.SENDING_LEASE_SECONDS = 60
+    campaign = _campaign(sink, steps=1)
+    _run()  # a first send: the stats row exists, later records can be the statement
+    accepted = _enroll(campaign, email="ok@example.org", at=NOW + timedelta(seconds=1))
+    unseen = _enroll(campaign, email="cut@example.org", at=NOW + timedelta(seconds=1))
+    lost = _enroll(campaign, email="lost@example.org", at=NOW + timedelta(seconds=1))
+    sink.drop_after_data("cut@example.org")
+    real_transaction = batch.smtp_transaction
+
+    def dies_on_lost(conn, sender, recipient, data, options):
+        if recipient == "lost@example.org":
+            raise _WorkerLost
+        return real_transaction(conn, sender, recipient, data, options)
+
+    monkeypatch.setattr(batch, "smtp_transaction", dies_on_lost)
+    with pytest.raises(_WorkerLost):
+        _run(NOW + timedelta(seconds=1))
+    assert SendClaim.objects.get(pk=lost.pk).text == "Step 1 for A"
+    _run(NOW + timedelta(seconds=61))  # the lease lapsed: the lost send is recorded
+
+    texts = {
+        m.enrollment_id: (m.text, m.reply_seen)
+        for m in Message.objects.filter(enrollment__in=[accepted, unseen, lost])
+    }
+    assert texts == {
+        accepted.pk: ("Step 1 for A", True),
+        unseen.pk: ("Step 1 for A", False),
+        lost.pk: ("Step 1 for A", False),
+    }
+    # What went out is the whole text.
+    assert "Step 1 for Acme" in sink.to("ok@example.org")[0].message.get_content()
