@@ -1,13 +1,14 @@
-"""Retention of reply bodies: REPLY_RETENTION_DAYS after a reply arrived, its text,
-new_text and HTML are deleted; the metadata (who, when, subject, label, attachments'
-names) stays (docs/conversations.md, "Privacy and bounds")."""
+"""Retention of conversation bodies: REPLY_RETENTION_DAYS after a reply arrived, its
+text, new_text and HTML are deleted, and so are the bodies of the responses written that
+long ago; the metadata (who, when, subject, label, status, attachments' names) stays
+(docs/conversations.md, "Privacy and bounds")."""
 
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from outreach.conversations.models import Reply
+from outreach.conversations.models import Reply, ReplyResponse
 
 # Rows purged per UPDATE: short transactions, bounded locks.
 PURGE_CHUNK = 1000
@@ -29,7 +30,18 @@ def replies_purge(*, now: datetime | None = None) -> int:
             .values_list("pk", flat=True)[:PURGE_CHUNK]
         )
         if not ids:
-            return purged
+            break
         purged += Reply.objects.filter(pk__in=ids, body_purged_at__isnull=True).update(
             text="", new_text="", html="", body_purged_at=now, updated_at=now
         )
+    # Responses still being sent keep their body until they are sent or failed.
+    while True:
+        ids = list(
+            ReplyResponse.objects.filter(created_at__lt=cutoff)
+            .exclude(status=ReplyResponse.Status.QUEUED)
+            .exclude(body_text="", body_html="")
+            .values_list("pk", flat=True)[:PURGE_CHUNK]
+        )
+        if not ids:
+            return purged
+        ReplyResponse.objects.filter(pk__in=ids).update(body_text="", body_html="", updated_at=now)

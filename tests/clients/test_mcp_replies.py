@@ -2,8 +2,8 @@
 against the live service: replies listed, read, labelled; threads; and a response's
 preview and the confirmation it needs (bound to the reply and the exact body, good
 once). The server reaches the service through a recording proxy, so the test sees that
-no refused call ever asked the service to send. (The confirmed send itself needs
-`POST /replies/:id/respond`, which lands with the sending of responses.)"""
+no refused call ever asked the service to send; the confirmed call sends once, to a real
+SMTP server."""
 
 import asyncio
 from datetime import timedelta
@@ -36,10 +36,11 @@ def conversation(service_url, sdk_key, sdk_account, smtp_sink):
     """An enrollment of the account sent from a mailbox on an SMTP sink (where a
     confirmed response would go), and the MCP server's environment, through a proxy."""
     api = Client(api_key=sdk_key, base_url=service_url)
-    credential = SmtpCredential.objects.get(pk=mailbox_create(api, smtp_sink()).id)
+    sink = smtp_sink()
+    credential = SmtpCredential.objects.get(pk=mailbox_create(api, sink).id)
     campaign = CampaignFactory(account=sdk_account, with_steps=2, with_credential=False)
     campaign.credentials.add(credential)
-    return {"enrollment": sent_enrollment(campaign=campaign), "api": api}
+    return {"enrollment": sent_enrollment(campaign=campaign), "api": api, "sink": sink}
 
 
 @pytest.fixture
@@ -205,10 +206,13 @@ def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
             await call("respond_to_reply", {"reply_id": str(orphan.pk), "body_text": ANSWER})
         )
         seen["requests_before_confirming"] = list(proxy.requests)
-        # The confirmed call spends the token, whatever the service answers; a second one
-        # with the same token is refused before anything reaches the service.
-        await call(
-            "respond_to_reply", {"reply_id": rid, "body_text": ANSWER, "confirmation_token": token}
+        # The confirmed call sends and spends the token; a second one with the same
+        # token is refused before anything reaches the service.
+        seen["confirmed"] = _result(
+            await call(
+                "respond_to_reply",
+                {"reply_id": rid, "body_text": ANSWER, "confirmation_token": token},
+            )
         )
         seen["requests_after_confirming"] = len(proxy.requests)
         seen["again"] = _error(
@@ -270,6 +274,16 @@ def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
     assert seen["again"].startswith("invalid_confirmation_token: The confirmation token was used")
     assert seen["requests_at_the_end"] == seen["requests_after_confirming"]
     assert list(ReplyResponse.objects.filter(reply=other)) == []
+
+    # The confirmed response went out once, to the contact, in the reply's thread.
+    sent = ReplyResponse.objects.exclude(pk=earlier.pk).get(reply=reply)
+    assert seen["confirmed"]["status"] == "responded"
+    assert seen["confirmed"]["response"]["id"] == str(sent.pk)
+    [received] = conversation["sink"].wait_for(1)
+    assert received.rcpt_tos == [enrollment.contact.email]
+    assert received.message["In-Reply-To"] == f"<{reply.message_id}>"
+    assert received.message.get_content().replace("\r\n", "\n").strip() == ANSWER
+    assert len(conversation["sink"].messages) == 1
 
 
 def test_a_response_token_is_bound_single_use_and_no_dispatch_token():

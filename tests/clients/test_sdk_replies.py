@@ -1,7 +1,6 @@
 """The SDK's conversations against the live service: replies listed page after page and
-filtered, read and labelled, typed; and the thread of an enrollment. (The respond
-method's live test needs `POST /replies/:id/respond`, which lands with the sending of
-responses.)"""
+filtered, read and labelled, typed; the thread of an enrollment; and a response sent to a
+real SMTP server, once, whatever the retries."""
 
 from datetime import UTC, date, datetime, timedelta
 
@@ -9,9 +8,12 @@ import pytest
 from django.utils import timezone
 from outreach_sdk import Client, errors, models
 
+from outreach.mailboxes.models import SmtpCredential
 from tests.accounts.factories import AccountFactory
+from tests.clients.conftest import mailbox_create
 from tests.conversations.reply_rows import reply_for, response_to
 from tests.intake.factories import sent_enrollment
+from tests.outreach.factories import CampaignFactory
 
 pytestmark = [pytest.mark.e2e]
 
@@ -164,3 +166,33 @@ def test_the_thread_of_another_accounts_enrollment_is_not_found(client, sdk_acco
         client.campaigns.thread(str(theirs.campaign_id), str(theirs.pk))
     with pytest.raises(errors.EnrollmentNotFound):
         client.campaigns.thread(str(mine.campaign_id), str(theirs.pk))
+
+
+def test_a_response_goes_out_once_in_the_thread(client, sdk_account, smtp_sink):
+    sink = smtp_sink()
+    credential = SmtpCredential.objects.get(pk=mailbox_create(client, sink).id)
+    campaign = CampaignFactory(account=sdk_account, with_steps=2, with_credential=False)
+    campaign.credentials.add(credential)
+    enrollment = sent_enrollment(campaign=campaign)
+    reply = reply_for(enrollment, subject="Re: Hello")
+
+    answer = client.replies.respond(str(reply.pk), "Tuesday at 10?", idempotency_key="answer-1")
+    again = client.replies.respond(str(reply.pk), "Tuesday at 10?", idempotency_key="answer-1")
+
+    assert isinstance(answer, models.ReplyResponse)
+    assert (answer.reply_id, answer.enrollment_id) == (str(reply.pk), str(enrollment.pk))
+    assert (answer.subject, answer.to) == ("Re: Hello", enrollment.contact.email)
+    assert again.id == answer.id  # the same response: the key replayed it
+    [received] = sink.wait_for(1)
+    message = received.message
+    assert message["In-Reply-To"] == f"<{reply.message_id}>"
+    assert message["Subject"] == "Re: Hello"
+    assert message.get_content().strip() == "Tuesday at 10?"
+    thread = client.campaigns.thread(str(campaign.pk), str(enrollment.pk))
+    [response] = [e.response for e in thread if e.type == "response"]
+    assert (response.id, response.status, response.text) == (answer.id, "sent", "Tuesday at 10?")
+    assert len(sink.messages) == 1
+
+    with pytest.raises(errors.ValidationFailed) as raised:
+        client.replies.respond(str(reply.pk), "")
+    assert list(raised.value.details["fields"]) == ["body_text"]

@@ -10,9 +10,10 @@ import pytest
 from django.utils import timezone
 
 from outreach.contacts.models import Suppression
-from outreach.conversations.models import Reply
+from outreach.conversations.models import Reply, ReplyResponse
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment
+from tests.conversations.reply_rows import response_to
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events
@@ -288,7 +289,14 @@ def test_old_bodies_are_purged_and_the_metadata_stays(account, settings):
         )
 
     old, recent = make(31, "old@x"), make(29, "recent@x")
+    answered = response_to(old, body_html="<p>Tuesday?</p>")
+    ReplyResponse.objects.filter(pk=answered.pk).update(created_at=now - timedelta(days=31))
+    kept_answer = response_to(recent)
     assert replies_purge_task() == 1
+    answered.refresh_from_db()
+    kept_answer.refresh_from_db()
+    assert (answered.body_text, answered.body_html, answered.status) == ("", "", "sent")
+    assert kept_answer.body_text == "Great, Tuesday?"
     old.refresh_from_db()
     recent.refresh_from_db()
     assert (old.text, old.new_text, old.html) == ("", "", "")
