@@ -20,6 +20,9 @@ over two lines still matches), typographic apostrophes as `'`, and whole words a
 ends; `...` in a phrase stands for up to 40 characters of anything.
 """
 
+# Long: the phrase tables of four languages are data (each phrase tested); the rules
+# themselves are short.
+
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta

@@ -25,7 +25,7 @@ class ReplySerializer(serializers.ModelSerializer):
     cc = serializers.ListField(child=serializers.CharField(), read_only=True)
     in_reply_to = serializers.SerializerMethodField()
     attachments = AttachmentSerializer(many=True, read_only=True)
-    label = BlankAsNullChoiceField(choices=Reply.Label.choices, read_only=True)
+    label = BlankAsNullChoiceField(choices=Reply.Label.choices, read_only=True)  # type: ignore[assignment]  # the metaclass takes fields off the class
     label_source = BlankAsNullChoiceField(choices=Reply.LabelSource.choices, read_only=True)
 
     class Meta:
@@ -68,7 +68,7 @@ class ReplyUpdateSerializer(serializers.Serializer):
     `manual`."""
 
     read = StrictBooleanField(required=False)
-    label = BlankAsNullChoiceField(choices=Reply.Label.choices, required=False)
+    label = BlankAsNullChoiceField(choices=Reply.Label.choices, required=False)  # type: ignore[assignment]  # as above
 
 
 class ReplyFiltersSerializer(serializers.Serializer):
@@ -77,7 +77,7 @@ class ReplyFiltersSerializer(serializers.Serializer):
     campaign_id = serializers.UUIDField(required=False)
     credential_id = serializers.UUIDField(required=False)
     enrollment_id = serializers.UUIDField(required=False)
-    label = serializers.ChoiceField(choices=Reply.Label.choices, required=False)
+    label = serializers.ChoiceField(choices=Reply.Label.choices, required=False)  # type: ignore[assignment]  # as above
     read = serializers.ChoiceField(choices=["true", "false"], required=False)
     received_after = serializers.DateTimeField(required=False)
 

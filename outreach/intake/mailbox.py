@@ -42,10 +42,10 @@ from outreach.conversations import labels
 from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.imap import MailboxUnreachable, imap_connect
 from outreach.intake.replies import received_at_of, reply_record
+from outreach.intake.reports import delivery_report_parse, is_delivery_report
 from outreach.intake.selectors import (
     enrollment_sent_from,
     message_find,
-    message_id_normalize,
     message_ids_in_header,
     message_ids_known,
 )
@@ -85,72 +85,6 @@ class PollResult:
 
 
 # --- classification ----------------------------------------------------------------------
-
-
-def is_delivery_report(message: EmailMessage) -> bool:
-    if message.get_content_type() != "multipart/report":
-        return False
-    report_type = message.get_param("report-type") or ""
-    assert isinstance(report_type, str)  # a tuple only for an RFC 2231 value
-    return report_type.lower() == "delivery-status"
-
-
-@dataclass(frozen=True)
-class DeliveryFailure:
-    original_message_ids: list[str]
-    status: str
-    reason: str
-
-    @property
-    def permanent(self) -> bool:
-        return self.status.startswith("5")
-
-
-def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
-    """The referenced Message-IDs, the first failed recipient's status and diagnostic
-    of an RFC 3464 report; None when it reports no failure."""
-    ids: list[str] = []
-    status = ""
-    diagnostic = ""
-    for part in message.walk():
-        content_type = part.get_content_type()
-        if content_type == "message/delivery-status":
-            # The email package splits the status body into header blocks:
-            # the per-message block, then one per recipient.
-            for block in part.get_payload() or []:
-                if not isinstance(block, EmailMessage):
-                    continue
-                for name in ("Original-Message-ID", "X-Original-Message-ID"):
-                    if block.get(name):
-                        ids.append(message_id_normalize(block.get(name)))
-                action = (block.get("Action") or "").strip().lower()
-                block_status = block.get("Status")
-                if block_status and not status and action in ("", "failed"):
-                    status = block_status.split()[0].strip()
-                    diagnostic = " ".join(str(block.get("Diagnostic-Code") or "").split())
-        elif content_type in ("message/rfc822", "message/global"):
-            payload = part.get_payload()
-            inner = payload[0] if isinstance(payload, list) and payload else None
-            if isinstance(inner, EmailMessage) and inner.get("Message-ID"):
-                ids.append(message_id_normalize(inner.get("Message-ID")))
-        elif content_type in ("text/rfc822-headers", "message/rfc822-headers"):
-            raw = part.get_payload(decode=True) or b""
-            assert isinstance(raw, bytes)  # decoded: the bytes of a single part
-            headers = email.message_from_bytes(raw, policy=email.policy.compat32)
-            if headers.get("Message-ID"):
-                ids.append(message_id_normalize(headers.get("Message-ID")))
-    # Some servers also thread the report to the original message.
-    ids += message_ids_in_header(message.get("In-Reply-To"))
-    ids += message_ids_in_header(message.get("References"))
-    if not status:
-        return None
-    if diagnostic.lower().startswith(("smtp;", "x-postfix;", "x-unix;")):
-        diagnostic = diagnostic.split(";", 1)[1].strip()
-    return DeliveryFailure(
-        original_message_ids=[i for i in ids if i],
-        status=status,
-        reason=f"{status} {diagnostic}".strip() if diagnostic else status,
-    )
 
 
 def _address(value: str | None) -> str:
@@ -381,42 +315,7 @@ def _poll(credential: SmtpCredential, result: PollResult) -> None:
         batch_size = settings.IMAP_FETCH_BATCH_SIZE
         for start in range(0, len(uids), batch_size):
             batch = uids[start : start + batch_size]
-            headers = _fetch_sized(client, batch, "RFC822.SIZE BODY.PEEK[HEADER]")
-            outcomes: list[Outcome] = []
-            matched: list[tuple[int, object, int]] = []  # (uid, enrollment, size)
-            for uid in batch:
-                if uid not in headers:
-                    continue  # expunged meanwhile
-                size, raw = headers[uid]
-                found = message_match(
-                    credential=credential,
-                    uid=uid,
-                    raw=raw,
-                    fetch_full=lambda uid=uid: _fetch_full(client, uid),
-                )
-                if isinstance(found, Outcome):
-                    outcomes.append(found)
-                else:
-                    matched.append((uid, found, size))
-            del headers
-            limit = settings.IMAP_MAX_MESSAGE_BYTES
-            for group in _groups_by_bytes(matched, settings.IMAP_FETCH_MAX_BYTES):
-                bodies = _fetch(client, [uid for uid, _, _ in group], f"BODY.PEEK[]<0.{limit}>")
-                for uid, enrollment, size in group:
-                    if uid not in bodies:
-                        continue  # expunged meanwhile
-                    outcomes.append(
-                        reply_keep(
-                            credential=credential,
-                            uid=uid,
-                            enrollment=enrollment,
-                            raw=bodies.pop(uid),
-                            validity=validity,
-                            cut=size > limit,
-                        )
-                    )
-                del bodies
-            result.outcomes += sorted(outcomes, key=lambda outcome: outcome.uid)
+            result.outcomes += _batch_handle(client, credential, batch, validity)
             # Only ever forward, and only under the UIDVALIDITY these UIDs belong to.
             SmtpCredential.objects.filter(
                 Q(imap_last_uid__isnull=True) | Q(imap_last_uid__lt=batch[-1]),
@@ -427,6 +326,49 @@ def _poll(credential: SmtpCredential, result: PollResult) -> None:
     finally:
         with contextlib.suppress(OSError, imaplib.IMAP4.error):
             client.logout()
+
+
+def _batch_handle(
+    client: imaplib.IMAP4, credential: SmtpCredential, batch: list[int], validity
+) -> list[Outcome]:
+    """One batch of UIDs: headers and sizes, matching, then the matched messages read
+    whole in groups within IMAP_FETCH_MAX_BYTES and kept. Outcomes in UID order."""
+    headers = _fetch_sized(client, batch, "RFC822.SIZE BODY.PEEK[HEADER]")
+    outcomes: list[Outcome] = []
+    matched: list[tuple[int, object, int]] = []  # (uid, enrollment, size)
+    for uid in batch:
+        if uid not in headers:
+            continue  # expunged meanwhile
+        size, raw = headers[uid]
+        found = message_match(
+            credential=credential,
+            uid=uid,
+            raw=raw,
+            fetch_full=lambda uid=uid: _fetch_full(client, uid),
+        )
+        if isinstance(found, Outcome):
+            outcomes.append(found)
+        else:
+            matched.append((uid, found, size))
+    del headers
+    limit = settings.IMAP_MAX_MESSAGE_BYTES
+    for group in _groups_by_bytes(matched, settings.IMAP_FETCH_MAX_BYTES):
+        bodies = _fetch(client, [uid for uid, _, _ in group], f"BODY.PEEK[]<0.{limit}>")
+        for uid, enrollment, size in group:
+            if uid not in bodies:
+                continue  # expunged meanwhile
+            outcomes.append(
+                reply_keep(
+                    credential=credential,
+                    uid=uid,
+                    enrollment=enrollment,
+                    raw=bodies.pop(uid),
+                    validity=validity,
+                    cut=size > limit,
+                )
+            )
+        del bodies
+    return sorted(outcomes, key=lambda outcome: outcome.uid)
 
 
 def _fetch_full(client: imaplib.IMAP4, uid: int) -> bytes:

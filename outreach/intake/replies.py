@@ -85,32 +85,15 @@ def reply_record(
         try:
             with transaction.atomic():
                 reply = Reply.objects.create(
+                    **_reply_fields(parsed),
                     account_id=credential.account_id,
                     enrollment_id=enrollment.pk,
                     campaign_id=enrollment.campaign_id,
                     contact_id=enrollment.contact_id,
                     credential=credential,
                     message_id=message_id,
-                    in_reply_to=parsed.in_reply_to[:255],
-                    references=parsed.references[-50:],
-                    from_email=parsed.from_email[:254],
-                    from_name=parsed.from_name[:255],
-                    to=parsed.to[:100],
-                    cc=parsed.cc[:100],
-                    subject=parsed.subject[:998],
                     received_at=received_at,
-                    text=parsed.text,
-                    new_text=parsed.new_text,
-                    html=parsed.html,
                     truncated=parsed.truncated or cut,
-                    attachments=[
-                        {
-                            "filename": a.filename[:255],
-                            "content_type": a.content_type[:255],
-                            "size": a.size,
-                        }
-                        for a in parsed.attachments[:100]
-                    ],
                     label=label,
                     label_source=Reply.LabelSource.AUTO if label else "",
                     returns_on=classification.returns_on,
@@ -119,18 +102,7 @@ def reply_record(
                 )
         except IntegrityError:
             return Recorded(reply=None, label=label, replied=False)  # kept before
-        replied = False
-        if label == labels.OUT_OF_OFFICE:
-            if classification.returns_on is not None:
-                _postpone(enrollment, classification.returns_on, now=now)
-        elif label == labels.AUTO_REPLY:
-            pass
-        else:
-            if label == labels.UNSUBSCRIBE_REQUEST:
-                contact_unsubscribe(contact_id=enrollment.contact_id, at=received_at)
-            replied = (
-                enrollment_mark_replied(enrollment_id=enrollment.pk, at=received_at) is not None
-            )
+        replied = _label_apply(enrollment, classification, received_at=received_at, now=now)
     if defects:
         logger.info(
             "mailbox %s: reply %s kept with defects: %s",
@@ -139,6 +111,43 @@ def reply_record(
             "; ".join(defects),
         )
     return Recorded(reply=reply, label=label, replied=replied)
+
+
+def _label_apply(
+    enrollment: Enrollment, classification: labels.Classification, *, received_at, now
+) -> bool:
+    """What the label does (module docstring); whether the enrollment's reply was
+    recorded by this call."""
+    label = classification.label
+    if label == labels.OUT_OF_OFFICE:
+        if classification.returns_on is not None:
+            _postpone(enrollment, classification.returns_on, now=now)
+        return False
+    if label == labels.AUTO_REPLY:
+        return False
+    if label == labels.UNSUBSCRIBE_REQUEST:
+        contact_unsubscribe(contact_id=enrollment.contact_id, at=received_at)
+    return enrollment_mark_replied(enrollment_id=enrollment.pk, at=received_at) is not None
+
+
+def _reply_fields(parsed: ParsedMessage) -> dict:
+    """The columns of a Reply read off the message, within the columns' bounds."""
+    return {
+        "in_reply_to": parsed.in_reply_to[:255],
+        "references": parsed.references[-50:],
+        "from_email": parsed.from_email[:254],
+        "from_name": parsed.from_name[:255],
+        "to": parsed.to[:100],
+        "cc": parsed.cc[:100],
+        "subject": parsed.subject[:998],
+        "text": parsed.text,
+        "new_text": parsed.new_text,
+        "html": parsed.html,
+        "attachments": [
+            {"filename": a.filename[:255], "content_type": a.content_type[:255], "size": a.size}
+            for a in parsed.attachments[:100]
+        ],
+    }
 
 
 def _postpone(enrollment: Enrollment, returns_on, *, now: datetime) -> None:

@@ -5,14 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from outreach.conversations.parse import (
-    Attachment,
-    html_sanitize,
-    html_to_text,
-    message_parse,
-    quote_cut,
-    unflow,
-)
+from outreach.conversations.html import html_sanitize, html_to_text
+from outreach.conversations.parse import Attachment, message_parse, unflow
+from outreach.conversations.quotes import quote_cut
 
 MAIL = Path(__file__).parent / "mail"
 ORIGINAL_ID = "20260302085501.3f2a9c@outreach-demo.example"

@@ -6,8 +6,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from outreach.conversations.html import html_sanitize
 from outreach.conversations.labels import message_classify
-from outreach.conversations.parse import ParsedMessage, html_sanitize, message_parse
+from outreach.conversations.parse import ParsedMessage, message_parse
 
 MAIL = Path(__file__).parent / "mail"
 CORPUS = sorted(p.read_bytes() for p in MAIL.glob("*.eml"))
