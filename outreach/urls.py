@@ -4,6 +4,7 @@ from rest_framework.routers import SimpleRouter
 from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
+from outreach.domains import api as domains_api
 from outreach.intake import views
 from outreach.mailboxes import api
 
@@ -26,5 +27,11 @@ urlpatterns = [
     path("oauth/connect/<str:token>", views.oauth_connect, name="oauth-connect"),
     path("oauth/callback/<str:provider>", views.oauth_callback, name="oauth-callback"),
     path("outreaches", contacts_api.OutreachView.as_view(), name="outreaches"),
+    path(
+        "smtp_credentials/<str:pk>/domain_check",
+        domains_api.DomainCheckView.as_view(),
+        name="smtp-credential-domain-check",
+    ),
+    path("tracking_domain", domains_api.TrackingDomainView.as_view(), name="tracking-domain"),
     *router.urls,
 ]
