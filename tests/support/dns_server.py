@@ -26,7 +26,7 @@ import threading
 import time
 
 import pytest
-from dnslib import QTYPE, RCODE, RR, DNSRecord
+from dnslib import QTYPE, RCODE, RR, TXT, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer, TCPServer, UDPServer
 
 from tests.support.ports import free_port
@@ -82,9 +82,17 @@ class DnsZone(BaseResolver):
             return reply
         for rtype, value, ttl in held:
             if rtype == qtype or (rtype == "CNAME" and qtype != "CNAME"):
-                zone_value = f'"{value}"' if rtype == "TXT" else value
-                reply.add_answer(*RR.fromZone(f"{name}. {ttl} {rtype} {zone_value}"))
+                reply.add_answer(*_records(name, rtype, value, ttl))
         return reply
+
+
+def _records(name: str, rtype: str, value: str, ttl: int) -> list[RR]:
+    if rtype == "TXT":
+        # A long TXT value travels as several strings of at most 255 bytes, as zones write it.
+        data = value.encode()
+        chunks = [data[i : i + 255] for i in range(0, len(data), 255)] or [b""]
+        return [RR(f"{name}.", QTYPE.TXT, rdata=TXT(chunks), ttl=ttl)]
+    return RR.fromZone(f"{name}. {ttl} {rtype} {value}")
 
 
 class _Quiet(DNSLogger):
