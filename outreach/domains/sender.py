@@ -10,6 +10,7 @@ error: an unanswered question proves nothing.
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from config.dns import FAILED, NXDOMAIN, Lookup, lookup
 
@@ -103,7 +104,7 @@ def _spf_check(inspection: Inspection) -> None:
             "treat this as a permanent error). Merge them.",
         )
         return
-    counter = {"lookups": 0, "failed": []}
+    counter: dict[str, Any] = {"lookups": 0, "failed": []}
     problems = _spf_walk(records[0], domain, counter, depth=0)
     for problem in problems:
         inspection.add("spf_syntax", ERROR, problem)

@@ -17,11 +17,13 @@ A name the server holds no record of is NXDOMAIN; a name with records of other t
 only is NODATA (NOERROR, no answer), as an authoritative server answers.
 
 Run as a script (`python -m tests.support.dns_server --port N --delay 0.02 --wildcard-mx
-bench.test`) it serves until stopped: the import benchmark's peer.
+example.net`) it serves until stopped (SIGTERM; `--count` then prints the questions
+answered): the import benchmark's peer.
 """
 
 import argparse
 import fnmatch
+import signal
 import threading
 import time
 
@@ -158,7 +160,11 @@ def main() -> None:
     parser.add_argument(
         "--wildcard-mx", action="append", default=[], help="an MX for every name under it"
     )
+    parser.add_argument(
+        "--count", action="store_true", help="print the questions answered when stopped"
+    )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     server = DnsTestServer(args.port)
     server.delay = args.delay
     for suffix in args.wildcard_mx:
@@ -171,6 +177,8 @@ def main() -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         server.stop()
+        if args.count:
+            print(f"{len(server.queries)} questions", flush=True)
 
 
 if __name__ == "__main__":
