@@ -13,6 +13,11 @@ class Account(models.Model):
     It is also what DRF sees as `request.user` once a key authenticates.
     """
 
+    class TrackingDomainStatus(models.TextChoices):
+        PENDING = "pending"
+        VERIFIED = "verified"
+        FAILED = "failed"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     email = models.EmailField(max_length=254)
     name = models.CharField(max_length=200, blank=True, default="")
@@ -25,6 +30,13 @@ class Account(models.Model):
     # When the signup address was proven (the emailed link, accounts.verification). Null: not
     # yet; with SIGNUP_EMAIL_VERIFICATION on, the account may not dispatch until it is.
     email_verified_at = models.DateTimeField(null=True, blank=True)
+    # The host of the account's open pixels and click links, a CNAME to the service's host
+    # (outreach.domains.tracking); used only while `verified`. "": the service's own host.
+    tracking_domain = models.CharField(max_length=253, blank=True, default="")
+    tracking_domain_status = models.CharField(
+        max_length=10, choices=TrackingDomainStatus.choices, blank=True, default=""
+    )
+    tracking_domain_checked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     # DRF's IsAuthenticated reads these from request.user.
@@ -33,7 +45,14 @@ class Account(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(Lower("email"), name="account_email_ci_unique")]
+        constraints = [
+            models.UniqueConstraint(Lower("email"), name="account_email_ci_unique"),
+            models.UniqueConstraint(
+                fields=["tracking_domain"],
+                condition=~Q(tracking_domain=""),
+                name="account_tracking_domain_unique",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.email

@@ -145,6 +145,8 @@ MIDDLEWARE = [
     "config.api.middleware.BodySizeLimitMiddleware",
     "config.api.middleware.QueryNulMiddleware",
     "config.api.middleware.AllowHeaderMiddleware",
+    # A verified tracking domain's Host, for the tracking paths only (docs/deliverability.md).
+    "outreach.domains.tracking.TrackingHostMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -425,6 +427,7 @@ CELERY_IMPORTS = [
     "outreach.intake.beat",
     "outreach.sending.tasks",
     "outreach.sending.beat",
+    "outreach.domains.beat",
 ]
 # Periodic work; each entry's task lives in its app's tasks (or beat) module.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
@@ -542,6 +545,41 @@ CELERY_BEAT_SCHEDULE["outreach-responses-recover"] = {
     "options": {"expires": SENDING_SCHEDULE_INTERVAL_SECONDS},
 }
 # --- end outreach: sending engine ---
+
+# --- outreach: domain checks in DNS (docs/deliverability.md) ---
+# The DNS servers every domain check asks (sender domains, recipient domains, tracking
+# domains): comma-separated `ip:port` (`[v6]:port`; the port defaults to 53). Empty: the
+# system's resolvers (/etc/resolv.conf).
+DNS_RESOLVERS = env.str("DNS_RESOLVERS", default="")
+try:
+    from config.dns import resolvers_parse as _resolvers_parse
+
+    _resolvers_parse(DNS_RESOLVERS)
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"DNS_RESOLVERS: {_exc}.") from None
+# Seconds one DNS lookup may take in all (every server, every retry).
+DNS_TIMEOUT_SECONDS = env.float("DNS_TIMEOUT_SECONDS", default=5.0)
+# Look-ups made at once when a batch of recipient domains is checked (an import's batch).
+DNS_LOOKUP_CONCURRENCY = max(1, env.int("DNS_LOOKUP_CONCURRENCY", default=32))
+# Skip, at import and enroll, addresses whose domain cannot receive mail (no MX, A or AAAA
+# record, or a null MX). Off in the embedded mode (it says so at start): a local setup may
+# have no DNS to ask.
+RECIPIENT_DOMAIN_CHECK = env.bool("RECIPIENT_DOMAIN_CHECK", default=not EMBEDDED)
+RECIPIENT_DOMAIN_CHECK_BY_DEFAULT = EMBEDDED and "RECIPIENT_DOMAIN_CHECK" not in os.environ
+# The name an account's tracking domain must be a CNAME to: BASE_URL's host by default.
+TRACKING_DOMAIN_CNAME_TARGET = env.str("TRACKING_DOMAIN_CNAME_TARGET", default=_base_host).lower()
+# Beat checks every mailbox's From domain again once a day, and tracking domains every hour.
+CELERY_BEAT_SCHEDULE["outreach-sender-domains-check"] = {
+    "task": "outreach.tasks.sender_domains_check",
+    "schedule": 3600.0,
+    "options": {"expires": 3600.0},
+}
+CELERY_BEAT_SCHEDULE["outreach-tracking-domains-check"] = {
+    "task": "outreach.tasks.tracking_domains_check",
+    "schedule": 3600.0,
+    "options": {"expires": 3600.0},
+}
+# --- end outreach: domain checks ---
 
 # --- outreach: mailboxes over OAuth 2.0 (docs/outreach.md, "Google and Microsoft mailboxes") ---
 # The service's OAuth clients at each provider. Without a client id, POST

@@ -24,6 +24,9 @@ os.environ.setdefault("SENDING_SCHEDULE_ON_DISPATCH", "false")
 # proven signup address, mailboxes on a sink without a login): their own tests turn them on.
 os.environ.setdefault("SIGNUP_EMAIL_VERIFICATION", "false")
 os.environ.setdefault("SMTP_REQUIRE_LOGIN", "false")
+# No test asks the internet's DNS: the domain check tests start a DNS server of their own
+# (tests/support/dns_server.py) and turn the recipient check on themselves.
+os.environ.setdefault("RECIPIENT_DOMAIN_CHECK", "false")
 
 # Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
 # own: its end-to-end Celery workers, queue purges and rate-limit buckets must not

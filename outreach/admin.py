@@ -12,5 +12,6 @@ them.
 from outreach.campaigns import admin as campaigns_admin  # noqa: F401
 from outreach.contacts import admin as contacts_admin  # noqa: F401
 from outreach.conversations import admin as conversations_admin  # noqa: F401
+from outreach.domains import admin as domains_admin  # noqa: F401
 from outreach.mailboxes import admin as mailboxes_admin  # noqa: F401
 from outreach.sending import admin as sending_admin  # noqa: F401

@@ -7,12 +7,14 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.sending.models: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
   SendClaim;
 - outreach.intake.models: RelayWebhookToken;
-- outreach.conversations.models: Reply, ReplyResponse.
+- outreach.conversations.models: Reply, ReplyResponse;
+- outreach.domains.models: SenderDomainCheck.
 """
 
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, StepVariantStats
 from outreach.contacts.models import Contact, ContactImport, Suppression
 from outreach.conversations.models import Reply, ReplyResponse
+from outreach.domains.models import SenderDomainCheck
 from outreach.intake.models import RelayWebhookToken
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 from outreach.sending.models import (
@@ -39,6 +41,7 @@ __all__ = [
     "ReplyResponse",
     "Security",
     "SendClaim",
+    "SenderDomainCheck",
     "SmtpCredential",
     "StepVariantStats",
     "Suppression",

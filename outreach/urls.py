@@ -5,6 +5,7 @@ from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
 from outreach.conversations import respond_api
+from outreach.domains import api as domains_api
 from outreach.intake import views
 from outreach.mailboxes import api
 
@@ -32,5 +33,11 @@ urlpatterns = [
         respond_api.ReplyRespondView.as_view(),
         name="reply-respond",
     ),
+    path(
+        "smtp_credentials/<str:pk>/domain_check",
+        domains_api.DomainCheckView.as_view(),
+        name="smtp-credential-domain-check",
+    ),
+    path("tracking_domain", domains_api.TrackingDomainView.as_view(), name="tracking-domain"),
     *router.urls,
 ]

@@ -105,6 +105,7 @@ pytest_plugins = [
     "tests.support.celery_worker",
     "tests.support.smtp",
     "tests.support.dns",
+    "tests.support.dns_server",
     "tests.support.embedded",
     "tests.support.oauth_provider",
 ]

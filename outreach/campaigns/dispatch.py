@@ -18,6 +18,7 @@ from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
 from outreach.contacts.services import contact_upsert
+from outreach.domains.recipients import recipient_refusal
 from outreach.enrollments import enrollment_enroll, enrollment_schedule, enrollments_schedule
 from outreach.errors import CampaignNotDispatchable
 from outreach.sending.beat import schedule_sends
@@ -140,6 +141,10 @@ def outreach_create(
     (enrollment, changed): changed is False when the contact was already enrolled
     and dispatched (a no-op)."""
     now = now or timezone.now()
+    # Before the campaign's lock: the lookups may take DNS_TIMEOUT_SECONDS.
+    refusal = recipient_refusal(contact.email)
+    if refusal:
+        raise ValidationFailed({"contact.email": [refusal]})
     with transaction.atomic():
         campaign, first_step = _dispatch_lock(campaign)
         row, _ = contact_upsert(account=account, data=contact)

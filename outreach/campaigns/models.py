@@ -44,6 +44,8 @@ class Campaign(models.Model):
     # The send window in each contact's own time zone (Contact.timezone), falling back
     # to `timezone` for contacts without one.
     send_in_contact_timezone = models.BooleanField(default=False)
+    # Hold sends from mailboxes whose From domain check has an error (outreach.domains).
+    require_authenticated_domain = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

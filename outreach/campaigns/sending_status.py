@@ -16,6 +16,7 @@ from django.db.models import Count, F, Min
 
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.domains.services import domain_check_summary
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
     daily_limit_in_force,
@@ -127,6 +128,19 @@ def _paced(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     return None
 
 
+def _domain_unauthenticated(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """Only where it holds sends: a campaign with require_authenticated_domain."""
+    check = getattr(credential, "domain_check", None)
+    if ctx.campaign.require_authenticated_domain and check is not None and check.has_errors:
+        codes = ", ".join(f["code"] for f in check.findings if f["level"] == "error")
+        return Reason(
+            "domain_unauthenticated",
+            detail=f"The From domain {check.domain} fails its check ({codes}); the campaign "
+            "requires an authenticated domain (GET /smtp_credentials/:id/domain_check).",
+        )
+    return None
+
+
 def _window_closed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     """Closed for every contact the mailbox has due (with contact time zones, each in
     its own zone), or, with none due, in the campaign's zone."""
@@ -154,6 +168,7 @@ REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
     _campaign_paused,
     _mailbox_disabled,
     _reauthorization_required,
+    _domain_unauthenticated,
     _daily_limit_reached,
     _paced,
     _window_closed,
@@ -183,7 +198,10 @@ def _thread_key(credential_id, enabled: list):
 
 def sending_status(*, campaign: Campaign, now: datetime) -> dict:
     links = Campaign.credentials.through.objects.filter(campaign=campaign).order_by("id")
-    credentials = [link.smtpcredential for link in links.select_related("smtpcredential")]
+    credentials = [
+        link.smtpcredential
+        for link in links.select_related("smtpcredential", "smtpcredential__domain_check")
+    ]
     # The mailboxes the scheduler gives work to (outreach.sending.scheduler): enabled, and not
     # waiting for the owner to connect them again.
     enabled = [
@@ -191,6 +209,7 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         for c in credentials
         if c.disabled_at is None
         and c.oauth_status != SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
+        and _domain_unauthenticated_skip(campaign, c)
     ]
     ctx = _Context(
         campaign=campaign,
@@ -212,6 +231,12 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         "mailboxes": mailboxes,
         "upcoming": upcoming,
     }
+
+
+def _domain_unauthenticated_skip(campaign: Campaign, credential: SmtpCredential) -> bool:
+    """False for a mailbox the scheduler holds for its From domain (require_authenticated_domain)."""
+    check = getattr(credential, "domain_check", None)
+    return not (campaign.require_authenticated_domain and check is not None and check.has_errors)
 
 
 def _waiting_read(ctx: _Context, waiting) -> None:
@@ -248,6 +273,7 @@ def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> d
         "next_send_earliest_at": credential.next_send_earliest_at,
         "sent_today": sent_today(credential, today),
         "daily_limit": daily_limit_in_force(credential),
+        "domain_check": domain_check_summary(getattr(credential, "domain_check", None)),
     }
 
 

@@ -168,6 +168,12 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
     stop_on_domain_reply = StrictBooleanField(required=False, default=False)
     unsubscribe_footer = StrictBooleanField(required=False, default=False)
     send_in_contact_timezone = StrictBooleanField(required=False, default=False)
+    require_authenticated_domain = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Hold sends from mailboxes whose From domain check has an error (SPF, "
+        "DKIM, DMARC: GET /smtp_credentials/:id/domain_check).",
+    )
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)
@@ -312,6 +318,7 @@ class SendingReasonSerializer(serializers.Serializer):
             "campaign_paused",
             "campaign_completed",
             "nothing_due",
+            "domain_unauthenticated",
         ]
     )
     until = TimestampField(allow_null=True, help_text="When it lifts; null when not known.")
@@ -326,6 +333,11 @@ class SendingMailboxSerializer(serializers.Serializer):
     next_send_earliest_at = TimestampField(allow_null=True)
     sent_today = serializers.IntegerField()
     daily_limit = serializers.IntegerField()
+    domain_check = serializers.JSONField(
+        allow_null=True,
+        help_text="The mailbox's last From domain check: {domain, status, checked_at, "
+        "findings: [{code, level, message}]}; null before its first check.",
+    )
 
 
 class UpcomingSendSerializer(serializers.Serializer):

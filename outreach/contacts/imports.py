@@ -13,10 +13,19 @@ from django.utils import timezone
 
 from outreach.campaigns.models import Campaign
 from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
+from outreach.contacts.emails import InvalidEmail, email_clean
 from outreach.contacts.models import Contact, ContactImport
 from outreach.contacts.services import contact_build, contact_merge_into
 from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
 from outreach.contacts.suppression import suppressions_for
+from outreach.domains.recipients import (
+    REASON as NO_MAIL_SERVER,
+)
+from outreach.domains.recipients import (
+    domains_without_mail_server,
+    email_domain,
+    no_mail_server_message,
+)
 from outreach.enrollments import enroll
 
 logger = logging.getLogger(__name__)
@@ -124,6 +133,9 @@ def _shown(text: str) -> str:
 def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[dict]) -> int:
     """Upsert one batch: returns its row count. `errors` is extended in place."""
     merged, duplicates, skipped = _rows_merge(rows, errors)
+    no_mail_rows, no_mail_duplicates = _no_mail_server_skip(merged, rows, errors)
+    skipped += no_mail_rows
+    duplicates -= no_mail_duplicates
     with transaction.atomic():
         now = timezone.now()
         contacts, created = _contacts_upsert(contact_import.account_id, merged, now)
@@ -171,6 +183,46 @@ def _rows_merge(rows: list[Row], errors: list[dict]) -> tuple[dict[str, ContactD
         else:
             merged[data.key] = data
     return merged, duplicates, skipped
+
+
+def _no_mail_server_skip(
+    merged: dict[str, ContactData], rows: list[Row], errors: list[dict]
+) -> tuple[int, int]:
+    """With RECIPIENT_DOMAIN_CHECK, drop from `merged` the addresses whose domain cannot
+    receive mail (outreach.domains.recipients), before anything is written. Returns the
+    rows skipped so, and how many of them were duplicates within the file; each skipped
+    row gets an error with reason `domain_has_no_mail_server`."""
+    if not settings.RECIPIENT_DOMAIN_CHECK or not merged:
+        return 0, 0
+    bad = domains_without_mail_server({email_domain(key) for key in merged})
+    dropped = {key for key in merged if email_domain(key) in bad}
+    if not dropped:
+        return 0, 0
+    for key in dropped:
+        del merged[key]
+    count = 0
+    for row in rows:
+        email = row.raw.get("email")
+        # Only rows whose written domain is one of them are cleaned again, to be named.
+        if not isinstance(email, str) or email_domain(email.strip()) not in bad:
+            continue
+        try:
+            key = email_clean(email).lower()
+        except InvalidEmail:
+            continue
+        if key not in dropped:
+            continue
+        count += 1
+        if len(errors) < IMPORT_ERRORS_KEPT:
+            errors.append(
+                {
+                    "row": row.number,
+                    "email": _shown(email),
+                    "message": _shown(f"email: {no_mail_server_message(email_domain(key))}"),
+                    "reason": NO_MAIL_SERVER,
+                }
+            )
+    return count, count - len(dropped)
 
 
 def _contacts_upsert(

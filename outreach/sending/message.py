@@ -19,6 +19,7 @@ from outreach.campaigns.rendering import (
     unsubscribe_footer_html,
     unsubscribe_footer_text,
 )
+from outreach.campaigns.tracking import tracking_base_url
 from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.campaigns.variants import step_content
 from outreach.intake import tokens
@@ -210,7 +211,7 @@ def _bodies(
         html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
     if campaign.track_opens:
         token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
-        html = _with_pixel(html, f"{settings.BASE_URL}/t/o/{token}.gif")
+        html = _with_pixel(html, f"{tracking_base_url(campaign.account)}/t/o/{token}.gif")
     return text, html
 
 

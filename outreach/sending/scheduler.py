@@ -19,6 +19,9 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      midnight, then the window's next opening; OAuth mailboxes waiting to be
      re-authorized are left out, and when no other is left next_send_at moves
      SENDING_CREDENTIAL_RETRY_SECONDS on;
+   - a campaign with require_authenticated_domain gives no claim to a mailbox whose From
+     domain check has an error (outreach.domains); with no other mailbox left, the
+     enrollment waits SENDING_CREDENTIAL_RETRY_SECONDS, as for a re-authorization;
    - a campaign without any enabled credential is paused (all_credentials_disabled);
    - a paced mailbox (max_interval_seconds > 0) whose next_send_earliest_at is still
      ahead gets nothing: its enrollments stay due, untouched, and are not even read
@@ -50,6 +53,7 @@ from django.utils import timezone
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
@@ -160,6 +164,12 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked)
+    # Mailboxes held by require_authenticated_domain (read only when a campaign asks).
+    unauthenticated = credentials_unauthenticated(
+        credential_ids=[
+            pk for c in campaigns.values() if c.require_authenticated_domain for pk in linked[c.pk]
+        ]
+    )
     today = utc_day(now)
     room = {pk: room_today(c, today) for pk, c in credentials.items()}
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
@@ -190,7 +200,9 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
         # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
         thread = enrollment.credential_id
         candidates = [thread] if thread in enabled else enabled
-        if all(pk in unauthorized for pk in candidates):
+        if campaign.require_authenticated_domain:
+            candidates = [pk for pk in candidates if pk not in unauthenticated]
+        if not candidates or all(pk in unauthorized for pk in candidates):
             plan.defer[reauthorization_wait].append(enrollment.pk)
             continue
         candidates = [

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from accounts.services import api_key_create
 from billing.usage import usage_record_increment
+from outreach.domains.models import SenderDomainCheck
 from tests.intake.factories import sent_enrollment
 from tests.webhooks.factories import WebhookDeliveryFactory
 
@@ -25,6 +26,13 @@ def some_of_everything():
     api_key_create(account=account, label="admin pages")
     usage_record_increment(account=account)
     WebhookDeliveryFactory(webhook__account=account)
+    SenderDomainCheck.objects.create(
+        credential=enrollment.campaign.credentials.first(),
+        domain="example.com",
+        status="error",
+        findings=[{"code": "dmarc_missing", "level": "error", "message": "No <DMARC>."}],
+        checked_at=enrollment.created_at,
+    )
 
 
 def _admins():

@@ -75,6 +75,8 @@ def test_it_says_the_development_defaults_of_the_embedded_mode(embedded):
         "  Signups need no proof of address; production emails a link first "
         "(SIGNUP_EMAIL_VERIFICATION)\n"
         "  Mailboxes may send without a login; production requires one (SMTP_REQUIRE_LOGIN)\n"
+        "  Recipient domains are not checked in DNS; production skips those without a "
+        "mail server (RECIPIENT_DOMAIN_CHECK)\n"
     )
 
 
@@ -97,6 +99,7 @@ def test_production_has_no_development_defaults(embedded):
     embedded.EMBEDDED = False
     embedded.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
     embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
+    embedded.RECIPIENT_DOMAIN_CHECK = True
     text = _banner()
     assert text.startswith("Outreach service: production mode\n")
     assert "Development defaults" not in text
@@ -114,14 +117,19 @@ def test_production_names_the_abuse_guards_an_operator_turned_off(embedded):
         "  Signup proof SIGNUP_EMAIL_VERIFICATION=false: new accounts send without proving "
         "their address\n"
         "  SMTP login   SMTP_REQUIRE_LOGIN=false: mailboxes may send without a login\n"
+        "  Recipients   RECIPIENT_DOMAIN_CHECK=false: addresses of domains without a mail "
+        "server are imported and sent to\n"
     ) in text
     embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
+    embedded.RECIPIENT_DOMAIN_CHECK = True
     assert "SIGNUP_EMAIL_VERIFICATION" not in _banner()
     assert "SMTP_REQUIRE_LOGIN" not in _banner()
+    assert "RECIPIENT_DOMAIN_CHECK" not in _banner()
 
 
 def test_the_embedded_mode_says_nothing_of_guards_turned_on(embedded):
     embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
+    embedded.RECIPIENT_DOMAIN_CHECK = True
     assert "SIGNUP_EMAIL_VERIFICATION" not in _banner()
     assert "SMTP_REQUIRE_LOGIN" not in _banner()
 
@@ -129,6 +137,7 @@ def test_the_embedded_mode_says_nothing_of_guards_turned_on(embedded):
 def test_production_warns_when_private_networks_are_allowed(embedded):
     embedded.EMBEDDED = False
     embedded.SIGNUP_EMAIL_VERIFICATION = embedded.SMTP_REQUIRE_LOGIN = True
+    embedded.RECIPIENT_DOMAIN_CHECK = True
     text = _banner()
     assert text.endswith(
         "Warning: webhooks to private and loopback addresses allowed "

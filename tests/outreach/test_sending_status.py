@@ -74,6 +74,7 @@ def test_a_mailbox_that_can_send_now_and_its_plan():
         "next_send_earliest_at": None,
         "sent_today": 0,
         "daily_limit": 50,
+        "domain_check": None,  # never checked (tests/domains/test_sender_domain_check.py)
     }
     assert answer["upcoming"] == [
         {

@@ -87,6 +87,11 @@ def _abuse_guards_off() -> list[str]:
         )
     if not settings.SMTP_REQUIRE_LOGIN:
         off.append("SMTP login   SMTP_REQUIRE_LOGIN=false: mailboxes may send without a login")
+    if not settings.RECIPIENT_DOMAIN_CHECK:
+        off.append(
+            "Recipients   RECIPIENT_DOMAIN_CHECK=false: addresses of domains without a mail "
+            "server are imported and sent to"
+        )
     return off
 
 
@@ -109,6 +114,11 @@ def _development_defaults() -> list[str]:
     if not settings.SMTP_REQUIRE_LOGIN:
         lines.append(
             "  Mailboxes may send without a login; production requires one (SMTP_REQUIRE_LOGIN)"
+        )
+    if not settings.RECIPIENT_DOMAIN_CHECK:
+        lines.append(
+            "  Recipient domains are not checked in DNS; production skips those without a "
+            "mail server (RECIPIENT_DOMAIN_CHECK)"
         )
     return lines
 

@@ -1,0 +1,139 @@
+"""The resolver of every DNS check (sender domains, recipient domains, tracking domains).
+
+`DNS_RESOLVERS` names the servers asked (`host:port`, comma-separated; empty: the
+system's, from /etc/resolv.conf), so tests and private deployments point the checks at a
+server of their own. Each lookup is bounded by DNS_TIMEOUT_SECONDS in all. Answers are
+cached in the process for their TTL (dnspython's LRU cache), negative ones included.
+
+A lookup never raises: it answers `Lookup`, whose `status` tells an answer (`ok`), a name
+that does not exist (`nxdomain`), a name without records of that type (`nodata`) and a
+lookup that could not be made (`failed`: a time-out, SERVFAIL, no server answering):
+the callers decide what each means, and a failure is never taken for an absence.
+"""
+
+import ipaddress
+import threading
+from dataclasses import dataclass, field
+
+import dns.exception
+import dns.name
+import dns.nameserver
+import dns.rdatatype
+import dns.resolver
+from django.conf import settings
+
+OK = "ok"
+NXDOMAIN = "nxdomain"
+NODATA = "nodata"
+FAILED = "failed"
+
+# Names cached per process (dnspython's LRU cache honours each answer's TTL).
+CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class Lookup:
+    name: str
+    rdtype: str
+    status: str
+    # The records as dnspython writes them (TXT strings joined, quotes removed).
+    records: list[str] = field(default_factory=list)
+    # What went wrong when `status` is FAILED ("timed out", "no answer from ..."), for messages.
+    error: str = ""
+    # The target of a CNAME met on the way (the first), for the tracking domain check.
+    cname: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.status == OK
+
+
+def resolvers_parse(value: str) -> list[tuple[str, int]]:
+    """`host:port` items (an IP address; `[v6]:port` for IPv6; the port defaults to 53).
+    Raises ValueError naming a bad item."""
+    servers = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        host, port = item, "53"
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            if rest:
+                if not rest.startswith(":"):
+                    raise ValueError(f"{item!r} is not host:port")
+                port = rest[1:]
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        try:
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            raise ValueError(f"{item!r}: {host!r} is not an IP address") from None
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r}: {port!r} is not a port")
+        servers.append((address, int(port)))
+    return servers
+
+
+_lock = threading.Lock()
+_resolvers: dict[tuple, dns.resolver.Resolver] = {}
+
+
+def resolver() -> dns.resolver.Resolver:
+    """The resolver for the current settings (one per configuration, shared by threads:
+    dnspython's resolver and its cache are thread-safe)."""
+    key = (settings.DNS_RESOLVERS, settings.DNS_TIMEOUT_SECONDS)
+    found = _resolvers.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        if key not in _resolvers:
+            servers = resolvers_parse(settings.DNS_RESOLVERS)
+            made = dns.resolver.Resolver(configure=not servers)
+            if servers:
+                made.nameservers = [
+                    dns.nameserver.Do53Nameserver(address, port) for address, port in servers
+                ]
+            made.lifetime = settings.DNS_TIMEOUT_SECONDS
+            made.timeout = settings.DNS_TIMEOUT_SECONDS
+            made.cache = dns.resolver.LRUCache(CACHE_SIZE)
+            _resolvers[key] = made
+        return _resolvers[key]
+
+
+def lookup(name: str, rdtype: str) -> Lookup:
+    """One question (`rdtype`: "MX", "TXT", "A", "AAAA", "CNAME"), its answer classified."""
+    try:
+        qname = dns.name.from_unicode(name.rstrip(".") + ".")
+    except (dns.exception.DNSException, UnicodeError, ValueError) as exc:
+        return Lookup(name, rdtype, FAILED, error=f"not a domain name ({exc})")
+    try:
+        answer = resolver().resolve(qname, rdtype, raise_on_no_answer=False)
+    except dns.resolver.NXDOMAIN:
+        return Lookup(name, rdtype, NXDOMAIN)
+    except dns.resolver.LifetimeTimeout:
+        return Lookup(
+            name, rdtype, FAILED, error=f"timed out after {settings.DNS_TIMEOUT_SECONDS}s"
+        )
+    except dns.resolver.NoNameservers:
+        return Lookup(name, rdtype, FAILED, error="no server answered (SERVFAIL or refused)")
+    except dns.exception.DNSException as exc:
+        return Lookup(name, rdtype, FAILED, error=str(exc) or type(exc).__name__)
+    cname = ""
+    response = answer.response
+    for rrset in response.answer if response is not None else []:
+        if rrset.rdtype == dns.rdatatype.CNAME:
+            cname = rrset[0].target.to_text().rstrip(".").lower()
+            break
+    if answer.rrset is None:
+        return Lookup(name, rdtype, NODATA, cname=cname)
+    return Lookup(name, rdtype, OK, records=[_text(rdata) for rdata in answer.rrset], cname=cname)
+
+
+def _text(rdata) -> str:
+    if rdata.rdtype == dns.rdatatype.TXT:
+        return b"".join(rdata.strings).decode("utf-8", "replace")
+    if rdata.rdtype == dns.rdatatype.MX:
+        return f"{rdata.preference} {rdata.exchange.to_text()}"
+    if rdata.rdtype == dns.rdatatype.CNAME:
+        return rdata.target.to_text().rstrip(".").lower()
+    return rdata.to_text()

@@ -1,0 +1,162 @@
+"""Writes of the domain checks: a mailbox's From domain check (stored), and the
+account's tracking domain (set, verified)."""
+
+import time
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Account
+from config.api.errors import ValidationFailed
+from outreach.domains import tracking
+from outreach.domains.models import SenderDomainCheck
+from outreach.domains.sender import ERROR, sender_domain_inspect
+from outreach.mailboxes.models import SmtpCredential
+
+# A mailbox's From domain is checked again once its last check is this old (beat).
+SENDER_CHECK_MAX_AGE = timedelta(hours=24)
+# Mailboxes checked per beat run at most; the rest wait for the next run (an hour).
+SENDER_CHECKS_PER_RUN = 500
+
+
+def _from_domain(credential: SmtpCredential) -> str:
+    return credential.from_email.rpartition("@")[2].lower()
+
+
+def sender_domain_check_run(
+    *,
+    credential: SmtpCredential,
+    dkim_selectors: list[str] | None = None,
+    now: datetime | None = None,
+) -> SenderDomainCheck:
+    """Check the mailbox's From domain now and store the result (its findings replace the
+    last ones). `dkim_selectors`, when given, replace the account's named selectors."""
+    now = now or timezone.now()
+    previous = SenderDomainCheck.objects.filter(credential=credential).first()
+    selectors = (
+        dkim_selectors
+        if dkim_selectors is not None
+        else (previous.dkim_selectors if previous is not None else [])
+    )
+    domain = _from_domain(credential)
+    inspection = sender_domain_inspect(domain, selectors)
+    levels = {f.level for f in inspection.findings}
+    if ERROR in levels:
+        status = SenderDomainCheck.Status.ERROR
+    elif levels:
+        status = SenderDomainCheck.Status.WARNING
+    else:
+        status = SenderDomainCheck.Status.PASS
+    check, _ = SenderDomainCheck.objects.update_or_create(
+        credential=credential,
+        defaults={
+            "domain": domain,
+            "dkim_selectors": selectors,
+            "status": status,
+            "findings": inspection.findings_json(),
+            "records": inspection.records,
+            "checked_at": now,
+        },
+    )
+    return check
+
+
+def domain_check_summary(check: SenderDomainCheck | None) -> dict | None:
+    """What sending_status shows of a mailbox's check."""
+    if check is None:
+        return None
+    return {
+        "domain": check.domain,
+        "status": check.status,
+        "checked_at": check.checked_at,
+        "findings": check.findings,
+    }
+
+
+def sender_domains_check_due(*, now: datetime | None = None, budget_seconds: float = 3000.0) -> int:
+    """Beat: check the enabled mailboxes never checked, checked more than a day ago, or
+    whose From domain changed since; at most SENDER_CHECKS_PER_RUN, and stop after
+    `budget_seconds` (the rest wait for the next run). Returns the number checked."""
+    now = now or timezone.now()
+    started = time.monotonic()
+    stale = now - SENDER_CHECK_MAX_AGE
+    candidates = (
+        SmtpCredential.objects.filter(disabled_at__isnull=True)
+        .select_related("domain_check")
+        .order_by("domain_check__checked_at", "pk")
+    )
+    checked = 0
+    for credential in candidates.iterator(chunk_size=SENDER_CHECKS_PER_RUN):
+        if checked >= SENDER_CHECKS_PER_RUN or time.monotonic() - started > budget_seconds:
+            break
+        check = getattr(credential, "domain_check", None)
+        if (
+            check is not None
+            and check.checked_at > stale
+            and check.domain == _from_domain(credential)
+        ):
+            continue
+        sender_domain_check_run(credential=credential, now=now)
+        checked += 1
+    return checked
+
+
+# --- tracking domain -----------------------------------------------------------------------
+
+
+def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
+    """Set (and verify at once) or clear the account's tracking domain. Another account's
+    domain is refused (422)."""
+    domain = (domain or "").strip().lower().rstrip(".")
+    if not domain:
+        Account.objects.filter(pk=account.pk).update(
+            tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
+        )
+        account.tracking_domain = ""
+        account.tracking_domain_status = ""
+        account.tracking_domain_checked_at = None
+        return account
+    if Account.objects.filter(tracking_domain=domain).exclude(pk=account.pk).exists():
+        raise ValidationFailed({"domain": ["This domain is another account's tracking domain."]})
+    status, now = tracking.tracking_domain_verify(domain), timezone.now()
+    try:
+        with transaction.atomic():
+            Account.objects.filter(pk=account.pk).update(
+                tracking_domain=domain,
+                tracking_domain_status=status or Account.TrackingDomainStatus.PENDING,
+                tracking_domain_checked_at=now,
+            )
+    except IntegrityError:  # another account took it meanwhile
+        raise ValidationFailed(
+            {"domain": ["This domain is another account's tracking domain."]}
+        ) from None
+    account.tracking_domain = domain
+    account.tracking_domain_status = status or Account.TrackingDomainStatus.PENDING
+    account.tracking_domain_checked_at = now
+    return account
+
+
+def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000) -> int:
+    """Beat (hourly): verify again every tracking domain not verified yet, and the
+    verified ones checked more than a day ago (a CNAME removed since stops their use). A
+    lookup that fails keeps the status it had. Returns the number checked."""
+    now = now or timezone.now()
+    due = (
+        Account.objects.exclude(tracking_domain="")
+        .exclude(
+            tracking_domain_status=Account.TrackingDomainStatus.VERIFIED,
+            tracking_domain_checked_at__gt=now - timedelta(hours=24),
+        )
+        .order_by("tracking_domain_checked_at")
+        .values_list("pk", "tracking_domain")[:limit]
+    )
+    checked = 0
+    for pk, domain in due:
+        status = tracking.tracking_domain_verify(domain)
+        changes: dict = {"tracking_domain_checked_at": now}
+        if status is not None:
+            changes["tracking_domain_status"] = status
+        # Only if the account still has that domain (it may have changed it meanwhile).
+        checked += Account.objects.filter(pk=pk, tracking_domain=domain).update(**changes)
+    return checked

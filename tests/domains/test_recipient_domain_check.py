@@ -1,0 +1,123 @@
+"""RECIPIENT_DOMAIN_CHECK at import and enroll, against a real DNS server: domains that
+cannot receive mail are skipped with reason domain_has_no_mail_server; a DNS failure
+never skips; verdicts are cached per domain."""
+
+import pytest
+from django.core.cache import cache
+
+from outreach.contacts.models import Contact
+from outreach.domains.recipients import domains_without_mail_server
+from outreach.sending.models import Enrollment
+from tests.outreach.factories import CampaignFactory
+from tests.outreach.helpers import assert_fields
+from tests.outreach.test_contact_imports import run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def recipient_check(settings, dns_server):
+    settings.RECIPIENT_DOMAIN_CHECK = True
+    dns_server.add("mx.example.net", "MX", "10 mail.mx.example.net.")
+    dns_server.add("a-only.example.net", "A", "192.0.2.1")
+    dns_server.add("v6-only.example.net", "AAAA", "2001:db8::1")
+    dns_server.add("null.example.net", "MX", "0 .")
+    dns_server.add("txt-only.example.net", "TXT", "hello")
+    dns_server.drop("slow.example.net")
+    dns_server.servfail("broken.example.net")
+    return dns_server
+
+
+def test_import_skips_domains_without_a_mail_server(
+    api_client, account, recipient_check, django_capture_on_commit_callbacks
+):
+    campaign = CampaignFactory(account=account)
+    csv = (
+        "email\n"
+        "a@mx.example.net\nb@a-only.example.net\nc@v6-only.example.net\n"
+        "d@null.example.net\ne@txt-only.example.net\nf@nowhere.example.net\nF@Nowhere.example.net\n"
+        "g@slow.example.net\nh@broken.example.net\n"
+    )
+    result = run(django_capture_on_commit_callbacks, api_client, csv, campaign_id=str(campaign.pk))
+    assert result["status"] == "completed"
+    kept = [
+        "a@mx.example.net",
+        "b@a-only.example.net",
+        "c@v6-only.example.net",
+        "g@slow.example.net",
+        "h@broken.example.net",
+    ]
+    assert sorted(Contact.objects.values_list("email", flat=True)) == kept
+    assert sorted(Enrollment.objects.values_list("contact__email", flat=True)) == kept
+    assert (result["created_count"], result["updated_count"], result["skipped_count"]) == (5, 0, 4)
+    assert [(e["row"], e["email"], e["reason"]) for e in result["errors"]] == [
+        (5, "d@null.example.net", "domain_has_no_mail_server"),
+        (6, "e@txt-only.example.net", "domain_has_no_mail_server"),
+        (7, "f@nowhere.example.net", "domain_has_no_mail_server"),
+        (8, "F@Nowhere.example.net", "domain_has_no_mail_server"),
+    ]
+    assert "null.example.net cannot receive mail" in result["errors"][0]["message"]
+
+
+def test_each_domain_is_asked_once_and_cached(api_client, recipient_check):
+    assert domains_without_mail_server(
+        ["mx.example.net", "null.example.net", "nowhere.example.net", "slow.example.net"]
+    ) == {
+        "null.example.net",
+        "nowhere.example.net",
+    }
+    asked = len(recipient_check.queries)
+    assert domains_without_mail_server(
+        ["MX.example.net", "null.example.net", "nowhere.example.net"]
+    ) == {
+        "null.example.net",
+        "nowhere.example.net",
+    }
+    assert len(recipient_check.queries) == asked  # from the cache
+    # A failure is not cached: asked again.
+    domains_without_mail_server(["slow.example.net"])
+    assert recipient_check.queries.count(("slow.example.net", "MX")) == 2
+
+
+def test_the_cache_is_per_resolver_configuration(settings, recipient_check):
+    domains_without_mail_server(["nowhere.example.net"])
+    settings.DNS_RESOLVERS = f"{recipient_check.address},127.0.0.1:1"
+    asked = len(recipient_check.queries)
+    domains_without_mail_server(["nowhere.example.net"])
+    assert len(recipient_check.queries) == asked + 1
+    cache.clear()
+
+
+def test_outreach_refuses_an_address_without_a_mail_server(api_client, account, recipient_check):
+    campaign = CampaignFactory(account=account)
+    response = api_client.post(
+        "/outreaches",
+        {"campaign_id": str(campaign.pk), "contact": {"email": "x@null.example.net"}},
+        format="json",
+    )
+    fields = assert_fields(response, "contact.email")
+    assert "domain_has_no_mail_server" in fields["contact.email"][0]
+    assert not Contact.objects.exists() and not Enrollment.objects.exists()
+    for email in ("y@mx.example.net", "z@slow.example.net"):
+        response = api_client.post(
+            "/outreaches",
+            {"campaign_id": str(campaign.pk), "contact": {"email": email}},
+            format="json",
+        )
+        assert response.status_code == 201, response.content
+
+
+def test_off_means_no_lookup(
+    api_client, account, settings, dns_server, django_capture_on_commit_callbacks
+):
+    settings.RECIPIENT_DOMAIN_CHECK = False
+    result = run(django_capture_on_commit_callbacks, api_client, "email\na@nowhere.example.net\n")
+    assert result["created_count"] == 1
+    campaign = CampaignFactory(account=account)
+    response = api_client.post(
+        "/outreaches",
+        {"campaign_id": str(campaign.pk), "contact": {"email": "b@nowhere.example.net"}},
+        format="json",
+    )
+    assert response.status_code == 201
+    assert dns_server.queries == []
