@@ -37,6 +37,9 @@ All waits are next_send_at values in the database; nothing waits on the broker. 
 injectable, so tests drive the clock.
 """
 
+# Long: the scheduler's run (read, decide, write) is one transaction's story; its
+# parts share the plan they build.
+
 import functools
 import logging
 import uuid
@@ -162,6 +165,8 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
 
 def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
     """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
+    # Long: one rule after another for each due enrollment, in the order docs/sending.md
+    # gives them; split, the rules would lose the order they are read in.
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked)
     # Mailboxes held by require_authenticated_domain (read only when a campaign asks).
