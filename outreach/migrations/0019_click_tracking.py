@@ -4,35 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outreach', '0018_sendclaim_due_at'),
+        ("outreach", "0018_sendclaim_due_at"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='campaign',
-            name='track_clicks',
+            model_name="campaign",
+            name="track_clicks",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='campaignstats',
-            name='clicked',
+            model_name="campaignstats",
+            name="clicked",
             field=models.IntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='enrollment',
-            name='clicked_at',
+            model_name="enrollment",
+            name="clicked_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='enrollment',
-            name='clicked_on',
-            field=models.CharField(blank=True, db_default='', default='', max_length=8),
+            model_name="enrollment",
+            name="clicked_on",
+            field=models.CharField(blank=True, db_default="", default="", max_length=8),
         ),
         migrations.AddField(
-            model_name='stepvariantstats',
-            name='clicked',
+            model_name="stepvariantstats",
+            name="clicked",
             field=models.IntegerField(db_default=0, default=0),
         ),
     ]
