@@ -147,9 +147,8 @@ def _bare_url_end(url: str) -> str:
     bracket it does not open."""
     while url:
         last = url[-1]
-        if last in _TRAILING:
-            url = url[:-1]
-        elif last in _CLOSING and url.count(_CLOSING[last]) < url.count(last):
+        unopened = last in _CLOSING and url.count(_CLOSING[last]) < url.count(last)
+        if last in _TRAILING or unopened:
             url = url[:-1]
         else:
             break

@@ -21,8 +21,8 @@ from outreach.campaigns.rendering import (
     unsubscribe_footer_html,
     unsubscribe_footer_text,
 )
-from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.campaigns.tracking import tracking_base_url
+from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.campaigns.variants import step_content
 from outreach.intake import tokens
 from outreach.mailboxes.models import SmtpCredential

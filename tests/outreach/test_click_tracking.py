@@ -15,7 +15,6 @@ from django.test import Client
 from config.logs import redact
 from outreach import enrollments
 from outreach.campaigns import clicks
-from outreach.campaigns.clicks import ClickTarget
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.intake import tokens
 from outreach.sending.batch import batch_send
