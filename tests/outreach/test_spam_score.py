@@ -81,7 +81,9 @@ def _received(sink, *, steps: list[dict], **campaign_settings) -> list[bytes]:
         at += timedelta(minutes=step.get("delay_minutes", 0))
         for claimed in schedule_due(now=at):
             batch_send(
-                batch_id=claimed.batch_id, credential_id=claimed.credential_id, clock=lambda: at
+                batch_id=claimed.batch_id,
+                credential_id=claimed.credential_id,
+                clock=lambda at=at: at,
             )
     assert len(sink.messages) == len(steps)
     return [received.data for received in sink.messages]
