@@ -25,6 +25,8 @@ _REDACTIONS = [
     (re.compile(r"/t/o/[^/\s\"'?#]+?\.gif"), f"/t/o/{REDACTED}.gif"),
     (re.compile(r"/t/o/(?!\[redacted\])[^/\s\"'?#]+"), f"/t/o/{REDACTED}"),
     (re.compile(r"/u/[^/\s\"'?#]+"), f"/u/{REDACTED}"),
+    # A tracked link /t/c/<token>: the token names the contact and the link.
+    (re.compile(r"/t/c/[^/\s\"'?#]+"), f"/t/c/{REDACTED}"),
     # The link of an OAuth mailbox's connect page (single-use, 15 minutes, but a bearer).
     (re.compile(r"/oauth/connect/[^/\s\"'?#]+"), f"/oauth/connect/{REDACTED}"),
     # The signup address proof /signup/verify/<token>: whoever has it proves the address.

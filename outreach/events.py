@@ -17,6 +17,8 @@ ENROLLMENT_BOUNCED = "enrollment.bounced"
 ENROLLMENT_UNSUBSCRIBED = "enrollment.unsubscribed"
 CREDENTIAL_DISABLED = "credential.disabled"
 CAMPAIGN_PAUSED = "campaign.paused"
+# Opt-in (webhooks.models.OPT_IN_EVENT_TYPES): only to webhooks that name it.
+ENROLLMENT_CLICKED = "enrollment.clicked"
 
 _ENROLLMENT_STATE_EVENTS = (
     ENROLLMENT_SENT,
@@ -62,6 +64,17 @@ def enrollment_emit(*, enrollment, event_type: str):
     return event_emit(
         account_id, event_type, enrollment_event_data(enrollment, event_type=event_type)
     )
+
+
+def enrollment_clicked_emit(*, enrollment, url: str):
+    """enrollment.clicked: the data of enrollment.opened, plus the link's `url` and
+    `clicked_at` (the first click's time)."""
+    data = {
+        **enrollment_event_data(enrollment, event_type=ENROLLMENT_OPENED),
+        "url": url,
+        "clicked_at": timestamp(enrollment.clicked_at),
+    }
+    return event_emit(enrollment.campaign.account_id, ENROLLMENT_CLICKED, data)
 
 
 def credential_disabled_emit(*, credential, campaign, bounce_rate: float, threshold: float):

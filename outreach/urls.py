@@ -19,6 +19,7 @@ router.register("replies", conversations_api.ReplyViewSet, basename="reply")
 urlpatterns = [
     # intake: public endpoints (docs/intake.md)
     path("t/o/<str:token>.gif", views.open_pixel, name="open-pixel"),
+    path("t/c/<str:token>", views.click_redirect, name="click-redirect"),
     path("u/<str:token>", views.unsubscribe, name="unsubscribe"),
     path(
         "inbound/relay/<str:credential_id>",

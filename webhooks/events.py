@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from webhooks.models import EVENT_TYPES, DeliveryJob, Event, Webhook
+from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES, DeliveryJob, Event, Webhook
 
 logger = logging.getLogger(__name__)
 
@@ -32,14 +32,15 @@ def event_emit(account, event_type: str, data: dict) -> Event:
     """Record an event and queue its delivery to every matching enabled webhook.
 
     `account` is an Account or its id; `data` a JSON-serialisable dict (datetimes,
-    UUIDs and Decimals allowed). Raises ValueError for a type outside EVENT_TYPES.
+    UUIDs and Decimals allowed). Raises ValueError for a type outside EVENT_TYPES and
+    OPT_IN_EVENT_TYPES.
 
     Call it inside the transaction that makes the state change: the event and
     its jobs commit or roll back with it. After commit, each matching webhook's
     drain task is rung (the fast path); if that fails (broker down, process
     killed), the beat sweep finds the due jobs anyway.
     """
-    if event_type not in EVENT_TYPES:
+    if event_type not in EVENT_TYPES and event_type not in OPT_IN_EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
     account_id = getattr(account, "pk", account)
     now = timezone.now()

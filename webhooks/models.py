@@ -29,6 +29,9 @@ EVENT_TYPES = (
     "credential.disabled",
     "campaign.paused",
 )
+# Opt-in types: delivered only to webhooks whose filters name them; `*` stays the
+# version 1 set, so no receiver gets a type it did not ask for (docs/webhooks.md).
+OPT_IN_EVENT_TYPES = ("enrollment.clicked",)
 ALL_EVENTS = "*"
 
 
@@ -68,7 +71,9 @@ class Webhook(models.Model):
         return self.disabled_at is None
 
     def wants(self, event_type: str) -> bool:
-        return ALL_EVENTS in self.event_filters or event_type in self.event_filters
+        if event_type in self.event_filters:
+            return True
+        return ALL_EVENTS in self.event_filters and event_type in EVENT_TYPES
 
 
 class WrittenJSONField(models.JSONField):

@@ -2,7 +2,7 @@
 the event filters. Each returns the messages to show, empty when valid."""
 
 from config.outbound import OutboundRefused, http_url_parts, resolve_checked
-from webhooks.models import ALL_EVENTS, EVENT_TYPES
+from webhooks.models import ALL_EVENTS, EVENT_TYPES, OPT_IN_EVENT_TYPES
 
 MAX_URL_LENGTH = 2048
 
@@ -31,8 +31,13 @@ def event_filter_problems(value: object) -> list[str]:
     if len(set(value)) != len(value):
         return ["Must not repeat an entry."]
     if ALL_EVENTS in value:
-        return [] if value == [ALL_EVENTS] else ['"*" must be the only entry.']
-    unknown = [item for item in value if item not in EVENT_TYPES]
+        # "*" is the version 1 set; only opt-in types may be named beside it.
+        if all(item == ALL_EVENTS or item in OPT_IN_EVENT_TYPES for item in value):
+            return []
+        opt_in = ", ".join(OPT_IN_EVENT_TYPES)
+        return [f'"*" may be joined only by opt-in event types ({opt_in}).']
+    known = EVENT_TYPES + OPT_IN_EVENT_TYPES
+    unknown = [item for item in value if item not in known]
     if unknown:
-        return [f"Unknown event type {unknown[0]!r}. Known: {', '.join(EVENT_TYPES)}."]
+        return [f"Unknown event type {unknown[0]!r}. Known: {', '.join(known)}."]
     return []

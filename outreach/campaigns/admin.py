@@ -49,6 +49,7 @@ class CampaignAdmin(ReadOnlyAdmin):
         "send_window",
         "bounce_threshold_percent",
         "track_opens",
+        "track_clicks",
         "stop_on_reply",
         "stop_on_domain_reply",
         "unsubscribe_footer",

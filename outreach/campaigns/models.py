@@ -35,6 +35,8 @@ class Campaign(models.Model):
     send_window = models.JSONField(null=True, blank=True)
     bounce_threshold_percent = models.FloatField(default=5.0)
     track_opens = models.BooleanField(default=True)
+    # Links in the bodies lead through GET /t/c/<token> (outreach.campaigns.clicks).
+    track_clicks = models.BooleanField(default=False)
     stop_on_reply = models.BooleanField(default=True)
     # A reply also stops the other active enrollments whose contact shares the replier's
     # email domain (consumer mail domains excepted: outreach.campaigns.stopping).
@@ -92,7 +94,7 @@ class CampaignStats(models.Model):
     stats are one row read however many enrollments it has.
 
     enrolled: enrollments; sent: enrollments with at least one step sent; opened /
-    replied / bounced / unsubscribed: enrollments where that happened; stopped: ended by a
+    clicked / replied / bounced / unsubscribed: enrollments where that happened; stopped: ended by a
     rule or by hand. Each changes in the transaction of the enrollment change it counts;
     `manage.py campaign_stats` recounts.
     """
@@ -103,6 +105,7 @@ class CampaignStats(models.Model):
     enrolled = models.IntegerField(default=0, db_default=0)
     sent = models.IntegerField(default=0, db_default=0)
     opened = models.IntegerField(default=0, db_default=0)
+    clicked = models.IntegerField(default=0, db_default=0)
     replied = models.IntegerField(default=0, db_default=0)
     bounced = models.IntegerField(default=0, db_default=0)
     unsubscribed = models.IntegerField(default=0, db_default=0)
@@ -119,13 +122,15 @@ class StepVariantStats(models.Model):
     """One A/B variant of one step of a campaign, counted on write (outreach.enrollments):
     sent, the messages that carried it; opened / replied / bounced, the enrollments whose
     open, reply or bounce answered it (Enrollment.opened_on, ...: the last step sent when
-    it arrived). GET /campaigns/:id/stats reads these rows."""
+    it arrived); clicked, the enrollments whose first click was on a link of its message
+    (Enrollment.clicked_on). GET /campaigns/:id/stats reads these rows."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
     step = models.PositiveSmallIntegerField()
     variant = models.CharField(max_length=1)
     sent = models.IntegerField(default=0, db_default=0)
     opened = models.IntegerField(default=0, db_default=0)
+    clicked = models.IntegerField(default=0, db_default=0)
     replied = models.IntegerField(default=0, db_default=0)
     bounced = models.IntegerField(default=0, db_default=0)
 

@@ -121,6 +121,7 @@ class StatsSerializer(serializers.Serializer):
     enrolled = serializers.IntegerField()
     sent = serializers.IntegerField()
     opened = serializers.IntegerField()
+    clicked = serializers.IntegerField()
     replied = serializers.IntegerField()
     bounced = serializers.IntegerField()
     unsubscribed = serializers.IntegerField()
@@ -131,6 +132,7 @@ class VariantStatsSerializer(serializers.Serializer):
     variant = serializers.CharField()
     sent = serializers.IntegerField()
     opened = serializers.IntegerField()
+    clicked = serializers.IntegerField()
     replied = serializers.IntegerField()
     bounced = serializers.IntegerField()
 
@@ -164,6 +166,7 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
         required=False, default=5.0, min_value=0, max_value=100
     )
     track_opens = StrictBooleanField(required=False, default=True)
+    track_clicks = StrictBooleanField(required=False, default=False)
     stop_on_reply = StrictBooleanField(required=False, default=True)
     stop_on_domain_reply = StrictBooleanField(required=False, default=False)
     unsubscribe_footer = StrictBooleanField(required=False, default=False)
@@ -295,6 +298,7 @@ class EnrollmentSerializer(serializers.ModelSerializer):
             "next_send_at",
             "sent_at",
             "opened_at",
+            "clicked_at",
             "replied_at",
             "bounce_reason",
             "unsubscribed_at",

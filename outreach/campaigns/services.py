@@ -42,6 +42,7 @@ _CAMPAIGN_FIELDS = (
     "send_window",
     "bounce_threshold_percent",
     "track_opens",
+    "track_clicks",
     "stop_on_reply",
     "stop_on_domain_reply",
     "unsubscribe_footer",

@@ -3,7 +3,7 @@ here, in its own transaction, and a campaign's stats are one row read (CampaignS
 however many enrollments it has.
 
 The counts (STAT_NAMES): enrolled (enrollments), sent (enrollments with a step sent),
-opened, replied, bounced, unsubscribed (enrollments where that happened): the same
+opened, clicked, replied, bounced, unsubscribed (enrollments where that happened): the same
 definitions as a count over the enrollments table, which `stats_check` recomputes;
 and stopped (enrollments ended by a rule or by hand, even if a bounce came after).
 
@@ -32,17 +32,28 @@ from django.db.models import Count, Q
 from outreach.campaigns.models import CampaignStats, StepVariantStats
 from outreach.sending.models import Enrollment, Message
 
-STAT_NAMES = ("enrolled", "sent", "opened", "replied", "bounced", "unsubscribed", "stopped")
-# Per step and A/B variant (StepVariantStats): messages sent, and the opens, replies and
-# bounces that answered them (Enrollment.opened_on, replied_on, bounced_on).
-VARIANT_STAT_NAMES = ("sent", "opened", "replied", "bounced")
-ANSWERS = ("opened", "replied", "bounced")
+STAT_NAMES = (
+    "enrolled",
+    "sent",
+    "opened",
+    "clicked",
+    "replied",
+    "bounced",
+    "unsubscribed",
+    "stopped",
+)
+# Per step and A/B variant (StepVariantStats): messages sent, and the opens, first clicks,
+# replies and bounces that answered them (Enrollment.opened_on, clicked_on, replied_on,
+# bounced_on).
+VARIANT_STAT_NAMES = ("sent", "opened", "clicked", "replied", "bounced")
+ANSWERS = ("opened", "clicked", "replied", "bounced")
 
 # What each count counts, as a filter on enrollments (for recounts).
 _COUNTED = {
     "enrolled": Q(),
     "sent": Q(sent_at__isnull=False),
     "opened": Q(opened_at__isnull=False),
+    "clicked": Q(clicked_at__isnull=False),
     "replied": Q(replied_at__isnull=False),
     "bounced": Q(bounced_at__isnull=False),
     "unsubscribed": Q(unsubscribed_at__isnull=False),
@@ -208,6 +219,7 @@ def counted(enrollment: Enrollment) -> dict[str, int]:
         "enrolled": 1,
         "sent": int(enrollment.sent_at is not None),
         "opened": int(enrollment.opened_at is not None),
+        "clicked": int(enrollment.clicked_at is not None),
         "replied": int(enrollment.replied_at is not None),
         "bounced": int(enrollment.bounced_at is not None),
         "unsubscribed": int(enrollment.unsubscribed_at is not None),

@@ -1,5 +1,5 @@
-"""Public, unauthenticated endpoints (docs/intake.md): the open pixel, the
-unsubscribe page, the relay providers' event webhooks, and the pages of connecting an
+"""Public, unauthenticated endpoints (docs/intake.md): the open pixel, the click
+redirect (docs/deliverability.md), the unsubscribe page, the relay providers' event webhooks, and the pages of connecting an
 OAuth mailbox (docs/outreach.md).
 
 The pixel and the unsubscribe page are for mail clients and people, not API
@@ -21,8 +21,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api.errors import COMPACT, InvalidJson, error_body
+from outreach.campaigns.clicks import click_token_read
 from outreach.errors import InvalidRelaySignature
 from outreach.intake import tokens
+from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
 from outreach.intake.selectors import unsubscribe_target
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened
@@ -60,6 +62,29 @@ def open_pixel(request, token: str):
     response["Cache-Control"] = "no-store, no-cache, must-revalidate, max-age=0"
     response["Pragma"] = "no-cache"
     response["Content-Length"] = str(len(PIXEL_GIF))
+    return response
+
+
+@never_cache
+def click_redirect(request, token: str):
+    """GET /t/c/<token>: a tracked link (docs/deliverability.md). A redirect (302) to the
+    URL the token carries, and only to it; the first GET of an enrollment's links records
+    its click. A tampered token: a 404 page, nowhere to go."""
+    if request.method not in ("GET", "HEAD"):
+        return _method_not_allowed(["GET", "HEAD"])
+    target = click_token_read(token)
+    if target is None:
+        return render(request, "outreach/click_invalid.html", status=404)
+    # HEAD is what link scanners and proxies probe with: it answers, never records.
+    if request.method == "GET":
+        try:
+            enrollment_mark_clicked(target=target)
+        except Exception:
+            # The reader must reach the page whatever happens; the click is lost, not the link.
+            logger.exception("click: could not record the click of %s", target.enrollment_id)
+    response = HttpResponseRedirect(target.url)
+    # The target site learns nothing of the tracking link (its token names the contact).
+    response["Referrer-Policy"] = "no-referrer"
     return response
 
 

@@ -36,6 +36,7 @@ class EnrollmentAdmin(ReadOnlyAdmin):
         "dispatched_at",
         "sent_at",
         "opened_at",
+        "clicked_at",
         "replied_at",
         "bounced_at",
         "bounce_reason",

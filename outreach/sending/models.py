@@ -53,6 +53,7 @@ class Enrollment(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)  # last step sent
     opened_at = models.DateTimeField(null=True, blank=True)
+    clicked_at = models.DateTimeField(null=True, blank=True)  # first tracked click
     replied_at = models.DateTimeField(null=True, blank=True)
     bounced_at = models.DateTimeField(null=True, blank=True)
     bounce_reason = models.TextField(null=True, blank=True)
@@ -73,6 +74,8 @@ class Enrollment(models.Model):
     opened_on = models.CharField(max_length=8, blank=True, default="", db_default="")
     replied_on = models.CharField(max_length=8, blank=True, default="", db_default="")
     bounced_on = models.CharField(max_length=8, blank=True, default="", db_default="")
+    # The step and variant of the link of the first click (the link's token names it).
+    clicked_on = models.CharField(max_length=8, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from config.celery import app
+from outreach.campaigns.clicks import click_token_make
 from outreach.intake import tokens
 from outreach.mailboxes.models import SmtpCredential
 from outreach.sending.models import Enrollment
@@ -101,3 +102,31 @@ def test_a_reply_in_the_mailbox_reaches_the_receiver(
     assert body["data"]["status"] == "replied"
     enrollment.refresh_from_db()
     assert enrollment.status == Enrollment.Status.REPLIED
+
+
+def test_a_click_reaches_only_the_webhook_that_asked_for_it(
+    live_db, celery_worker, receiver, web_process
+):
+    enrollment = sent_enrollment()
+    account = enrollment.campaign.account
+    WebhookFactory(account=account, url=f"{receiver.url}?all", event_filters=["*"])
+    WebhookFactory(
+        account=account, url=f"{receiver.url}?clicks", event_filters=["enrollment.clicked"]
+    )
+    celery_worker()
+    client = Client()
+
+    link = click_token_make(
+        enrollment_id=enrollment.pk, step=1, variant="A", url="https://acme.example/pricing"
+    )
+    response = client.get(f"/t/c/{link}")
+    assert (response.status_code, response["Location"]) == (302, "https://acme.example/pricing")
+    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+    client.get(f"/t/o/{pixel}.gif")
+    received = {
+        request.path.rsplit("?", 1)[-1]: received_event(request) for request in receiver.wait_for(2)
+    }
+    assert received["clicks"]["type"] == "enrollment.clicked"
+    assert received["clicks"]["data"]["url"] == "https://acme.example/pricing"
+    assert received["all"]["type"] == "enrollment.opened"
+    assert len(receiver.requests) == 2

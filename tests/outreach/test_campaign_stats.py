@@ -16,11 +16,13 @@ from django.utils import timezone
 
 from outreach import enrollments
 from outreach.campaigns import stopping
+from outreach.campaigns.clicks import ClickTarget
 from outreach.campaigns.dispatch import outreach_create
 from outreach.campaigns.models import Campaign, CampaignStats
 from outreach.contacts.data import contact_data_clean
 from outreach.contacts.models import Contact
 from outreach.intake.bounces import enrollment_mark_bounced
+from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.services import (
     contact_unsubscribe,
     enrollment_mark_opened,
@@ -80,6 +82,9 @@ def test_each_change_counts_once_and_matches_a_recount(api_client, account, smtp
     rows = list(Enrollment.objects.filter(campaign=campaign).order_by("pk"))
     assert enrollment_mark_opened(enrollment_id=rows[0].pk)
     assert not enrollment_mark_opened(enrollment_id=rows[0].pk)  # a repeat counts nothing
+    link = ClickTarget(enrollment_id=rows[0].pk, step=1, variant="A", url="https://a.example/")
+    assert enrollment_mark_clicked(target=link)
+    assert not enrollment_mark_clicked(target=link)
     assert enrollment_mark_replied(enrollment_id=rows[1].pk) is not None
     assert enrollment_mark_replied(enrollment_id=rows[1].pk) is None
     assert enrollment_mark_bounced(enrollment=rows[2], reason="550 no such user")
@@ -90,6 +95,7 @@ def test_each_change_counts_once_and_matches_a_recount(api_client, account, smtp
         "enrolled": 5,
         "sent": 5,
         "opened": 1,
+        "clicked": 1,
         "replied": 1,
         "bounced": 1,
         "unsubscribed": 1,
@@ -105,7 +111,7 @@ def test_each_change_counts_once_and_matches_a_recount(api_client, account, smtp
     assert enrollments.stats_check(campaign_id=campaign.pk) == {}
     [step] = api_client.get(f"/campaigns/{campaign.pk}/stats").json()["steps"][:1]
     assert step["variants"] == [
-        {"variant": "A", "sent": 4, "opened": 1, "replied": 0, "bounced": 1}
+        {"variant": "A", "sent": 4, "opened": 1, "clicked": 1, "replied": 0, "bounced": 1}
     ]
 
 
@@ -181,6 +187,7 @@ def test_the_migration_counts_existing_campaigns():
         "enrolled": 1,
         "sent": 1,
         "opened": 1,
+        "clicked": 0,
         "replied": 0,
         "bounced": 0,
         "unsubscribed": 0,
@@ -189,8 +196,8 @@ def test_the_migration_counts_existing_campaigns():
 
 
 def test_an_unknown_stat_is_refused():
-    with pytest.raises(ValueError, match="not a campaign stat: clicked"):
-        enrollments.count(uuid.uuid4(), clicked=1)
+    with pytest.raises(ValueError, match="not a campaign stat: forwarded"):
+        enrollments.count(uuid.uuid4(), forwarded=1)
 
 
 # --- under concurrency -----------------------------------------------------------------
@@ -277,14 +284,17 @@ def test_a_thousand_concurrent_changes_keep_the_counts_exact():
     operations = []
     for _ in range(1000):
         kind = rng.choices(
-            ["send", "open", "reply", "bounce", "unsubscribe", "enroll", "delete", "stop"],
-            weights=[30, 20, 15, 10, 10, 10, 5, 5],
+            ["send", "open", "click", "reply", "bounce", "unsubscribe", "enroll", "delete", "stop"],
+            weights=[30, 20, 10, 15, 10, 10, 10, 5, 5],
         )[0]
         pk, campaign_id, contact_id = rng.choice(rows)
         if kind == "send" and sends:
             operations.append((send, sends.pop()))
         elif kind == "open":
             operations.append((lambda e: enrollment_mark_opened(enrollment_id=e), (pk,)))
+        elif kind == "click":
+            target = ClickTarget(enrollment_id=pk, step=1, variant="A", url="https://x.example/")
+            operations.append((lambda t: enrollment_mark_clicked(target=t), (target,)))
         elif kind == "reply":
             operations.append((lambda e: enrollment_mark_replied(enrollment_id=e), (pk,)))
         elif kind == "bounce":

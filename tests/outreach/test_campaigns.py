@@ -40,11 +40,13 @@ def test_it_creates_a_draft_with_defaults(api_client):
     assert body["send_window"] is None
     assert body["bounce_threshold_percent"] == 5.0
     assert body["track_opens"] is True and body["stop_on_reply"] is True
+    assert body["track_clicks"] is False
     assert body["stop_on_domain_reply"] is False and body["unsubscribe_footer"] is False
     assert body["stats"] == {
         "enrolled": 0,
         "sent": 0,
         "opened": 0,
+        "clicked": 0,
         "replied": 0,
         "bounced": 0,
         "unsubscribed": 0,
@@ -198,6 +200,7 @@ def test_stats_count_enrollments(api_client, account):
         "enrolled": 6,
         "sent": 4,
         "opened": 1,
+        "clicked": 0,
         "replied": 1,
         "bounced": 1,
         "unsubscribed": 1,

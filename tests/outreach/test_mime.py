@@ -56,7 +56,9 @@ def _build(contact, step, sender, *, thread):
     )
     return sending_message.message_build(
         credential=credential,
-        campaign=SimpleNamespace(track_opens=True, unsubscribe_footer=False),
+        campaign=SimpleNamespace(
+            track_opens=True, track_clicks=False, unsubscribe_footer=False, account=None
+        ),
         step=SimpleNamespace(**step),
         enrollment=enrollment,
         thread=thread,
@@ -195,7 +197,12 @@ def _message(rng):
     )
     return dict(
         credential=SimpleNamespace(from_name=from_name, from_email=from_email),
-        campaign=SimpleNamespace(track_opens=rng.random() < 0.7, unsubscribe_footer=False),
+        campaign=SimpleNamespace(
+            track_opens=rng.random() < 0.7,
+            track_clicks=False,
+            unsubscribe_footer=False,
+            account=None,
+        ),
         step=SimpleNamespace(subject=subject, body_text=body_text, body_html=body_html),
         enrollment=SimpleNamespace(
             pk=uuid.UUID(int=rng.getrandbits(128)),
@@ -267,7 +274,9 @@ def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
 
 COMMON = dict(
     credential=SimpleNamespace(from_name="Bench", from_email="bench@sender.example"),
-    campaign=SimpleNamespace(track_opens=True, unsubscribe_footer=False),
+    campaign=SimpleNamespace(
+        track_opens=True, track_clicks=False, unsubscribe_footer=False, account=None
+    ),
     step=SimpleNamespace(
         subject="Quick question, {{first_name|there}}",
         body_text="Hi {{first_name}},\n\nWould {{company}} like to talk?\n\nBench",

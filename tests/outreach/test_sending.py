@@ -127,8 +127,8 @@ def test_it_sends_a_personalised_message_with_the_headers(sink, settings):
     html = msg.get_body(("html",)).get_content()
     assert "<p>Hi Ada &amp; &lt;Acme&gt;</p>" in html
     pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
-    assert f'<img src="http://testserver/t/o/{pixel}.gif"' in html
-    assert html.index("<img") < html.index("</body>")
+    assert f'background="http://testserver/t/o/{pixel}.gif"' in html
+    assert html.index("<table") < html.index("</body>")
 
 
 def test_it_sends_text_only_without_html_and_no_pixel_without_tracking(sink):

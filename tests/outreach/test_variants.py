@@ -353,6 +353,7 @@ def test_stats_per_step_and_variant(
             "variant": variant,
             "sent": sent,
             "opened": opened,
+            "clicked": 0,
             "replied": replied,
             "bounced": bounced,
         }
@@ -362,6 +363,7 @@ def test_stats_per_step_and_variant(
         "enrolled": 5,
         "sent": 0,  # enrollments with a step recorded (sent_at): not set by this test
         "opened": 2,
+        "clicked": 0,
         "replied": 1,
         "bounced": 1,
         "unsubscribed": 0,

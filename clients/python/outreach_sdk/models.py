@@ -190,6 +190,7 @@ class Campaign(Model):
     send_window: dict[str, Any] | None = None
     bounce_threshold_percent: float = 5.0
     track_opens: bool = True
+    track_clicks: bool = False
     stop_on_reply: bool = True
     stop_on_domain_reply: bool = False
     send_in_contact_timezone: bool = False
@@ -264,6 +265,7 @@ class Enrollment(Model):
     next_send_at: datetime | None = None
     sent_at: datetime | None = None
     opened_at: datetime | None = None
+    clicked_at: datetime | None = None
     replied_at: datetime | None = None
     bounce_reason: str | None = None
     unsubscribed_at: datetime | None = None
