@@ -57,7 +57,10 @@ def _build(contact, step, sender, *, thread):
     return sending_message.message_build(
         credential=credential,
         campaign=SimpleNamespace(
-            track_opens=True, track_clicks=False, unsubscribe_footer=False, account=None
+            track_opens=True,
+            track_clicks=False,
+            unsubscribe_footer=False,
+            account=SimpleNamespace(tracking_domain=""),
         ),
         step=SimpleNamespace(**step),
         enrollment=enrollment,
@@ -201,7 +204,7 @@ def _message(rng):
             track_opens=rng.random() < 0.7,
             track_clicks=False,
             unsubscribe_footer=False,
-            account=None,
+            account=SimpleNamespace(tracking_domain=""),
         ),
         step=SimpleNamespace(subject=subject, body_text=body_text, body_html=body_html),
         enrollment=SimpleNamespace(
@@ -275,7 +278,10 @@ def test_the_fast_serializer_writes_the_email_package_bytes(monkeypatch):
 COMMON = dict(
     credential=SimpleNamespace(from_name="Bench", from_email="bench@sender.example"),
     campaign=SimpleNamespace(
-        track_opens=True, track_clicks=False, unsubscribe_footer=False, account=None
+        track_opens=True,
+        track_clicks=False,
+        unsubscribe_footer=False,
+        account=SimpleNamespace(tracking_domain=""),
     ),
     step=SimpleNamespace(
         subject="Quick question, {{first_name|there}}",
