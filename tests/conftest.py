@@ -107,4 +107,5 @@ pytest_plugins = [
     "tests.support.dns",
     "tests.support.embedded",
     "tests.support.oauth_provider",
+    "tests.support.event_schemas",
 ]

@@ -7,11 +7,13 @@ from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
 from config.api.fields import TimestampField
+from config.api.ids import is_uuid
 from config.api.pagination import parse_limit
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
-from webhooks import selectors, services
-from webhooks.errors import WebhookNotFound
-from webhooks.models import ALL_EVENTS, Webhook, WebhookDelivery
+from webhooks import operations, selectors, services
+from webhooks.catalog import EVENT_CATALOG
+from webhooks.errors import WebhookDeliveryNotFound, WebhookNotFound
+from webhooks.models import ALL_EVENTS, EVENT_TYPES, Webhook, WebhookDelivery
 from webhooks.validators import MAX_URL_LENGTH, event_filter_problems, url_problems
 
 
@@ -36,6 +38,13 @@ class SecretSerializer(serializers.Serializer):
 
 
 class WebhookDeliverySerializer(serializers.ModelSerializer):
+    event_id = serializers.UUIDField(
+        source="job_id",
+        allow_null=True,
+        help_text="The envelope `id` the attempt carried (null for a test delivery, or "
+        "once the delivery was pruned).",
+    )
+
     class Meta:
         model = WebhookDelivery
         fields = [
@@ -46,7 +55,40 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
             "error",
             "delivered_at",
             "created_at",
+            "duration_ms",
+            "test",
+            "event_id",
         ]
+
+
+class WebhookEventTypeSerializer(serializers.Serializer):
+    type = serializers.CharField()
+    description = serializers.CharField()
+    schema = serializers.DictField(help_text="JSON Schema (2020-12) of the event's `data`.")
+
+
+class WebhookTestRequest(serializers.Serializer):
+    type = serializers.ChoiceField(
+        choices=list(EVENT_TYPES), help_text="The event type whose example is sent."
+    )
+
+
+class WebhookReplayRequest(serializers.Serializer):
+    since = TimestampField(
+        help_text="Deliveries that ended failed at or after this time are delivered again."
+    )
+
+
+class WebhookReplayResponse(serializers.Serializer):
+    replayed = serializers.IntegerField(help_text="How many deliveries were queued again.")
+    has_more = serializers.BooleanField(
+        help_text="More remain than one call replays: call again with the same `since`."
+    )
+
+
+class RedeliveryResponse(serializers.Serializer):
+    event_id = serializers.UUIDField(help_text="The envelope `id`, the same as before.")
+    state = serializers.CharField(help_text="`pending`: its first new attempt is due now.")
 
 
 class _WebhookFieldsInput(serializers.Serializer):
@@ -162,6 +204,63 @@ class WebhookViewSet(AccountScopedViewSet):
         limit = parse_limit(request, default=100, maximum=1000)
         rows = selectors.delivery_list(webhook=webhook, limit=limit)
         return Response(WebhookDeliverySerializer(rows, many=True).data)
+
+    @extend_schema(
+        summary="Send a test event to a webhook now",
+        request=WebhookTestRequest,
+        responses=WebhookDeliverySerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        webhook = self.get_object()
+        payload = WebhookTestRequest(data=request.data)
+        payload.is_valid(raise_exception=True)
+        delivery = operations.webhook_test_send(
+            webhook=webhook, event_type=payload.validated_data["type"]
+        )
+        return Response(WebhookDeliverySerializer(delivery).data)
+
+    @extend_schema(
+        summary="Deliver again every delivery that ended failed since a time",
+        request=WebhookReplayRequest,
+        responses=WebhookReplayResponse,
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def replay(self, request, pk=None):
+        webhook = self.get_object()
+        payload = WebhookReplayRequest(data=request.data)
+        payload.is_valid(raise_exception=True)
+        replayed = operations.webhook_replay(webhook=webhook, since=payload.validated_data["since"])
+        return Response({"replayed": replayed.replayed, "has_more": replayed.has_more})
+
+    @extend_schema(
+        summary="Deliver one delivery's event again",
+        request=None,
+        responses=RedeliveryResponse,
+    )
+    def redeliver(self, request, pk=None, delivery_id=None):
+        webhook = self.get_object()
+        delivery = (
+            WebhookDelivery.objects.filter(id=delivery_id, webhook=webhook).first()
+            if is_uuid(delivery_id)
+            else None
+        )
+        if delivery is None:
+            raise WebhookDeliveryNotFound()
+        job = operations.delivery_redeliver(delivery=delivery)
+        return Response({"event_id": str(job.id), "state": job.state})
+
+
+class WebhookEventTypesView(ServiceAPIView):
+    """The event catalog (webhooks.catalog)."""
+
+    @extend_schema(
+        summary="List the webhook event types and the JSON Schema of their data",
+        responses=WebhookEventTypeSerializer(many=True),
+    )
+    def get(self, request):
+        return Response([item.as_json() for item in EVENT_CATALOG.values()])
 
 
 class WebhookMalformedIdView(ServiceAPIView):

@@ -17,7 +17,8 @@ from webhooks.events import event_emit
 from webhooks.models import DeliveryJob
 from webhooks.secrets import secret_generate
 
-pytestmark = pytest.mark.django_db
+# Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
 
 
 @pytest.fixture
