@@ -9,7 +9,8 @@ from accounts.idempotency import idempotent
 from config.api.fields import TimestampField
 from config.api.ids import is_uuid
 from config.api.pagination import parse_limit
-from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
+from config.api.serializers import StrictModelSerializer, StrictSerializer
+from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request_body
 from webhooks import operations, selectors, services
 from webhooks.catalog import EVENT_CATALOG
 from webhooks.errors import WebhookDeliveryNotFound, WebhookNotFound
@@ -17,7 +18,7 @@ from webhooks.models import ALL_EVENTS, EVENT_TYPES, Webhook, WebhookDelivery
 from webhooks.validators import MAX_URL_LENGTH, event_filter_problems, url_problems
 
 
-class WebhookSerializer(serializers.ModelSerializer):
+class WebhookSerializer(StrictModelSerializer):
     event_filters = serializers.ListField(child=serializers.CharField())
 
     class Meta:
@@ -32,12 +33,12 @@ class WebhookWithSecretSerializer(WebhookSerializer):
         fields = [*WebhookSerializer.Meta.fields, "secret"]
 
 
-class SecretSerializer(serializers.Serializer):
+class SecretSerializer(StrictSerializer):
     id = serializers.UUIDField()
     secret = serializers.CharField()
 
 
-class WebhookDeliverySerializer(serializers.ModelSerializer):
+class WebhookDeliverySerializer(StrictModelSerializer):
     event_id = serializers.UUIDField(
         source="job_id",
         allow_null=True,
@@ -61,37 +62,37 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
         ]
 
 
-class WebhookEventTypeSerializer(serializers.Serializer):
+class WebhookEventTypeSerializer(StrictSerializer):
     type = serializers.CharField()
     description = serializers.CharField()
     schema = serializers.DictField(help_text="JSON Schema (2020-12) of the event's `data`.")
 
 
-class WebhookTestRequest(serializers.Serializer):
+class WebhookTestRequest(StrictSerializer):
     type = serializers.ChoiceField(
         choices=list(EVENT_TYPES), help_text="The event type whose example is sent."
     )
 
 
-class WebhookReplayRequest(serializers.Serializer):
+class WebhookReplayRequest(StrictSerializer):
     since = TimestampField(
         help_text="Deliveries that ended failed at or after this time are delivered again."
     )
 
 
-class WebhookReplayResponse(serializers.Serializer):
+class WebhookReplayResponse(StrictSerializer):
     replayed = serializers.IntegerField(help_text="How many deliveries were queued again.")
     has_more = serializers.BooleanField(
         help_text="More remain than one call replays: call again with the same `since`."
     )
 
 
-class RedeliveryResponse(serializers.Serializer):
+class RedeliveryResponse(StrictSerializer):
     event_id = serializers.UUIDField(help_text="The envelope `id`, the same as before.")
     state = serializers.CharField(help_text="`pending`: its first new attempt is due now.")
 
 
-class _WebhookFieldsInput(serializers.Serializer):
+class _WebhookFieldsInput(StrictSerializer):
     url = serializers.CharField(max_length=MAX_URL_LENGTH, trim_whitespace=False)
     event_filters = serializers.ListField(
         child=serializers.CharField(), help_text=f'Event types, or ["{ALL_EVENTS}"] for all.'
@@ -120,6 +121,9 @@ class WebhookCreateInput(_WebhookFieldsInput):
 
 
 class WebhookUpdateInput(_WebhookFieldsInput):
+    # A webhook as GET /webhooks/:id shows it may be sent back whole.
+    echo_fields = ("id", "consecutive_failures", "created_at")
+
     url = serializers.CharField(max_length=MAX_URL_LENGTH, trim_whitespace=False, required=False)
     event_filters = serializers.ListField(child=serializers.CharField(), required=False)
     disabled_at = TimestampField(
@@ -130,11 +134,11 @@ class WebhookUpdateInput(_WebhookFieldsInput):
     )
 
 
-class WebhookCreateRequest(serializers.Serializer):
+class WebhookCreateRequest(StrictSerializer):
     webhook = WebhookCreateInput()
 
 
-class WebhookUpdateRequest(serializers.Serializer):
+class WebhookUpdateRequest(StrictSerializer):
     webhook = WebhookUpdateInput()
 
 
@@ -182,6 +186,7 @@ class WebhookViewSet(AccountScopedViewSet):
         services.webhook_delete(webhook=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    @no_request_body
     @extend_schema(summary="Rotate the signing secret", request=None, responses=SecretSerializer)
     @action(detail=True, methods=["post"])
     @idempotent
@@ -234,6 +239,7 @@ class WebhookViewSet(AccountScopedViewSet):
         replayed = operations.webhook_replay(webhook=webhook, since=payload.validated_data["since"])
         return Response({"replayed": replayed.replayed, "has_more": replayed.has_more})
 
+    @no_request_body
     @extend_schema(
         summary="Deliver one delivery's event again",
         request=None,

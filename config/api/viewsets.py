@@ -7,14 +7,16 @@ their queryset to the caller's account, so another account's resource is the sam
 having to remember it.
 """
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
 from rest_framework.views import APIView
 
-from config.api.errors import NotFoundError, ServiceError
+from config.api.errors import NotFoundError, ServiceError, ValidationFailed
 from config.api.ids import is_uuid
+from config.api.serializers import UNKNOWN_FIELD
 
 if TYPE_CHECKING:  # what the mixins are mixed into
     _APIViewBase = APIView
@@ -44,7 +46,33 @@ class RateLimitHeadersMixin(_APIViewBase):
         return response
 
 
-class ServiceAPIView(RateLimitHeadersMixin, APIView):
+def no_request_body(handler):
+    """Marks a view method (or viewset action) that takes no request body: a body with
+    fields is refused like any unknown field (StrictBodyMixin). Put it above the
+    other decorators."""
+    handler.no_request_body = True
+    return handler
+
+
+class StrictBodyMixin(_APIViewBase):
+    """Bodies on endpoints that take none: each field is `validation_failed`,
+    "Unknown field." (as the serializers refuse theirs, config.api.serializers), after
+    authentication and before the handler runs."""
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        handler = getattr(self, request.method.lower(), None)
+        if not getattr(handler, "no_request_body", False):
+            return
+        data = request.data
+        if isinstance(data, Mapping):
+            if data:
+                raise ValidationFailed({str(name): [UNKNOWN_FIELD] for name in data})
+        elif data:
+            raise ValidationFailed({"non_field_errors": ["This endpoint takes no request body."]})
+
+
+class ServiceAPIView(StrictBodyMixin, RateLimitHeadersMixin, APIView):
     pass
 
 
@@ -74,9 +102,13 @@ class AccountScopedMixin(_ViewBase):
         return obj
 
 
-class AccountScopedViewSet(AccountScopedMixin, RateLimitHeadersMixin, viewsets.GenericViewSet):
+class AccountScopedViewSet(
+    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, viewsets.GenericViewSet
+):
     pass
 
 
-class AccountScopedAPIView(AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView):
+class AccountScopedAPIView(
+    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, GenericAPIView
+):
     pass

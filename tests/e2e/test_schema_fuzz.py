@@ -27,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     ignored_auth,
     missing_required_header,
+    negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -39,11 +40,13 @@ from tests.accounts.factories import AccountFactory
 from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory
 from tests.webhooks.factories import WebhookFactory
 
-# No 5xx; every answer documented and shaped as documented. (Not schemathesis'
-# positive/negative acceptance checks: the service validates more than the schema can
-# say, e.g. an email's syntax or a campaign's state.)
+# No 5xx; every answer documented and shaped as documented; and every request the
+# schema forbids (negative data: an unknown field, a wrong type, a value out of its
+# range) refused with a 4xx. (Not schemathesis' positive acceptance check: the service
+# validates more than the schema can say, e.g. an email's syntax or a campaign's state.)
 CHECKS = [
     not_a_server_error,
+    negative_data_rejection,
     status_code_conformance,
     content_type_conformance,
     response_headers_conformance,
