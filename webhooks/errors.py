@@ -24,7 +24,7 @@ class WebhookDisabled(ServiceError):
     message = "The webhook is disabled. Enable it (PATCH disabled_at: null) first."
     description = (
         "Redeliver and replay need an enabled webhook: enable it with "
-        '`PATCH /webhooks/:id` `{"webhook": {"disabled_at": null}}`, then try again. '
+        "`PATCH /webhooks/:id` with `disabled_at: null`, then try again. "
         "A test delivery works on a disabled webhook."
     )
 

@@ -59,12 +59,24 @@ class StrictBodyMixin(_APIViewBase):
     "Unknown field." (as the serializers refuse theirs, config.api.serializers), after
     authentication and before the handler runs."""
 
+    # Set when the check waits for the object to be found (AccountScopedMixin.get_object):
+    # another account's id is a 404 before anything is said about the body.
+    body_check_pending = False
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         handler = getattr(self, request.method.lower(), None)
         if not getattr(handler, "no_request_body", False):
             return
-        data = request.data
+        if isinstance(self, AccountScopedMixin) and self.lookup_url_kwarg_value() is not None:
+            self.body_check_pending = True
+            return
+        self.body_refuse()
+
+    def body_refuse(self) -> None:
+        """validation_failed for a body on an endpoint that takes none."""
+        self.body_check_pending = False
+        data = self.request.data
         if isinstance(data, Mapping):
             if data:
                 raise ValidationFailed({str(name): [UNKNOWN_FIELD] for name in data})
@@ -99,7 +111,13 @@ class AccountScopedMixin(_ViewBase):
         if obj is None:
             raise self.not_found_error()
         self.check_object_permissions(self.request, obj)
+        if getattr(self, "body_check_pending", False):
+            self.body_refuse()  # StrictBodyMixin
         return obj
+
+    def lookup_url_kwarg_value(self):
+        """The id in the URL, or None on a list route."""
+        return self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
 
 
 class AccountScopedViewSet(

@@ -366,5 +366,12 @@ def test_next_send_earliest_at_is_read_only(api_client, account):
         {"next_send_earliest_at": "2030-01-01T00:00:00Z"},
         format="json",
     )
+    assert response.status_code == 422, response.content
+    assert list(response.json()["details"]["fields"]) == ["next_send_earliest_at"]
+    response = api_client.patch(
+        f"/smtp_credentials/{credential.pk}",
+        {"next_send_earliest_at": "2026-03-02T10:00:00.000000Z"},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     assert response.json()["next_send_earliest_at"] == "2026-03-02T10:00:00.000000Z"
