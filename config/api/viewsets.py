@@ -112,7 +112,7 @@ class AccountScopedMixin(_ViewBase):
             raise self.not_found_error()
         self.check_object_permissions(self.request, obj)
         if getattr(self, "body_check_pending", False):
-            self.body_refuse()  # StrictBodyMixin
+            StrictBodyMixin.body_refuse(self)  # type: ignore[arg-type]  # mixed in beside it
         return obj
 
     def lookup_url_kwarg_value(self):
