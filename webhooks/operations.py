@@ -29,6 +29,17 @@ FINISHED_STATES = (
 REPLAY_MAX_PER_CALL = 1000
 
 
+def _fresh_start(now) -> dict:
+    """A finished job's columns for a new attempt series, due now."""
+    return {
+        "state": DeliveryJob.State.PENDING,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "finished_at": None,
+        "claim_token": None,
+    }
+
+
 def job_redeliver(*, job: DeliveryJob, states=(DeliveryJob.State.FAILED,)) -> bool:
     """Send a finished delivery again, same envelope id, with a fresh attempt budget
     (its new attempts are numbered from 1 again). Only jobs in `states` (failed ones
@@ -36,13 +47,7 @@ def job_redeliver(*, job: DeliveryJob, states=(DeliveryJob.State.FAILED,)) -> bo
     if not job.webhook.is_enabled:
         return False
     now = timezone.now()
-    reset = DeliveryJob.objects.filter(id=job.id, state__in=states).update(
-        state=DeliveryJob.State.PENDING,
-        attempts=0,
-        next_attempt_at=now,
-        finished_at=None,
-        claim_token=None,
-    )
+    reset = DeliveryJob.objects.filter(id=job.id, state__in=states).update(**_fresh_start(now))
     if reset:
         webhook_ids = [str(job.webhook_id)]
         transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
@@ -109,11 +114,7 @@ def webhook_replay(*, webhook: Webhook, since: datetime) -> Replayed:
     has_more = len(ids) > REPLAY_MAX_PER_CALL
     ids = ids[:REPLAY_MAX_PER_CALL]
     replayed = DeliveryJob.objects.filter(id__in=ids, state=DeliveryJob.State.FAILED).update(
-        state=DeliveryJob.State.PENDING,
-        attempts=0,
-        next_attempt_at=timezone.now(),
-        finished_at=None,
-        claim_token=None,
+        **_fresh_start(timezone.now())
     )
     if replayed:
         webhook_ids = [str(webhook.id)]
@@ -144,13 +145,8 @@ def webhook_test_send(*, webhook: Webhook, event_type: str) -> WebhookDelivery:
         job=None,
         event_type=event_type,
         attempt=1,
-        status_code=result.status_code,
-        error=result.error,
-        response_excerpt=result.excerpt,
-        duration_ms=result.duration_ms,
-        delivered_at=result.ended_at if result.ok else None,
-        created_at=result.started_at,
         test=True,
+        **result.row_fields(),
     )
 
 

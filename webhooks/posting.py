@@ -64,6 +64,17 @@ class AttemptResult:
     def ok(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
 
+    def row_fields(self) -> dict:
+        """The WebhookDelivery columns this attempt fills."""
+        return {
+            "status_code": self.status_code,
+            "error": self.error,
+            "response_excerpt": self.excerpt,
+            "duration_ms": self.duration_ms,
+            "delivered_at": self.ended_at if self.ok else None,
+            "created_at": self.started_at,
+        }
+
 
 def _is_retryable_status(code: int) -> bool:
     return code >= 500 or code in (408, 429)
