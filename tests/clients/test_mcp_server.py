@@ -145,6 +145,8 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
         )
         seen["not_found"] = _error(await call("get_campaign", {"campaign_id": str(others.pk)}))
         seen["invalid"] = _error(await call("add_contact", {"email": "not an address"}))
+        unknown = await call("add_contact", {"email": "x@example.com", "firstname": "X"})
+        seen["unknown_argument"] = (unknown.is_error, unknown.content[0].text)
         seen["usage"] = _result(await call("get_usage", {}))
         return seen
 
@@ -160,6 +162,9 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
     assert destructive == {"dispatch_campaign", "delete_campaign", "pause_campaign"}
     schema = tools["create_campaign"].input_schema
     assert set(schema["required"]) == {"name", "steps", "credential_ids"}
+    assert all(tool.input_schema["additionalProperties"] is False for tool in tools.values())
+    is_error, text = seen["unknown_argument"]
+    assert is_error and "firstname" in text and "Extra inputs are not permitted" in text
     assert all(tool.description for tool in tools.values())
 
     # Every change is visible through the API.

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from outreach_sdk import Client, OutreachError, RouteNotFound
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from outreach_mcp import __version__
 from outreach_mcp.confirmation import (
@@ -106,6 +106,23 @@ def _api_errors(tool):
     return call
 
 
+def _arguments_closed(server: MCPServer, name: str) -> None:
+    """An argument the tool does not take is refused, not dropped (as the API refuses an
+    unknown field), and the tool's input schema says so (`additionalProperties: false`).
+    Workaround: the MCP SDK has no option for it, so the registered tool's argument
+    model is swapped for a subclass that forbids extra fields (the SDK reads it live)."""
+    registered = server._tool_manager.get_tool(name)  # noqa: SLF001 (see docstring)
+    assert registered is not None
+    base = registered.fn_metadata.arg_model
+    closed = type(
+        base.__name__,
+        (base,),
+        {"model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)},
+    )
+    registered.fn_metadata.arg_model = closed
+    registered.parameters["additionalProperties"] = False
+
+
 def _first(items, limit: int) -> list[dict[str, Any]]:
     out = []
     for item in items:
@@ -131,6 +148,7 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     def tool(annotations: ToolAnnotations, description: str):
         def register(fn):
             server.add_tool(_api_errors(fn), description=description, annotations=annotations)
+            _arguments_closed(server, fn.__name__)
             return fn
 
         return register
