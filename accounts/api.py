@@ -19,8 +19,8 @@ from accounts.throttling import (
 )
 from accounts.verification import LINK_MAX_AGE
 from config.api.pagination import StartingAfterPagination
-from config.api.serializers import RepresentationMixin
-from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
+from config.api.serializers import RepresentationMixin, StrictSerializer
+from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request_body
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     name="Idempotency-Key",
@@ -31,18 +31,18 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
 )
 
 
-class SignupSerializer(serializers.Serializer):
+class SignupSerializer(StrictSerializer):
     email = serializers.EmailField(max_length=254)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class SignupKeySerializer(serializers.Serializer):
+class SignupKeySerializer(StrictSerializer):
     id = serializers.UUIDField()
     prefix = serializers.CharField()
     plaintext = serializers.CharField(help_text="The full key. Shown only in this response.")
 
 
-class SignupResultSerializer(serializers.Serializer):
+class SignupResultSerializer(StrictSerializer):
     account_id = serializers.UUIDField()
     plan_slug = serializers.CharField()
     api_key = SignupKeySerializer()
@@ -84,7 +84,7 @@ class SignupView(ServiceAPIView):
         return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
-class EmailVerificationSerializer(serializers.Serializer):
+class EmailVerificationSerializer(StrictSerializer):
     email = serializers.EmailField(help_text="The signup address, where the link goes.")
     email_verified = serializers.BooleanField()
     email_verified_at = serializers.DateTimeField(allow_null=True)
@@ -121,6 +121,7 @@ class EmailVerificationView(ServiceAPIView):
     def get(self, request):
         return Response(EmailVerificationSerializer(_verification_body(request.user)).data)
 
+    @no_request_body
     @extend_schema(
         summary="Send a new signup verification link",
         description="Emails the signup address a new link (valid "
@@ -139,7 +140,7 @@ class EmailVerificationView(ServiceAPIView):
         return Response(EmailVerificationSentSerializer(body).data)
 
 
-class ApiKeySerializer(RepresentationMixin, serializers.Serializer):
+class ApiKeySerializer(RepresentationMixin, StrictSerializer):
     # Declared fields, not a ModelSerializer (it introspects the model on each use),
     # and shared bound fields (RepresentationMixin): GET /api_keys's hot path.
     id = serializers.UUIDField(read_only=True)
@@ -162,7 +163,7 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
     )
 
 
-class ApiKeyCreateSerializer(serializers.Serializer):
+class ApiKeyCreateSerializer(StrictSerializer):
     label = serializers.CharField(max_length=200)  # type: ignore[assignment]  # as above
     client_kind = serializers.ChoiceField(
         choices=ApiKey.ClientKind.choices, default=ApiKey.ClientKind.DIRECT

@@ -33,7 +33,7 @@ _REDACTIONS = [
     (re.compile(r"/signup/verify/[^/\s\"'?#]+"), f"/signup/verify/{REDACTED}"),
     # API keys: the first 12 characters are the key's public prefix.
     (re.compile(r"\b(ak_live_[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+"), rf"\1{REDACTED}"),
-    (re.compile(r"\bwhsec_[A-Za-z0-9_-]+"), f"whsec_{REDACTED}"),
+    (re.compile(r"\bwhsec_[A-Za-z0-9_+/=-]+"), f"whsec_{REDACTED}"),
 ]
 
 

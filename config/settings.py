@@ -359,6 +359,7 @@ SPECTACULAR_SETTINGS: dict[str, Any] = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.api.schema.add_error_envelope",
+        "config.api.schema.close_request_bodies",
     ],
 }
 

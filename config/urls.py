@@ -6,10 +6,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from config.api import views
 from config.metrics_scrape import metrics_view
 
-# The admin's "View site" link: the API's browsable docs (the root is no page).
+# The admin's "View site" link: the API's browsable docs (the root is a small JSON index).
 admin.site.site_url = "/docs"
 
 urlpatterns = [
+    path("", views.root_index, name="root"),
+    path("admin", RedirectView.as_view(url="/admin/", permanent=True)),
     path("admin/", admin.site.urls),
     path("health", views.HealthView.as_view(), name="health"),
     path("metrics", metrics_view, name="metrics"),

@@ -3,11 +3,12 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from config.api.serializers import StrictSerializer
 from config.api.viewsets import ServiceAPIView
 from plans.selectors import plan_list_purchasable
 
 
-class PlanSerializer(serializers.Serializer):
+class PlanSerializer(StrictSerializer):
     slug = serializers.CharField()
     name = serializers.CharField()
     tier = serializers.IntegerField()

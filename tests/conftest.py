@@ -108,4 +108,5 @@ pytest_plugins = [
     "tests.support.dns_server",
     "tests.support.embedded",
     "tests.support.oauth_provider",
+    "tests.support.event_schemas",
 ]

@@ -1,10 +1,17 @@
 """Back office: webhooks and their delivery attempts, read-only. Secrets are
 never shown (the encrypted column is not even listed)."""
 
-from django.contrib import admin, messages
+from datetime import timedelta
 
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from config.api.errors import ServiceError
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
-from webhooks.operations import job_redeliver
+from webhooks.operations import FINISHED_STATES, job_redeliver, webhook_replay, webhook_test_send
+
+# The admin's replay action: what failed in this last window.
+ADMIN_REPLAY_WINDOW = timedelta(hours=24)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -41,6 +48,34 @@ class WebhookAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
     list_select_related = ["account"]
+    actions = ["send_test", "replay_failed"]
+
+    @admin.action(description="Send a test event (enrollment.sent) to the selected webhooks")
+    def send_test(self, request, queryset):
+        for webhook in queryset:
+            row = webhook_test_send(webhook=webhook, event_type="enrollment.sent")
+            if row.delivered_at is not None:
+                self.message_user(
+                    request, f"{webhook.url}: HTTP {row.status_code}.", messages.SUCCESS
+                )
+            else:
+                self.message_user(request, f"{webhook.url}: {row.error}", messages.WARNING)
+
+    @admin.action(description="Replay the deliveries that failed in the last 24 hours")
+    def replay_failed(self, request, queryset):
+        since = timezone.now() - ADMIN_REPLAY_WINDOW
+        for webhook in queryset:
+            try:
+                replayed = webhook_replay(webhook=webhook, since=since)
+            except ServiceError as error:
+                self.message_user(request, f"{webhook.url}: {error.message}", messages.WARNING)
+                continue
+            more = " (more remain: run it again)" if replayed.has_more else ""
+            self.message_user(
+                request,
+                f"{webhook.url}: {replayed.replayed} delivery(ies) queued again{more}.",
+                messages.SUCCESS,
+            )
 
 
 @admin.register(WebhookDelivery)
@@ -79,20 +114,20 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     def job_state(self, obj: WebhookDelivery) -> str:
         return obj.job.state if obj.job else "pruned"
 
-    @admin.action(description="Resend the failed deliveries of the selected attempts")
+    @admin.action(description="Deliver the events of the selected attempts again")
     def resend(self, request, queryset):
         jobs = {
             row.job.id: row.job
             for row in queryset.select_related("job__webhook")
             if row.job is not None
         }
-        queued = sum(job_redeliver(job=job) for job in jobs.values())
+        queued = sum(job_redeliver(job=job, states=FINISHED_STATES) for job in jobs.values())
         skipped = len(jobs) - queued
         self.message_user(request, f"{queued} delivery(ies) queued again.", messages.SUCCESS)
         if skipped:
             self.message_user(
                 request,
-                f"{skipped} skipped: not failed (still pending or succeeded) or the webhook is disabled.",
+                f"{skipped} skipped: still under way, or the webhook is disabled.",
                 messages.WARNING,
             )
 

@@ -7,15 +7,18 @@ from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
 from config.api.fields import TimestampField
+from config.api.ids import is_uuid
 from config.api.pagination import parse_limit
-from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
-from webhooks import selectors, services
-from webhooks.errors import WebhookNotFound
-from webhooks.models import ALL_EVENTS, Webhook, WebhookDelivery
+from config.api.serializers import StrictModelSerializer, StrictSerializer
+from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request_body
+from webhooks import operations, selectors, services
+from webhooks.catalog import EVENT_CATALOG
+from webhooks.errors import WebhookDeliveryNotFound, WebhookNotFound
+from webhooks.models import ALL_EVENTS, EVENT_TYPES, Webhook, WebhookDelivery
 from webhooks.validators import MAX_URL_LENGTH, event_filter_problems, url_problems
 
 
-class WebhookSerializer(serializers.ModelSerializer):
+class WebhookSerializer(StrictModelSerializer):
     event_filters = serializers.ListField(child=serializers.CharField())
 
     class Meta:
@@ -30,12 +33,19 @@ class WebhookWithSecretSerializer(WebhookSerializer):
         fields = [*WebhookSerializer.Meta.fields, "secret"]
 
 
-class SecretSerializer(serializers.Serializer):
+class SecretSerializer(StrictSerializer):
     id = serializers.UUIDField()
     secret = serializers.CharField()
 
 
-class WebhookDeliverySerializer(serializers.ModelSerializer):
+class WebhookDeliverySerializer(StrictModelSerializer):
+    event_id = serializers.UUIDField(
+        source="job_id",
+        allow_null=True,
+        help_text="The envelope `id` the attempt carried (null for a test delivery, or "
+        "once the delivery was pruned).",
+    )
+
     class Meta:
         model = WebhookDelivery
         fields = [
@@ -46,10 +56,43 @@ class WebhookDeliverySerializer(serializers.ModelSerializer):
             "error",
             "delivered_at",
             "created_at",
+            "duration_ms",
+            "test",
+            "event_id",
         ]
 
 
-class _WebhookFieldsInput(serializers.Serializer):
+class WebhookEventTypeSerializer(StrictSerializer):
+    type = serializers.CharField()
+    description = serializers.CharField()
+    schema = serializers.DictField(help_text="JSON Schema (2020-12) of the event's `data`.")
+
+
+class WebhookTestRequest(StrictSerializer):
+    type = serializers.ChoiceField(
+        choices=list(EVENT_TYPES), help_text="The event type whose example is sent."
+    )
+
+
+class WebhookReplayRequest(StrictSerializer):
+    since = TimestampField(
+        help_text="Deliveries that ended failed at or after this time are delivered again."
+    )
+
+
+class WebhookReplayResponse(StrictSerializer):
+    replayed = serializers.IntegerField(help_text="How many deliveries were queued again.")
+    has_more = serializers.BooleanField(
+        help_text="More remain than one call replays: call again with the same `since`."
+    )
+
+
+class RedeliveryResponse(StrictSerializer):
+    event_id = serializers.UUIDField(help_text="The envelope `id`, the same as before.")
+    state = serializers.CharField(help_text="`pending`: its first new attempt is due now.")
+
+
+class _WebhookFieldsInput(StrictSerializer):
     url = serializers.CharField(max_length=MAX_URL_LENGTH, trim_whitespace=False)
     event_filters = serializers.ListField(
         child=serializers.CharField(), help_text=f'Event types, or ["{ALL_EVENTS}"] for all.'
@@ -78,6 +121,9 @@ class WebhookCreateInput(_WebhookFieldsInput):
 
 
 class WebhookUpdateInput(_WebhookFieldsInput):
+    # A webhook as GET /webhooks/:id shows it may be sent back whole.
+    echo_fields = ("id", "consecutive_failures", "created_at")
+
     url = serializers.CharField(max_length=MAX_URL_LENGTH, trim_whitespace=False, required=False)
     event_filters = serializers.ListField(child=serializers.CharField(), required=False)
     disabled_at = TimestampField(
@@ -88,11 +134,11 @@ class WebhookUpdateInput(_WebhookFieldsInput):
     )
 
 
-class WebhookCreateRequest(serializers.Serializer):
+class WebhookCreateRequest(StrictSerializer):
     webhook = WebhookCreateInput()
 
 
-class WebhookUpdateRequest(serializers.Serializer):
+class WebhookUpdateRequest(StrictSerializer):
     webhook = WebhookUpdateInput()
 
 
@@ -140,6 +186,7 @@ class WebhookViewSet(AccountScopedViewSet):
         services.webhook_delete(webhook=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    @no_request_body
     @extend_schema(summary="Rotate the signing secret", request=None, responses=SecretSerializer)
     @action(detail=True, methods=["post"])
     @idempotent
@@ -162,6 +209,64 @@ class WebhookViewSet(AccountScopedViewSet):
         limit = parse_limit(request, default=100, maximum=1000)
         rows = selectors.delivery_list(webhook=webhook, limit=limit)
         return Response(WebhookDeliverySerializer(rows, many=True).data)
+
+    @extend_schema(
+        summary="Send a test event to a webhook now",
+        request=WebhookTestRequest,
+        responses=WebhookDeliverySerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        webhook = self.get_object()
+        payload = WebhookTestRequest(data=request.data)
+        payload.is_valid(raise_exception=True)
+        delivery = operations.webhook_test_send(
+            webhook=webhook, event_type=payload.validated_data["type"]
+        )
+        return Response(WebhookDeliverySerializer(delivery).data)
+
+    @extend_schema(
+        summary="Deliver again every delivery that ended failed since a time",
+        request=WebhookReplayRequest,
+        responses=WebhookReplayResponse,
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def replay(self, request, pk=None):
+        webhook = self.get_object()
+        payload = WebhookReplayRequest(data=request.data)
+        payload.is_valid(raise_exception=True)
+        replayed = operations.webhook_replay(webhook=webhook, since=payload.validated_data["since"])
+        return Response({"replayed": replayed.replayed, "has_more": replayed.has_more})
+
+    @no_request_body
+    @extend_schema(
+        summary="Deliver one delivery's event again",
+        request=None,
+        responses=RedeliveryResponse,
+    )
+    def redeliver(self, request, pk=None, delivery_id=None):
+        webhook = self.get_object()
+        delivery = (
+            WebhookDelivery.objects.filter(id=delivery_id, webhook=webhook).first()
+            if is_uuid(delivery_id)
+            else None
+        )
+        if delivery is None:
+            raise WebhookDeliveryNotFound()
+        job = operations.delivery_redeliver(delivery=delivery)
+        return Response({"event_id": str(job.id), "state": job.state})
+
+
+class WebhookEventTypesView(ServiceAPIView):
+    """The event catalog (webhooks.catalog)."""
+
+    @extend_schema(
+        summary="List the webhook event types and the JSON Schema of their data",
+        responses=WebhookEventTypeSerializer(many=True),
+    )
+    def get(self, request):
+        return Response([item.as_json() for item in EVENT_CATALOG.values()])
 
 
 class WebhookMalformedIdView(ServiceAPIView):

@@ -155,7 +155,11 @@ def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list
             continue
         body = envelope_bytes(job=item.job, event=item.job.event)
         future = http_pool().submit(
-            http_post_signed, url=webhook.url, body=body, secret=webhook.secret
+            http_post_signed,
+            url=webhook.url,
+            body=body,
+            secret=webhook.secret,
+            message_id=str(item.job.id),
         )
         in_flight[future] = item
     return unsent

@@ -218,12 +218,7 @@ def _attempt_rows(item: ClaimedJob, result: AttemptResult | None, *, webhook_id,
                 job=job,
                 event_type=job.event.type,
                 attempt=item.attempt,
-                status_code=result.status_code,
-                error=result.error,
-                response_excerpt=result.excerpt,
-                duration_ms=result.duration_ms,
-                delivered_at=result.ended_at if result.ok else None,
-                created_at=result.started_at,
+                **result.row_fields(),
             )
         )
     return rows

@@ -161,6 +161,12 @@ class DeliveryJob(models.Model):
             models.Index(
                 fields=["created_at"], name="deliveryjob_failed_idx", condition=Q(state="failed")
             ),
+            # A replay's query: one webhook's deliveries that ended failed since a time.
+            models.Index(
+                fields=["webhook", "finished_at"],
+                name="deliveryjob_replay_idx",
+                condition=Q(state="failed"),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -184,6 +190,9 @@ class WebhookDelivery(models.Model):
     response_excerpt = models.TextField(blank=True, default="")
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # A test delivery (POST /webhooks/:id/test): an example event, no job, never counted
+    # toward consecutive_failures.
+    test = models.BooleanField(default=False)
     # When the attempt started (rows are written in batches, after the fact).
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 

@@ -1,32 +1,53 @@
-"""Operations: redelivering failed deliveries and pruning old rows."""
+"""Operations: test deliveries, redelivering one delivery, replaying failures, and
+pruning old rows."""
 
+import json
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
+from config.timestamps import utc_timestamp
+from webhooks.catalog import example_data
+from webhooks.errors import DeliveryNotRedeliverable, WebhookDisabled
 from webhooks.events import drains_enqueue
-from webhooks.models import DeliveryJob, Event, WebhookDelivery
+from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
+from webhooks.posting import http_post_signed
 
 logger = logging.getLogger(__name__)
 
+# Jobs a redelivery may start again: every finished one (a receiver may have lost a
+# delivery it answered 2xx to).
+FINISHED_STATES = (
+    DeliveryJob.State.FAILED,
+    DeliveryJob.State.SUCCEEDED,
+    DeliveryJob.State.DROPPED,
+)
+REPLAY_MAX_PER_CALL = 1000
 
-def job_redeliver(*, job: DeliveryJob) -> bool:
-    """Send a failed delivery again, same envelope id, with a fresh attempt budget
-    (its new attempts are numbered from 1 again). Only failed jobs of enabled
-    webhooks; returns whether it was queued."""
+
+def _fresh_start(now) -> dict:
+    """A finished job's columns for a new attempt series, due now."""
+    return {
+        "state": DeliveryJob.State.PENDING,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "finished_at": None,
+        "claim_token": None,
+    }
+
+
+def job_redeliver(*, job: DeliveryJob, states=(DeliveryJob.State.FAILED,)) -> bool:
+    """Send a finished delivery again, same envelope id, with a fresh attempt budget
+    (its new attempts are numbered from 1 again). Only jobs in `states` (failed ones
+    by default) of enabled webhooks; returns whether it was queued."""
     if not job.webhook.is_enabled:
         return False
     now = timezone.now()
-    reset = DeliveryJob.objects.filter(id=job.id, state=DeliveryJob.State.FAILED).update(
-        state=DeliveryJob.State.PENDING,
-        attempts=0,
-        next_attempt_at=now,
-        finished_at=None,
-        claim_token=None,
-    )
+    reset = DeliveryJob.objects.filter(id=job.id, state__in=states).update(**_fresh_start(now))
     if reset:
         webhook_ids = [str(job.webhook_id)]
         transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
@@ -39,6 +60,94 @@ def jobs_redeliver_failed(*, since: datetime, until: datetime) -> int:
         state=DeliveryJob.State.FAILED, created_at__gte=since, created_at__lt=until
     )
     return sum(job_redeliver(job=job) for job in jobs.iterator())
+
+
+def delivery_redeliver(*, delivery: WebhookDelivery) -> DeliveryJob:
+    """POST /webhooks/:id/deliveries/:delivery_id/redeliver: the attempt's event
+    delivered again (job_redeliver, any finished state). Raises WebhookDisabled, or
+    DeliveryNotRedeliverable when the delivery is a test, its job was pruned, or it is
+    still under way."""
+    webhook = delivery.webhook
+    if not webhook.is_enabled:
+        raise WebhookDisabled()
+    if delivery.test:
+        raise DeliveryNotRedeliverable(
+            "A test delivery is not redelivered; send another test instead.",
+            details={"reason": "test"},
+        )
+    job = (
+        DeliveryJob.objects.select_related("webhook").filter(id=delivery.job_id).first()
+        if delivery.job_id
+        else None
+    )
+    if job is None:
+        raise DeliveryNotRedeliverable(
+            "This delivery's event has been pruned.", details={"reason": "pruned"}
+        )
+    if not job_redeliver(job=job, states=FINISHED_STATES):
+        raise DeliveryNotRedeliverable(
+            "This delivery is still under way: its next attempt is already scheduled.",
+            details={"reason": "in_progress"},
+        )
+    job.refresh_from_db()
+    return job
+
+
+@dataclass(frozen=True)
+class Replayed:
+    replayed: int
+    has_more: bool
+
+
+def webhook_replay(*, webhook: Webhook, since: datetime) -> Replayed:
+    """POST /webhooks/:id/replay: every delivery of the webhook that ended failed at or
+    after `since`, delivered again (same envelope ids, fresh attempt budgets), oldest
+    first, at most REPLAY_MAX_PER_CALL per call (`has_more` says to call again)."""
+    if not webhook.is_enabled:
+        raise WebhookDisabled()
+    failed = DeliveryJob.objects.filter(
+        webhook=webhook, state=DeliveryJob.State.FAILED, finished_at__gte=since
+    )
+    ids = list(
+        failed.order_by("finished_at", "id").values_list("id", flat=True)[: REPLAY_MAX_PER_CALL + 1]
+    )
+    has_more = len(ids) > REPLAY_MAX_PER_CALL
+    ids = ids[:REPLAY_MAX_PER_CALL]
+    replayed = DeliveryJob.objects.filter(id__in=ids, state=DeliveryJob.State.FAILED).update(
+        **_fresh_start(timezone.now())
+    )
+    if replayed:
+        webhook_ids = [str(webhook.id)]
+        transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
+    return Replayed(replayed=replayed, has_more=has_more)
+
+
+def webhook_test_send(*, webhook: Webhook, event_type: str) -> WebhookDelivery:
+    """POST /webhooks/:id/test: one signed delivery of the type's example event, now,
+    from this process (the request waits for it, WEBHOOK_TIMEOUT_SECONDS at most).
+    The attempt is recorded among the webhook's deliveries, marked test; it never
+    counts toward consecutive_failures and never disables. A disabled webhook can
+    be tested too (to check a fix before enabling it again)."""
+    message_id = str(uuid.uuid4())
+    envelope = {
+        "id": message_id,
+        "type": event_type,
+        "created_at": utc_timestamp(timezone.now()),
+        "account_id": str(webhook.account_id),
+        "data": example_data(event_type),
+    }
+    body = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+    result = http_post_signed(
+        url=webhook.url, body=body, secret=webhook.secret, message_id=message_id
+    )
+    return WebhookDelivery.objects.create(
+        webhook=webhook,
+        job=None,
+        event_type=event_type,
+        attempt=1,
+        test=True,
+        **result.row_fields(),
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from urllib3.exceptions import NameResolutionError
 from config.retry import schedule_delay
 from config.timestamps import utc_timestamp
 from webhooks.models import DeliveryJob, Event
-from webhooks.secrets import signature_header
+from webhooks.secrets import signature_header, standard_signature_header
 from webhooks.transport import UnsafeAddress, delivery_session
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,17 @@ class AttemptResult:
     def ok(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
 
+    def row_fields(self) -> dict:
+        """The WebhookDelivery columns this attempt fills."""
+        return {
+            "status_code": self.status_code,
+            "error": self.error,
+            "response_excerpt": self.excerpt,
+            "duration_ms": self.duration_ms,
+            "delivered_at": self.ended_at if self.ok else None,
+            "created_at": self.started_at,
+        }
+
 
 def _is_retryable_status(code: int) -> bool:
     return code >= 500 or code in (408, 429)
@@ -81,17 +92,29 @@ def _connection_error_text(exc: requests.ConnectionError) -> str:
     return f"connection failed: {text}"[:500]
 
 
-def http_post_signed(*, url: str, body: bytes, secret: str) -> AttemptResult:
-    """One POST of a signed body. Never raises for anything the network does."""
-    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
-    headers = {
+def signed_headers(*, secret: str, message_id: str, body: bytes, timestamp: int) -> dict:
+    """The headers of one delivery: SPEC.md's `X-Service-Signature` and the Standard
+    Webhooks trio, both over the same timestamp (webhooks.secrets)."""
+    return {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "Accept-Encoding": "identity",
-        "X-Service-Signature": signature_header(
-            secret=secret, body=body, timestamp=int(time.time())
+        "X-Service-Signature": signature_header(secret=secret, body=body, timestamp=timestamp),
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": standard_signature_header(
+            secret=secret, message_id=message_id, body=body, timestamp=timestamp
         ),
     }
+
+
+def http_post_signed(*, url: str, body: bytes, secret: str, message_id: str) -> AttemptResult:
+    """One POST of a signed body; `message_id` is the envelope id (`webhook-id`).
+    Never raises for anything the network does."""
+    timeout = settings.WEBHOOK_TIMEOUT_SECONDS
+    headers = signed_headers(
+        secret=secret, message_id=message_id, body=body, timestamp=int(time.time())
+    )
     started = time.monotonic()
     started_at = timezone.now()
 

@@ -6,6 +6,7 @@ import logging
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse, UnreadablePostError
+from django.urls import Resolver404, resolve
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -111,8 +112,12 @@ def exception_handler(exc, context):
     return Response(body, status=exc.status_code, headers=headers)
 
 
-def _json_error(code: str, status: int) -> JsonResponse:
-    return JsonResponse(error_body(code), status=status, json_dumps_params=COMPACT)
+def _json_error(
+    code: str, status: int, *, message: str | None = None, details: dict | None = None
+) -> JsonResponse:
+    return JsonResponse(
+        error_body(code, message, details), status=status, json_dumps_params=COMPACT
+    )
 
 
 def bad_request(request, exception=None):
@@ -124,6 +129,22 @@ def permission_denied(request, exception=None):
 
 
 def not_found(request, exception=None):
+    """404 for an unknown route. When the path is a route without its trailing slash
+    (the API's paths take none), the message says so and names the right path."""
+    path = request.path_info
+    if len(path) > 1 and path.endswith("/"):
+        bare = path.rstrip("/")
+        try:
+            resolve(bare)
+        except Resolver404:
+            pass
+        else:
+            return _json_error(
+                "not_found",
+                404,
+                message=f"No such route: the API's paths take no trailing slash. Try {bare}",
+                details={"path": bare},
+            )
     return _json_error("not_found", 404)
 
 

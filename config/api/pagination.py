@@ -31,6 +31,7 @@ from rest_framework.response import Response
 
 from config.api.errors import ValidationFailed
 from config.api.ids import is_uuid
+from config.api.query import query_int
 from config.db.prepared import prepared
 
 DEFAULT_LIMIT = 100
@@ -38,13 +39,9 @@ MAX_LIMIT = 1000
 
 
 def parse_limit(request, *, default: int = DEFAULT_LIMIT, maximum: int = MAX_LIMIT) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None or raw == "":
+    value = query_int(request, "limit")
+    if value is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationFailed({"limit": ["Must be an integer."]}) from None
     if not 1 <= value <= maximum:
         raise ValidationFailed({"limit": [f"Must be between 1 and {maximum}."]})
     return value

@@ -35,3 +35,44 @@ def add_error_envelope(
                 {"description": "Error envelope", "content": {"application/json": {"schema": ref}}},
             )
     return result
+
+
+def close_request_bodies(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """Marks every request body object closed (`additionalProperties: false`), as the
+    serializers are (config.api.serializers.StrictFieldsMixin): the request components
+    (`...Request`, COMPONENT_SPLIT_REQUEST) and the objects nested in them, and inline
+    request schemas. An object schema that already says what extra keys may hold (a
+    map such as a contact's `fields`) keeps its own rule."""
+    components = result.get("components", {}).get("schemas", {})
+
+    def close(schema: Any) -> None:
+        if isinstance(schema, list):
+            for item in schema:
+                close(item)
+            return
+        if not isinstance(schema, dict):
+            return
+        if "$ref" in schema:
+            return  # components are closed where they are defined
+        if schema.get("type") == "object" and "properties" in schema:
+            schema.setdefault("additionalProperties", False)
+        for key in ("properties", "items", "allOf", "oneOf", "anyOf"):
+            value = schema.get(key)
+            if key == "properties" and isinstance(value, dict):
+                for child in value.values():
+                    close(child)
+            elif value is not None:
+                close(value)
+
+    for name, schema in components.items():
+        if name.endswith("Request"):
+            close(schema)
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            if not isinstance(operation, dict):
+                continue
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                close(media.get("schema"))
+    return result

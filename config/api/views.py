@@ -1,11 +1,11 @@
-"""Service-level endpoints: health and the error-code pages."""
+"""Service-level endpoints: the root index, health and the error-code pages."""
 
 import logging
 import re
 
 from django.conf import settings
 from django.db import connection
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -14,7 +14,7 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from config.api.errors import ERROR_CODES
+from config.api.errors import COMPACT, ERROR_CODES, error_body
 from config.api.viewsets import ServiceAPIView
 
 logger = logging.getLogger(__name__)
@@ -103,3 +103,24 @@ def error_index_page(request):
         for entry in sorted(ERROR_CODES.values(), key=lambda e: (e.status, e.code))
     ]
     return render(request, "errors/index.html", {"codes": codes, "docs_url": settings.DOCS_URL})
+
+
+def root_index(request):
+    """GET /: where to go from here (the API has no resource at its root)."""
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse(
+            error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
+    return JsonResponse(
+        {
+            "name": "Outreach Service API",
+            "docs": request.build_absolute_uri("/docs"),
+            "schema": request.build_absolute_uri("/schema"),
+            "health": request.build_absolute_uri("/health"),
+            "admin": request.build_absolute_uri("/admin/"),
+            "errors": request.build_absolute_uri("/docs/errors"),
+        },
+        json_dumps_params=COMPACT,
+    )

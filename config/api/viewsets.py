@@ -7,14 +7,16 @@ their queryset to the caller's account, so another account's resource is the sam
 having to remember it.
 """
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
 from rest_framework.views import APIView
 
-from config.api.errors import NotFoundError, ServiceError
+from config.api.errors import NotFoundError, ServiceError, ValidationFailed
 from config.api.ids import is_uuid
+from config.api.serializers import UNKNOWN_FIELD
 
 if TYPE_CHECKING:  # what the mixins are mixed into
     _APIViewBase = APIView
@@ -44,7 +46,45 @@ class RateLimitHeadersMixin(_APIViewBase):
         return response
 
 
-class ServiceAPIView(RateLimitHeadersMixin, APIView):
+def no_request_body(handler):
+    """Marks a view method (or viewset action) that takes no request body: a body with
+    fields is refused like any unknown field (StrictBodyMixin). Put it above the
+    other decorators."""
+    handler.no_request_body = True
+    return handler
+
+
+class StrictBodyMixin(_APIViewBase):
+    """Bodies on endpoints that take none: each field is `validation_failed`,
+    "Unknown field." (as the serializers refuse theirs, config.api.serializers), after
+    authentication and before the handler runs."""
+
+    # Set when the check waits for the object to be found (AccountScopedMixin.get_object):
+    # another account's id is a 404 before anything is said about the body.
+    body_check_pending = False
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        handler = getattr(self, request.method.lower(), None)
+        if not getattr(handler, "no_request_body", False):
+            return
+        if isinstance(self, AccountScopedMixin) and self.lookup_url_kwarg_value() is not None:
+            self.body_check_pending = True
+            return
+        self.body_refuse()
+
+    def body_refuse(self) -> None:
+        """validation_failed for a body on an endpoint that takes none."""
+        self.body_check_pending = False
+        data = self.request.data
+        if isinstance(data, Mapping):
+            if data:
+                raise ValidationFailed({str(name): [UNKNOWN_FIELD] for name in data})
+        elif data:
+            raise ValidationFailed({"non_field_errors": ["This endpoint takes no request body."]})
+
+
+class ServiceAPIView(StrictBodyMixin, RateLimitHeadersMixin, APIView):
     pass
 
 
@@ -71,12 +111,22 @@ class AccountScopedMixin(_ViewBase):
         if obj is None:
             raise self.not_found_error()
         self.check_object_permissions(self.request, obj)
+        if getattr(self, "body_check_pending", False):
+            StrictBodyMixin.body_refuse(self)  # type: ignore[arg-type]  # mixed in beside it
         return obj
 
+    def lookup_url_kwarg_value(self):
+        """The id in the URL, or None on a list route."""
+        return self.kwargs.get(self.lookup_url_kwarg or self.lookup_field)
 
-class AccountScopedViewSet(AccountScopedMixin, RateLimitHeadersMixin, viewsets.GenericViewSet):
+
+class AccountScopedViewSet(
+    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, viewsets.GenericViewSet
+):
     pass
 
 
-class AccountScopedAPIView(AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView):
+class AccountScopedAPIView(
+    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, GenericAPIView
+):
     pass

@@ -13,7 +13,7 @@ from accounts.idempotency import idempotent
 from accounts.verification import email_verified_check
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
-from config.api.viewsets import AccountScopedViewSet
+from config.api.viewsets import AccountScopedViewSet, no_request_body
 from outreach import enrollments
 from outreach.campaigns import dispatch, selectors, services, stopping
 from outreach.campaigns.models import Campaign
@@ -106,12 +106,14 @@ class CampaignViewSet(
         )
         return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
 
+    @no_request_body
     @extend_schema(request=None, responses=CampaignSerializer)
     @action(detail=True, methods=["post"])
     def pause(self, request, pk=None):
         campaign = services.campaign_pause(campaign=self.get_object())
         return _campaign_response(campaign)
 
+    @no_request_body
     @extend_schema(request=None, responses=CampaignSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
@@ -152,6 +154,7 @@ class CampaignViewSet(
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(EnrollmentSerializer(page, many=True).data)
 
+    @no_request_body
     @extend_schema(request=None, responses=EnrollmentSerializer)
     @action(
         detail=True,

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.fields import StrictBooleanField, TimestampField
-from config.api.serializers import RepresentationMixin
+from config.api.serializers import RepresentationMixin, StrictModelSerializer, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField
 from outreach.campaigns.models import Campaign
 from outreach.campaigns.rendering import template_errors
@@ -45,7 +45,7 @@ def _template_validator(*, body: bool):
     return validate
 
 
-class StepContentSerializer(serializers.Serializer):
+class StepContentSerializer(StrictSerializer):
     """A step's subject and bodies: the step's own (variant A) and each of its variants."""
 
     subject = serializers.CharField(
@@ -117,7 +117,7 @@ def step_representation(instance) -> dict:
     }
 
 
-class StatsSerializer(serializers.Serializer):
+class StatsSerializer(StrictSerializer):
     enrolled = serializers.IntegerField()
     sent = serializers.IntegerField()
     opened = serializers.IntegerField()
@@ -128,7 +128,7 @@ class StatsSerializer(serializers.Serializer):
     stopped = serializers.IntegerField()
 
 
-class VariantStatsSerializer(serializers.Serializer):
+class VariantStatsSerializer(StrictSerializer):
     variant = serializers.CharField()
     sent = serializers.IntegerField()
     opened = serializers.IntegerField()
@@ -137,7 +137,7 @@ class VariantStatsSerializer(serializers.Serializer):
     bounced = serializers.IntegerField()
 
 
-class StepStatsSerializer(serializers.Serializer):
+class StepStatsSerializer(StrictSerializer):
     position = serializers.IntegerField()
     variants = VariantStatsSerializer(many=True)
 
@@ -147,7 +147,7 @@ class CampaignStatsSerializer(StatsSerializer):
     steps = StepStatsSerializer(many=True)
 
 
-class CampaignSerializer(RepresentationMixin, serializers.Serializer):
+class CampaignSerializer(RepresentationMixin, StrictSerializer):
     """A campaign; its representation reuses one set of bound fields (RepresentationMixin):
     a page of campaigns is GET /campaigns's hot path."""
 
@@ -252,7 +252,7 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
         return attrs
 
 
-class DispatchSerializer(serializers.Serializer):
+class DispatchSerializer(StrictSerializer):
     contact_ids = serializers.ListField(
         child=serializers.UUIDField(), required=False, max_length=MAX_DISPATCH_IDS
     )
@@ -280,7 +280,7 @@ class DispatchSerializer(serializers.Serializer):
         return attrs
 
 
-class EnrollmentSerializer(serializers.ModelSerializer):
+class EnrollmentSerializer(StrictModelSerializer):
     campaign_id = serializers.UUIDField(read_only=True)
     contact_id = serializers.UUIDField(read_only=True)
     contact_email = serializers.EmailField(source="contact.email", read_only=True)
@@ -311,7 +311,7 @@ class EnrollmentSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class SendingReasonSerializer(serializers.Serializer):
+class SendingReasonSerializer(StrictSerializer):
     code = serializers.ChoiceField(
         choices=[
             "window_closed",
@@ -329,7 +329,7 @@ class SendingReasonSerializer(serializers.Serializer):
     detail = serializers.CharField(allow_null=True)
 
 
-class SendingMailboxSerializer(serializers.Serializer):
+class SendingMailboxSerializer(StrictSerializer):
     credential_id = serializers.UUIDField()
     from_email = serializers.CharField()
     can_send_now = serializers.BooleanField()
@@ -344,7 +344,7 @@ class SendingMailboxSerializer(serializers.Serializer):
     )
 
 
-class UpcomingSendSerializer(serializers.Serializer):
+class UpcomingSendSerializer(StrictSerializer):
     enrollment_id = serializers.UUIDField()
     contact_email = serializers.CharField()
     step = serializers.IntegerField()
@@ -352,7 +352,7 @@ class UpcomingSendSerializer(serializers.Serializer):
     earliest_at = TimestampField()
 
 
-class SendingStatusSerializer(serializers.Serializer):
+class SendingStatusSerializer(StrictSerializer):
     campaign_id = serializers.UUIDField()
     status = serializers.CharField()
     mailboxes = SendingMailboxSerializer(many=True)

@@ -13,6 +13,8 @@ from accounts.verification import email_verified_check
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
+from config.api.query import query_bool
+from config.api.serializers import StrictModelSerializer, StrictSerializer
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from outreach import enrollments
 from outreach.api_fields import TimezoneNameField, email_value_validate
@@ -34,7 +36,7 @@ def _custom_fields_validator(value):
     return value
 
 
-class CustomFieldsMixin(serializers.Serializer):
+class CustomFieldsMixin(StrictSerializer):
     """Adds the `fields` object. It cannot be a class attribute: Serializer.fields is DRF's."""
 
     def get_fields(self):
@@ -45,7 +47,7 @@ class CustomFieldsMixin(serializers.Serializer):
         return declared
 
 
-class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
+class ContactSerializer(CustomFieldsMixin, StrictModelSerializer):
     email = serializers.CharField(max_length=254)
     timezone = TimezoneNameField(
         help_text="IANA name (e.g. Asia/Tokyo): campaigns with send_in_contact_timezone "
@@ -72,17 +74,6 @@ class ContactSerializer(CustomFieldsMixin, serializers.ModelSerializer):
         return email_value_validate(value)
 
 
-def _bool_param(request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if raw.lower() in ("true", "1"):
-        return True
-    if raw.lower() in ("false", "0"):
-        return False
-    raise ValidationFailed({name: ["Must be true or false."]})
-
-
 class ContactViewSet(
     mixins.RetrieveModelMixin,
     mixins.DestroyModelMixin,
@@ -106,10 +97,10 @@ class ContactViewSet(
         email = request.query_params.get("email")
         if email:
             queryset = queryset.filter(email_lower=email.strip().lower())
-        unsubscribed = _bool_param(request, "unsubscribed")
+        unsubscribed = query_bool(request, "unsubscribed")
         if unsubscribed is not None:
             queryset = queryset.filter(unsubscribed_at__isnull=not unsubscribed)
-        bounced = _bool_param(request, "bounced")
+        bounced = query_bool(request, "bounced")
         if bounced is not None:
             queryset = queryset.filter(bounced_at__isnull=not bounced)
         page = self.paginate_queryset(queryset)
@@ -137,7 +128,7 @@ class ContactViewSet(
 # --- Contact imports -------------------------------------------------------------------
 
 
-class ContactImportSerializer(serializers.ModelSerializer):
+class ContactImportSerializer(StrictModelSerializer):
     campaign_id = serializers.UUIDField(read_only=True, allow_null=True)
     failure_reason = serializers.SerializerMethodField()
 
@@ -178,7 +169,7 @@ def _owned_campaign(account, campaign_id, field: str = "campaign_id"):
     return campaign
 
 
-class ContactImportJsonSerializer(serializers.Serializer):
+class ContactImportJsonSerializer(StrictSerializer):
     contacts = serializers.ListField(child=serializers.JSONField(), allow_empty=False)
     campaign_id = _campaign_id_field()
 
@@ -191,7 +182,7 @@ class _FormUUIDField(serializers.UUIDField):
         return dictionary.get(self.field_name, serializers.empty)
 
 
-class ContactImportUploadSerializer(serializers.Serializer):
+class ContactImportUploadSerializer(StrictSerializer):
     file = serializers.FileField(
         allow_empty_file=True, help_text="CSV, UTF-8 text, with a header row naming `email`."
     )
@@ -265,7 +256,7 @@ class ContactImportViewSet(
 # --- Outreaches ------------------------------------------------------------------------
 
 
-class OutreachContactSerializer(CustomFieldsMixin, serializers.Serializer):
+class OutreachContactSerializer(CustomFieldsMixin, StrictSerializer):
     email = serializers.CharField(max_length=254)
     first_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     last_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
@@ -276,7 +267,7 @@ class OutreachContactSerializer(CustomFieldsMixin, serializers.Serializer):
         return email_value_validate(value)
 
 
-class OutreachSerializer(serializers.Serializer):
+class OutreachSerializer(StrictSerializer):
     campaign_id = serializers.UUIDField()
     contact = OutreachContactSerializer()
 

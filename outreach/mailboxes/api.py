@@ -7,7 +7,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from config.api.fields import TimestampField
-from config.api.viewsets import AccountScopedViewSet
+from config.api.serializers import StrictModelSerializer, StrictSerializer
+from config.api.viewsets import AccountScopedViewSet, no_request_body
 from config.outbound import host_normalize, host_refusal
 from outreach.api_fields import BlankAsNullChoiceField, email_value_validate
 from outreach.errors import CredentialNotFound
@@ -110,7 +111,7 @@ _SHOWN_AFTER = {
 }
 
 
-class CredentialSerializer(serializers.ModelSerializer):
+class CredentialSerializer(StrictModelSerializer):
     from_email = serializers.CharField(max_length=254)
     smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
     smtp_password = _secret_field(1000)
@@ -251,12 +252,12 @@ class CredentialSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class MailboxCheckSerializer(serializers.Serializer):
+class MailboxCheckSerializer(StrictSerializer):
     ok = serializers.BooleanField()
     error = serializers.CharField(allow_null=True, help_text="Why it failed; null when ok.")
 
 
-class MailboxVerificationSerializer(serializers.Serializer):
+class MailboxVerificationSerializer(StrictSerializer):
     smtp = MailboxCheckSerializer(help_text="Connect and log in to the SMTP server.")
     imap = MailboxCheckSerializer(
         allow_null=True,
@@ -275,7 +276,7 @@ class CredentialCreatedSerializer(CredentialSerializer):
         fields = [*CredentialSerializer.Meta.fields, "verification"]
 
 
-class OAuthStartSerializer(serializers.Serializer):
+class OAuthStartSerializer(StrictSerializer):
     provider = serializers.ChoiceField(choices=OAuthAuthorization.Provider.choices)
     daily_limit = serializers.IntegerField(
         min_value=0, required=False, validators=[daily_limit_validate], help_text=DAILY_LIMIT_HELP
@@ -295,7 +296,7 @@ class OAuthStartSerializer(serializers.Serializer):
         return attrs
 
 
-class OAuthStartedSerializer(serializers.Serializer):
+class OAuthStartedSerializer(StrictSerializer):
     authorization_url = serializers.URLField(
         help_text="The service's connect page (`/oauth/connect/<token>`): open it in the "
         "mailbox owner's browser. It names this account and leads on to the provider's "
@@ -355,6 +356,7 @@ class CredentialViewSet(
         body = OAuthStartedSerializer({"authorization_url": url, "expires_at": expires_at}).data
         return Response(body, status=status.HTTP_201_CREATED)
 
+    @no_request_body
     @extend_schema(
         request=None,
         responses=MailboxVerificationSerializer,

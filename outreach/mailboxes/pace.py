@@ -56,6 +56,19 @@ def pace_gap(credential: SmtpCredential) -> timedelta:
     return timedelta(seconds=random.uniform(low, high))  # noqa: S311 - spacing, not secrecy
 
 
+def next_send_rebased(credential: SmtpCredential, now: datetime) -> datetime | None:
+    """`next_send_earliest_at` after the mailbox's pace changed: None (it may send now)
+    when pacing is off (0 / 0); otherwise the earlier of the time it had and now plus a
+    gap of the new pace, so a shorter pace applies at once and a longer one never pushes
+    back a send that was already allowed."""
+    if not credential.is_paced:
+        return None
+    current = credential.next_send_earliest_at
+    if current is None or current <= now:
+        return current
+    return min(current, now + pace_gap(credential))
+
+
 def reservation_release(*, credential_id: UUID, at: datetime, count: int = 1) -> None:
     """Give back `count` reserved sends of the day of `at` (a claim that did not send)."""
     SmtpCredential.objects.filter(pk=credential_id, daily_sent_on=utc_day(at)).update(

@@ -2,8 +2,11 @@
 
 from typing import Any
 
+from django.utils import timezone
+
 from accounts.models import Account
 from outreach.mailboxes.models import SmtpCredential
+from outreach.mailboxes.pace import next_send_rebased
 
 # --- SMTP credentials ------------------------------------------------------------------
 
@@ -22,7 +25,11 @@ def credential_create(*, account: Account, data: dict[str, Any]) -> SmtpCredenti
 
 
 def credential_update(*, credential: SmtpCredential, data: dict[str, Any]) -> SmtpCredential:
+    pace_before = (credential.min_interval_seconds, credential.max_interval_seconds)
     _settings_set(credential, data)
+    if (credential.min_interval_seconds, credential.max_interval_seconds) != pace_before:
+        # The time it may send next follows the new pace (docs/sending.md, "Mailbox pace").
+        credential.next_send_earliest_at = next_send_rebased(credential, timezone.now())
     if "disabled_at" in data:
         if data["disabled_at"] is None:
             # Re-enable: the reason goes with it.

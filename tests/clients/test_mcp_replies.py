@@ -12,8 +12,7 @@ import pytest
 from django.utils import timezone
 from mcp import Client as McpClient
 from mcp.client.stdio import StdioServerParameters
-from outreach_mcp.confirmation import Confirmations, InvalidToken
-from outreach_mcp.respond import ResponseConfirmations
+from outreach_mcp.confirmation import Binding, Confirmations, InvalidToken
 from outreach_sdk import Client
 
 from accounts.services import api_key_create
@@ -256,7 +255,7 @@ def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
     for name in ("other_body", "added_html", "other_reply"):
         refused = seen[name]
         assert refused["status"] == "confirmation_required", name
-        assert "another reply or another body" in refused["message"], name
+        assert "changed since the preview" in refused["message"], name
         assert refused["confirmation_token"] != answer["confirmation_token"], name
     assert seen["other_body"]["preview"]["body_text"] == ANSWER + "!"
     assert seen["added_html"]["preview"]["body_html"] == "<p>Tuesday</p>"
@@ -286,23 +285,22 @@ def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
     assert len(conversation["sink"].messages) == 1
 
 
-def test_a_response_token_is_bound_single_use_and_no_dispatch_token():
-    responses = ResponseConfirmations(Confirmations("s3cret"))
-    token, _ = responses.issue("r1", "Hi", None)
+def test_a_response_binding_is_the_reply_its_contact_and_the_exact_body():
+    confirmations = Confirmations("s3cret")
 
-    assert responses.redeem(token, "r1", "Hi ", None) is False  # another body
-    assert responses.redeem(token, "r1", "Hi", "<p>Hi</p>") is False  # HTML added
-    assert responses.redeem(token, "r2", "Hi", None) is False  # another reply
-    assert responses.redeem(token, "r1", "Hi", None) is True
-    with pytest.raises(InvalidToken, match="used already"):
-        responses.redeem(token, "r1", "Hi", None)
+    def binding(reply="r1", contact="c1", text="Hi", html=None):
+        extra = {"body_text": text, "body_html": html}
+        return Binding(action="respond_to_reply", target=reply, ids=[contact], extra=extra)
+
+    token = confirmations.issue(binding()).token
+    assert not confirmations.matches(token, binding(text="Hi "))  # another body
+    assert not confirmations.matches(token, binding(html="<p>Hi</p>"))  # HTML added
+    assert not confirmations.matches(token, binding(reply="r2"))  # another reply
     # Text and HTML are bound apart: moving characters between them is another body.
-    split, _ = responses.issue("r1", "ab", "c")
-    assert responses.redeem(split, "r1", "a", "bc") is False
-
-    dispatch_token, _ = Confirmations("s3cret").issue({"campaign_id": "c1", "contacts": 2})
-    with pytest.raises(InvalidToken, match="not one for a response"):
-        responses.redeem(dispatch_token, "r1", "Hi", None)
-    expired = ResponseConfirmations(Confirmations("s3cret", ttl=-1))
-    with pytest.raises(InvalidToken, match="expired"):
-        expired.redeem(expired.issue("r1", "Hi", None)[0], "r1", "Hi", None)
+    split = confirmations.issue(binding(text="ab", html="c")).token
+    assert not confirmations.matches(split, binding(text="a", html="bc"))
+    dispatch = Binding(action="dispatch_campaign", target="r1", ids=["c1"], extra={})
+    assert not confirmations.matches(confirmations.issue(dispatch).token, binding())
+    confirmations.redeem(token, binding())
+    with pytest.raises(InvalidToken, match="used already"):
+        confirmations.redeem(token, binding())

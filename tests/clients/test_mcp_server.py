@@ -35,9 +35,11 @@ def _result(answer):
 
 
 def _error(answer) -> str:
-    """A tool error's text, less the MCP SDK's "Error executing tool <name>: " prefix."""
+    """A tool error's text: `<code>: <message>`, as docs/clients.md shows it."""
     assert answer.is_error
-    return answer.content[0].text.split(": ", 1)[1]
+    text = answer.content[0].text
+    assert not text.startswith("Error executing tool"), text
+    return text
 
 
 async def _session(env: dict, work):
@@ -110,9 +112,27 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
                 },
             )
         )
-        seen["outreach"] = _result(
-            await call("start_outreach", {"campaign_id": cid, "email": "kim@example.com"})
+        # A token sends once.
+        seen["reused"] = _error(
+            await call(
+                "dispatch_campaign",
+                {
+                    "campaign_id": cid,
+                    "all_pending": True,
+                    "confirmation_token": changed["confirmation_token"],
+                },
+            )
         )
+        outreach = {"campaign_id": cid, "email": "kim@example.com"}
+        seen["outreach_preview"] = _result(await call("start_outreach", outreach))
+        seen["enrolled_after_outreach_preview"] = sum(1 for _ in api.campaigns.enrollments(cid))
+        seen["outreach"] = _result(
+            await call(
+                "start_outreach",
+                outreach | {"confirmation_token": seen["outreach_preview"]["confirmation_token"]},
+            )
+        )
+        seen["sending_status"] = _result(await call("get_sending_status", {"campaign_id": cid}))
         seen["paused"] = _result(await call("pause_campaign", {"campaign_id": cid}))
         seen["paused_via_api"] = api.campaigns.retrieve(cid).status
         seen["resumed"] = _result(await call("resume_campaign", {"campaign_id": cid}))
@@ -125,6 +145,8 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
         )
         seen["not_found"] = _error(await call("get_campaign", {"campaign_id": str(others.pk)}))
         seen["invalid"] = _error(await call("add_contact", {"email": "not an address"}))
+        unknown = await call("add_contact", {"email": "x@example.com", "firstname": "X"})
+        seen["unknown_argument"] = (unknown.is_error, unknown.content[0].text)
         seen["usage"] = _result(await call("get_usage", {}))
         return seen
 
@@ -135,10 +157,14 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
     reads = [name for name, tool in tools.items() if tool.annotations.read_only_hint]
     assert set(reads) >= {"list_campaigns", "list_enrollments", "get_campaign_stats", "get_usage"}
     assert set(reads) >= {"list_webhooks", "list_webhook_deliveries", "list_mailboxes"}
+    assert "get_sending_status" in reads
     destructive = {name for name, tool in tools.items() if tool.annotations.destructive_hint}
     assert destructive == {"dispatch_campaign", "delete_campaign", "pause_campaign"}
     schema = tools["create_campaign"].input_schema
     assert set(schema["required"]) == {"name", "steps", "credential_ids"}
+    assert all(tool.input_schema["additionalProperties"] is False for tool in tools.values())
+    is_error, text = seen["unknown_argument"]
+    assert is_error and "firstname" in text and "Extra inputs are not permitted" in text
     assert all(tool.description for tool in tools.values())
 
     # Every change is visible through the API.
@@ -158,7 +184,20 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
     assert seen["changed"]["status"] == "confirmation_required"
     assert seen["changed"]["preview"]["contacts"] == 3
     assert (seen["dispatched"]["status"], seen["dispatched"]["dispatched"]) == ("dispatched", 3)
-    assert seen["outreach"]["status"] == "scheduled"
+    assert seen["reused"].startswith("invalid_confirmation_token: ")
+    assert "used already" in seen["reused"]
+    outreach_preview = seen["outreach_preview"]
+    assert outreach_preview["status"] == "confirmation_required"
+    assert outreach_preview["preview"]["contact"]["email"] == "kim@example.com"
+    assert outreach_preview["preview"]["first_send_at"]
+    assert seen["enrolled_after_outreach_preview"] == 3  # nothing sent by the preview
+    assert (seen["outreach"]["status"], seen["outreach"]["contact_email"]) == (
+        "scheduled",
+        "kim@example.com",
+    )
+    status = seen["sending_status"]
+    assert status["campaign_id"] == cid and status["mailboxes"][0]["credential_id"] == mailbox_id
+    assert status["summary"][0].startswith("ada@example.com: ")
     assert (seen["paused"]["status"], seen["paused_via_api"]) == ("paused", "paused")
     assert seen["resumed"]["status"] == "active"
     assert sorted(e["contact_email"] for e in seen["enrollments"]) == [
@@ -183,18 +222,20 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
     assert usage["sdk"] > 0
 
 
-def test_over_streamable_http_a_one_contact_dispatch_needs_no_confirmation(
+def test_over_streamable_http_a_token_sends_to_exactly_the_contacts_it_previewed(
     service_url, sdk_key, sdk_account, smtp_sink
 ):
+    """Even one contact needs a confirmation; a token for two contacts does not send to
+    two others, and it is spent once used."""
     api = Client(api_key=sdk_key, base_url=service_url)
     campaign = api.campaigns.create(
         name="Q4", steps=STEPS, credential_ids=[mailbox_create(api, smtp_sink()).id]
     )
-    api.contact_imports.create(
-        contacts=[{"email": "lin@example.com"}, {"email": "sam@example.com"}],
-        campaign_id=campaign.id,
-    )
-    lin = next(api.contacts.list(email="lin@example.com"))
+    emails = ["lin@example.com", "sam@example.com", "joe@example.com", "kim@example.com"]
+    api.contact_imports.create(contacts=[{"email": e} for e in emails], campaign_id=campaign.id)
+    ids = {e: next(api.contacts.list(email=e)).id for e in emails}
+    first_two = [ids["lin@example.com"], ids["sam@example.com"]]
+    other_two = [ids["joe@example.com"], ids["kim@example.com"]]
     mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
     port = free_port()
     server = subprocess.Popen(
@@ -206,24 +247,48 @@ def test_over_streamable_http_a_one_contact_dispatch_needs_no_confirmation(
         wait_for_port(port, timeout=30, process=server)
 
         async def work(mcp):
-            dispatched = await mcp.call_tool(
-                "dispatch_campaign", {"campaign_id": campaign.id, "contact_ids": [lin.id]}
+            seen = {}
+
+            async def dispatch(contact_ids, token=None):
+                arguments = {"campaign_id": campaign.id, "contact_ids": contact_ids}
+                if token:
+                    arguments["confirmation_token"] = token
+                return await mcp.call_tool("dispatch_campaign", arguments)
+
+            seen["one"] = _result(await dispatch([ids["lin@example.com"]]))
+            preview = _result(await dispatch(first_two))
+            token = preview["confirmation_token"]
+            seen["preview"] = preview
+            seen["other_two"] = _result(await dispatch(other_two, token))
+            seen["pending_after"] = sorted(
+                e.contact_email for e in api.campaigns.enrollments(campaign.id, status="pending")
             )
-            deleted = await mcp.call_tool("delete_campaign", {"campaign_id": campaign.id})
-            return _result(dispatched), _result(deleted)
+            seen["dispatched"] = _result(await dispatch(first_two, token))
+            seen["again"] = _error(await dispatch(first_two, token))
+            seen["deleted"] = _result(
+                await mcp.call_tool("delete_campaign", {"campaign_id": campaign.id})
+            )
+            return seen
 
         async def over_http():
             async with McpClient(f"http://127.0.0.1:{port}/mcp") as mcp:
                 return await work(mcp)
 
-        dispatched, deleted = asyncio.run(over_http())
+        seen = asyncio.run(over_http())
     finally:
         server.terminate()
         server.wait(timeout=15)
 
-    assert (dispatched["status"], dispatched["dispatched"]) == ("dispatched", 1)
-    assert dispatched["preview"]["contacts"] == 1
-    assert deleted == {"deleted": campaign.id}
+    assert seen["one"]["status"] == "confirmation_required"
+    assert seen["one"]["preview"]["contacts"] == 1
+    assert seen["preview"]["preview"]["contact_ids"] == sorted(first_two)
+    # The same count, other contacts: not sent, a new preview instead.
+    assert seen["other_two"]["status"] == "confirmation_required"
+    assert seen["other_two"]["preview"]["contact_ids"] == sorted(other_two)
+    assert seen["pending_after"] == sorted(emails)
+    assert (seen["dispatched"]["status"], seen["dispatched"]["dispatched"]) == ("dispatched", 2)
+    assert seen["again"].startswith("invalid_confirmation_token: ")
+    assert seen["deleted"] == {"deleted": campaign.id}
     with pytest.raises(errors.CampaignNotFound):
         api.campaigns.retrieve(campaign.id)
     assert api.billing.usage().by_client_kind["mcp"] > 0

@@ -25,7 +25,7 @@ def test_a_new_account_proves_its_address_before_it_sends(service_server, smtp_s
     signup = Client(base_url=url).signup(email="new@example.com")
     [welcome] = sink.wait_for(1)
     assert welcome.message["To"] == "new@example.com"
-    client = Client(api_key=signup.api_key["plaintext"], base_url=url)
+    client = Client(api_key=signup.api_key.plaintext, base_url=url)
 
     with pytest.raises(ValidationFailed) as refused:
         client.mailboxes.create(

@@ -8,7 +8,8 @@ from outreach_sdk import Client, webhooks
 
 from tests.webhooks.test_e2e_delivery import emit_from_another_process
 
-pytestmark = pytest.mark.e2e
+# A made-up event payload, emitted to exercise delivery (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.synthetic_events]
 
 
 def test_verify_accepts_what_the_service_signed_and_nothing_else(

@@ -72,7 +72,15 @@ def test_every_code_has_one_class_importable_from_its_errors_module():
                 "psp_unavailable",
             },
         ),
-        ("webhooks.errors", {"webhook_not_found"}),
+        (
+            "webhooks.errors",
+            {
+                "webhook_not_found",
+                "webhook_delivery_not_found",
+                "webhook_disabled",
+                "delivery_not_redeliverable",
+            },
+        ),
     ],
 )
 def test_each_app_defines_its_own_codes(module, codes):

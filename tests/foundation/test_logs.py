@@ -25,6 +25,7 @@ from tests.support.embedded import (
     procfile_processes,
 )
 from tests.support.ports import free_port, wait_for_port
+from webhooks.secrets import secret_generate
 
 RECEIVED = "Task %(name)s[%(id)s] received"
 SUCCEEDED = "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s"
@@ -95,6 +96,12 @@ def test_tokens_keys_and_secrets_are_redacted():
         '"GET /t/o/[redacted].gif HTTP/1.1" "POST /u/[redacted] HTTP/1.1" '
         '"https://x.example/u/[redacted]" Bearer ak_live_AAAA[redacted] whsec_[redacted]'
     )
+
+
+def test_a_standard_base64_webhook_secret_is_redacted_whole():
+    secret = secret_generate()  # standard base64: may hold +, / and =
+    assert redact(f"secret={secret} done") == "secret=whsec_[redacted] done"
+    assert redact("whsec_ab+c/d= x") == "whsec_[redacted] x"
 
 
 def test_the_signup_verification_link_is_redacted():

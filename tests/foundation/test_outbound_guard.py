@@ -31,7 +31,8 @@ from tests.webhooks.factories import WebhookFactory
 from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 
-pytestmark = pytest.mark.django_db
+# Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday
 

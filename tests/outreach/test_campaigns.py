@@ -157,8 +157,13 @@ def test_patch_other_fields_leaves_steps_and_credentials(api_client, account):
 
 def test_status_is_read_only(api_client, account):
     campaign = CampaignFactory(account=account)
-    body = api_client.patch(f"/campaigns/{campaign.pk}", {"status": "active"}, format="json").json()
-    assert body["status"] == "draft"
+    response = api_client.patch(f"/campaigns/{campaign.pk}", {"status": "active"}, format="json")
+    assert response.status_code == 422  # changed: refused (config.api.serializers)
+    assert response.json()["details"]["fields"] == {
+        "status": ["Read-only field: it cannot be changed."]
+    }
+    body = api_client.patch(f"/campaigns/{campaign.pk}", {"status": "draft"}, format="json").json()
+    assert body["status"] == "draft"  # sent back unchanged: accepted
 
 
 def test_active_campaign_cannot_lose_all_steps(api_client, account):

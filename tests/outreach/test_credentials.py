@@ -135,11 +135,18 @@ def test_patch_updates_and_keeps_unspecified_secret(api_client):
     assert credential.smtp_password == "rotated"
 
 
-def test_read_only_fields_are_ignored(api_client):
+def test_read_only_fields_are_refused_when_changed_and_accepted_unchanged(api_client):
     created = create(api_client).json()
     response = api_client.patch(
         f"/smtp_credentials/{created['id']}",
-        {"sent_count": 99, "bounced_count": 5, "relay_webhook_url": "http://evil"},
+        {"sent_count": 99, "bounced_count": 5},
+        format="json",
+    )
+    assert response.status_code == 422
+    assert set(response.json()["details"]["fields"]) == {"sent_count", "bounced_count"}
+    response = api_client.patch(
+        f"/smtp_credentials/{created['id']}",
+        {"sent_count": 0, "bounced_count": 0, "relay_webhook_url": created["relay_webhook_url"]},
         format="json",
     )
     body = response.json()

@@ -9,6 +9,7 @@ from itertools import pairwise
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 from outreach.campaigns.models import Campaign
 from outreach.mailboxes import api
@@ -366,5 +367,39 @@ def test_next_send_earliest_at_is_read_only(api_client, account):
         {"next_send_earliest_at": "2030-01-01T00:00:00Z"},
         format="json",
     )
+    assert response.status_code == 422, response.content
+    assert list(response.json()["details"]["fields"]) == ["next_send_earliest_at"]
+    response = api_client.patch(
+        f"/smtp_credentials/{credential.pk}",
+        {"next_send_earliest_at": "2026-03-02T10:00:00.000000Z"},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     assert response.json()["next_send_earliest_at"] == "2026-03-02T10:00:00.000000Z"
+
+
+def test_next_send_earliest_at_follows_a_pace_change(api_client, account):
+    """A mailbox paced 2 to 5 minutes, due 4 minutes from now: turning pacing off lets it
+    send now; a shorter pace brings its next send closer; other changes keep it."""
+    credential = CredentialFactory(
+        account=account, min_interval_seconds=120, max_interval_seconds=300
+    )
+    later = timezone.now() + timedelta(minutes=4)
+    SmtpCredential.objects.filter(pk=credential.pk).update(next_send_earliest_at=later)
+    url = f"/smtp_credentials/{credential.pk}"
+
+    body = api_client.patch(url, {"from_name": "Ada"}, format="json").json()
+    assert body["next_send_earliest_at"] is not None  # the pace did not change
+
+    before = timezone.now()
+    body = api_client.patch(
+        url, {"min_interval_seconds": 5, "max_interval_seconds": 10}, format="json"
+    ).json()
+    credential.refresh_from_db()
+    assert before + timedelta(seconds=5) <= credential.next_send_earliest_at
+    assert credential.next_send_earliest_at <= timezone.now() + timedelta(seconds=10)
+
+    body = api_client.patch(
+        url, {"min_interval_seconds": 0, "max_interval_seconds": 0}, format="json"
+    ).json()
+    assert body["next_send_earliest_at"] is None

@@ -12,6 +12,7 @@ from webhooks.jobs import jobs_claim
 from webhooks.models import DeliveryJob
 
 pytestmark = [
+    pytest.mark.synthetic_events,  # made-up payloads (tests/support/event_schemas.py)
     pytest.mark.usefixtures("live_db"),
 ]
 

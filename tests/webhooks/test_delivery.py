@@ -16,7 +16,8 @@ from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
 from webhooks.posting import retry_delay
 
-pytestmark = pytest.mark.django_db
+# Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
 
 DATA = {"enrollment_id": "e1", "contact_email": "ann@example.com", "status": "sent"}
 

@@ -19,6 +19,7 @@ from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, WebhookDelivery
 
 pytestmark = [
+    pytest.mark.synthetic_events,  # made-up payloads (tests/support/event_schemas.py)
     pytest.mark.e2e,
     pytest.mark.django_db(transaction=True),
 ]

@@ -18,6 +18,8 @@ from webhooks.events import event_emit
 from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 
+pytestmark = pytest.mark.synthetic_events  # made-up payloads (tests/support/event_schemas.py)
+
 DATA = {"enrollment_id": "e1", "contact_email": "ann@example.com", "status": "sent"}
 # Fast sweeps and a short claim lease, so a killed worker's requests come back quickly.
 FAST = {

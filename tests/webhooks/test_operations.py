@@ -13,7 +13,8 @@ from tests.webhooks.factories import WebhookDeliveryFactory, WebhookFactory
 from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Event, WebhookDelivery
 
-pytestmark = pytest.mark.django_db
+# Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 from webhooks.transport import address_refusal
 
-pytestmark = pytest.mark.django_db
+# Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
 
 REFUSED = [
     "127.0.0.1",

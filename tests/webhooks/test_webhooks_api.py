@@ -10,7 +10,8 @@ from tests.webhooks.factories import WebhookDeliveryFactory, WebhookFactory
 from webhooks.events import event_emit
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 
-pytestmark = pytest.mark.django_db
+# Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
 
 URL = "http://127.0.0.1:9/hook"  # private networks are allowed in the test settings
 WEBHOOK_FIELDS = {"id", "url", "event_filters", "disabled_at", "consecutive_failures", "created_at"}
@@ -214,6 +215,9 @@ def test_deliveries_newest_first_with_a_limit(
         "error",
         "delivered_at",
         "created_at",
+        "duration_ms",
+        "test",
+        "event_id",
     }
     limited = api_client.get(f"/webhooks/{webhook.id}/deliveries?limit=2").json()
     assert [d["id"] for d in limited] == [str(rows[4].id), str(rows[3].id)]

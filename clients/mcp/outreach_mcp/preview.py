@@ -1,9 +1,35 @@
-"""What a dispatch would do, read through the API before anything is sent."""
+"""What a send would do, read through the API before anything is sent.
+
+The first send time comes from the service's own planner: GET
+/campaigns/:id/sending_status, the scheduler's dry run, says per mailbox when it may
+send next (its pace, its daily limit, the campaign's state) and why not now. The
+preview takes the earliest mailbox that may send, moves that to step 1's delay and the
+send window's next opening, and spreads the contacts over the mailboxes at their pace.
+"""
 
 from datetime import UTC, datetime, time, timedelta
+from math import ceil
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from outreach_sdk import Client, models
+
+# Reasons a mailbox gives no send at all for this campaign, whatever the time.
+BLOCKING = {"mailbox_disabled", "reauthorization_required", "campaign_paused"}
+# Reasons that lift at a known time (`until`).
+WAITING = {"paced", "daily_limit_reached"}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+
+
+def _parse(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
 
 
 def first_send_at(
@@ -30,47 +56,129 @@ def first_send_at(
     return due
 
 
+def mailbox_free_at(entry: dict[str, Any], now: datetime) -> datetime | None:
+    """When a mailbox of sending_status may send next: None when it cannot send for this
+    campaign at all (disabled, to connect again, campaign paused)."""
+    codes = {reason["code"] for reason in entry.get("reasons", [])}
+    if codes & BLOCKING:
+        return None
+    free = now
+    for reason in entry.get("reasons", []):
+        until = _parse(reason.get("until"))
+        if reason["code"] in WAITING and until is not None:
+            free = max(free, until)
+    earliest = _parse(entry.get("next_send_earliest_at"))
+    return max(free, earliest) if earliest else free
+
+
+def send_plan(
+    campaign: models.Campaign,
+    status: models.SendingStatus,
+    mailboxes: list[models.Mailbox],
+    contacts: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """The first send's earliest time and the last first email's, from sending_status."""
+    steps = campaign.steps
+    if not steps or contacts == 0:
+        return {"first_send_at": None, "last_first_send_between": None, "blocked": None}
+    pace = {m.id: (m.min_interval_seconds or 0, m.max_interval_seconds or 0) for m in mailboxes}
+    free = {
+        entry["credential_id"]: at
+        for entry in status.mailboxes
+        if (at := mailbox_free_at(entry, now)) is not None
+    }
+    if status.status == "paused" or not free:
+        reasons = sorted(
+            {r["code"] for entry in status.mailboxes for r in entry.get("reasons", [])}
+        )
+        return {"first_send_at": None, "last_first_send_between": None, "blocked": reasons}
+    delay = steps[0].get("delay_minutes", 0)
+
+    def placed(at: datetime) -> datetime:
+        return first_send_at(
+            at, delay_minutes=0, timezone=campaign.timezone, send_window=campaign.send_window
+        )
+
+    due = now + timedelta(minutes=delay)
+    first = min(placed(max(due, at)) for at in free.values())
+    # Each mailbox sends one at a time at its pace; the contacts are shared between them.
+    per_mailbox = ceil(contacts / len(free)) - 1
+    low = max(pace.get(pk, (0, 0))[0] for pk in free) * per_mailbox
+    high = max(pace.get(pk, (0, 0))[1] for pk in free) * per_mailbox
+    return {
+        "first_send_at": _iso(first),
+        "last_first_send_between": [
+            _iso(first + timedelta(seconds=low)),
+            _iso(first + timedelta(seconds=high)),
+        ],
+        "blocked": None,
+    }
+
+
 def dispatch_preview(
     client: Client, campaign: models.Campaign, contact_ids: list[str] | None
-) -> dict:
+) -> dict[str, Any]:
     """The contacts a dispatch would reach (its pending enrollments, all or the named
-    contacts'), the mailboxes it would send from, when the first email would go, and the
-    sends the plan has left this period."""
+    contacts'), the mailboxes it would send from at which pace, when the first email
+    would go and when the last first email would (from the service's planner), and
+    the sends the plan has left this period. `contact_ids` of the answer is the exact
+    set a confirmation binds."""
     wanted = None if contact_ids is None else set(contact_ids)
     pending = [
         enrollment
         for enrollment in client.campaigns.enrollments(campaign.id, status="pending", limit=1000)
         if wanted is None or enrollment.contact_id in wanted
     ]
+    reached = {e.contact_id for e in pending}
     mailboxes = [client.mailboxes.retrieve(mailbox_id) for mailbox_id in campaign.credential_ids]
+    status = client.campaigns.sending_status(campaign.id)
     usage = client.billing.usage()
-    steps = campaign.steps
-    first = (
-        first_send_at(
-            datetime.now(UTC),
-            delay_minutes=steps[0].get("delay_minutes", 0),
-            timezone=campaign.timezone,
-            send_window=campaign.send_window,
-        )
-        if steps
-        else None
-    )
-    return {
+    plan = send_plan(campaign, status, mailboxes, len(pending), datetime.now(UTC))
+    answer = {
         "campaign_id": campaign.id,
         "campaign_name": campaign.name,
         "contacts": len(pending),
+        "contact_ids": sorted(reached),
         "sample_contacts": [e.contact_email for e in pending[:5]],
-        "steps": len(steps),
+        "not_pending": sorted(wanted - reached) if wanted is not None else [],
+        "steps": len(campaign.steps),
         "mailboxes": [
             {
                 "id": m.id,
                 "from_email": m.from_email,
                 "enabled": m.disabled_at is None,
                 "daily_limit": m.daily_limit,
+                "pace_seconds": [m.min_interval_seconds, m.max_interval_seconds],
             }
             for m in mailboxes
         ],
-        "first_send_at": first.isoformat().replace("+00:00", "Z") if first else None,
+        **plan,
         "plan_remaining_sends": usage.remaining_sends,
         "monthly_limit": usage.monthly_limit,
+    }
+    return answer
+
+
+def outreach_preview(
+    client: Client, campaign: models.Campaign, contact: dict[str, Any]
+) -> dict[str, Any]:
+    """What start_outreach would send: to whom, from which mailboxes, and when."""
+    mailboxes = [client.mailboxes.retrieve(mailbox_id) for mailbox_id in campaign.credential_ids]
+    status = client.campaigns.sending_status(campaign.id)
+    usage = client.billing.usage()
+    plan = send_plan(campaign, status, mailboxes, 1, datetime.now(UTC))
+    return {
+        "campaign_id": campaign.id,
+        "campaign_name": campaign.name,
+        "contact": contact,
+        "steps": len(campaign.steps),
+        "first_subject": campaign.steps[0].get("subject") if campaign.steps else None,
+        "mailboxes": [
+            {"id": m.id, "from_email": m.from_email, "enabled": m.disabled_at is None}
+            for m in mailboxes
+        ],
+        "first_send_at": plan["first_send_at"],
+        "blocked": plan["blocked"],
+        "plan_remaining_sends": usage.remaining_sends,
     }

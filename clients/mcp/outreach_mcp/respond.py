@@ -1,80 +1,21 @@
-"""Responding to a reply: the preview a person confirms, and the confirmation that binds
-it, each token good for one send.
+"""Responding to a reply: the preview a person confirms before `respond_to_reply` sends
+(the confirmation itself is the gate every sending tool goes through: confirmation.py;
+its binding is the reply, its contact and the exact body, text and HTML)."""
 
-A response is an email to a person, so `respond_to_reply` sends only with a token issued
-for exactly that reply and that body (text and HTML). The tokens are the dispatch's
-signed tokens (confirmation.py) carrying `{action, reply_id, body digest, nonce}`; what
-makes one single-use is the set of spent nonces kept here, in the server's memory until
-the token would have expired anyway (a token is spent once per server process).
-"""
-
-import hashlib
-import secrets
-import threading
-import time
 from typing import Any
 
 from outreach_sdk import Client, models
 
-from outreach_mcp.confirmation import Confirmations, InvalidToken
-
-ACTION = "respond_to_reply"
 QUOTED_LINES = 5
 
 
-def body_digest(body_text: str, body_html: str | None) -> str:
-    """The exact body a token confirms: its text and its HTML, byte for byte."""
-    digest = hashlib.sha256()
-    for part in (body_text, body_html or ""):
-        encoded = part.encode()
-        digest.update(len(encoded).to_bytes(8, "big") + encoded)
-    return digest.hexdigest()
-
-
-class ResponseConfirmations:
-    """Single-use tokens that bind a response to one reply and one exact body."""
-
-    def __init__(self, confirmations: Confirmations):
-        self._confirmations = confirmations
-        self._spent: dict[str, float] = {}  # nonce -> the token's expiry
-        self._lock = threading.Lock()
-
-    def issue(self, reply_id: str, body_text: str, body_html: str | None) -> tuple[str, int]:
-        claims = {
-            "action": ACTION,
-            "reply_id": reply_id,
-            "body": body_digest(body_text, body_html),
-            "nonce": secrets.token_urlsafe(16),
-        }
-        return self._confirmations.issue(claims)
-
-    def redeem(self, token: str, reply_id: str, body_text: str, body_html: str | None) -> bool:
-        """Spend the token when it confirms this reply and this body (True); False when it
-        was issued for another reply or another body (it stays unspent). InvalidToken for a
-        token this server did not issue, an expired one, or one spent already."""
-        claims = self._confirmations.check(token)
-        nonce = claims.get("nonce")
-        if claims.get("action") != ACTION or not isinstance(nonce, str):
-            raise InvalidToken("The confirmation token is not one for a response to a reply.")
-        if (claims.get("reply_id"), claims.get("body")) != (
-            reply_id,
-            body_digest(body_text, body_html),
-        ):
-            return False
-        with self._lock:
-            now = time.time()
-            self._spent = {n: exp for n, exp in self._spent.items() if exp >= now}
-            if nonce in self._spent:
-                raise InvalidToken(
-                    "The confirmation token was used already: each one sends once. Preview "
-                    "the response again (call without a token) for a new one."
-                )
-            self._spent[nonce] = claims["exp"]
-        return True
-
-
 def _subject(subject: str) -> str:
-    return subject if subject[:3].lower() == "re:" else f"Re: {subject}".rstrip()
+    """The response's subject as the service makes it: one line, `Re: <subject>` without
+    stacking the "Re:" prefixes it has already (any case, with or without the space)."""
+    subject = " ".join(subject.split())
+    while subject[:3].lower() == "re:":
+        subject = subject[3:].lstrip(" ")
+    return f"Re: {subject}"
 
 
 def response_preview(

@@ -3,10 +3,13 @@ Streamable HTTP, authenticated with one API key (OUTREACH_API_KEY, best one of
 client_kind `mcp`) against OUTREACH_BASE_URL.
 
 Agent safety is on this side of the tools: reads are annotated read-only; dispatch,
-pause and delete destructive; a dispatch that would reach more than one contact
-answers a preview with a confirmation token first, and sends only when called again
-with that token (confirmation.py); and a response to a reply always does, with a token
-bound to that reply and that exact body, good once (respond.py).
+pause and delete destructive; and every tool that leads to email (dispatch_campaign of
+any size, start_outreach, respond_to_reply) answers a preview with a confirmation token
+first, and sends only when called again with that token, bound to exactly what it
+previewed and good once (confirmation.py).
+
+Tool errors read as docs/clients.md shows: `<code>: <message>` (and ` details: <JSON>`),
+the envelope's code of an API error or the server's own (invalid_confirmation_token).
 """
 
 import argparse
@@ -19,18 +22,21 @@ import sys
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from outreach_sdk import Client, OutreachError, RouteNotFound
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from outreach_mcp import __version__
-from outreach_mcp.confirmation import Confirmations, InvalidToken, selection_digest
-from outreach_mcp.preview import dispatch_preview
-from outreach_mcp.respond import ResponseConfirmations, response_preview
+from outreach_mcp.confirmation import (
+    Binding,
+    ConfirmationError,
+    Confirmations,
+    confirmation_gate,
+    idempotency_key,
+)
+from outreach_mcp.preview import dispatch_preview, outreach_preview
+from outreach_mcp.respond import response_preview
 
-# Dispatches reaching more contacts than this need the preview's confirmation token.
-CONFIRM_ABOVE = 1
 MAX_LIST = 100
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -44,6 +50,13 @@ DISPATCH = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_wor
 
 CampaignId = Annotated[str, Field(description="The campaign's id (a UUID).")]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIST, description="How many at most (newest first).")]
+ConfirmationToken = Annotated[
+    str | None,
+    Field(
+        description="The confirmation_token of this tool's preview, once the user agreed to "
+        "it. Omit it to get the preview."
+    ),
+]
 Steps = Annotated[
     list[dict[str, Any]],
     Field(
@@ -75,20 +88,54 @@ SendWindow = Annotated[
 ]
 
 
+class ToolFailure(Exception):
+    """A tool's own refusal, shown like an API error: `<code>: <message>`."""
+
+    def __init__(self, code: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+
+
+def error_text(code: str, message: str, details: dict | None = None) -> str:
+    text = f"{code}: {message}"
+    if details:
+        text += f" details: {json.dumps(details, sort_keys=True)}"
+    return text
+
+
 def _api_errors(tool):
-    """An API error becomes a tool error carrying the envelope's code and message."""
+    """An API error (and the server's own refusals) becomes a tool error result whose
+    text is exactly `<code>: <message>` (docs/clients.md): returned as an error result,
+    not raised, so the MCP SDK adds no "Error executing tool" prefix."""
 
     @functools.wraps(tool)
     def call(*args, **kwargs):
         try:
             return tool(*args, **kwargs)
-        except OutreachError as error:
-            text = f"{error.code}: {error.message}"
-            if error.details:
-                text += f" details: {json.dumps(error.details, sort_keys=True)}"
-            raise ToolError(text) from error
+        except (OutreachError, ToolFailure) as error:
+            text = error_text(error.code, error.message, error.details)
+        except ConfirmationError as error:
+            text = error_text(error.code, error.message)
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
     return call
+
+
+def _arguments_closed(server: MCPServer, name: str) -> None:
+    """An argument the tool does not take is refused, not dropped (as the API refuses an
+    unknown field), and the tool's input schema says so (`additionalProperties: false`).
+    Workaround: the MCP SDK has no option for it, so the registered tool's argument
+    model is swapped for a subclass that forbids extra fields (the SDK reads it live)."""
+    registered = server._tool_manager.get_tool(name)  # noqa: SLF001 (see docstring)
+    assert registered is not None
+    base = registered.fn_metadata.arg_model
+    closed = type(
+        base.__name__,
+        (base,),
+        {"model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)},
+    )
+    registered.fn_metadata.arg_model = closed
+    registered.parameters["additionalProperties"] = False
 
 
 def _first(items, limit: int) -> list[dict[str, Any]]:
@@ -114,15 +161,18 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         version=__version__,
         instructions="Run email outreach campaigns of one account: mailboxes, campaigns, "
         "contacts, outreach, dispatch, enrollments, stats, usage and webhooks, and the "
-        "conversations: replies, their labels and threads, and responses. A dispatch to "
-        "several contacts, and every response to a reply, answers a preview first: show it to "
-        "the user, and call the tool again with its confirmation_token only once they agree.",
+        "conversations: replies, their labels and threads, and responses. Every tool that "
+        "sends email (dispatch_campaign, start_outreach, respond_to_reply) answers a preview "
+        "first: show it to the user, and call the tool again with its confirmation_token only "
+        "once they agree. A token sends once, exactly what it previewed. Mailboxes send 2 to 5 "
+        "minutes apart by default (their pace); get_sending_status explains a campaign that "
+        "does not send.",
     )
-    responses = ResponseConfirmations(confirmations)
 
     def tool(annotations: ToolAnnotations, description: str):
         def register(fn):
             server.add_tool(_api_errors(fn), description=description, annotations=annotations)
+            _arguments_closed(server, fn.__name__)
             return fn
 
         return register
@@ -234,8 +284,11 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
 
     @tool(
         SENDS_MAIL,
-        "Start outreach to one contact now: add or update the contact, enroll it in the "
-        "campaign and schedule its first email at once (one recipient, no confirmation).",
+        "Start outreach to one contact: add or update the contact, enroll it in the campaign "
+        "and schedule its first email. The first call sends nothing: it answers a preview "
+        "(the contact, the mailboxes, when the first email would go) with a "
+        "confirmation_token; show it to the user and call again with the same arguments and "
+        "the token to send. A token is good once, for 10 minutes, for exactly this contact.",
     )
     def start_outreach(
         campaign_id: CampaignId,
@@ -244,62 +297,98 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         last_name: str = "",
         company: str = "",
         fields: dict[str, str] | None = None,
+        confirmation_token: ConfirmationToken = None,
     ) -> dict[str, Any]:
         contact = {"email": email, "first_name": first_name, "last_name": last_name}
         contact |= {"company": company, "fields": fields or {}}
-        return client.outreaches.create(campaign_id=campaign_id, contact=contact).raw
+        campaign = client.campaigns.retrieve(campaign_id)
+        binding = Binding(
+            action="start_outreach",
+            target=campaign.id,
+            ids=[email.strip().lower()],
+            extra={"contact": contact, "steps": campaign.steps},
+        )
+        preview = outreach_preview(client, campaign, contact)
+        answer = confirmation_gate(
+            confirmations, binding, token=confirmation_token, preview=preview
+        )
+        if answer is not None:
+            return answer
+        assert confirmation_token is not None  # the gate passed on a token
+        enrollment = client.outreaches.create(
+            campaign_id=campaign_id,
+            contact=contact,
+            idempotency_key=idempotency_key(confirmation_token),
+        )
+        return {**enrollment.raw, "preview": preview}
 
     @tool(
         DISPATCH,
         "Send a campaign to its pending enrollments (all_pending) or to the named contacts. "
-        f"When it would reach more than {CONFIRM_ABOVE} contact, the first call sends nothing "
-        "and answers a preview (contacts, mailboxes, first send time, the plan's remaining "
-        "sends) with a confirmation_token: show the preview to the user and call again with "
-        "the same arguments and the token to send. A token is valid for 10 minutes, and only "
-        "while the numbers it previewed still hold.",
+        "The first call sends nothing: it answers a preview (the exact contacts, mailboxes "
+        "and their pace, when the first email would go and when the last first email would, "
+        "the plan's remaining sends) with a confirmation_token. Show the preview to the user "
+        "and call again with the same arguments and the token to send to exactly the "
+        "contacts previewed. A token is good once, for 10 minutes; if the contacts changed "
+        "meanwhile, the answer is a new preview and token.",
     )
     def dispatch_campaign(
         campaign_id: CampaignId,
         all_pending: bool = False,
         contact_ids: list[str] | None = None,
-        confirmation_token: str | None = None,
+        confirmation_token: ConfirmationToken = None,
     ) -> dict[str, Any]:
         if all_pending == (contact_ids is not None):
-            raise ToolError("validation_failed: give either all_pending: true or contact_ids.")
+            raise ToolFailure("validation_failed", "Give either all_pending: true or contact_ids.")
         campaign = client.campaigns.retrieve(campaign_id)
         preview = dispatch_preview(client, campaign, contact_ids)
-        claims = {
-            "campaign_id": campaign.id,
-            "selection": selection_digest(contact_ids),
-            "contacts": preview["contacts"],
-            "mailboxes": sorted(m["id"] for m in preview["mailboxes"]),
-            "plan_remaining_sends": preview["plan_remaining_sends"],
-        }
-        if preview["contacts"] > CONFIRM_ABOVE:
-            refusal = None
-            if confirmation_token is None:
-                refusal = "Nothing was sent. Confirm with the user, then call again with the token."
-            else:
-                try:
-                    issued = confirmations.check(confirmation_token)
-                except InvalidToken as error:
-                    raise ToolError(f"invalid_confirmation_token: {error}") from None
-                if {key: issued.get(key) for key in claims} != claims:
-                    refusal = "Nothing was sent: the dispatch changed since its preview. Review "
-                    refusal += "this new preview, then call again with its token."
-            if refusal:
-                token, expires = confirmations.issue(claims)
-                return {
-                    "status": "confirmation_required",
-                    "message": refusal,
-                    "preview": preview,
-                    "confirmation_token": token,
-                    "expires_at": expires,
-                }
-        result = client.campaigns.dispatch(
-            campaign_id, contact_ids=contact_ids, all_pending=all_pending
+        if confirmation_token is not None:
+            confirmations.check(confirmation_token)  # forged, expired or spent: an error
+        if not preview["contact_ids"]:
+            return {
+                "status": "nothing_to_dispatch",
+                "message": "No pending enrollment to dispatch: nothing was sent.",
+                "preview": preview,
+            }
+        binding = Binding(
+            action="dispatch_campaign",
+            target=campaign.id,
+            ids=preview["contact_ids"],
+            extra={"mailboxes": sorted(m["id"] for m in preview["mailboxes"])},
         )
+        answer = confirmation_gate(
+            confirmations, binding, token=confirmation_token, preview=preview
+        )
+        if answer is not None:
+            return answer
+        # Exactly the confirmed contacts, even for all_pending: one enrolled since the
+        # preview is not in this dispatch.
+        result = client.campaigns.dispatch(campaign_id, contact_ids=preview["contact_ids"])
         return {"status": "dispatched", **result.raw, "preview": preview}
+
+    @tool(
+        READ,
+        "Explain whether and when a campaign sends: per mailbox, whether it can send now and "
+        "why not (paced: the mailbox waits between sends, 2 to 5 minutes by default; "
+        "window_closed; daily_limit_reached; mailbox_disabled; reauthorization_required; "
+        "campaign_paused; campaign_completed; nothing_due), each with the time it lifts, and "
+        "the next planned sends.",
+    )
+    def get_sending_status(campaign_id: CampaignId) -> dict[str, Any]:
+        status = client.campaigns.sending_status(campaign_id)
+        summary = []
+        for box in status.mailboxes:
+            if box["can_send_now"]:
+                summary.append(f"{box['from_email']}: can send now.")
+                continue
+            reasons = "; ".join(
+                reason["code"]
+                + (f" until {reason['until']}" if reason.get("until") else "")
+                + (f" ({reason['detail']})" if reason.get("detail") else "")
+                for reason in box["reasons"]
+            )
+            summary.append(f"{box['from_email']}: {reasons}.")
+        return {**status.raw, "summary": summary}
 
     @tool(DESTRUCTIVE, "Pause a campaign: no email of it is sent until resume_campaign.")
     def pause_campaign(campaign_id: CampaignId) -> dict[str, Any]:
@@ -406,13 +495,15 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     ) -> list[dict[str, Any]]:
         if reply_id is not None:
             if campaign_id is not None or enrollment_id is not None:
-                raise ToolError(
-                    "validation_failed: give reply_id, or campaign_id and enrollment_id."
+                raise ToolFailure(
+                    "validation_failed", "Give reply_id, or campaign_id and enrollment_id."
                 )
             reply = client.replies.retrieve(reply_id)
             campaign_id, enrollment_id = reply.campaign_id, reply.enrollment_id
         if campaign_id is None or enrollment_id is None:
-            raise ToolError("validation_failed: give reply_id, or campaign_id and enrollment_id.")
+            raise ToolFailure(
+                "validation_failed", "Give reply_id, or campaign_id and enrollment_id."
+            )
         return [entry.raw for entry in client.campaigns.thread(campaign_id, enrollment_id)]
 
     @tool(
@@ -429,12 +520,12 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         read: Annotated[bool | None, Field(description="Mark read (true) or unread.")] = None,
     ) -> dict[str, Any]:
         if label is not None and clear_label:
-            raise ToolError("validation_failed: give label or clear_label, not both.")
+            raise ToolFailure("validation_failed", "Give label or clear_label, not both.")
         changes: dict[str, Any] = {} if read is None else {"read": read}
         if label is not None or clear_label:
             changes["label"] = label
         if not changes:
-            raise ToolError("validation_failed: give label, clear_label or read.")
+            raise ToolFailure("validation_failed", "Give label, clear_label or read.")
         return client.replies.update(reply_id, **changes).raw
 
     @tool(
@@ -453,29 +544,26 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         body_html: Annotated[
             str | None, Field(description="The answer as HTML too (optional).")
         ] = None,
-        confirmation_token: str | None = None,
+        confirmation_token: ConfirmationToken = None,
     ) -> dict[str, Any]:
-        refusal = "Nothing was sent. Show this preview to the user, then call again with the "
-        refusal += "same reply_id, body_text and body_html and the confirmation_token."
-        if confirmation_token is not None:
-            try:
-                confirmed = responses.redeem(confirmation_token, reply_id, body_text, body_html)
-            except InvalidToken as error:
-                raise ToolError(f"invalid_confirmation_token: {error}") from None
-            if confirmed:
-                answer = client.replies.respond(reply_id, body_text, body_html)
-                return {"status": "responded", "response": answer.raw}
-            refusal = "Nothing was sent: the token confirms another reply or another body. "
-            refusal += "Show this preview to the user, then call again with its token."
         reply = client.replies.retrieve(reply_id)
-        token, expires = responses.issue(reply_id, body_text, body_html)
-        return {
-            "status": "confirmation_required",
-            "message": refusal,
-            "preview": response_preview(client, reply, body_text, body_html),
-            "confirmation_token": token,
-            "expires_at": expires,
-        }
+        binding = Binding(
+            action="respond_to_reply",
+            target=reply.id,
+            ids=[reply.contact_id],
+            extra={"body_text": body_text, "body_html": body_html},
+        )
+        preview = response_preview(client, reply, body_text, body_html)
+        answer = confirmation_gate(
+            confirmations, binding, token=confirmation_token, preview=preview
+        )
+        if answer is not None:
+            return answer
+        assert confirmation_token is not None  # the gate passed on a token
+        sent = client.replies.respond(
+            reply_id, body_text, body_html, idempotency_key=idempotency_key(confirmation_token)
+        )
+        return {"status": "responded", "response": sent.raw}
 
     return server
 

@@ -173,6 +173,41 @@ class Webhooks(_Resource):
         rows = self._t.json("GET", f"/webhooks/{webhook_id}/deliveries", params={"limit": limit})
         return [models.WebhookDelivery.from_api(row) for row in rows]
 
+    def event_types(self) -> list[models.WebhookEventType]:
+        """Every event type, its description and the JSON Schema of its `data`."""
+        rows = self._t.json("GET", "/webhook_event_types")
+        return [models.WebhookEventType.from_api(row) for row in rows]
+
+    def test(self, webhook_id: str, *, type: str) -> models.WebhookDelivery:
+        """Send an example event of `type` to the webhook now; the attempt, as recorded
+        (`status_code`, `error`, `duration_ms`, `test` true)."""
+        return self._one(
+            models.WebhookDelivery, "POST", f"/webhooks/{webhook_id}/test", json_body={"type": type}
+        )
+
+    def redeliver(self, webhook_id: str, delivery_id: str) -> models.Redelivery:
+        """Deliver the event of one delivery (an attempt row) again, same envelope id."""
+        return self._one(
+            models.Redelivery,
+            "POST",
+            f"/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver",
+        )
+
+    def replay(
+        self, webhook_id: str, *, since: datetime | str, idempotency_key: str | None = None
+    ) -> models.Replay:
+        """Deliver again every delivery that ended failed since `since` (an aware
+        datetime or an ISO 8601 string); `.has_more`: call again for the rest."""
+        when = since.isoformat() if isinstance(since, datetime) else since
+        return self._one(
+            models.Replay,
+            "POST",
+            f"/webhooks/{webhook_id}/replay",
+            json_body={"since": when},
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
 
 class Mailboxes(_Resource):
     """SMTP credentials: the mailboxes campaigns send from."""
@@ -521,7 +556,7 @@ class Client:
         self.replies = Replies(self._transport)
 
     def signup(self, *, email: str, name: str = "") -> models.Signup:
-        """Create an account (no key needed); `.api_key["plaintext"]` is its first key."""
+        """Create an account (no key needed); `.api_key.plaintext` is its first key."""
         body = self._transport.json("POST", "/signup", json_body={"email": email, "name": name})
         return models.Signup.from_api(body)
 

@@ -177,6 +177,10 @@ class WebhookNotFound(NotFoundError):
     code = "webhook_not_found"
 
 
+class WebhookDeliveryNotFound(NotFoundError):
+    code = "webhook_delivery_not_found"
+
+
 class CampaignNotFound(NotFoundError):
     code = "campaign_not_found"
 
@@ -211,6 +215,14 @@ class NotAcceptable(NotAcceptableError):
 
 class IdempotencyConflict(ConflictError):
     code = "idempotency_conflict"
+
+
+class WebhookDisabled(ConflictError):
+    code = "webhook_disabled"
+
+
+class DeliveryNotRedeliverable(ConflictError):
+    code = "delivery_not_redeliverable"
 
 
 class IdempotencyInProgress(ConflictError):

@@ -2,12 +2,17 @@
 
 `Model.from_api(data)` keeps the fields the class declares and ignores the others, so a
 field the service adds later never breaks an older SDK; the whole object as received is
-kept in `.raw`. Timestamps (`*_at`, and `expires_at`) become aware `datetime`s.
+kept in `.raw`. Timestamps (`*_at`, and `expires_at`) become aware `datetime`s; a field
+whose type is a Model (Signup.api_key) becomes that model.
+
+No secret shows in a repr: an API key's `plaintext` and a webhook's `secret` are
+`repr=False` fields (and `.raw`, which holds them too, is never in a repr), so printing
+or logging a result never leaks them.
 """
 
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
-from typing import Any, Self
+from typing import Any, Self, get_type_hints
 
 
 def _timestamp(value: Any) -> Any:
@@ -26,11 +31,17 @@ class Model:
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Self:
         known = {f.name for f in fields(cls)} - {"raw"}
-        values = {
-            name: _timestamp(value) if name.endswith("_at") else value
-            for name, value in data.items()
-            if name in known
-        }
+        hints = get_type_hints(cls)
+        values = {}
+        for name, value in data.items():
+            if name not in known:
+                continue
+            hint = hints.get(name)
+            if isinstance(hint, type) and issubclass(hint, Model) and isinstance(value, dict):
+                value = hint.from_api(value)
+            elif name.endswith("_at"):
+                value = _timestamp(value)
+            values[name] = value
         return cls(raw=data, **values)
 
 
@@ -44,14 +55,15 @@ class ApiKey(Model):
     created_at: datetime | None = None
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
-    plaintext: str | None = None  # only in the response that created it
+    # Only in the response that created it; never in a repr.
+    plaintext: str | None = field(default=None, repr=False)
 
 
 @dataclass
 class Signup(Model):
     account_id: str = ""
     plan_slug: str = ""
-    api_key: dict[str, Any] = field(default_factory=dict)
+    api_key: ApiKey = field(default_factory=ApiKey)  # `.api_key.plaintext`: the first key
 
 
 @dataclass
@@ -106,13 +118,14 @@ class Webhook(Model):
     disabled_at: datetime | None = None
     consecutive_failures: int = 0
     created_at: datetime | None = None
-    secret: str | None = None  # only from create and rotate_secret
+    # Only from create and rotate_secret; never in a repr.
+    secret: str | None = field(default=None, repr=False)
 
 
 @dataclass
 class WebhookSecret(Model):
     id: str = ""
-    secret: str = ""
+    secret: str = field(default="", repr=False)
 
 
 @dataclass
@@ -124,6 +137,28 @@ class WebhookDelivery(Model):
     error: str | None = None
     delivered_at: datetime | None = None
     created_at: datetime | None = None
+    duration_ms: int | None = None
+    test: bool = False  # a test delivery (Webhooks.test)
+    event_id: str | None = None  # the envelope id; None for a test delivery
+
+
+@dataclass
+class WebhookEventType(Model):
+    type: str = ""
+    description: str = ""
+    schema: dict[str, Any] = field(default_factory=dict)  # JSON Schema of the event's data
+
+
+@dataclass
+class Redelivery(Model):
+    event_id: str = ""
+    state: str = ""
+
+
+@dataclass
+class Replay(Model):
+    replayed: int = 0
+    has_more: bool = False
 
 
 @dataclass

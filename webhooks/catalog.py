@@ -1,0 +1,177 @@
+"""The event catalog: every event type the service emits, what it means, and the JSON
+Schema (draft 2020-12) of its `data` (GET /webhook_event_types, docs/webhooks.md).
+
+The schemas are the contract receivers code against. The test suite holds the
+service to them: every event a test makes the service emit is validated against its
+type's schema (tests/support/event_schemas.py), so a payload cannot drift from its
+description unnoticed. `example_data` is the `data` of a test delivery
+(POST /webhooks/:id/test), valid against the same schema.
+"""
+
+from typing import Any
+
+from webhooks.models import EVENT_TYPES
+
+__all__ = ["EVENT_CATALOG", "EventType", "example_data"]
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+_UUID = {"type": "string", "format": "uuid"}
+_TIMESTAMP = {"type": "string", "format": "date-time", "description": "ISO 8601 UTC, `Z`."}
+_NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
+# Enrollment statuses (docs/outreach.md, "Enrollment").
+_ENROLLMENT_STATUSES = [
+    "pending",
+    "scheduled",
+    "sent",
+    "completed",
+    "replied",
+    "bounced",
+    "unsubscribed",
+    "failed",
+    "stopped",
+]
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+_ENROLLMENT_BASE = {
+    "enrollment_id": _UUID,
+    "contact_id": _UUID,
+    "contact_email": {"type": "string", "format": "email"},
+    "campaign_id": _UUID,
+}
+_ENROLLMENT_STATE = _object(
+    {
+        **_ENROLLMENT_BASE,
+        "status": {
+            "type": "string",
+            "enum": _ENROLLMENT_STATUSES,
+            "description": "The enrollment's status after the event.",
+        },
+        "sent_at": {**_NULLABLE_TIMESTAMP, "description": "When its last step was sent."},
+        "replied_at": {**_NULLABLE_TIMESTAMP, "description": "Null until replied."},
+        "bounce_reason": {"type": ["string", "null"], "description": "Null unless bounced."},
+    }
+)
+
+
+class EventType:
+    def __init__(self, name: str, description: str, schema: dict[str, Any], example: dict):
+        self.name = name
+        self.description = description
+        self.schema = schema
+        self.example = example
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.name, "description": self.description, "schema": self.schema}
+
+
+_IDS = {
+    "enrollment_id": "00000000-0000-4000-8000-000000000001",
+    "contact_id": "00000000-0000-4000-8000-000000000002",
+    "contact_email": "ada@example.org",
+    "campaign_id": "00000000-0000-4000-8000-000000000003",
+}
+_WHEN = "2026-01-15T09:30:00.000000Z"
+
+
+def _enrollment_example(status: str, **changes: Any) -> dict:
+    return {
+        **_IDS,
+        "status": status,
+        "sent_at": _WHEN,
+        "replied_at": None,
+        "bounce_reason": None,
+        **changes,
+    }
+
+
+EVENT_CATALOG: dict[str, EventType] = {
+    item.name: item
+    for item in (
+        EventType(
+            "enrollment.sent",
+            "A step was accepted by the SMTP server. One event per step sent.",
+            _ENROLLMENT_STATE,
+            _enrollment_example("sent"),
+        ),
+        EventType(
+            "enrollment.opened",
+            "The open pixel of the enrollment was first loaded. Repeat opens do not fire.",
+            _ENROLLMENT_STATE,
+            _enrollment_example("sent"),
+        ),
+        EventType(
+            "enrollment.replied",
+            "A reply from the contact was matched to the enrollment (auto-replies excluded).",
+            _ENROLLMENT_STATE,
+            _enrollment_example("replied", replied_at=_WHEN),
+        ),
+        EventType(
+            "enrollment.bounced",
+            "A permanent SMTP error, a relay provider bounce, or a bounce report in the mailbox.",
+            _ENROLLMENT_STATE,
+            _enrollment_example("bounced", bounce_reason="550 5.1.1 mailbox unavailable"),
+        ),
+        EventType(
+            "enrollment.unsubscribed",
+            "The contact unsubscribed (link, one-click, or a spam complaint). One event per "
+            "active enrollment of the contact.",
+            _object({**_ENROLLMENT_BASE, "unsubscribed_at": _TIMESTAMP}),
+            {**_IDS, "unsubscribed_at": _WHEN},
+        ),
+        EventType(
+            "credential.disabled",
+            "A mailbox was disabled because its bounce rate in a campaign exceeded the "
+            "campaign's threshold.",
+            _object(
+                {
+                    "credential_id": _UUID,
+                    "from_email": {"type": "string", "format": "email"},
+                    "campaign_id": _UUID,
+                    "bounce_rate": {"type": "number", "description": "Percent."},
+                    "threshold": {"type": "number", "description": "Percent."},
+                }
+            ),
+            {
+                "credential_id": "00000000-0000-4000-8000-000000000004",
+                "from_email": "sender@example.com",
+                "campaign_id": _IDS["campaign_id"],
+                "bounce_rate": 7.5,
+                "threshold": 5.0,
+            },
+        ),
+        EventType(
+            "campaign.paused",
+            "A campaign was paused by the service because all its mailboxes are disabled.",
+            _object(
+                {
+                    "campaign_id": _UUID,
+                    "name": {"type": "string"},
+                    "reason": {"type": "string", "enum": ["all_credentials_disabled"]},
+                }
+            ),
+            {
+                "campaign_id": _IDS["campaign_id"],
+                "name": "Spring",
+                "reason": "all_credentials_disabled",
+            },
+        ),
+    )
+}
+# The catalog covers exactly the types the service emits.
+assert tuple(EVENT_CATALOG) == EVENT_TYPES, "webhooks.catalog is out of step with EVENT_TYPES"
+
+
+def example_data(event_type: str) -> dict:
+    """A copy of the type's example `data` (KeyError for an unknown type)."""
+    return dict(EVENT_CATALOG[event_type].example)
