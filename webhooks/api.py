@@ -14,7 +14,7 @@ from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request
 from webhooks import operations, selectors, services
 from webhooks.catalog import EVENT_CATALOG
 from webhooks.errors import WebhookDeliveryNotFound, WebhookNotFound
-from webhooks.models import ALL_EVENTS, EVENT_TYPES, Webhook, WebhookDelivery
+from webhooks.models import ALL_EVENTS, EVENT_TYPES, OPT_IN_EVENT_TYPES, Webhook, WebhookDelivery
 from webhooks.validators import MAX_URL_LENGTH, event_filter_problems, url_problems
 
 
@@ -65,12 +65,16 @@ class WebhookDeliverySerializer(StrictModelSerializer):
 class WebhookEventTypeSerializer(StrictSerializer):
     type = serializers.CharField()
     description = serializers.CharField()
+    opt_in = serializers.BooleanField(
+        help_text="Delivered only to webhooks whose event_filters name it (`*` does not cover it)."
+    )
     schema = serializers.DictField(help_text="JSON Schema (2020-12) of the event's `data`.")
 
 
 class WebhookTestRequest(StrictSerializer):
     type = serializers.ChoiceField(
-        choices=list(EVENT_TYPES), help_text="The event type whose example is sent."
+        choices=list(EVENT_TYPES + OPT_IN_EVENT_TYPES),
+        help_text="The event type whose example is sent.",
     )
 
 

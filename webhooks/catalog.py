@@ -10,7 +10,7 @@ description unnoticed. `example_data` is the `data` of a test delivery
 
 from typing import Any
 
-from webhooks.models import EVENT_TYPES
+from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES
 
 __all__ = ["EVENT_CATALOG", "EventType", "example_data"]
 
@@ -65,14 +65,29 @@ _ENROLLMENT_STATE = _object(
 
 
 class EventType:
-    def __init__(self, name: str, description: str, schema: dict[str, Any], example: dict):
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        example: dict,
+        *,
+        opt_in: bool = False,
+    ):
         self.name = name
         self.description = description
         self.schema = schema
         self.example = example
+        # Delivered only to webhooks whose event_filters name it (`*` does not cover it).
+        self.opt_in = opt_in
 
     def as_json(self) -> dict[str, Any]:
-        return {"type": self.name, "description": self.description, "schema": self.schema}
+        return {
+            "type": self.name,
+            "description": self.description,
+            "opt_in": self.opt_in,
+            "schema": self.schema,
+        }
 
 
 _IDS = {
@@ -130,6 +145,24 @@ EVENT_CATALOG: dict[str, EventType] = {
             {**_IDS, "unsubscribed_at": _WHEN},
         ),
         EventType(
+            "enrollment.clicked",
+            "A tracked link of the enrollment's email was first followed (campaigns with "
+            "track_clicks). Opt-in: delivered only to webhooks whose event_filters name it.",
+            _object(
+                {
+                    **_ENROLLMENT_STATE["properties"],
+                    "url": {"type": "string", "description": "The link's own URL."},
+                    "clicked_at": _TIMESTAMP,
+                }
+            ),
+            {
+                **_enrollment_example("sent"),
+                "url": "https://example.com/pricing",
+                "clicked_at": _WHEN,
+            },
+            opt_in=True,
+        ),
+        EventType(
             "credential.disabled",
             "A mailbox was disabled because its bounce rate in a campaign exceeded the "
             "campaign's threshold.",
@@ -169,7 +202,10 @@ EVENT_CATALOG: dict[str, EventType] = {
     )
 }
 # The catalog covers exactly the types the service emits.
-assert tuple(EVENT_CATALOG) == EVENT_TYPES, "webhooks.catalog is out of step with EVENT_TYPES"
+assert set(EVENT_CATALOG) == set(EVENT_TYPES + OPT_IN_EVENT_TYPES), (
+    "webhooks.catalog is out of step with EVENT_TYPES and OPT_IN_EVENT_TYPES"
+)
+assert {n for n, item in EVENT_CATALOG.items() if item.opt_in} == set(OPT_IN_EVENT_TYPES)
 
 
 def example_data(event_type: str) -> dict:

@@ -138,13 +138,13 @@ def test_an_agent_reads_labels_and_follows_replies(conversation, mcp_env):
     assert (seen["cleared"]["label"], seen["cleared"]["read"]) == (None, False)
     old.refresh_from_db()
     assert (old.label, old.read) == ("", False)
-    assert seen["nothing"] == "validation_failed: give label, clear_label or read."
-    assert seen["both"] == "validation_failed: give label or clear_label, not both."
+    assert seen["nothing"] == "validation_failed: Give label, clear_label or read."
+    assert seen["both"] == "validation_failed: Give label or clear_label, not both."
     # The thread, reached from a reply or from the enrollment.
     assert seen["thread_by_reply"] == seen["thread"]
     assert [e["type"] for e in seen["thread"]] == ["step", "reply", "reply"]
     assert [e["reply"]["id"] for e in seen["thread"][1:]] == [str(old.pk), str(long_one.pk)]
-    assert seen["thread_half"].startswith("validation_failed: give reply_id, or campaign_id")
+    assert seen["thread_half"].startswith("validation_failed: Give reply_id, or campaign_id")
     # Another account's reply does not exist for this key.
     assert seen["theirs"] == "reply_not_found: No such reply."
     assert seen["label_theirs"] == "reply_not_found: No such reply."

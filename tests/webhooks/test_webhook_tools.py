@@ -47,7 +47,8 @@ def test_event_types_list_every_type_with_a_schema(api_client, anon_client):
     response = api_client.get("/webhook_event_types")
     assert response.status_code == 200
     body = response.json()
-    assert [item["type"] for item in body] == list(EVENT_TYPES)
+    assert [item["type"] for item in body if not item["opt_in"]] == list(EVENT_TYPES)
+    assert [item["type"] for item in body if item["opt_in"]] == ["enrollment.clicked"]
     for item in body:
         assert item["description"]
         assert item["schema"]["type"] == "object"

@@ -546,6 +546,8 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         ] = None,
         confirmation_token: ConfirmationToken = None,
     ) -> dict[str, Any]:
+        if confirmation_token is not None:
+            confirmations.check(confirmation_token)  # forged, expired or spent: an error
         reply = client.replies.retrieve(reply_id)
         binding = Binding(
             action="respond_to_reply",
