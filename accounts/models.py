@@ -25,6 +25,9 @@ class Account(models.Model):
     # When the signup address was proven (the emailed link, accounts.verification). Null: not
     # yet; with SIGNUP_EMAIL_VERIFICATION on, the account may not dispatch until it is.
     email_verified_at = models.DateTimeField(null=True, blank=True)
+    # The default of campaigns' max_per_recipient_domain_per_day (outreach.domain_cap);
+    # null: no cap.
+    max_per_recipient_domain_per_day = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     # DRF's IsAuthenticated reads these from request.user.

@@ -73,3 +73,20 @@ class ReplyNotFound(ServiceError):
     status = 404
     message = "No such reply."
     description = "The id is unknown, or belongs to another account."
+
+
+# --- deliverability: the blocklist (docs/deliverability.md) ---
+
+
+class BlocklistEntryNotFound(ServiceError):
+    code = "blocklist_entry_not_found"
+    status = 404
+    message = "No such blocklist entry."
+    description = "The id is unknown, or belongs to another account."
+
+
+class ContactBlocked(ServiceError):
+    code = "contact_blocked"
+    status = 422
+    message = "This address is on the account's blocklist; it is never sent to."
+    description = "`POST /outreaches` for an address the account's blocklist names (the address, or its domain or a parent domain). `details.entry` is the entry that blocks it; delete it (`DELETE /blocklist/:id`) to reach the address again."

@@ -7,12 +7,16 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.sending.models: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
   SendClaim;
 - outreach.intake.models: RelayWebhookToken;
-- outreach.conversations.models: Reply, ReplyResponse.
+- outreach.conversations.models: Reply, ReplyResponse;
+- outreach.blocklist.models: BlocklistEntry;
+- outreach.domain_cap.models: RecipientDomainCount.
 """
 
+from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, StepVariantStats
 from outreach.contacts.models import Contact, ContactImport, Suppression
 from outreach.conversations.models import Reply, ReplyResponse
+from outreach.domain_cap.models import RecipientDomainCount
 from outreach.intake.models import RelayWebhookToken
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 from outreach.sending.models import (
@@ -24,6 +28,7 @@ from outreach.sending.models import (
 )
 
 __all__ = [
+    "BlocklistEntry",
     "Campaign",
     "CampaignStats",
     "CampaignStep",
@@ -34,6 +39,7 @@ __all__ = [
     "Enrollment",
     "Message",
     "OAuthAuthorization",
+    "RecipientDomainCount",
     "RelayWebhookToken",
     "Reply",
     "ReplyResponse",

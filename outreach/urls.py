@@ -1,9 +1,11 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from outreach.blocklist import api as blocklist_api
 from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
+from outreach.domain_cap import api as domain_cap_api
 from outreach.intake import views
 from outreach.mailboxes import api
 
@@ -13,6 +15,7 @@ router.register("campaigns", campaigns_api.CampaignViewSet, basename="campaign")
 router.register("contacts", contacts_api.ContactViewSet, basename="contact")
 router.register("contact_imports", contacts_api.ContactImportViewSet, basename="contact-import")
 router.register("replies", conversations_api.ReplyViewSet, basename="reply")
+router.register("blocklist", blocklist_api.BlocklistViewSet, basename="blocklist")
 
 urlpatterns = [
     # intake: public endpoints (docs/intake.md)
@@ -26,5 +29,7 @@ urlpatterns = [
     path("oauth/connect/<str:token>", views.oauth_connect, name="oauth-connect"),
     path("oauth/callback/<str:provider>", views.oauth_callback, name="oauth-callback"),
     path("outreaches", contacts_api.OutreachView.as_view(), name="outreaches"),
+    path("sending_defaults", domain_cap_api.SendingDefaultsView.as_view(), name="sending-defaults"),
+    path("blocklist.csv", blocklist_api.BlocklistCsvView.as_view(), name="blocklist-csv"),
     *router.urls,
 ]

@@ -44,6 +44,9 @@ class Campaign(models.Model):
     # The send window in each contact's own time zone (Contact.timezone), falling back
     # to `timezone` for contacts without one.
     send_in_contact_timezone = models.BooleanField(default=False)
+    # Sends a UTC day to one recipient domain, across the account's campaigns and
+    # mailboxes (outreach.domain_cap); null: the account's default.
+    max_per_recipient_domain_per_day = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

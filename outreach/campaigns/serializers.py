@@ -168,6 +168,10 @@ class CampaignSerializer(RepresentationMixin, serializers.Serializer):
     stop_on_domain_reply = StrictBooleanField(required=False, default=False)
     unsubscribe_footer = StrictBooleanField(required=False, default=False)
     send_in_contact_timezone = StrictBooleanField(required=False, default=False)
+    # Sends a UTC day per recipient domain (outreach.domain_cap); null: the account's default.
+    max_per_recipient_domain_per_day = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=100_000
+    )
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)

@@ -46,6 +46,7 @@ _CAMPAIGN_FIELDS = (
     "stop_on_domain_reply",
     "unsubscribe_footer",
     "send_in_contact_timezone",
+    "max_per_recipient_domain_per_day",
 )
 
 

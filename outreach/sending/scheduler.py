@@ -9,6 +9,7 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    SKIP LOCKED`, so several schedulers never take the same row; the claim is also a
    conditional UPDATE of next_send_at whose row count must match, and a SendClaim row
    whose primary key is the enrollment. Per enrollment it decides:
+   - the contact's address is on the account's blocklist: stopped (`blocked`);
    - no step left (steps were removed): completed;
    - the campaign's send window is closed now (in the contact's time zone when the
      campaign sends in contact time zones): next_send_at = the next opening;
@@ -27,6 +28,9 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      daily limit is reserved (daily_sent_count counts reserved and sent sends), and a
      paced mailbox's next_send_earliest_at moves a random gap (drawn from its [min, max]
      interval) ahead, so it gets at most one claim per run;
+   - a recipient domain cap in force (the campaign's, or the account's default) whose
+     day's count is reached: next_send_at = the next UTC midnight, then the window's
+     next opening; a claim reserves a unit of the count (outreach.domain_cap);
 4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
    SMTP connection carries the batch.
 
@@ -37,7 +41,7 @@ injectable, so tests drive the clock.
 import functools
 import logging
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -47,16 +51,20 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
+from outreach.blocklist.selectors import blocked_addresses
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
-from outreach.enrollments import enrollments_complete
+from outreach.domain_cap.counts import cap_in_force, capped_domain, counts_lock, counts_reserve
+from outreach.enrollments import enrollments_complete, enrollments_stop
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, room_today, utc_day
 from outreach.sending.models import Enrollment, SendClaim
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
+
+_BLOCKED = Enrollment.StopReason.BLOCKED
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +132,9 @@ class _Plan:
     claims: list = field(default_factory=list)  # (enrollment, credential id, step)
     pause: set = field(default_factory=set)  # campaign ids without an enabled credential
     paced: dict = field(default_factory=dict)  # credential id -> its new next_send_earliest_at
+    blocked: list = field(default_factory=list)  # enrollments whose address is blocked
+    # enrollment id -> the recipient domain count its claim reserves a unit of
+    domain_counts: dict = field(default_factory=dict)
 
 
 def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[list[Batch], int]:
@@ -133,7 +144,9 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
         due = (
             _due_queryset(now)
             .filter(_examinable(now=now, busy=busy))
-            .annotate(contact_timezone=F("contact__timezone"))
+            .annotate(
+                contact_timezone=F("contact__timezone"), contact_email=F("contact__email_lower")
+            )
             .order_by("next_send_at")
             .select_for_update(skip_locked=True, of=("self",))
         )
@@ -153,6 +166,9 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked)
+    account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
+    blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
+    domain_caps = _domain_caps(enrollments, campaigns, account_of, now)
     today = utc_day(now)
     room = {pk: room_today(c, today) for pk, c in credentials.items()}
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
@@ -164,6 +180,9 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     plan = _Plan()
     for enrollment in enrollments:
         campaign = campaigns[enrollment.campaign_id]
+        if (account_of[enrollment.pk], enrollment.contact_email) in blocked:  # type: ignore[attr-defined]  # annotated
+            plan.blocked.append(enrollment)
+            continue
         step = enrollment.current_step + 1
         if step not in positions[campaign.pk]:
             plan.complete.append(enrollment)
@@ -203,6 +222,20 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
             continue
+        capped = domain_caps.get(enrollment.pk)
+        if capped is not None:
+            cap, counted = capped
+            if counted is None:
+                # Its domain's count is held by another transaction: a later run.
+                continue
+            if counted[1] >= cap:
+                tomorrow = send_window_next_open(
+                    next_utc_midnight(now), timezone=zone, window=window
+                )
+                plan.defer[tomorrow].append(enrollment.pk)
+                continue
+            counted[1] += 1
+            plan.domain_counts[enrollment.pk] = counted[0]
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
         if credentials[chosen].is_paced:
@@ -211,9 +244,30 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     return plan
 
 
+def _domain_caps(enrollments: list, campaigns: dict, account_of: dict, now: datetime) -> dict:
+    """The recipient domain cap of each enrollment under one: {enrollment id: (cap,
+    [count row id, count] or None when another transaction holds that row)}, the rows
+    of today locked (outreach.domain_cap.counts). No query when no cap is in force."""
+    wanted = {}
+    for enrollment in enrollments:
+        campaign = campaigns[enrollment.campaign_id]
+        cap = cap_in_force(campaign.max_per_recipient_domain_per_day, campaign.account_cap)
+        domain = capped_domain(enrollment.contact_email) if cap is not None else None
+        if domain is not None:
+            wanted[enrollment.pk] = (cap, (account_of[enrollment.pk], domain))
+    counts = counts_lock((key for _, key in wanted.values()), utc_day(now))
+    return {pk: (cap, counts.get(key)) for pk, (cap, key) in wanted.items()}
+
+
 def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
-    """The campaigns by id, their step positions, and their credential ids in link order."""
-    campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
+    """The campaigns by id (with their account's recipient domain cap, `account_cap`),
+    their step positions, and their credential ids in link order."""
+    campaigns = {
+        c.pk: c
+        for c in Campaign.objects.filter(pk__in=campaign_ids).annotate(
+            account_cap=F("account__max_per_recipient_domain_per_day")
+        )
+    }
     positions = defaultdict(set)
     for campaign_id, position in CampaignStep.objects.filter(
         campaign_id__in=campaign_ids
@@ -253,6 +307,14 @@ def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
 
 
 def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
+    if plan.blocked:
+        by_campaign = defaultdict(list)
+        for enrollment in plan.blocked:
+            by_campaign[enrollment.campaign_id].append(enrollment.pk)
+        for campaign_id, ids in by_campaign.items():
+            rows = Enrollment.objects.filter(pk__in=ids)
+            enrollments_stop(rows, campaign_id=campaign_id, reason=_BLOCKED, at=now)
+        campaigns_complete_if_done(campaign_ids=set(by_campaign), at=now)
     if plan.complete:
         enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
@@ -286,10 +348,13 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
                 claimed_at=now,
                 due_at=enrollment.next_send_at,
                 lease_until=lease_until,
+                domain_count_id=plan.domain_counts.get(enrollment.pk),
             )
             for enrollment, step in items
         ]
     SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
+    if plan.domain_counts:
+        counts_reserve(Counter(plan.domain_counts.values()))
     today = utc_day(now)
     # One UPDATE per distinct claim count (usually one or two), not one per mailbox. The
     # rows are locked (_decide): the reservation is computed from what was read.
