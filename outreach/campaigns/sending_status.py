@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from django.db.models import Count, F, Min
+from django.db.models import CharField, Count, F, Func, Min, Value
 
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.domain_cap.counts import cap_in_force, capped_domain, domain_counts
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
     daily_limit_in_force,
@@ -52,6 +53,10 @@ class _Context:
     due: dict = field(default_factory=dict)
     # mailbox id (or None, as above) -> the earliest next_send_at still ahead
     next_due: dict = field(default_factory=dict)
+    # The recipient domain cap in force (outreach.domain_cap), and per mailbox waited for
+    # (or None, as above) the domains whose enrollments wait for it: today's count is full.
+    domain_cap: int | None = None
+    domain_held: dict = field(default_factory=dict)
 
     def zones_due(self, credential: SmtpCredential) -> dict:
         zones = dict(self.due.get(credential.pk, {}))
@@ -140,6 +145,24 @@ def _window_closed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     return None
 
 
+def _recipient_domain_limit(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """Enrollments this mailbox would send wait for a recipient domain whose day's count
+    is reached (the scheduler moved them to the next UTC day)."""
+    domains = set(ctx.domain_held.get(credential.pk, ()))
+    if credential.pk in ctx.enabled:
+        domains |= ctx.domain_held.get(None, set())
+    if not domains:
+        return None
+    shown = sorted(domains)
+    more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+    return Reason(
+        "recipient_domain_limit",
+        until=next_utc_midnight(ctx.now),
+        detail=f"{ctx.domain_cap} sends per recipient domain per UTC day reached for "
+        f"{', '.join(shown[:5])}{more}.",
+    )
+
+
 def _nothing_due(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     """No enrollment is due for this mailbox (a disabled one, or one to connect again, is
     given none at all)."""
@@ -157,6 +180,7 @@ REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
     _daily_limit_reached,
     _paced,
     _window_closed,
+    _recipient_domain_limit,
     _nothing_due,
 )
 
@@ -201,6 +225,7 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
     # Claimed enrollments are in flight: not due, not planned.
     waiting = _active_enrollments(campaign).filter(send_claim__isnull=True)
     _waiting_read(ctx, waiting)
+    _domain_held_read(ctx, waiting)
     today = utc_day(now)
     mailboxes = [_mailbox_status(ctx, credential, today) for credential in credentials]
     upcoming = []
@@ -235,6 +260,39 @@ def _waiting_read(ctx: _Context, waiting) -> None:
         key = _thread_key(row["credential_id"], ctx.enabled)
         if ctx.next_due.get(key) is None or row["first"] < ctx.next_due[key]:
             ctx.next_due[key] = row["first"]
+
+
+def _email_domain():
+    return Func(
+        F("contact__email_lower"),
+        Value("@([^@]*)$"),
+        function="substring",
+        output_field=CharField(),
+    )
+
+
+def _domain_held_read(ctx: _Context, waiting) -> None:
+    """Fill `ctx.domain_cap` and `ctx.domain_held` (no query beyond the cap's when no
+    domain is full today)."""
+    campaign = ctx.campaign
+    ctx.domain_cap = cap_in_force(
+        campaign.max_per_recipient_domain_per_day, campaign.account.max_per_recipient_domain_per_day
+    )
+    if ctx.domain_cap is None:
+        return
+    full = domain_counts(
+        account_id=campaign.account_id, day=utc_day(ctx.now), at_least=ctx.domain_cap
+    )
+    if not full:
+        return
+    rows = (
+        waiting.annotate(domain=_email_domain())
+        .filter(domain__in=list(full))
+        .values_list("credential_id", "domain")
+        .distinct()
+    )
+    for credential_id, domain in rows:
+        ctx.domain_held.setdefault(_thread_key(credential_id, ctx.enabled), set()).add(domain)
 
 
 def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> dict:
@@ -281,6 +339,14 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         .order_by("next_send_at", "pk")
         .values_list("pk", "email", "zone", "current_step", "credential_id", "next_send_at")
     )[:PLAN_ENROLLMENTS_MAX]
+    rows = list(rows)
+    # Sends per (recipient domain, UTC day) under the cap, from today's counts.
+    by_domain: dict = defaultdict(int)
+    if ctx.domain_cap is not None:
+        domains = {d for row in rows if (d := capped_domain(row[1].lower()))}
+        today = utc_day(now)
+        counted = domain_counts(account_id=ctx.campaign.account_id, day=today, domains=domains)
+        by_domain.update({(d, today): n for d, n in counted.items()})
     planned = []
     for pk, email, zone, current_step, credential_id, next_send_at in rows:
         step = current_step + 1
@@ -289,14 +355,25 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         zone = window_timezone(campaign=ctx.campaign, contact_timezone=zone)
         thread = _thread_key(credential_id, ctx.enabled)
         candidates = [thread] if thread is not None else ctx.enabled
-        slots = [
-            (at, index, pk_)
-            for index, pk_ in enumerate(candidates)
-            if (at := _slot(state[pk_], max(next_send_at, now), zone, ctx.window)) is not None
-        ]
+        domain = capped_domain(email.lower()) if ctx.domain_cap is not None else None
+        after = max(next_send_at, now)
+        for _ in range(PLAN_DAYS_MAX):
+            slots = [
+                (at, index, pk_)
+                for index, pk_ in enumerate(candidates)
+                if (at := _slot(state[pk_], after, zone, ctx.window)) is not None
+            ]
+            if not slots:
+                break
+            at, _, chosen = min(slots)
+            if domain is None or by_domain[domain, utc_day(at)] < (ctx.domain_cap or 0):
+                break
+            # The domain's day is full: the next UTC day.
+            after, slots = next_utc_midnight(at), []
         if not slots:
             continue
-        at, _, chosen = min(slots)
+        if domain is not None:
+            by_domain[domain, utc_day(at)] += 1
         box = state[chosen]
         box.used[utc_day(at)] += 1
         box.free_at = at + _min_gap(box.credential)

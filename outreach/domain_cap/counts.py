@@ -84,10 +84,15 @@ def counts_purge(*, today: date) -> int:
     ]
 
 
-def domain_counts_today(*, account_id: UUID, day: date, at_least: int) -> dict[str, int]:
-    """The account's domains with at least `at_least` sends on `day` (the sending status)."""
-    return dict(
-        RecipientDomainCount.objects.filter(
-            account_id=account_id, day=day, count__gte=at_least
-        ).values_list("domain", "count")
-    )
+def domain_counts(
+    *, account_id: UUID, day: date, at_least: int = 1, domains: Iterable[str] | None = None
+) -> dict[str, int]:
+    """The account's sends per recipient domain on `day` (the sending status): the domains
+    with at least `at_least` of them, among `domains` when given."""
+    rows = RecipientDomainCount.objects.filter(account_id=account_id, day=day, count__gte=at_least)
+    if domains is not None:
+        domains = list(domains)
+        if not domains:
+            return {}
+        rows = rows.filter(domain__in=domains)
+    return dict(rows.values_list("domain", "count"))
