@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from outreach.blocklist.entries import address_keys
 from outreach.blocklist.models import BlocklistEntry
@@ -319,3 +320,21 @@ def test_the_scheduler_reads_the_blocklist_once_per_batch(api_client, account, s
     assert Enrollment.objects.filter(stop_reason="blocked").count() == 10
     reads = [q for q in queries.captured_queries if "outreach_blocklistentry" in q["sql"]]
     assert len(reads) == 1
+
+
+# --- the back office ----------------------------------------------------------------------
+
+
+def test_admin_lists_and_searches_entries(admin_client, api_client, account):
+    add(api_client, ["findme.example", "a@elsewhere.example"], reason="competitor")
+    url = reverse("admin:outreach_blocklistentry_changelist")
+    page = admin_client.get(url, {"q": "FINDME"})
+    assert page.status_code == 200
+    assert b"findme.example" in page.content and b"elsewhere.example" not in page.content
+    by_account = admin_client.get(url, {"q": account.email})
+    assert b"findme.example" in by_account.content and b"elsewhere.example" in by_account.content
+    entry = BlocklistEntry.objects.get(value="findme.example")
+    change = admin_client.get(reverse("admin:outreach_blocklistentry_change", args=[entry.pk]))
+    assert change.status_code == 200 and b"competitor" in change.content
+    # Entries are added through the API, which normalises them.
+    assert admin_client.get(reverse("admin:outreach_blocklistentry_add")).status_code == 403
