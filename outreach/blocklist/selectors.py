@@ -1,6 +1,7 @@
 """Reads of the blocklist: an account's entries, and which addresses it blocks."""
 
 from collections.abc import Iterable
+from typing import Any
 from uuid import UUID
 
 from django.db import connection
@@ -92,7 +93,7 @@ def blocked_pending_ids(*, campaign_id: UUID, account_id: UUID, contact_ids=None
             WHERE b.account_id = %(account)s AND b.value = ANY({_CONTACT_KEYS_SQL})
           )
     """  # noqa: S608 - table names from the models; every value is a parameter
-    params = {
+    params: dict[str, Any] = {
         "campaign": campaign_id,
         "account": account_id,
         "pending": Enrollment.Status.PENDING,

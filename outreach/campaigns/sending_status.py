@@ -357,21 +357,24 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         candidates = [thread] if thread is not None else ctx.enabled
         domain = capped_domain(email.lower()) if ctx.domain_cap is not None else None
         after = max(next_send_at, now)
+        found = None
         for _ in range(PLAN_DAYS_MAX):
             slots = [
-                (at, index, pk_)
+                (slot_at, index, pk_)
                 for index, pk_ in enumerate(candidates)
-                if (at := _slot(state[pk_], after, zone, ctx.window)) is not None
+                if (slot_at := _slot(state[pk_], after, zone, ctx.window)) is not None
             ]
             if not slots:
                 break
-            at, _, chosen = min(slots)
-            if domain is None or by_domain[domain, utc_day(at)] < (ctx.domain_cap or 0):
+            earliest = min(slots)
+            if domain is None or by_domain[domain, utc_day(earliest[0])] < (ctx.domain_cap or 0):
+                found = earliest
                 break
             # The domain's day is full: the next UTC day.
-            after, slots = next_utc_midnight(at), []
-        if not slots:
+            after = next_utc_midnight(earliest[0])
+        if found is None:
             continue
+        at, _, chosen = found
         if domain is not None:
             by_domain[domain, utc_day(at)] += 1
         box = state[chosen]

@@ -312,8 +312,8 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
         for enrollment in plan.blocked:
             by_campaign[enrollment.campaign_id].append(enrollment.pk)
         for campaign_id, ids in by_campaign.items():
-            rows = Enrollment.objects.filter(pk__in=ids)
-            enrollments_stop(rows, campaign_id=campaign_id, reason=_BLOCKED, at=now)
+            stopping = Enrollment.objects.filter(pk__in=ids)
+            enrollments_stop(stopping, campaign_id=campaign_id, reason=_BLOCKED, at=now)
         campaigns_complete_if_done(campaign_ids=set(by_campaign), at=now)
     if plan.complete:
         enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
