@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from django.db.models import CharField, Count, F, Func, Min, Value
+from django.db.models import Count, F, Min
 
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
-from outreach.domain_cap.counts import cap_in_force, capped_domain, domain_counts
+from outreach.domain_cap import counts as domain_cap
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
     daily_limit_in_force,
@@ -262,36 +262,21 @@ def _waiting_read(ctx: _Context, waiting) -> None:
             ctx.next_due[key] = row["first"]
 
 
-def _email_domain():
-    return Func(
-        F("contact__email_lower"),
-        Value("@([^@]*)$"),
-        function="substring",
-        output_field=CharField(),
-    )
-
-
 def _domain_held_read(ctx: _Context, waiting) -> None:
     """Fill `ctx.domain_cap` and `ctx.domain_held` (no query beyond the cap's when no
     domain is full today)."""
     campaign = ctx.campaign
-    ctx.domain_cap = cap_in_force(
+    ctx.domain_cap = domain_cap.cap_in_force(
         campaign.max_per_recipient_domain_per_day, campaign.account.max_per_recipient_domain_per_day
     )
     if ctx.domain_cap is None:
         return
-    full = domain_counts(
+    full = domain_cap.domain_counts(
         account_id=campaign.account_id, day=utc_day(ctx.now), at_least=ctx.domain_cap
     )
     if not full:
         return
-    rows = (
-        waiting.annotate(domain=_email_domain())
-        .filter(domain__in=list(full))
-        .values_list("credential_id", "domain")
-        .distinct()
-    )
-    for credential_id, domain in rows:
+    for credential_id, domain in domain_cap.enrollments_at_domains(waiting, full):
         ctx.domain_held.setdefault(_thread_key(credential_id, ctx.enabled), set()).add(domain)
 
 
@@ -343,9 +328,11 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     # Sends per (recipient domain, UTC day) under the cap, from today's counts.
     by_domain: dict = defaultdict(int)
     if ctx.domain_cap is not None:
-        domains = {d for row in rows if (d := capped_domain(row[1].lower()))}
+        domains = {d for row in rows if (d := domain_cap.capped_domain(row[1].lower()))}
         today = utc_day(now)
-        counted = domain_counts(account_id=ctx.campaign.account_id, day=today, domains=domains)
+        counted = domain_cap.domain_counts(
+            account_id=ctx.campaign.account_id, day=today, domains=domains
+        )
         by_domain.update({(d, today): n for d, n in counted.items()})
     planned = []
     for pk, email, zone, current_step, credential_id, next_send_at in rows:
@@ -355,23 +342,8 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         zone = window_timezone(campaign=ctx.campaign, contact_timezone=zone)
         thread = _thread_key(credential_id, ctx.enabled)
         candidates = [thread] if thread is not None else ctx.enabled
-        domain = capped_domain(email.lower()) if ctx.domain_cap is not None else None
-        after = max(next_send_at, now)
-        found = None
-        for _ in range(PLAN_DAYS_MAX):
-            slots = [
-                (slot_at, index, pk_)
-                for index, pk_ in enumerate(candidates)
-                if (slot_at := _slot(state[pk_], after, zone, ctx.window)) is not None
-            ]
-            if not slots:
-                break
-            earliest = min(slots)
-            if domain is None or by_domain[domain, utc_day(earliest[0])] < (ctx.domain_cap or 0):
-                found = earliest
-                break
-            # The domain's day is full: the next UTC day.
-            after = next_utc_midnight(earliest[0])
+        domain = domain_cap.capped_domain(email.lower()) if ctx.domain_cap is not None else None
+        found = _first_slot(ctx, state, candidates, max(next_send_at, now), zone, domain, by_domain)
         if found is None:
             continue
         at, _, chosen = found
@@ -391,6 +363,25 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         )
     planned.sort(key=lambda item: item["earliest_at"])
     return planned[:UPCOMING_MAX]
+
+
+def _first_slot(ctx: _Context, state, candidates, after, zone, domain, by_domain):
+    """(at, index, mailbox id) of the earliest slot among `candidates` on a UTC day whose
+    count for the recipient `domain` (None: not capped) is below the cap; None if none
+    within PLAN_DAYS_MAX days."""
+    for _ in range(PLAN_DAYS_MAX):
+        slots = [
+            (slot_at, index, pk)
+            for index, pk in enumerate(candidates)
+            if (slot_at := _slot(state[pk], after, zone, ctx.window)) is not None
+        ]
+        if not slots:
+            return None
+        earliest = min(slots)
+        if domain is None or by_domain[domain, utc_day(earliest[0])] < (ctx.domain_cap or 0):
+            return earliest
+        after = next_utc_midnight(earliest[0])  # the domain's day is full: the next one
+    return None
 
 
 def _min_gap(credential: SmtpCredential) -> timedelta:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import date, timedelta
 from uuid import UUID
 
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, CharField, F, Func, Value, When
 from django.db.models.functions import Greatest
 
 from outreach.campaigns.stopping import CONSUMER_MAIL_DOMAINS
@@ -48,6 +48,36 @@ def counts_lock(keys: Iterable[tuple[UUID, str]], day: date) -> dict[tuple[UUID,
         .values_list("pk", "account_id", "domain", "count")
     )
     return {(a, d): [pk, count] for pk, a, d, count in rows if (a, d) in keys}
+
+
+def caps_lock(rows: Iterable[tuple], *, day: date) -> dict:
+    """The cap of each send under one, for the scheduler: `rows` are (enrollment id, its
+    campaign with `account_cap` annotated, lower-cased address); returns {enrollment id:
+    (cap, [count row id, count] or None when another transaction holds that row)}, the
+    day's rows locked (counts_lock). No query when no cap is in force."""
+    wanted = {}
+    for enrollment_id, campaign, email_lower in rows:
+        cap = cap_in_force(campaign.max_per_recipient_domain_per_day, campaign.account_cap)
+        domain = capped_domain(email_lower) if cap is not None else None
+        if domain is not None:
+            wanted[enrollment_id] = (cap, (campaign.account_id, domain))
+    counts = counts_lock((key for _, key in wanted.values()), day)
+    return {pk: (cap, counts.get(key)) for pk, (cap, key) in wanted.items()}
+
+
+def cap_turn(capped: tuple | None) -> bool | int | None:
+    """Whether a send under `capped` (a value of caps_lock) may be claimed now: True (no
+    cap), the count row's id (a unit taken from it), False (the day is full), or None
+    (the row is held elsewhere: a later run)."""
+    if capped is None:
+        return True
+    cap, counted = capped
+    if counted is None:
+        return None
+    if counted[1] >= cap:
+        return False
+    counted[1] += 1
+    return counted[0]
 
 
 def counts_reserve(reserved: Counter) -> None:
@@ -96,3 +126,20 @@ def domain_counts(
             return {}
         rows = rows.filter(domain__in=domains)
     return dict(rows.values_list("domain", "count"))
+
+
+def enrollments_at_domains(enrollments, domains: Iterable[str]) -> list[tuple]:
+    """(credential id, domain) of the `enrollments` (a queryset) whose contact's address
+    is at one of `domains`: one query, distinct pairs."""
+    domain = Func(
+        F("contact__email_lower"),
+        Value("@([^@]*)$"),
+        function="substring",
+        output_field=CharField(),
+    )
+    return list(
+        enrollments.annotate(domain=domain)
+        .filter(domain__in=list(domains))
+        .values_list("credential_id", "domain")
+        .distinct()
+    )

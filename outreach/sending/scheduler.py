@@ -38,6 +38,9 @@ All waits are next_send_at values in the database; nothing waits on the broker. 
 injectable, so tests drive the clock.
 """
 
+# Long: the scheduler's decisions are one flow (the module docstring); what is not a
+# decision lives beside it (recovery.py, mailboxes.pace, domain_cap, blocklist).
+
 import functools
 import logging
 import uuid
@@ -52,19 +55,18 @@ from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
+from outreach.blocklist.stopping import blocked_stop
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
-from outreach.domain_cap.counts import cap_in_force, capped_domain, counts_lock, counts_reserve
-from outreach.enrollments import enrollments_complete, enrollments_stop
+from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
+from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import next_utc_midnight, pace_gap, paced_until, room_today, utc_day
 from outreach.sending.models import Enrollment, SendClaim
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
-
-_BLOCKED = Enrollment.StopReason.BLOCKED
 
 logger = logging.getLogger(__name__)
 
@@ -164,11 +166,16 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
 
 def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
     """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
+    # Long: one decision per enrollment in the documented order (step 3 above), read top
+    # to bottom; the rules it applies live in pace, domain_cap and blocklist.
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked)
     account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
     blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
-    domain_caps = _domain_caps(enrollments, campaigns, account_of, now)
+    domain_caps = caps_lock(
+        ((e.pk, campaigns[e.campaign_id], e.contact_email) for e in enrollments),  # type: ignore[attr-defined]  # annotated
+        day=utc_day(now),
+    )
     today = utc_day(now)
     room = {pk: room_today(c, today) for pk, c in credentials.items()}
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
@@ -222,41 +229,21 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
             continue
-        capped = domain_caps.get(enrollment.pk)
-        if capped is not None:
-            cap, counted = capped
-            if counted is None:
-                # Its domain's count is held by another transaction: a later run.
-                continue
-            if counted[1] >= cap:
-                tomorrow = send_window_next_open(
-                    next_utc_midnight(now), timezone=zone, window=window
-                )
-                plan.defer[tomorrow].append(enrollment.pk)
-                continue
-            counted[1] += 1
-            plan.domain_counts[enrollment.pk] = counted[0]
+        turn = cap_turn(domain_caps.get(enrollment.pk))
+        if turn is None:  # its domain's count is held by another transaction: a later run
+            continue
+        if turn is False:  # the domain's day is full
+            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
+            plan.defer[tomorrow].append(enrollment.pk)
+            continue
+        if turn is not True:
+            plan.domain_counts[enrollment.pk] = turn
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
         if credentials[chosen].is_paced:
             paced.add(chosen)
             plan.paced[chosen] = now + pace_gap(credentials[chosen])
     return plan
-
-
-def _domain_caps(enrollments: list, campaigns: dict, account_of: dict, now: datetime) -> dict:
-    """The recipient domain cap of each enrollment under one: {enrollment id: (cap,
-    [count row id, count] or None when another transaction holds that row)}, the rows
-    of today locked (outreach.domain_cap.counts). No query when no cap is in force."""
-    wanted = {}
-    for enrollment in enrollments:
-        campaign = campaigns[enrollment.campaign_id]
-        cap = cap_in_force(campaign.max_per_recipient_domain_per_day, campaign.account_cap)
-        domain = capped_domain(enrollment.contact_email) if cap is not None else None
-        if domain is not None:
-            wanted[enrollment.pk] = (cap, (account_of[enrollment.pk], domain))
-    counts = counts_lock((key for _, key in wanted.values()), utc_day(now))
-    return {pk: (cap, counts.get(key)) for pk, (cap, key) in wanted.items()}
 
 
 def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
@@ -308,13 +295,7 @@ def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
 
 def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     if plan.blocked:
-        by_campaign = defaultdict(list)
-        for enrollment in plan.blocked:
-            by_campaign[enrollment.campaign_id].append(enrollment.pk)
-        for campaign_id, ids in by_campaign.items():
-            stopping = Enrollment.objects.filter(pk__in=ids)
-            enrollments_stop(stopping, campaign_id=campaign_id, reason=_BLOCKED, at=now)
-        campaigns_complete_if_done(campaign_ids=set(by_campaign), at=now)
+        blocked_stop(enrollments=plan.blocked, at=now)
     if plan.complete:
         enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
