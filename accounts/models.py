@@ -37,6 +37,9 @@ class Account(models.Model):
         max_length=10, choices=TrackingDomainStatus.choices, blank=True, default=""
     )
     tracking_domain_checked_at = models.DateTimeField(null=True, blank=True)
+    # The default of campaigns' max_per_recipient_domain_per_day (outreach.domain_cap);
+    # null: no cap.
+    max_per_recipient_domain_per_day = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     # DRF's IsAuthenticated reads these from request.user.

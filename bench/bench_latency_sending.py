@@ -158,6 +158,21 @@ def baseline(port: int, mailboxes: list[tuple[str, list]]) -> tuple[float, list]
     return (max(done_at) - started if done_at else float("inf")), errors
 
 
+def deliverability_on(account) -> None:
+    """The blocklist and the recipient domain cap in the scheduler's path: 10,000
+    entries (none names a contact, so every send is still made) and a cap on every
+    campaign far above the run's sends, so each claim locks and counts its domain."""
+    from outreach.blocklist.models import BlocklistEntry
+    from outreach.campaigns.models import Campaign
+
+    BlocklistEntry.objects.bulk_create(
+        BlocklistEntry(account=account, value=f"blocked{n}.example", kind="domain")
+        for n in range(10_000)
+    )
+    Campaign.objects.filter(account=account).update(max_per_recipient_domain_per_day=100_000)
+    print("  deliverability on: 10,000 blocklist entries, a recipient domain cap of 100,000")
+
+
 def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path) -> Point:
     from django.db.models import Count
     from django.utils import timezone
@@ -202,6 +217,8 @@ def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path)
                 campaign.credentials.add(credential)
                 step_create(campaign)
                 campaigns.append(campaign)
+        if args.deliverability:
+            deliverability_on(account)
         Enrollment.objects.bulk_create(
             Enrollment(campaign=campaigns[n // per_mailbox], contact=contact)
             for n, contact in enumerate(contacts)
@@ -307,6 +324,11 @@ def main() -> None:
     parser.add_argument("--data-delay", type=float, default=0.2)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per point")
     parser.add_argument("--layout", choices=("rotation", "per-mailbox"), default="rotation")
+    parser.add_argument(
+        "--deliverability",
+        action="store_true",
+        help="with a 10,000-entry blocklist and a recipient domain cap (docs/deliverability.md)",
+    )
     args = parser.parse_args()
     sigterm_exits()
     prepare()

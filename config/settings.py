@@ -422,6 +422,7 @@ CELERY_TASK_ROUTES = {
 CELERY_IMPORTS = [
     "outreach.contacts.tasks",
     "outreach.contacts.beat",
+    "outreach.domain_cap.beat",
     "outreach.conversations.tasks",
     "outreach.conversations.beat",
     "outreach.intake.tasks",
@@ -496,6 +497,14 @@ CELERY_BEAT_SCHEDULE["outreach-replies-purge"] = {
     "schedule": 3600.0,
 }
 # --- end conversations ---
+
+# --- outreach: recipient domain cap (docs/deliverability.md) ---
+# Past days' per-domain send counts are purged hourly.
+CELERY_BEAT_SCHEDULE["outreach-recipient-domain-counts-purge"] = {
+    "task": "outreach.tasks.recipient_domain_counts_purge",
+    "schedule": 3600.0,
+}
+# --- end recipient domain cap ---
 
 # --- outreach: sending engine (docs/sending.md) ---
 # How often beat runs the send scheduler (claims due enrollments, hands batches to workers).

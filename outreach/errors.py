@@ -87,3 +87,20 @@ class ContactSuppressed(ServiceError):
     status = 409
     message = "The contact has unsubscribed or bounced: no email may be sent to them."
     description = "`POST /replies/:id/respond` refuses to answer a contact who unsubscribed (by link, one-click, a complaint, or a reply asking to be removed) or whose address bounced, even after they replied: no email of this service may reach them again. `details.reason` is `unsubscribed` or `bounced`. Nothing was sent or recorded."
+
+
+# --- deliverability: the blocklist (docs/deliverability.md) ---
+
+
+class BlocklistEntryNotFound(ServiceError):
+    code = "blocklist_entry_not_found"
+    status = 404
+    message = "No such blocklist entry."
+    description = "The id is unknown, or belongs to another account."
+
+
+class ContactBlocked(ServiceError):
+    code = "contact_blocked"
+    status = 422
+    message = "This address is on the account's blocklist; it is never sent to."
+    description = "`POST /outreaches` for an address the account's blocklist names (the address, or its domain or a parent domain). `details.entry` is the entry that blocks it; delete it (`DELETE /blocklist/:id`) to reach the address again."

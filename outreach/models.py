@@ -8,13 +8,17 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
   SendClaim;
 - outreach.intake.models: RelayWebhookToken;
 - outreach.conversations.models: Reply, ReplyResponse;
-- outreach.domains.models: SenderDomainCheck.
+- outreach.domains.models: SenderDomainCheck;
+- outreach.blocklist.models: BlocklistEntry;
+- outreach.domain_cap.models: RecipientDomainCount.
 """
 
+from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, StepVariantStats
 from outreach.contacts.models import Contact, ContactImport, Suppression
 from outreach.conversations.models import Reply, ReplyResponse
 from outreach.domains.models import SenderDomainCheck
+from outreach.domain_cap.models import RecipientDomainCount
 from outreach.intake.models import RelayWebhookToken
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 from outreach.sending.models import (
@@ -26,6 +30,7 @@ from outreach.sending.models import (
 )
 
 __all__ = [
+    "BlocklistEntry",
     "Campaign",
     "CampaignStats",
     "CampaignStep",
@@ -36,6 +41,7 @@ __all__ = [
     "Enrollment",
     "Message",
     "OAuthAuthorization",
+    "RecipientDomainCount",
     "RelayWebhookToken",
     "Reply",
     "ReplyResponse",

@@ -1,11 +1,13 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from outreach.blocklist import api as blocklist_api
 from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
 from outreach.conversations import respond_api
 from outreach.domains import api as domains_api
+from outreach.domain_cap import api as domain_cap_api
 from outreach.intake import views
 from outreach.mailboxes import api
 
@@ -15,6 +17,7 @@ router.register("campaigns", campaigns_api.CampaignViewSet, basename="campaign")
 router.register("contacts", contacts_api.ContactViewSet, basename="contact")
 router.register("contact_imports", contacts_api.ContactImportViewSet, basename="contact-import")
 router.register("replies", conversations_api.ReplyViewSet, basename="reply")
+router.register("blocklist", blocklist_api.BlocklistViewSet, basename="blocklist")
 
 urlpatterns = [
     # intake: public endpoints (docs/intake.md)
@@ -40,5 +43,7 @@ urlpatterns = [
         name="smtp-credential-domain-check",
     ),
     path("tracking_domain", domains_api.TrackingDomainView.as_view(), name="tracking-domain"),
+    path("sending_defaults", domain_cap_api.SendingDefaultsView.as_view(), name="sending-defaults"),
+    path("blocklist.csv", blocklist_api.BlocklistCsvView.as_view(), name="blocklist-csv"),
     *router.urls,
 ]

@@ -131,6 +131,7 @@ class CampaignViewSet(
     @action(detail=True, methods=["get"], url_path="sending_status")
     def sending_status(self, request, pk=None):
         campaign = self.get_object()
+        campaign.account = request.user  # the scope: its own account, already read
         answer = sending_status(campaign=campaign, now=timezone.now())
         return Response(SendingStatusSerializer(answer).data)
 

@@ -13,14 +13,20 @@ from django.utils import timezone
 from accounts.models import Account
 from billing.usage import plan_limit_enforce
 from config.api.errors import ValidationFailed
+from outreach.blocklist.selectors import blocked_among, blocked_pending_ids
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
 from outreach.contacts.services import contact_upsert
 from outreach.domains.recipients import recipient_refusal
-from outreach.enrollments import enrollment_enroll, enrollment_schedule, enrollments_schedule
-from outreach.errors import CampaignNotDispatchable
+from outreach.enrollments import (
+    enrollment_enroll,
+    enrollment_schedule,
+    enrollments_schedule,
+    enrollments_stop,
+)
+from outreach.errors import CampaignNotDispatchable, ContactBlocked
 from outreach.sending.beat import schedule_sends
 from outreach.sending.models import Enrollment
 
@@ -91,10 +97,12 @@ def campaign_dispatch(
 ) -> int:
     """Move pending enrollments (all of them, or those of `contact_ids`) to scheduled with
     step 1's send time. One set-based UPDATE, whatever the count. Suppressed contacts'
-    enrollments stay pending and are not counted. Returns the number dispatched."""
+    enrollments stay pending and are not counted; those the account's blocklist names
+    are stopped (`blocked`). Returns the number dispatched."""
     now = now or timezone.now()
     with transaction.atomic():
         campaign, first_step = _dispatch_lock(campaign)
+        _blocked_stop(campaign, contact_ids, now)
         pending = Enrollment.objects.filter(
             campaign=campaign, status=Enrollment.Status.PENDING
         ).filter(_not_suppressed())
@@ -116,6 +124,20 @@ def campaign_dispatch(
         if due_now:
             transaction.on_commit(sends_schedule_soon, robust=True)
     return dispatched
+
+
+def _blocked_stop(campaign: Campaign, contact_ids: Sequence[UUID] | None, now: datetime) -> None:
+    """Stop the pending enrollments of blocked contacts (outreach.blocklist), counted."""
+    blocked = blocked_pending_ids(
+        campaign_id=campaign.pk, account_id=campaign.account_id, contact_ids=contact_ids
+    )
+    if blocked:
+        enrollments_stop(
+            Enrollment.objects.filter(pk__in=blocked),
+            campaign_id=campaign.pk,
+            reason=Enrollment.StopReason.BLOCKED,
+            at=now,
+        )
 
 
 def sends_schedule_soon() -> None:
@@ -147,6 +169,9 @@ def outreach_create(
         raise ValidationFailed({"contact.email": [refusal]})
     with transaction.atomic():
         campaign, first_step = _dispatch_lock(campaign)
+        entry = blocked_among(account_id=account.pk, emails=[contact.key]).get(contact.key)
+        if entry is not None:
+            raise ContactBlocked(details={"reason": "blocked", "entry": entry})
         row, _ = contact_upsert(account=account, data=contact)
         if row.is_suppressed:
             why = "unsubscribed" if row.unsubscribed_at else "bounced"

@@ -48,6 +48,9 @@ class Campaign(models.Model):
     send_in_contact_timezone = models.BooleanField(default=False)
     # Hold sends from mailboxes whose From domain check has an error (outreach.domains).
     require_authenticated_domain = models.BooleanField(default=False)
+    # Sends a UTC day to one recipient domain, across the account's campaigns and
+    # mailboxes (outreach.domain_cap); null: the account's default.
+    max_per_recipient_domain_per_day = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -16,6 +16,7 @@ from django.db.models import Count, F, Min
 
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
+from outreach.domain_cap import counts as domain_cap
 from outreach.domains.services import domain_check_summary
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
@@ -53,6 +54,10 @@ class _Context:
     due: dict = field(default_factory=dict)
     # mailbox id (or None, as above) -> the earliest next_send_at still ahead
     next_due: dict = field(default_factory=dict)
+    # The recipient domain cap in force (outreach.domain_cap), and per mailbox waited for
+    # (or None, as above) the domains whose enrollments wait for it: today's count is full.
+    domain_cap: int | None = None
+    domain_held: dict = field(default_factory=dict)
 
     def zones_due(self, credential: SmtpCredential) -> dict:
         zones = dict(self.due.get(credential.pk, {}))
@@ -154,6 +159,24 @@ def _window_closed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     return None
 
 
+def _recipient_domain_limit(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """Enrollments this mailbox would send wait for a recipient domain whose day's count
+    is reached (the scheduler moved them to the next UTC day)."""
+    domains = set(ctx.domain_held.get(credential.pk, ()))
+    if credential.pk in ctx.enabled:
+        domains |= ctx.domain_held.get(None, set())
+    if not domains:
+        return None
+    shown = sorted(domains)
+    more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+    return Reason(
+        "recipient_domain_limit",
+        until=next_utc_midnight(ctx.now),
+        detail=f"{ctx.domain_cap} sends per recipient domain per UTC day reached for "
+        f"{', '.join(shown[:5])}{more}.",
+    )
+
+
 def _nothing_due(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     """No enrollment is due for this mailbox (a disabled one, or one to connect again, is
     given none at all)."""
@@ -172,6 +195,7 @@ REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
     _daily_limit_reached,
     _paced,
     _window_closed,
+    _recipient_domain_limit,
     _nothing_due,
 )
 
@@ -220,6 +244,7 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
     # Claimed enrollments are in flight: not due, not planned.
     waiting = _active_enrollments(campaign).filter(send_claim__isnull=True)
     _waiting_read(ctx, waiting)
+    _domain_held_read(ctx, waiting)
     today = utc_day(now)
     mailboxes = [_mailbox_status(ctx, credential, today) for credential in credentials]
     upcoming = []
@@ -260,6 +285,24 @@ def _waiting_read(ctx: _Context, waiting) -> None:
         key = _thread_key(row["credential_id"], ctx.enabled)
         if ctx.next_due.get(key) is None or row["first"] < ctx.next_due[key]:
             ctx.next_due[key] = row["first"]
+
+
+def _domain_held_read(ctx: _Context, waiting) -> None:
+    """Fill `ctx.domain_cap` and `ctx.domain_held` (no query beyond the cap's when no
+    domain is full today)."""
+    campaign = ctx.campaign
+    ctx.domain_cap = domain_cap.cap_in_force(
+        campaign.max_per_recipient_domain_per_day, campaign.account.max_per_recipient_domain_per_day
+    )
+    if ctx.domain_cap is None:
+        return
+    full = domain_cap.domain_counts(
+        account_id=campaign.account_id, day=utc_day(ctx.now), at_least=ctx.domain_cap
+    )
+    if not full:
+        return
+    for credential_id, domain in domain_cap.enrollments_at_domains(waiting, full):
+        ctx.domain_held.setdefault(_thread_key(credential_id, ctx.enabled), set()).add(domain)
 
 
 def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> dict:
@@ -307,6 +350,16 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         .order_by("next_send_at", "pk")
         .values_list("pk", "email", "zone", "current_step", "credential_id", "next_send_at")
     )[:PLAN_ENROLLMENTS_MAX]
+    rows = list(rows)
+    # Sends per (recipient domain, UTC day) under the cap, from today's counts.
+    by_domain: dict = defaultdict(int)
+    if ctx.domain_cap is not None:
+        domains = {d for row in rows if (d := domain_cap.capped_domain(row[1].lower()))}
+        today = utc_day(now)
+        counted = domain_cap.domain_counts(
+            account_id=ctx.campaign.account_id, day=today, domains=domains
+        )
+        by_domain.update({(d, today): n for d, n in counted.items()})
     planned = []
     for pk, email, zone, current_step, credential_id, next_send_at in rows:
         step = current_step + 1
@@ -315,14 +368,13 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         zone = window_timezone(campaign=ctx.campaign, contact_timezone=zone)
         thread = _thread_key(credential_id, ctx.enabled)
         candidates = [thread] if thread is not None else ctx.enabled
-        slots = [
-            (at, index, pk_)
-            for index, pk_ in enumerate(candidates)
-            if (at := _slot(state[pk_], max(next_send_at, now), zone, ctx.window)) is not None
-        ]
-        if not slots:
+        domain = domain_cap.capped_domain(email.lower()) if ctx.domain_cap is not None else None
+        found = _first_slot(ctx, state, candidates, max(next_send_at, now), zone, domain, by_domain)
+        if found is None:
             continue
-        at, _, chosen = min(slots)
+        at, _, chosen = found
+        if domain is not None:
+            by_domain[domain, utc_day(at)] += 1
         box = state[chosen]
         box.used[utc_day(at)] += 1
         box.free_at = at + _min_gap(box.credential)
@@ -337,6 +389,25 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         )
     planned.sort(key=lambda item: item["earliest_at"])
     return planned[:UPCOMING_MAX]
+
+
+def _first_slot(ctx: _Context, state, candidates, after, zone, domain, by_domain):
+    """(at, index, mailbox id) of the earliest slot among `candidates` on a UTC day whose
+    count for the recipient `domain` (None: not capped) is below the cap; None if none
+    within PLAN_DAYS_MAX days."""
+    for _ in range(PLAN_DAYS_MAX):
+        slots = [
+            (slot_at, index, pk)
+            for index, pk in enumerate(candidates)
+            if (slot_at := _slot(state[pk], after, zone, ctx.window)) is not None
+        ]
+        if not slots:
+            return None
+        earliest = min(slots)
+        if domain is None or by_domain[domain, utc_day(earliest[0])] < (ctx.domain_cap or 0):
+            return earliest
+        after = next_utc_midnight(earliest[0])  # the domain's day is full: the next one
+    return None
 
 
 def _min_gap(credential: SmtpCredential) -> timedelta:

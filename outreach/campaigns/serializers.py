@@ -177,6 +177,10 @@ class CampaignSerializer(RepresentationMixin, StrictSerializer):
         help_text="Hold sends from mailboxes whose From domain check has an error (SPF, "
         "DKIM, DMARC: GET /smtp_credentials/:id/domain_check).",
     )
+    # Sends a UTC day per recipient domain (outreach.domain_cap); null: the account's default.
+    max_per_recipient_domain_per_day = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=100_000
+    )
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)

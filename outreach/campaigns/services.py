@@ -48,6 +48,7 @@ _CAMPAIGN_FIELDS = (
     "unsubscribe_footer",
     "send_in_contact_timezone",
     "require_authenticated_domain",
+    "max_per_recipient_domain_per_day",
 )
 
 

@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from outreach.blocklist.selectors import blocked_among
 from outreach.campaigns.models import Campaign
 from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
 from outreach.contacts.emails import InvalidEmail, email_clean
@@ -132,7 +133,11 @@ def _shown(text: str) -> str:
 
 def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[dict]) -> int:
     """Upsert one batch: returns its row count. `errors` is extended in place."""
-    merged, duplicates, skipped = _rows_merge(rows, errors)
+    rows_of: dict[str, list[Row]] = {}
+    merged, duplicates, skipped = _rows_merge(rows, errors, rows_of)
+    blocked_rows = _blocked_skip(contact_import.account_id, merged, rows_of, errors)
+    skipped += blocked_rows
+    duplicates -= blocked_rows - len(rows_of)
     no_mail_rows, no_mail_duplicates = _no_mail_server_skip(merged, rows, errors)
     skipped += no_mail_rows
     duplicates -= no_mail_duplicates
@@ -153,10 +158,13 @@ def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[d
     return len(rows)
 
 
-def _rows_merge(rows: list[Row], errors: list[dict]) -> tuple[dict[str, ContactData], int, int]:
+def _rows_merge(
+    rows: list[Row], errors: list[dict], rows_of: dict[str, list[Row]] | None = None
+) -> tuple[dict[str, ContactData], int, int]:
     """The batch's valid rows by address, a duplicate within the file merged into its
     first row; with the count of duplicates and of skipped (invalid) rows, whose errors
-    are added to `errors` (up to IMPORT_ERRORS_KEPT)."""
+    are added to `errors` (up to IMPORT_ERRORS_KEPT). `rows_of` collects each address's
+    rows."""
     duplicates = skipped = 0
     merged: dict[str, ContactData] = {}
     for row in rows:
@@ -177,6 +185,8 @@ def _rows_merge(rows: list[Row], errors: list[dict]) -> tuple[dict[str, ContactD
                     }
                 )
             continue
+        if rows_of is not None:
+            rows_of.setdefault(data.key, []).append(row)
         if data.key in merged:
             merged[data.key].absorb(data)
             duplicates += 1  # a duplicate within the file updates the contact of its first row
@@ -223,6 +233,34 @@ def _no_mail_server_skip(
                 }
             )
     return count, count - len(dropped)
+
+
+def _blocked_skip(
+    account_id: UUID, merged: dict[str, ContactData], rows_of: dict[str, list[Row]], errors
+) -> int:
+    """Take the addresses the account's blocklist names out of `merged` (one query): their
+    rows are skipped, each listed in `errors` with the reason `blocked` (up to
+    IMPORT_ERRORS_KEPT). Leaves in `rows_of` the blocked addresses only; returns how many
+    rows they had."""
+    blocked = blocked_among(account_id=account_id, emails=merged)
+    for key in list(rows_of):
+        if key not in blocked:
+            del rows_of[key]
+    skipped = 0
+    for key, entry in blocked.items():
+        data = merged.pop(key)
+        for row in rows_of[key]:
+            skipped += 1
+            if len(errors) < IMPORT_ERRORS_KEPT:
+                errors.append(
+                    {
+                        "row": row.number,
+                        "email": _shown(data.email),
+                        "message": f"blocked: the account's blocklist names it ({entry}).",
+                        "reason": "blocked",
+                    }
+                )
+    return skipped
 
 
 def _contacts_upsert(

@@ -30,6 +30,7 @@ class Enrollment(models.Model):
     class StopReason(models.TextChoices):
         MANUAL = "manual"
         DOMAIN_REPLY = "domain_reply"
+        BLOCKED = "blocked"  # on the account's blocklist (outreach.blocklist)
 
     ACTIVE_STATUSES = (Status.PENDING, Status.SCHEDULED, Status.SENT)
     # Statuses whose next_send_at the scheduler watches.
@@ -234,6 +235,9 @@ class SendClaim(models.Model):
     to_email = models.CharField(max_length=254, blank=True, default="")
     # Its plain text as sent, cut at REPLY_BODY_MAX_CHARS (Message.text).
     text = models.TextField(blank=True, default="", db_default="")
+    # The recipient domain count (outreach.domain_cap) this claim reserved a unit of, to
+    # give back if it does not send; null when no cap applied.
+    domain_count_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [

@@ -16,6 +16,7 @@ from config.retry import schedule_delay
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.domain_cap.counts import counts_release
 from outreach.enrollments import (
     after_step,
     counting,
@@ -51,6 +52,7 @@ def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | N
     with transaction.atomic():
         if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
             reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            counts_release([claim.domain_count_id])
             if next_send_at is not None:
                 Enrollment.objects.filter(pk=claim.pk, status__in=Enrollment.DUE_STATUSES).update(
                     next_send_at=next_send_at, updated_at=now
@@ -215,6 +217,7 @@ def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, no
         if not SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
             return
         reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+        counts_release([claim.domain_count_id])
         rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
         if attempts >= settings.SENDING_MAX_ATTEMPTS:
             enrollments_fail(rows, error=error, now=now, send_attempts=attempts)
@@ -232,6 +235,7 @@ def undeliverable_record(*, claim: SendClaim, enrollment, error: str, now) -> No
     with transaction.atomic():
         if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
             reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+            counts_release([claim.domain_count_id])
             enrollments_fail(Enrollment.objects.filter(pk=enrollment.pk), error=error, now=now)
 
 

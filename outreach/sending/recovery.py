@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.domain_cap.counts import counts_release
 from outreach.enrollments import enrollments_suppressed_end
 from outreach.mailboxes.pace import reservation_release, utc_day
 from outreach.sending.models import Enrollment, SendClaim
@@ -48,6 +49,8 @@ def claims_recover(*, now: datetime) -> int:
             reservation_release(
                 credential_id=credential_id, at=claimed_at[0], count=len(claimed_at)
             )
+        # The recipient domain units too, each to the day it was taken on.
+        counts_release(c.domain_count_id for c in stale if c.sending_at is None)
         if interrupted:
             claims_interrupted_record(claims=interrupted)
             campaign_ids = set(

@@ -9,6 +9,7 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    SKIP LOCKED`, so several schedulers never take the same row; the claim is also a
    conditional UPDATE of next_send_at whose row count must match, and a SendClaim row
    whose primary key is the enrollment. Per enrollment it decides:
+   - the contact's address is on the account's blocklist: stopped (`blocked`);
    - no step left (steps were removed): completed;
    - the campaign's send window is closed now (in the contact's time zone when the
      campaign sends in contact time zones): next_send_at = the next opening;
@@ -30,6 +31,9 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      daily limit is reserved (daily_sent_count counts reserved and sent sends), and a
      paced mailbox's next_send_earliest_at moves a random gap (drawn from its [min, max]
      interval) ahead, so it gets at most one claim per run;
+   - a recipient domain cap in force (the campaign's, or the account's default) whose
+     day's count is reached: next_send_at = the next UTC midnight, then the window's
+     next opening; a claim reserves a unit of the count (outreach.domain_cap);
 4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
    SMTP connection carries the batch.
 
@@ -37,13 +41,13 @@ All waits are next_send_at values in the database; nothing waits on the broker. 
 injectable, so tests drive the clock.
 """
 
-# Long: the scheduler's run (read, decide, write) is one transaction's story; its
-# parts share the plan they build.
+# Long: the scheduler's decisions are one flow (the module docstring); what is not a
+# decision lives beside it (recovery.py, mailboxes.pace, domain_cap, blocklist).
 
 import functools
 import logging
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -53,10 +57,13 @@ from django.db import connection, transaction
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
+from outreach.blocklist.selectors import blocked_addresses
+from outreach.blocklist.stopping import blocked_stop
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domains.selectors import credentials_unauthenticated
+from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
@@ -138,6 +145,9 @@ class _Plan:
     claims: list = field(default_factory=list)  # (enrollment, credential id, step)
     pause: set = field(default_factory=set)  # campaign ids without an enabled credential
     paced: dict = field(default_factory=dict)  # credential id -> its new next_send_earliest_at
+    blocked: list = field(default_factory=list)  # enrollments whose address is blocked
+    # enrollment id -> the recipient domain count its claim reserves a unit of
+    domain_counts: dict = field(default_factory=dict)
 
 
 def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[list[Batch], int]:
@@ -147,7 +157,9 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
         due = (
             _due_queryset(now)
             .filter(_examinable(now=now, busy=busy))
-            .annotate(contact_timezone=F("contact__timezone"))
+            .annotate(
+                contact_timezone=F("contact__timezone"), contact_email=F("contact__email_lower")
+            )
             .order_by("next_send_at")
             .select_for_update(skip_locked=True, of=("self",))
         )
@@ -165,10 +177,16 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
 
 def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
     """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
-    # Long: one rule after another for each due enrollment, in the order docs/sending.md
-    # gives them; split, the rules would lose the order they are read in.
+    # Long: one decision per enrollment in the documented order (step 3 above), read top
+    # to bottom; the rules it applies live in pace, domain_cap and blocklist.
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked)
+    account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
+    blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
+    domain_caps = caps_lock(
+        ((e.pk, campaigns[e.campaign_id], e.contact_email) for e in enrollments),  # type: ignore[attr-defined]  # annotated
+        day=utc_day(now),
+    )
     # Mailboxes held by require_authenticated_domain (read only when a campaign asks).
     unauthenticated = credentials_unauthenticated(
         credential_ids=[
@@ -186,6 +204,9 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     plan = _Plan()
     for enrollment in enrollments:
         campaign = campaigns[enrollment.campaign_id]
+        if (account_of[enrollment.pk], enrollment.contact_email) in blocked:  # type: ignore[attr-defined]  # annotated
+            plan.blocked.append(enrollment)
+            continue
         step = enrollment.current_step + 1
         if step not in positions[campaign.pk]:
             plan.complete.append(enrollment)
@@ -227,6 +248,15 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
             continue
+        turn = cap_turn(domain_caps.get(enrollment.pk))
+        if turn is None:  # its domain's count is held by another transaction: a later run
+            continue
+        if turn is False:  # the domain's day is full
+            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
+            plan.defer[tomorrow].append(enrollment.pk)
+            continue
+        if turn is not True:
+            plan.domain_counts[enrollment.pk] = turn
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
         if credentials[chosen].is_paced:
@@ -236,8 +266,14 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
 
 
 def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
-    """The campaigns by id, their step positions, and their credential ids in link order."""
-    campaigns = {c.pk: c for c in Campaign.objects.filter(pk__in=campaign_ids)}
+    """The campaigns by id (with their account's recipient domain cap, `account_cap`),
+    their step positions, and their credential ids in link order."""
+    campaigns = {
+        c.pk: c
+        for c in Campaign.objects.filter(pk__in=campaign_ids).annotate(
+            account_cap=F("account__max_per_recipient_domain_per_day")
+        )
+    }
     positions = defaultdict(set)
     for campaign_id, position in CampaignStep.objects.filter(
         campaign_id__in=campaign_ids
@@ -277,6 +313,8 @@ def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
 
 
 def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
+    if plan.blocked:
+        blocked_stop(enrollments=plan.blocked, at=now)
     if plan.complete:
         enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
@@ -310,10 +348,13 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
                 claimed_at=now,
                 due_at=enrollment.next_send_at,
                 lease_until=lease_until,
+                domain_count_id=plan.domain_counts.get(enrollment.pk),
             )
             for enrollment, step in items
         ]
     SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
+    if plan.domain_counts:
+        counts_reserve(Counter(plan.domain_counts.values()))
     today = utc_day(now)
     # One UPDATE per distinct claim count (usually one or two), not one per mailbox. The
     # rows are locked (_decide): the reservation is computed from what was read.

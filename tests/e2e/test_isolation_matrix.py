@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from accounts.models import ApiKey
 from accounts.services import api_key_create
+from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns.models import Campaign
 from outreach.contacts.models import Contact, ContactImport
 from outreach.mailboxes.models import SmtpCredential
@@ -34,6 +35,9 @@ OWNED = {
     Contact: lambda account: ContactFactory(account=account),
     ContactImport: lambda account: ContactImport.objects.create(
         account=account, source_format=ContactImport.Format.JSON
+    ),
+    BlocklistEntry: lambda account: BlocklistEntry.objects.create(
+        account=account, value="owned.example", kind=BlocklistEntry.Kind.DOMAIN
     ),
 }
 

@@ -1,0 +1,144 @@
+"""HTTP API of the blocklist (docs/deliverability.md, "Blocklist"): `GET /blocklist`
+(filters `kind`, `value`), `POST /blocklist` `{entries: [...], reason?}` (up to 10,000),
+`DELETE /blocklist/:id`, and `GET /blocklist.csv`."""
+
+import csv
+from collections.abc import Iterator
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, status
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from config.api.errors import ValidationFailed
+from config.api.fields import TimestampField
+from config.api.pagination import StartingAfterPagination
+from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
+from config.timestamps import utc_timestamp
+from outreach.blocklist import selectors, services
+from outreach.blocklist.models import BlocklistEntry
+from outreach.errors import BlocklistEntryNotFound
+
+
+class BlocklistEntrySerializer(serializers.ModelSerializer):
+    created_at = TimestampField(read_only=True)
+    reason = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BlocklistEntry
+        fields = ["id", "value", "kind", "created_at", "reason"]
+
+    def get_reason(self, obj) -> str | None:
+        return obj.reason or None
+
+
+class BlocklistAddSerializer(serializers.Serializer):
+    # Each item is judged on its own: a bad one is listed in `invalid`, the others added.
+    entries = serializers.ListField(
+        child=serializers.JSONField(),
+        allow_empty=False,
+        max_length=services.ENTRIES_MAX,
+        error_messages={"max_length": f"At most {services.ENTRIES_MAX:,} entries per call."},
+    )
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=200, trim_whitespace=True
+    )
+
+
+class BlocklistInvalidSerializer(serializers.Serializer):
+    value = serializers.CharField()
+    message = serializers.CharField()
+
+
+class BlocklistAddResultSerializer(serializers.Serializer):
+    added = serializers.IntegerField()
+    existing = serializers.IntegerField()
+    invalid = BlocklistInvalidSerializer(many=True)
+
+
+class BlocklistFiltersSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=BlocklistEntry.Kind.choices, required=False)
+    value = serializers.CharField(required=False, max_length=254)
+
+
+class BlocklistViewSet(mixins.DestroyModelMixin, AccountScopedViewSet):
+    queryset = BlocklistEntry.objects.all()
+    serializer_class = BlocklistEntrySerializer
+    not_found_error = BlocklistEntryNotFound
+    pagination_class = StartingAfterPagination
+    http_method_names = ["get", "post", "delete"]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=BlocklistEntry.Kind.values),
+            OpenApiParameter(
+                "value",
+                OpenApiTypes.STR,
+                description="The entry for this address or domain (any case).",
+            ),
+        ]
+    )
+    def list(self, request):
+        filters = BlocklistFiltersSerializer(data=request.query_params.dict())
+        if not filters.is_valid():
+            raise ValidationFailed(filters.errors)
+        queryset = selectors.entries_of(account=request.user, **filters.validated_data)
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(BlocklistEntrySerializer(page, many=True).data)
+
+    @extend_schema(request=BlocklistAddSerializer, responses={201: BlocklistAddResultSerializer})
+    def create(self, request):
+        serializer = BlocklistAddSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        result = services.blocklist_add(
+            account=request.user,
+            values=serializer.validated_data["entries"],
+            reason=serializer.validated_data.get("reason", ""),
+        )
+        return Response(result, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance):
+        services.blocklist_entry_delete(entry=instance)
+
+
+# A cell a spreadsheet would run as a formula starts with one of these (OWASP, "CSV
+# injection"): such a cell is written with a leading quote.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(text: str) -> str:
+    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
+
+
+class _Echo:
+    """A file whose write returns what it was given: csv.writer's rows, one by one."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+class BlocklistCsvView(ServiceAPIView):
+    """`GET /blocklist.csv`: every entry of the account, newest first, as CSV with a
+    header row (`value,kind,reason,created_at`), streamed."""
+
+    def perform_content_negotiation(self, request, force=False):
+        # The body is CSV whatever Accept says; an error is the JSON envelope.
+        return JSONRenderer(), JSONRenderer.media_type
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)})
+    def get(self, request):
+        rows = selectors.entries_of(account=request.user).values_list(
+            "value", "kind", "reason", "created_at"
+        )
+
+        def lines() -> Iterator[str]:
+            writer = csv.writer(_Echo())
+            yield writer.writerow(["value", "kind", "reason", "created_at"])
+            for value, kind, reason, created_at in rows.iterator(chunk_size=2000):
+                yield writer.writerow([value, kind, _cell(reason), utc_timestamp(created_at)])
+
+        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="blocklist.csv"'
+        return response
