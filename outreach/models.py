@@ -17,8 +17,8 @@ from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, StepVariantStats
 from outreach.contacts.models import Contact, ContactImport, Suppression
 from outreach.conversations.models import Reply, ReplyResponse
-from outreach.domains.models import SenderDomainCheck
 from outreach.domain_cap.models import RecipientDomainCount
+from outreach.domains.models import SenderDomainCheck
 from outreach.intake.models import RelayWebhookToken
 from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 from outreach.sending.models import (

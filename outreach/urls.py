@@ -6,8 +6,8 @@ from outreach.campaigns import api as campaigns_api
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
 from outreach.conversations import respond_api
-from outreach.domains import api as domains_api
 from outreach.domain_cap import api as domain_cap_api
+from outreach.domains import api as domains_api
 from outreach.intake import views
 from outreach.mailboxes import api
 

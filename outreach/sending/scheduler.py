@@ -62,8 +62,8 @@ from outreach.blocklist.stopping import blocked_stop
 from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
-from outreach.domains.selectors import credentials_unauthenticated
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
+from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
 from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
