@@ -197,3 +197,14 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
 
 class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     """The base of the API's model serializers (StrictFieldsMixin)."""
+
+
+class QueryFiltersSerializer(StrictSerializer):
+    """The filters of a list, read from its query string (`data=request.query_params`):
+    only the parameters it declares are read and validated (a malformed one is
+    validation_failed naming it); the others (`limit`, `starting_after`) belong to the
+    pagination, which checks them itself."""
+
+    def to_internal_value(self, data):
+        declared = {name: data.get(name) for name in data if name in self.fields}
+        return super().to_internal_value(declared)

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from config.api.errors import ValidationFailed
 from config.api.fields import TimestampField
 from config.api.pagination import StartingAfterPagination
+from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer, StrictSerializer
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
 from config.timestamps import utc_timestamp
 from outreach.blocklist import selectors, services
@@ -22,7 +23,7 @@ from outreach.blocklist.models import BlocklistEntry
 from outreach.errors import BlocklistEntryNotFound
 
 
-class BlocklistEntrySerializer(serializers.ModelSerializer):
+class BlocklistEntrySerializer(StrictModelSerializer):
     created_at = TimestampField(read_only=True)
     reason = serializers.SerializerMethodField()
 
@@ -34,7 +35,7 @@ class BlocklistEntrySerializer(serializers.ModelSerializer):
         return obj.reason or None
 
 
-class BlocklistAddSerializer(serializers.Serializer):
+class BlocklistAddSerializer(StrictSerializer):
     # Each item is judged on its own: a bad one is listed in `invalid`, the others added.
     entries = serializers.ListField(
         child=serializers.JSONField(),
@@ -47,18 +48,18 @@ class BlocklistAddSerializer(serializers.Serializer):
     )
 
 
-class BlocklistInvalidSerializer(serializers.Serializer):
+class BlocklistInvalidSerializer(StrictSerializer):
     value = serializers.CharField()
     message = serializers.CharField()
 
 
-class BlocklistAddResultSerializer(serializers.Serializer):
+class BlocklistAddResultSerializer(StrictSerializer):
     added = serializers.IntegerField()
     existing = serializers.IntegerField()
     invalid = BlocklistInvalidSerializer(many=True)
 
 
-class BlocklistFiltersSerializer(serializers.Serializer):
+class BlocklistFiltersSerializer(QueryFiltersSerializer):
     kind = serializers.ChoiceField(choices=BlocklistEntry.Kind.choices, required=False)
     value = serializers.CharField(required=False, max_length=254)
 
@@ -81,7 +82,7 @@ class BlocklistViewSet(mixins.DestroyModelMixin, AccountScopedViewSet):
         ]
     )
     def list(self, request):
-        filters = BlocklistFiltersSerializer(data=request.query_params.dict())
+        filters = BlocklistFiltersSerializer(data=request.query_params)
         if not filters.is_valid():
             raise ValidationFailed(filters.errors)
         queryset = selectors.entries_of(account=request.user, **filters.validated_data)

@@ -42,7 +42,7 @@ class ReplyViewSet(mixins.RetrieveModelMixin, AccountScopedViewSet):
         ]
     )
     def list(self, request):
-        filters = ReplyFiltersSerializer(data=request.query_params.dict())
+        filters = ReplyFiltersSerializer(data=request.query_params)
         if not filters.is_valid():
             raise ValidationFailed(filters.errors)
         queryset = selectors.replies_of(account=request.user, filters=filters.validated_data)

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
 from config.api.fields import StrictCharField, TimestampField
+from config.api.serializers import StrictSerializer
 from config.api.viewsets import AccountScopedAPIView
 from outreach.conversations.models import Reply, ReplyResponse
 from outreach.conversations.respond import response_create
@@ -23,7 +24,7 @@ def _bounded(value: str) -> str:
     return value
 
 
-class ResponseCreateSerializer(serializers.Serializer):
+class ResponseCreateSerializer(StrictSerializer):
     body_text = StrictCharField(trim_whitespace=False)
     body_html = StrictCharField(required=False, allow_blank=True, default="", trim_whitespace=False)
 
@@ -44,7 +45,7 @@ class ResponseCreateSerializer(serializers.Serializer):
         return attrs
 
 
-class ResponseSerializer(serializers.Serializer):
+class ResponseSerializer(StrictSerializer):
     """A response to a reply, as the API shows it."""
 
     id = serializers.UUIDField(read_only=True)

@@ -5,18 +5,19 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.fields import StrictBooleanField
+from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField
 from outreach.conversations.models import Reply, ReplyResponse
 from outreach.conversations.selectors import ThreadEntry
 
 
-class AttachmentSerializer(serializers.Serializer):
+class AttachmentSerializer(StrictSerializer):
     filename = serializers.CharField()
     content_type = serializers.CharField()
     size = serializers.IntegerField(help_text="Bytes, decoded.")
 
 
-class ReplySerializer(serializers.ModelSerializer):
+class ReplySerializer(StrictModelSerializer):
     enrollment_id = serializers.UUIDField(read_only=True)
     campaign_id = serializers.UUIDField(read_only=True)
     contact_id = serializers.UUIDField(read_only=True)
@@ -63,15 +64,18 @@ class ReplySerializer(serializers.ModelSerializer):
         return reply.in_reply_to or None
 
 
-class ReplyUpdateSerializer(serializers.Serializer):
+class ReplyUpdateSerializer(StrictSerializer):
     """`PATCH /replies/:id`: `read`, and `label` (null clears it). A label set here is
     `manual`."""
+
+    # A client may send back the reply it read: its other fields are accepted, ignored.
+    echo_fields = tuple(f for f in ReplySerializer.Meta.fields if f not in ("read", "label"))
 
     read = StrictBooleanField(required=False)
     label = BlankAsNullChoiceField(choices=Reply.Label.choices, required=False)  # type: ignore[assignment]  # as above
 
 
-class ReplyFiltersSerializer(serializers.Serializer):
+class ReplyFiltersSerializer(QueryFiltersSerializer):
     """The query parameters of `GET /replies`."""
 
     campaign_id = serializers.UUIDField(required=False)
@@ -85,7 +89,7 @@ class ReplyFiltersSerializer(serializers.Serializer):
         return value == "true"
 
 
-class ThreadStepSerializer(serializers.Serializer):
+class ThreadStepSerializer(StrictSerializer):
     message_id = serializers.CharField()
     step = serializers.IntegerField()
     variant = serializers.CharField()
@@ -95,7 +99,7 @@ class ThreadStepSerializer(serializers.Serializer):
     sent_at = serializers.DateTimeField()
 
 
-class ThreadResponseSerializer(serializers.ModelSerializer):
+class ThreadResponseSerializer(StrictModelSerializer):
     reply_id = serializers.UUIDField(read_only=True)
     to = serializers.CharField(source="to_email", read_only=True)
     text = serializers.CharField(source="body_text", read_only=True)
@@ -122,7 +126,7 @@ class ThreadResponseSerializer(serializers.ModelSerializer):
         return response.error or None
 
 
-class ThreadEntrySerializer(serializers.Serializer):
+class ThreadEntrySerializer(StrictSerializer):
     """One message of the thread: `type` says which of `step`, `reply` and `response`
     carries it (the other two are null)."""
 

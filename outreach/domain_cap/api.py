@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from accounts.models import Account
+from config.api.serializers import StrictSerializer
 from config.api.viewsets import ServiceAPIView
 
 # The highest cap accepted (a day's sends to one domain), on campaigns and accounts.
@@ -17,7 +18,7 @@ def cap_field() -> serializers.IntegerField:
     return serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=CAP_MAX)
 
 
-class SendingDefaultsSerializer(serializers.Serializer):
+class SendingDefaultsSerializer(StrictSerializer):
     max_per_recipient_domain_per_day = cap_field()
 
 

@@ -10,6 +10,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from config.api.fields import TimestampField
+from config.api.serializers import StrictSerializer
 from config.api.viewsets import AccountScopedMixin, RateLimitHeadersMixin, ServiceAPIView
 from outreach.domains import services
 from outreach.domains.models import SenderDomainCheck
@@ -22,7 +23,7 @@ _SELECTOR = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$", re.IGNORECASE)
 _HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})+$")
 
 
-class FindingSerializer(serializers.Serializer):
+class FindingSerializer(StrictSerializer):
     code = serializers.CharField(
         help_text="e.g. spf_missing, spf_multiple, spf_syntax, spf_too_many_lookups, "
         "spf_allows_all, dkim_not_found, dkim_revoked, dmarc_missing, dmarc_multiple, "
@@ -33,7 +34,7 @@ class FindingSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
-class DomainCheckSerializer(serializers.Serializer):
+class DomainCheckSerializer(StrictSerializer):
     credential_id = serializers.UUIDField()
     domain = serializers.CharField()
     status = serializers.ChoiceField(
@@ -50,7 +51,7 @@ class DomainCheckSerializer(serializers.Serializer):
     )
 
 
-class DomainCheckRunSerializer(serializers.Serializer):
+class DomainCheckRunSerializer(StrictSerializer):
     dkim_selectors = serializers.ListField(
         child=serializers.CharField(max_length=63),
         required=False,
@@ -127,7 +128,7 @@ class DomainCheckView(AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView)
 # --- tracking domain -----------------------------------------------------------------------
 
 
-class TrackingDomainSerializer(serializers.Serializer):
+class TrackingDomainSerializer(StrictSerializer):
     domain = serializers.CharField(allow_null=True, read_only=True)
     status = serializers.ChoiceField(
         choices=["pending", "verified", "failed"],
@@ -142,7 +143,7 @@ class TrackingDomainSerializer(serializers.Serializer):
     )
 
 
-class TrackingDomainSetSerializer(serializers.Serializer):
+class TrackingDomainSetSerializer(StrictSerializer):
     domain = serializers.CharField(
         allow_null=True,
         allow_blank=True,

@@ -218,3 +218,23 @@ def test_the_thread_is_scoped_to_the_campaign_and_account(api_client, other_clie
     wrong = f"/campaigns/{other.campaign_id}/enrollments/{enrollment.pk}/thread"
     assert_error(api_client.get(wrong), 404, "enrollment_not_found")
     assert first_message(enrollment) is not None
+
+
+def test_patch_refuses_unknown_fields_and_takes_the_reply_sent_back(api_client, enrollment):
+    reply = reply_for(enrollment)
+    assert_fields(
+        api_client.patch(f"/replies/{reply.pk}", {"lable": "interested"}, format="json"), "lable"
+    )
+    read_back = api_client.get(f"/replies/{reply.pk}").json()
+    response = api_client.patch(
+        f"/replies/{reply.pk}", {**read_back, "read": True, "label": "interested"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert (response.json()["read"], response.json()["label"]) == (True, "interested")
+
+
+def test_the_list_reads_only_its_own_query_parameters(api_client, enrollment):
+    reply = reply_for(enrollment)
+    response = api_client.get("/replies?limit=1&utm_source=x")
+    assert response.status_code == 200
+    assert [r["id"] for r in response.json()] == [str(reply.pk)]

@@ -19,7 +19,10 @@ from accounts.services import api_key_create
 from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns.models import Campaign
 from outreach.contacts.models import Contact, ContactImport
+from outreach.conversations.models import Reply
 from outreach.mailboxes.models import SmtpCredential
+from tests.conversations.reply_rows import reply_for
+from tests.intake.factories import sent_enrollment
 from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.models import Webhook
@@ -36,6 +39,7 @@ OWNED = {
     ContactImport: lambda account: ContactImport.objects.create(
         account=account, source_format=ContactImport.Format.JSON
     ),
+    Reply: lambda account: reply_for(sent_enrollment(account=account)),
     BlocklistEntry: lambda account: BlocklistEntry.objects.create(
         account=account, value="owned.example", kind=BlocklistEntry.Kind.DOMAIN
     ),
