@@ -2,10 +2,14 @@
 cannot receive mail are skipped with reason domain_has_no_mail_server; a DNS failure
 never skips; verdicts are cached per domain."""
 
+import threading
+
 import pytest
 from django.core.cache import cache
+from django.test import override_settings
 
-from outreach.contacts.models import Contact
+from outreach.contacts import imports as contacts_imports
+from outreach.contacts.models import Contact, ContactImport
 from outreach.domains.recipients import domains_without_mail_server
 from outreach.sending.models import Enrollment
 from tests.outreach.factories import CampaignFactory
@@ -121,3 +125,80 @@ def test_off_means_no_lookup(
     )
     assert response.status_code == 201
     assert dns_server.queries == []
+
+
+@override_settings(CONTACT_IMPORT_BATCH_SIZE=2, DNS_TIMEOUT_SECONDS=10)
+def test_an_import_asks_about_the_next_batches_before_it_writes_one(account, recipient_check):
+    """The domains of the batches read ahead are asked about while a batch waits for its
+    own and is written: the server holds its answer about the first batch's domain until
+    it has been asked about the second batch's (or gives up waiting), so the order of
+    what it was asked and of the commits shows whether the lookups overlap."""
+    events: list[tuple[str, str]] = []
+    second_asked = threading.Event()
+    answer = recipient_check.resolve
+
+    def resolve(request, handler):
+        name = str(request.q.qname).rstrip(".").lower()
+        events.append(("asked", name))
+        if name == "two.bulk.example.net":
+            second_asked.set()
+        if name == "one.bulk.example.net":
+            second_asked.wait(5)  # a bound, not a measure: the order below is the test
+        return answer(request, handler)
+
+    recipient_check.resolve = resolve
+    recipient_check.add("*.bulk.example.net", "MX", "10 mx.bulk.example.net.")
+    recipient_check.add("one.bulk.example.net", "MX", "0 .")  # no mail: its rows skipped
+    # Batches of two rows: one, two, three (a domain of the second batch again), four, five.
+    csv = "email\n" + "".join(
+        f"{person}@{domain}.bulk.example.net\n"
+        for person, domain in [
+            ("a", "one"),
+            ("b", "one"),
+            ("c", "two"),
+            ("d", "two"),
+            ("e", "two"),
+            ("f", "three"),
+            ("g", "four"),
+            ("h", "four"),
+            ("i", "five"),
+        ]
+    )
+    contact_import = ContactImport.objects.create(
+        account=account, source_format="csv", source_data=csv.encode()
+    )
+
+    def progress(done, total):
+        events.append(("committed", str(done)))
+
+    result = contacts_imports.contact_import_run(import_id=contact_import.pk, progress=progress)
+
+    asked = [name.split(".")[0] for kind, name in events if kind == "asked"]
+    # Each domain once (the third batch's "two" is the second batch's lookup); the first
+    # three batches' questions are sent together, in any order.
+    assert sorted(asked[:3]) == ["one", "three", "two"] and asked[3:] == ["four", "five"]
+    order = [name.split(".")[0] if kind == "asked" else name for kind, name in events]
+    # The second and third batches were asked about before the first batch was written;
+    # the fourth and fifth (beyond IMPORT_READ_AHEAD_BATCHES) only after the batches
+    # before them.
+    assert order.index("two") < order.index("2")
+    assert order.index("three") < order.index("2") < order.index("four")
+    assert order.index("4") < order.index("five")
+    assert [name for kind, name in events if kind == "committed"] == ["2", "4", "6", "8", "9"]
+    assert (result.status, result.created_count, result.skipped_count) == ("completed", 7, 2)
+    assert [(e["row"], e["reason"]) for e in result.errors] == [
+        (2, "domain_has_no_mail_server"),
+        (3, "domain_has_no_mail_server"),
+    ]
+    assert sorted(Contact.objects.values_list("email", flat=True)) == [
+        f"{person}@{domain}.bulk.example.net"
+        for person, domain in [
+            ("c", "two"),
+            ("d", "two"),
+            ("e", "two"),
+            ("f", "three"),
+            ("g", "four"),
+            ("h", "four"),
+            ("i", "five"),
+        ]
+    ]
