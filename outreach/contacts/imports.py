@@ -3,7 +3,7 @@
 Batches are read and checked ahead of the one being written (IMPORT_READ_AHEAD_BATCHES),
 so the recipient domain lookups of the next batches (RECIPIENT_DOMAIN_CHECK) run while
 the current one is written; nothing of a batch read ahead is written or counted before
-its turn, so a run that dies resumes after its last committed batch as before.
+its turn, so a run that dies resumes after its last committed batch.
 """
 
 import logging
@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import islice
 from uuid import UUID
 
 from django.conf import settings
@@ -164,33 +165,20 @@ def _batch_read(rows: list[Row], lookups: RecipientDomainLookups | None) -> _Bat
 
 def _batches_ahead(rows: Iterator[Row], lookups: RecipientDomainLookups | None) -> Iterator[_Batch]:
     """The batches of `rows` in order, each read (and its domains asked about) up to
-    IMPORT_READ_AHEAD_BATCHES batches before it is yielded. A SourceError met while
-    reading ahead is raised after the whole batches read before it, as reading them one
-    at a time would."""
+    IMPORT_READ_AHEAD_BATCHES batches before it is yielded. (A source is walked whole
+    when it is opened, so a structural SourceError fails the import before any batch.)"""
     batch_size = settings.CONTACT_IMPORT_BATCH_SIZE
     ahead: deque[_Batch] = deque()
-    failure: SourceError | None = None
     exhausted = False
     while True:
-        while not exhausted and failure is None and len(ahead) <= IMPORT_READ_AHEAD_BATCHES:
-            chunk: list[Row] = []
-            try:
-                for row in rows:
-                    chunk.append(row)
-                    if len(chunk) >= batch_size:
-                        break
-                else:
-                    exhausted = True
-            except SourceError as exc:
-                failure = exc
-                break
+        while not exhausted and len(ahead) <= IMPORT_READ_AHEAD_BATCHES:
+            chunk = list(islice(rows, batch_size))
+            exhausted = len(chunk) < batch_size
             if chunk:
                 ahead.append(_batch_read(chunk, lookups))
         if not ahead:
-            break
+            return
         yield ahead.popleft()
-    if failure is not None:
-        raise failure
 
 
 def _import_batch(
