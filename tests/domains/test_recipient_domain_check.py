@@ -16,7 +16,7 @@ from outreach.domains.recipients import domains_without_mail_server
 from outreach.sending.models import Enrollment
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.helpers import assert_fields
-from tests.outreach.test_contact_imports import run
+from tests.outreach.test_contact_imports import run, run_dying_after_first_batch
 
 pytestmark = pytest.mark.django_db
 
@@ -156,20 +156,12 @@ def test_an_import_asks_about_the_next_batches_before_it_writes_one(account, rec
     recipient_check.add("*.bulk.example.net", "MX", "10 mx.bulk.example.net.")
     recipient_check.add("one.bulk.example.net", "MX", "0 .")  # no mail: its rows skipped
     # Batches of two rows: one, two, three (a domain of the second batch again), four, five.
-    csv = "email\n" + "".join(
-        f"{person}@{domain}.bulk.example.net\n"
-        for person, domain in [
-            ("a", "one"),
-            ("b", "one"),
-            ("c", "two"),
-            ("d", "two"),
-            ("e", "two"),
-            ("f", "three"),
-            ("g", "four"),
-            ("h", "four"),
-            ("i", "five"),
-        ]
-    )
+    domains = ["one", "one", "two", "two", "two", "three", "four", "four", "five"]
+    emails = [
+        f"{person}@{domain}.bulk.example.net"
+        for person, domain in zip("abcdefghi", domains, strict=True)
+    ]
+    csv = "email\n" + "".join(f"{email}\n" for email in emails)
     contact_import = ContactImport.objects.create(
         account=account, source_format="csv", source_data=csv.encode()
     )
@@ -197,22 +189,7 @@ def test_an_import_asks_about_the_next_batches_before_it_writes_one(account, rec
         (2, "domain_has_no_mail_server"),
         (3, "domain_has_no_mail_server"),
     ]
-    assert sorted(Contact.objects.values_list("email", flat=True)) == [
-        f"{person}@{domain}.bulk.example.net"
-        for person, domain in [
-            ("c", "two"),
-            ("d", "two"),
-            ("e", "two"),
-            ("f", "three"),
-            ("g", "four"),
-            ("h", "four"),
-            ("i", "five"),
-        ]
-    ]
-
-
-class WorkerDied(BaseException):
-    pass
+    assert sorted(Contact.objects.values_list("email", flat=True)) == emails[2:]
 
 
 @override_settings(CONTACT_IMPORT_BATCH_SIZE=2, CONTACT_IMPORT_STALE_SECONDS=60)
@@ -231,13 +208,7 @@ def test_a_run_that_dies_with_batches_read_ahead_resumes_to_the_same_result(
         account=account, source_format="csv", source_data=csv.encode()
     )
 
-    def die_after_first_batch(done, total):
-        raise WorkerDied()
-
-    with pytest.raises(WorkerDied):
-        contacts_imports.contact_import_run(
-            import_id=contact_import.pk, progress=die_after_first_batch
-        )
+    run_dying_after_first_batch(contact_import)
     contact_import.refresh_from_db()
     assert (contact_import.processed_rows, contact_import.skipped_count) == (2, 1)
     assert [e["row"] for e in contact_import.errors] == [2]
