@@ -569,7 +569,7 @@ except ValueError as _exc:
     raise ImproperlyConfigured(f"DNS_RESOLVERS: {_exc}.") from None
 # Seconds one DNS lookup may take in all (every server, every retry).
 DNS_TIMEOUT_SECONDS = env.float("DNS_TIMEOUT_SECONDS", default=5.0)
-# Look-ups made at once when a batch of recipient domains is checked (an import's batch).
+# Recipient domain look-ups made at once (an import's batches read ahead share them).
 DNS_LOOKUP_CONCURRENCY = max(1, env.int("DNS_LOOKUP_CONCURRENCY", default=32))
 # Skip, at import and enroll, addresses whose domain cannot receive mail (no MX, A or AAAA
 # record, or a null MX). Off in the embedded mode (it says so at start): a local setup may

@@ -1,8 +1,17 @@
-"""Contact imports: one claimed run over a CSV/JSON source, batch by batch."""
+"""Contact imports: one claimed run over a CSV/JSON source, batch by batch.
+
+Batches are read and checked ahead of the one being written (IMPORT_READ_AHEAD_BATCHES),
+so the recipient domain lookups of the next batches (RECIPIENT_DOMAIN_CHECK) run while
+the current one is written; nothing of a batch read ahead is written or counted before
+its turn, so a run that dies resumes after its last committed batch.
+"""
 
 import logging
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import islice
 from uuid import UUID
 
 from django.conf import settings
@@ -23,7 +32,8 @@ from outreach.domains.recipients import (
     REASON as NO_MAIL_SERVER,
 )
 from outreach.domains.recipients import (
-    domains_without_mail_server,
+    Asked,
+    RecipientDomainLookups,
     email_domain,
     no_mail_server_message,
 )
@@ -32,6 +42,10 @@ from outreach.enrollments import enroll
 logger = logging.getLogger(__name__)
 
 IMPORT_ERRORS_KEPT = 100
+# Batches read, checked and asked about (their recipient domains) ahead of the batch being
+# written: enough to keep the DNS pool busy while a batch is written, few enough that the
+# rows held stay a few batches whatever the import's size.
+IMPORT_READ_AHEAD_BATCHES = 2
 
 
 class _RunSuperseded(Exception):
@@ -103,20 +117,17 @@ def contact_import_run(
             total_rows=source.total_rows
         )
         errors = list(contact_import.errors)
-        batch_size = settings.CONTACT_IMPORT_BATCH_SIZE
-        batch: list[Row] = []
         done = contact_import.processed_rows
-        for row in source.rows(skip=contact_import.processed_rows):
-            batch.append(row)
-            if len(batch) >= batch_size:
-                done += _import_batch(contact_import, batch, errors)
-                batch = []
+        rows = source.rows(skip=contact_import.processed_rows)
+        lookups = RecipientDomainLookups() if settings.RECIPIENT_DOMAIN_CHECK else None
+        try:
+            for batch in _batches_ahead(rows, lookups):
+                done += _import_batch(contact_import, batch, errors, lookups)
                 if progress:
                     progress(done, source.total_rows)
-        if batch:
-            done += _import_batch(contact_import, batch, errors)
-            if progress:
-                progress(done, source.total_rows)
+        finally:
+            if lookups is not None:
+                lookups.close()
     except SourceError as exc:
         _import_finish(contact_import, status=ContactImport.Status.FAILED, reason=str(exc))
     except _RunSuperseded:
@@ -131,16 +142,68 @@ def _shown(text: str) -> str:
     return text.replace("\x00", "\ufffd")[:500]
 
 
-def _import_batch(contact_import: ContactImport, rows: list[Row], errors: list[dict]) -> int:
-    """Upsert one batch: returns its row count. `errors` is extended in place."""
+@dataclass
+class _Batch:
+    """A batch read and merged, its errors its own until its turn to be written."""
+
+    rows: list[Row]
+    merged: dict[str, ContactData]
+    duplicates: int
+    skipped: int
+    errors: list[dict] = field(default_factory=list)
+    # Its recipient domains, asked about when it was read (RECIPIENT_DOMAIN_CHECK).
+    asked: Asked | None = None
+    # The rows of each address (the blocklist names the rows it skips).
+    rows_of: dict[str, list[Row]] = field(default_factory=dict)
+
+
+def _batch_read(rows: list[Row], lookups: RecipientDomainLookups | None) -> _Batch:
+    errors: list[dict] = []
     rows_of: dict[str, list[Row]] = {}
     merged, duplicates, skipped = _rows_merge(rows, errors, rows_of)
-    blocked_rows = _blocked_skip(contact_import.account_id, merged, rows_of, errors)
+    batch = _Batch(rows, merged, duplicates, skipped, errors, rows_of=rows_of)
+    if lookups is not None and merged:
+        batch.asked = lookups.ask({email_domain(key) for key in merged})
+    return batch
+
+
+def _batches_ahead(rows: Iterator[Row], lookups: RecipientDomainLookups | None) -> Iterator[_Batch]:
+    """The batches of `rows` in order, each read (and its domains asked about) up to
+    IMPORT_READ_AHEAD_BATCHES batches before it is yielded. (A source is walked whole
+    when it is opened, so a structural SourceError fails the import before any batch.)"""
+    batch_size = settings.CONTACT_IMPORT_BATCH_SIZE
+    ahead: deque[_Batch] = deque()
+    exhausted = False
+    while True:
+        while not exhausted and len(ahead) <= IMPORT_READ_AHEAD_BATCHES:
+            chunk = list(islice(rows, batch_size))
+            exhausted = len(chunk) < batch_size
+            if chunk:
+                ahead.append(_batch_read(chunk, lookups))
+        if not ahead:
+            return
+        yield ahead.popleft()
+
+
+def _import_batch(
+    contact_import: ContactImport,
+    batch: _Batch,
+    errors: list[dict],
+    lookups: RecipientDomainLookups | None,
+) -> int:
+    """Upsert one batch: returns its row count. `errors` is extended in place with the
+    batch's errors (up to IMPORT_ERRORS_KEPT in all)."""
+    rows, merged = batch.rows, batch.merged
+    duplicates, skipped = batch.duplicates, batch.skipped
+    blocked_rows = _blocked_skip(contact_import.account_id, merged, batch.rows_of, batch.errors)
     skipped += blocked_rows
-    duplicates -= blocked_rows - len(rows_of)
-    no_mail_rows, no_mail_duplicates = _no_mail_server_skip(merged, rows, errors)
-    skipped += no_mail_rows
-    duplicates -= no_mail_duplicates
+    duplicates -= blocked_rows - len(batch.rows_of)
+    if lookups is not None and batch.asked is not None:
+        bad = lookups.without_mail_server(batch.asked)
+        no_mail_rows, no_mail_duplicates = _no_mail_server_skip(merged, rows, bad, batch.errors)
+        skipped += no_mail_rows
+        duplicates -= no_mail_duplicates
+    errors.extend(batch.errors[: max(0, IMPORT_ERRORS_KEPT - len(errors))])
     with transaction.atomic():
         now = timezone.now()
         contacts, created = _contacts_upsert(contact_import.account_id, merged, now)
@@ -196,15 +259,14 @@ def _rows_merge(
 
 
 def _no_mail_server_skip(
-    merged: dict[str, ContactData], rows: list[Row], errors: list[dict]
+    merged: dict[str, ContactData], rows: list[Row], bad: set[str], errors: list[dict]
 ) -> tuple[int, int]:
-    """With RECIPIENT_DOMAIN_CHECK, drop from `merged` the addresses whose domain cannot
-    receive mail (outreach.domains.recipients), before anything is written. Returns the
-    rows skipped so, and how many of them were duplicates within the file; each skipped
-    row gets an error with reason `domain_has_no_mail_server`."""
-    if not settings.RECIPIENT_DOMAIN_CHECK or not merged:
+    """Drop from `merged` the addresses of the domains in `bad`, which cannot receive
+    mail (RECIPIENT_DOMAIN_CHECK, outreach.domains.recipients), before anything is
+    written. Returns the rows skipped so, and how many of them were duplicates within the
+    file; each skipped row gets an error with reason `domain_has_no_mail_server`."""
+    if not bad:
         return 0, 0
-    bad = domains_without_mail_server({email_domain(key) for key in merged})
     dropped = {key for key in merged if email_domain(key) in bad}
     if not dropped:
         return 0, 0

@@ -8,12 +8,14 @@ SERVFAIL) proves nothing: such a domain is never skipped, and its verdict not ke
 
 Verdicts are kept in the cache (Redis, or the embedded mode's file cache) per domain and
 per resolver configuration: a day for a domain that receives mail, an hour for one that
-does not (it may be fixed). The domains of a batch are looked up concurrently
-(DNS_LOOKUP_CONCURRENCY), each once.
+does not (it may be fixed). Lookups run in a pool of DNS_LOOKUP_CONCURRENCY threads, each
+domain once: `RecipientDomainLookups` lets a contact import ask for the domains of the
+batches it reads ahead, so their lookups overlap the writes of the batch before.
 """
 
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
@@ -56,29 +58,98 @@ def _cache_key(domain: str) -> str:
     return f"recipient-domain:{settings.DNS_RESOLVERS}:{domain}"
 
 
-def domains_without_mail_server(domains: Iterable[str]) -> set[str]:
-    """The domains among `domains` that cannot receive mail. Cached verdicts first (one
-    cache round trip), the rest looked up concurrently and their definite verdicts kept."""
-    wanted = {d.lower() for d in domains if d}
-    if not wanted:
-        return set()
-    keys = {_cache_key(d): d for d in wanted}
-    known = {keys[key]: value for key, value in cache.get_many(list(keys)).items()}
-    unknown = sorted(wanted - set(known))
-    if unknown:
-        workers = min(settings.DNS_LOOKUP_CONCURRENCY, len(unknown))
-        if workers == 1:
-            verdicts = [domain_receives_mail(unknown[0])]
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dns") as pool:
-                verdicts = list(pool.map(domain_receives_mail, unknown))
-        found = dict(zip(unknown, verdicts, strict=True))
+@dataclass(frozen=True)
+class Asked:
+    """The domains of one `RecipientDomainLookups.ask`, to be answered in turn."""
+
+    number: int
+    domains: frozenset[str]
+
+
+def _answered(verdict: bool | None) -> "Future[bool | None]":
+    done: Future[bool | None] = Future()
+    done.set_result(verdict)
+    return done
+
+
+class RecipientDomainLookups:
+    """Verdicts for successive sets of domains (the batches of an import), looked up ahead.
+
+    `ask(domains)` returns at once: the cached verdicts are read (one cache round trip),
+    the other domains are handed to a pool of DNS_LOOKUP_CONCURRENCY threads, each domain
+    once (a domain asked again while its lookup is held is not asked twice).
+    `without_mail_server(asked)` waits for that set's lookups, keeps their definite
+    verdicts in the cache and returns the domains that cannot receive mail. Answers are
+    taken in the order asked; a domain is held only until the last set naming it is
+    answered, so memory is bounded by the sets asked and not yet answered. A lookup that
+    failed (None) is not cached: a later set that names it again asks again.
+
+    One thread (the caller's) asks and answers; the pool's threads only ask DNS.
+    """
+
+    def __init__(self, concurrency: int | None = None) -> None:
+        self._concurrency = concurrency or settings.DNS_LOOKUP_CONCURRENCY
+        self._pool: ThreadPoolExecutor | None = None
+        self._verdicts: dict[str, Future[bool | None]] = {}
+        self._last_asked: dict[str, int] = {}
+        self._unsaved: set[str] = set()
+        self._asked = 0
+
+    def __enter__(self) -> "RecipientDomainLookups":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel the lookups not started (a run that stops early) and wait for the
+        running ones, each bounded by DNS_TIMEOUT_SECONDS."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def ask(self, domains: Iterable[str]) -> Asked:
+        wanted = frozenset(d.lower() for d in domains if d)
+        self._asked += 1
+        asked = Asked(self._asked, wanted)
+        new = sorted(d for d in wanted if d not in self._verdicts)
+        if new:
+            keys = {_cache_key(d): d for d in new}
+            cached = {keys[key]: value for key, value in cache.get_many(list(keys)).items()}
+            for domain in new:
+                if domain in cached:
+                    self._verdicts[domain] = _answered(cached[domain])
+                else:
+                    self._verdicts[domain] = self._lookup_start(domain)
+                    self._unsaved.add(domain)
+        for domain in wanted:
+            self._last_asked[domain] = asked.number
+        return asked
+
+    def _lookup_start(self, domain: str) -> "Future[bool | None]":
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="dns")
+        return self._pool.submit(domain_receives_mail, domain)
+
+    def without_mail_server(self, asked: Asked) -> set[str]:
+        found = {domain: self._verdicts[domain].result() for domain in asked.domains}
+        fresh = asked.domains & self._unsaved
+        self._unsaved -= fresh
         for ttl, value in ((RECEIVES_TTL, True), (NO_MAIL_TTL, False)):
-            batch = {_cache_key(d): value for d, v in found.items() if v is value}
+            batch = {_cache_key(d): value for d in fresh if found[d] is value}
             if batch:
                 cache.set_many(batch, ttl)
-        known.update({d: v for d, v in found.items() if v is not None})
-    return {domain for domain, receives in known.items() if receives is False}
+        for domain in asked.domains:
+            if self._last_asked[domain] == asked.number:
+                del self._verdicts[domain], self._last_asked[domain]
+        return {domain for domain, receives in found.items() if receives is False}
+
+
+def domains_without_mail_server(domains: Iterable[str]) -> set[str]:
+    """The domains among `domains` that cannot receive mail: cached verdicts first (one
+    cache round trip), the rest looked up concurrently and their definite verdicts kept."""
+    with RecipientDomainLookups() as lookups:
+        return lookups.without_mail_server(lookups.ask(domains))
 
 
 def email_domain(email: str) -> str:

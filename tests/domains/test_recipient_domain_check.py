@@ -2,15 +2,21 @@
 cannot receive mail are skipped with reason domain_has_no_mail_server; a DNS failure
 never skips; verdicts are cached per domain."""
 
+import threading
+from datetime import timedelta
+
 import pytest
 from django.core.cache import cache
+from django.test import override_settings
+from django.utils import timezone
 
-from outreach.contacts.models import Contact
+from outreach.contacts import imports as contacts_imports
+from outreach.contacts.models import Contact, ContactImport
 from outreach.domains.recipients import domains_without_mail_server
 from outreach.sending.models import Enrollment
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.helpers import assert_fields
-from tests.outreach.test_contact_imports import run
+from tests.outreach.test_contact_imports import run, run_dying_after_first_batch
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +127,106 @@ def test_off_means_no_lookup(
     )
     assert response.status_code == 201
     assert dns_server.queries == []
+
+
+@override_settings(CONTACT_IMPORT_BATCH_SIZE=2, DNS_TIMEOUT_SECONDS=10)
+def test_an_import_asks_about_the_next_batches_before_it_writes_one(account, recipient_check):
+    """The domains of the batches read ahead are asked about while a batch waits for its
+    own and is written: the server holds its answer about the first batch's domain until
+    it has been asked about the second and third batches' (or gives up waiting), so the
+    order of what it was asked and of the commits shows whether the lookups overlap."""
+    events: list[tuple[str, str]] = []
+    read_ahead = {
+        "two.bulk.example.net": threading.Event(),
+        "three.bulk.example.net": threading.Event(),
+    }
+    answer = recipient_check.resolve
+
+    def resolve(request, handler):
+        name = str(request.q.qname).rstrip(".").lower()
+        events.append(("asked", name))
+        if name in read_ahead:
+            read_ahead[name].set()
+        if name == "one.bulk.example.net":
+            for asked in read_ahead.values():
+                asked.wait(5)  # a bound, not a measure: the order below is the test
+        return answer(request, handler)
+
+    recipient_check.resolve = resolve
+    recipient_check.add("*.bulk.example.net", "MX", "10 mx.bulk.example.net.")
+    recipient_check.add("one.bulk.example.net", "MX", "0 .")  # no mail: its rows skipped
+    # Batches of two rows: one, two, three (a domain of the second batch again), four, five.
+    domains = ["one", "one", "two", "two", "two", "three", "four", "four", "five"]
+    emails = [
+        f"{person}@{domain}.bulk.example.net"
+        for person, domain in zip("abcdefghi", domains, strict=True)
+    ]
+    csv = "email\n" + "".join(f"{email}\n" for email in emails)
+    contact_import = ContactImport.objects.create(
+        account=account, source_format="csv", source_data=csv.encode()
+    )
+
+    def progress(done, total):
+        events.append(("committed", str(done)))
+
+    result = contacts_imports.contact_import_run(import_id=contact_import.pk, progress=progress)
+
+    asked = [name.split(".")[0] for kind, name in events if kind == "asked"]
+    # Each domain once (the third batch's "two" is the second batch's lookup); the first
+    # three batches' questions are sent together, in any order.
+    assert sorted(asked[:3]) == ["one", "three", "two"]
+    assert sorted(asked[3:]) == ["five", "four"]
+    order = [name.split(".")[0] if kind == "asked" else name for kind, name in events]
+    # The second and third batches were asked about before the first batch was written;
+    # the fourth and fifth (beyond IMPORT_READ_AHEAD_BATCHES) only after the batches
+    # before them.
+    assert order.index("two") < order.index("2")
+    assert order.index("three") < order.index("2") < order.index("four")
+    assert order.index("4") < order.index("five")
+    assert [name for kind, name in events if kind == "committed"] == ["2", "4", "6", "8", "9"]
+    assert (result.status, result.created_count, result.skipped_count) == ("completed", 7, 2)
+    assert [(e["row"], e["reason"]) for e in result.errors] == [
+        (2, "domain_has_no_mail_server"),
+        (3, "domain_has_no_mail_server"),
+    ]
+    assert sorted(Contact.objects.values_list("email", flat=True)) == emails[2:]
+
+
+@override_settings(CONTACT_IMPORT_BATCH_SIZE=2, CONTACT_IMPORT_STALE_SECONDS=60)
+def test_a_run_that_dies_with_batches_read_ahead_resumes_to_the_same_result(
+    account, recipient_check
+):
+    """The batches read ahead when a run dies were neither written nor counted: the
+    re-driven run does them once, with each skipped row reported once."""
+    csv = (
+        "email\n"
+        "a@null.example.net\nb@mx.example.net\n"
+        "c@nowhere.example.net\nd@a-only.example.net\n"
+        "e@slow.example.net\nf@mx.example.net\n"
+    )
+    contact_import = ContactImport.objects.create(
+        account=account, source_format="csv", source_data=csv.encode()
+    )
+
+    run_dying_after_first_batch(contact_import)
+    contact_import.refresh_from_db()
+    assert (contact_import.processed_rows, contact_import.skipped_count) == (2, 1)
+    assert [e["row"] for e in contact_import.errors] == [2]
+    assert list(Contact.objects.values_list("email", flat=True)) == ["b@mx.example.net"]
+
+    ContactImport.objects.filter(pk=contact_import.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=61)
+    )
+    result = contacts_imports.contact_import_run(import_id=contact_import.pk)
+    assert (result.status, result.attempts, result.processed_rows) == ("completed", 2, 6)
+    assert (result.created_count, result.updated_count, result.skipped_count) == (4, 0, 2)
+    assert [(e["row"], e["email"], e["reason"]) for e in result.errors] == [
+        (2, "a@null.example.net", "domain_has_no_mail_server"),
+        (4, "c@nowhere.example.net", "domain_has_no_mail_server"),
+    ]
+    assert sorted(Contact.objects.values_list("email", flat=True)) == [
+        "b@mx.example.net",
+        "d@a-only.example.net",
+        "e@slow.example.net",  # a time-out never skips
+        "f@mx.example.net",
+    ]

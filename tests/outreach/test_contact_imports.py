@@ -289,6 +289,16 @@ class WorkerDied(BaseException):
     pass
 
 
+def run_dying_after_first_batch(contact_import: ContactImport) -> None:
+    """Run the import until its first batch has committed, then die as a worker does."""
+
+    def die(done, total):
+        raise WorkerDied()
+
+    with pytest.raises(WorkerDied):
+        contacts_imports.contact_import_run(import_id=contact_import.pk, progress=die)
+
+
 @override_settings(CONTACT_IMPORT_BATCH_SIZE=3, CONTACT_IMPORT_STALE_SECONDS=60)
 def test_a_dead_run_is_redriven_and_resumes_after_its_last_batch(account):
     campaign = CampaignFactory(account=account)
@@ -297,13 +307,7 @@ def test_a_dead_run_is_redriven_and_resumes_after_its_last_batch(account):
         account=account, campaign=campaign, source_format="csv", source_data=csv
     )
 
-    def die_after_first_batch(done, total):
-        raise WorkerDied()
-
-    with pytest.raises(WorkerDied):
-        contacts_imports.contact_import_run(
-            import_id=contact_import.pk, progress=die_after_first_batch
-        )
+    run_dying_after_first_batch(contact_import)
     contact_import.refresh_from_db()
     assert (contact_import.status, contact_import.processed_rows) == ("processing", 3)
 
