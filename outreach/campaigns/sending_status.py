@@ -7,6 +7,9 @@ send now is one function of REASONS, returning the reason with the time it lifts
 None when that is not known in advance), or nothing when it does not apply.
 """
 
+# Long: every reason and the planner read one context (_Context), built once per call;
+# apart, they would pass it across modules both ways.
+
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field

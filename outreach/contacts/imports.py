@@ -20,28 +20,27 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from outreach.blocklist.selectors import blocked_among
 from outreach.campaigns.models import Campaign
 from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
-from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.contacts.import_skips import (
+    IMPORT_ERRORS_KEPT,
+    blocked_skip,
+    no_mail_server_skip,
+    shown,
+)
 from outreach.contacts.models import Contact, ContactImport
 from outreach.contacts.services import contact_build, contact_merge_into
 from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
 from outreach.contacts.suppression import suppressions_for
 from outreach.domains.recipients import (
-    REASON as NO_MAIL_SERVER,
-)
-from outreach.domains.recipients import (
     Asked,
     RecipientDomainLookups,
     email_domain,
-    no_mail_server_message,
 )
 from outreach.enrollments import enroll
 
 logger = logging.getLogger(__name__)
 
-IMPORT_ERRORS_KEPT = 100
 # Batches read, checked and asked about (their recipient domains) ahead of the batch being
 # written: enough to keep the DNS pool busy while a batch is written, few enough that the
 # rows held stay a few batches whatever the import's size.
@@ -138,10 +137,6 @@ def contact_import_run(
     return ContactImport.objects.get(pk=import_id)
 
 
-def _shown(text: str) -> str:
-    return text.replace("\x00", "\ufffd")[:500]
-
-
 @dataclass
 class _Batch:
     """A batch read and merged, its errors its own until its turn to be written."""
@@ -195,12 +190,12 @@ def _import_batch(
     batch's errors (up to IMPORT_ERRORS_KEPT in all)."""
     rows, merged = batch.rows, batch.merged
     duplicates, skipped = batch.duplicates, batch.skipped
-    blocked_rows = _blocked_skip(contact_import.account_id, merged, batch.rows_of, batch.errors)
+    blocked_rows = blocked_skip(contact_import.account_id, merged, batch.rows_of, batch.errors)
     skipped += blocked_rows
     duplicates -= blocked_rows - len(batch.rows_of)
     if lookups is not None and batch.asked is not None:
         bad = lookups.without_mail_server(batch.asked)
-        no_mail_rows, no_mail_duplicates = _no_mail_server_skip(merged, rows, bad, batch.errors)
+        no_mail_rows, no_mail_duplicates = no_mail_server_skip(merged, rows, bad, batch.errors)
         skipped += no_mail_rows
         duplicates -= no_mail_duplicates
     errors.extend(batch.errors[: max(0, IMPORT_ERRORS_KEPT - len(errors))])
@@ -243,8 +238,8 @@ def _rows_merge(
                     {
                         "row": row.number,
                         # What the row said, shown back; never a NUL (jsonb refuses it).
-                        "email": _shown(email) if isinstance(email, str) else "",
-                        "message": _shown(f"{exc.field_name}: {exc.message}"),
+                        "email": shown(email) if isinstance(email, str) else "",
+                        "message": shown(f"{exc.field_name}: {exc.message}"),
                     }
                 )
             continue
@@ -256,73 +251,6 @@ def _rows_merge(
         else:
             merged[data.key] = data
     return merged, duplicates, skipped
-
-
-def _no_mail_server_skip(
-    merged: dict[str, ContactData], rows: list[Row], bad: set[str], errors: list[dict]
-) -> tuple[int, int]:
-    """Drop from `merged` the addresses of the domains in `bad`, which cannot receive
-    mail (RECIPIENT_DOMAIN_CHECK, outreach.domains.recipients), before anything is
-    written. Returns the rows skipped so, and how many of them were duplicates within the
-    file; each skipped row gets an error with reason `domain_has_no_mail_server`."""
-    if not bad:
-        return 0, 0
-    dropped = {key for key in merged if email_domain(key) in bad}
-    if not dropped:
-        return 0, 0
-    for key in dropped:
-        del merged[key]
-    count = 0
-    for row in rows:
-        email = row.raw.get("email")
-        # Only rows whose written domain is one of them are cleaned again, to be named.
-        if not isinstance(email, str) or email_domain(email.strip()) not in bad:
-            continue
-        try:
-            key = email_clean(email).lower()
-        except InvalidEmail:
-            continue
-        if key not in dropped:
-            continue
-        count += 1
-        if len(errors) < IMPORT_ERRORS_KEPT:
-            errors.append(
-                {
-                    "row": row.number,
-                    "email": _shown(email),
-                    "message": _shown(f"email: {no_mail_server_message(email_domain(key))}"),
-                    "reason": NO_MAIL_SERVER,
-                }
-            )
-    return count, count - len(dropped)
-
-
-def _blocked_skip(
-    account_id: UUID, merged: dict[str, ContactData], rows_of: dict[str, list[Row]], errors
-) -> int:
-    """Take the addresses the account's blocklist names out of `merged` (one query): their
-    rows are skipped, each listed in `errors` with the reason `blocked` (up to
-    IMPORT_ERRORS_KEPT). Leaves in `rows_of` the blocked addresses only; returns how many
-    rows they had."""
-    blocked = blocked_among(account_id=account_id, emails=merged)
-    for key in list(rows_of):
-        if key not in blocked:
-            del rows_of[key]
-    skipped = 0
-    for key, entry in blocked.items():
-        data = merged.pop(key)
-        for row in rows_of[key]:
-            skipped += 1
-            if len(errors) < IMPORT_ERRORS_KEPT:
-                errors.append(
-                    {
-                        "row": row.number,
-                        "email": _shown(data.email),
-                        "message": f"blocked: the account's blocklist names it ({entry}).",
-                        "reason": "blocked",
-                    }
-                )
-    return skipped
 
 
 def _contacts_upsert(

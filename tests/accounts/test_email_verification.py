@@ -410,7 +410,9 @@ def test_the_migration_marks_the_accounts_of_before_verified():
         OldAccount.objects.create(email="old@example.com", plan=Plan.objects.get(slug="free"))
         executor = MigrationExecutor(connection)
         executor.migrate(after)
-        assert Account.objects.get(email="old@example.com").email_verified_at is not None
+        # The model as of 0006: later migrations add columns that are not there yet.
+        NewAccount = executor.loader.project_state(after).apps.get_model("accounts", "Account")
+        assert NewAccount.objects.get(email="old@example.com").email_verified_at is not None
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
+from outreach.conversations.models import Reply
 from outreach.sending.models import Enrollment
 
 pytestmark = [pytest.mark.e2e]
@@ -42,22 +44,42 @@ def test_every_python_block_of_the_readme_runs_as_written(
     sink = smtp_sink()
     env = {**os.environ, "OUTREACH_API_KEY": sdk_key, "OUTREACH_BASE_URL": url}
     blocks = _blocks()
-    assert len(blocks) == 4
-    outputs = [
-        _run(
-            block.replace("2525", str(sink.port)).replace(
-                "https://hooks.example.com/in", receiver.url
-            ),
-            env,
-        )
-        for block in blocks
-    ]
+    assert len(blocks) == 5
 
-    first, signup, _verify, tools = outputs
+    def run(block: str) -> str:
+        block = block.replace("2525", str(sink.port))
+        return _run(block.replace("https://hooks.example.com/in", receiver.url), env)
+
+    first = run(blocks[0])
     lines = first.splitlines()
     assert lines[0] == "ada@example.org scheduled"
     assert lines[1].startswith("you@example.com ")
-    assert Enrollment.objects.get().contact.email == "ada@example.org"
+    enrollment = Enrollment.objects.get()
+    assert enrollment.contact.email == "ada@example.org"
+    # Ada answers, and the intake keeps her reply, labelled interested.
+    Reply.objects.create(
+        account=enrollment.campaign.account,
+        enrollment=enrollment,
+        campaign=enrollment.campaign,
+        contact=enrollment.contact,
+        credential=enrollment.campaign.credentials.get(),  # the mailbox on the sink
+        message_id="ada-1@example.org",
+        from_email="ada@example.org",
+        subject="Re: Hello",
+        received_at=timezone.now(),
+        text="Sounds good.",
+        new_text="Sounds good.",
+        label="interested",
+        label_source="manual",
+    )
+    signup, conversation, _verify, tools = (run(block) for block in blocks[1:])
+
+    assert conversation.splitlines()[0] == "ada@example.org Re: Hello Sounds good."
+    assert conversation.splitlines()[1].startswith("reply ")
+    assert conversation.splitlines()[-1] in ("queued", "sent")
+    assert Reply.objects.get().read is True
+    [answer] = sink.wait_for(1)
+    assert answer.message["Subject"] == "Re: Hello"
 
     assert signup.startswith("Signup(account_id='")
     assert "api_key=ApiKey(" in signup and "plaintext" not in signup

@@ -205,6 +205,10 @@ class ReplyNotFound(NotFoundError):
     code = "reply_not_found"
 
 
+class BlocklistEntryNotFound(NotFoundError):
+    code = "blocklist_entry_not_found"
+
+
 class MethodNotAllowed(MethodNotAllowedError):
     code = "method_not_allowed"
 
@@ -281,6 +285,13 @@ class NoPspCustomer(UnprocessableError):
 
 class OauthNotConfigured(UnprocessableError):
     code = "oauth_not_configured"
+
+
+class ContactBlocked(UnprocessableError):
+    """`POST /outreaches` for an address the account's blocklist names
+    (`details.entry`). Nothing was written."""
+
+    code = "contact_blocked"
 
 
 class ValidationFailed(UnprocessableError):
