@@ -116,6 +116,10 @@ AUTO_REPLY_SUBJECT_PHRASES: dict[str, list[str]] = {
     "de": ["automatische antwort", "automatische rückantwort", "autoantwort"],
     "fr": ["réponse automatique", "reponse automatique"],
     "es": ["respuesta automática", "respuesta automatica"],
+    # Subjects only (no return dates are read in these languages): an Italian or Dutch
+    # out-of-office notice is an auto-reply, not a reply.
+    "it": ["risposta automatica", "fuori sede", "fuori ufficio"],
+    "nl": ["automatisch antwoord", "afwezig", "niet op kantoor"],
 }
 
 TICKET_PHRASES: dict[str, list[str]] = {
