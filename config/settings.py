@@ -508,7 +508,9 @@ CELERY_BEAT_SCHEDULE["outreach-recipient-domain-counts-purge"] = {
 
 # --- outreach: sending engine (docs/sending.md) ---
 # How often beat runs the send scheduler (claims due enrollments, hands batches to workers).
-SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=5.0)
+# A paced mailbox's next send waits for the first run after its gap: the interval is
+# added to its gaps (docs/sending.md, "Mailbox pace"), hence a short one.
+SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=1.0)
 # Enrollments claimed per scheduler transaction; also the most one sending task sends.
 SENDING_BATCH_SIZE = env.int("SENDING_BATCH_SIZE", default=100)
 # A dispatch or outreach whose first step is due at once runs the scheduler right after

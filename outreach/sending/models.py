@@ -37,7 +37,11 @@ class Enrollment(models.Model):
     DUE_STATUSES = (Status.SCHEDULED, Status.SENT)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="enrollments")
+    # No index of its own: enrollment_unique and the page indexes lead with it, and each
+    # index more is written by every claim and send (bench/README.md, "Fleet").
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="enrollments", db_index=False
+    )
     contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="enrollments")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
     # Number of steps sent; the next one is CampaignStep.position == current_step + 1.
@@ -136,14 +140,18 @@ class Message(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
-    enrollment = models.ForeignKey(Enrollment, on_delete=models.CASCADE, related_name="messages")
+    # Indexed by message_enrollment_step_idx, which leads with it.
+    enrollment = models.ForeignKey(
+        Enrollment, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     credential = models.ForeignKey(
         SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )
     # Step position (1-based) at send time; steps can be edited or removed later.
     step = models.PositiveSmallIntegerField()
-    # The Message-ID header without angle brackets, e.g. "abc123@sender.example".
-    message_id = models.CharField(max_length=255, unique=True)
+    # The Message-ID header without angle brackets, e.g. "abc123@sender.example". Unique
+    # by a constraint (Meta), which is matched by equality only: no pattern index beside.
+    message_id = models.CharField(max_length=255)
     to_email = models.EmailField(max_length=254)
     subject = models.CharField(max_length=998, blank=True, default="")
     # The plain text as sent (the conversation's thread shows it), cut at
@@ -161,6 +169,7 @@ class Message(models.Model):
     class Meta:
         ordering = ["-sent_at"]
         indexes = [models.Index(fields=["enrollment", "step"], name="message_enrollment_step_idx")]
+        constraints = [models.UniqueConstraint(fields=["message_id"], name="message_id_unique")]
 
     def __str__(self) -> str:
         return f"<{self.message_id}> step {self.step} to {self.to_email}"
@@ -220,7 +229,11 @@ class SendClaim(models.Model):
     )
     # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
     batch_id = models.UUIDField()
-    credential = models.ForeignKey(SmtpCredential, on_delete=models.CASCADE, related_name="+")
+    # Not indexed: claims are few (those in flight), read by batch or by lease, and a
+    # mailbox's deletion may scan them.
+    credential = models.ForeignKey(
+        SmtpCredential, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     step = models.PositiveSmallIntegerField()
     claimed_at = models.DateTimeField()
     # When the step was due (the enrollment's next_send_at the scheduler found): a

@@ -54,7 +54,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
@@ -126,15 +126,35 @@ def _examinable(*, now: datetime, busy) -> Q:
     for a thread without a usable mailbox (new, or its mailbox disabled), the campaign
     has a mailbox that may, or none enabled at all (the campaign is paused below).
     Enrollments waiting for a paced or busy mailbox are left out here, in SQL, so a
-    backlog behind one mailbox never fills a run's scan (SENDING_MAX_PER_TICK)."""
-    links = Campaign.credentials.through.objects.filter(
-        campaign_id=OuterRef("campaign_id"), smtpcredential__disabled_at__isnull=True
+    backlog behind one mailbox never fills a run's scan (SENDING_MAX_PER_TICK).
+
+    The free mailboxes and the campaigns they serve are read first, by themselves, and
+    the scan gets them as constant lists (hashed by PostgreSQL): no subquery per due row,
+    whatever the planner believes of how many rows are due. (Correlated subqueries
+    here were planned per row when the statistics said few rows were due, and a run over
+    a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)"""
+    free_ids = list(
+        SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=busy)).values_list(
+            "pk", flat=True
+        )
     )
-    free_links = links.filter(_mailbox_free("smtpcredential__", now=now, busy=busy))
-    on_thread = Q(credential__isnull=False, credential__disabled_at__isnull=True)
+    links = Campaign.credentials.through.objects
+    serving = list(
+        links.filter(smtpcredential_id__in=free_ids)
+        .values_list("campaign_id", flat=True)
+        .distinct()
+    )
+    # Active campaigns without any enabled mailbox: examined so that they are paused.
+    unsendable = list(
+        Campaign.objects.filter(status=Campaign.Status.ACTIVE)
+        .exclude(
+            pk__in=links.filter(smtpcredential__disabled_at__isnull=True).values("campaign_id")
+        )
+        .values_list("pk", flat=True)
+    )
     rotating = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
-    return (on_thread & _mailbox_free("credential__", now=now, busy=busy)) | (
-        rotating & (Exists(free_links) | ~Exists(links))
+    return Q(credential_id__in=free_ids) | (
+        rotating & (Q(campaign_id__in=serving) | Q(campaign_id__in=unsendable))
     )
 
 
@@ -180,7 +200,7 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     # Long: one decision per enrollment in the documented order (step 3 above), read top
     # to bottom; the rules it applies live in pace, domain_cap and blocklist.
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
-    enabled_ids, unauthorized, credentials = _credentials_lock(linked)
+    enabled_ids, unauthorized, credentials = _credentials_lock(linked, now=now, busy=busy)
     account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
     blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
     domain_caps = caps_lock(
@@ -201,6 +221,24 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
     window_open_at: dict = {}
     # Looked at again then (a re-authorization does not wake them; they wait this long).
     reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
+    # Per campaign, once: its enabled mailboxes (link order), and those of them a claim
+    # may go to in this transaction (locked, so free; authorized; authenticated when
+    # the campaign asks). A campaign may have thousands of mailboxes, of which a few are
+    # free at a time: the per-enrollment choice below looks at those few.
+    enabled_of: dict = {}
+    usable_of: dict = {}
+    for campaign in campaigns.values():
+        enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
+        enabled_of[campaign.pk] = (enabled, set(enabled))
+        usable_of[campaign.pk] = [
+            pk
+            for pk in enabled
+            if pk in credentials
+            and pk not in busy
+            and pk not in unauthorized
+            and credentials[pk].disabled_at is None
+            and not (campaign.require_authenticated_domain and pk in unauthenticated)
+        ]
     plan = _Plan()
     for enrollment in enrollments:
         campaign = campaigns[enrollment.campaign_id]
@@ -219,27 +257,22 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
         if window_open_at[key] > now:
             plan.defer[window_open_at[key]].append(enrollment.pk)
             continue
-        enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
+        enabled, enabled_set = enabled_of[campaign.pk]
         if not enabled:
             plan.pause.add(campaign.pk)
             continue
         # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
         thread = enrollment.credential_id
-        candidates = [thread] if thread in enabled else enabled
-        if campaign.require_authenticated_domain:
-            candidates = [pk for pk in candidates if pk not in unauthenticated]
-        if not candidates or all(pk in unauthorized for pk in candidates):
+        on_thread = thread in enabled_set
+        if _reauthorization_only(
+            [thread] if on_thread else enabled, campaign, unauthenticated, unauthorized
+        ):
             plan.defer[reauthorization_wait].append(enrollment.pk)
             continue
-        candidates = [
-            pk
-            for pk in candidates
-            if pk not in busy
-            and pk not in unauthorized
-            and pk not in paced
-            and pk in credentials
-            and credentials[pk].disabled_at is None
-        ]
+        usable = usable_of[campaign.pk]
+        if on_thread:
+            usable = [thread] if thread in usable else []
+        candidates = [pk for pk in usable if pk not in paced]
         if not candidates:
             # Its mailboxes are all still sending, paced, or held for a moment: a later run.
             continue
@@ -263,6 +296,15 @@ def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -
             paced.add(chosen)
             plan.paced[chosen] = now + pace_gap(credentials[chosen])
     return plan
+
+
+def _reauthorization_only(candidates: list, campaign, unauthenticated, unauthorized) -> bool:
+    """Whether no mailbox is left for the enrollment but ones waiting to be
+    re-authorized (or none at all once require_authenticated_domain holds some back):
+    it then waits SENDING_CREDENTIAL_RETRY_SECONDS."""
+    if campaign.require_authenticated_domain:
+        candidates = [pk for pk in candidates if pk not in unauthenticated]
+    return not candidates or all(pk in unauthorized for pk in candidates)
 
 
 def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
@@ -289,8 +331,9 @@ def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
     return campaigns, positions, linked
 
 
-def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
-    """The enabled and the unauthorized ones of the linked credentials, and those locked."""
+def _credentials_lock(linked: dict, *, now: datetime, busy) -> tuple[set, set, dict]:
+    """The enabled and the unauthorized ones of the linked credentials, and the free ones
+    (`_mailbox_free`: enabled, not paced, not busy), locked."""
     credential_ids = {c for ids in linked.values() for c in ids}
     rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
     # Which are enabled, read without locking: a campaign is paused only when none is.
@@ -302,13 +345,19 @@ def _credentials_lock(linked: dict) -> tuple[set, set, dict]:
         for pk, oauth_status in enabled_status.items()
         if oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
     }
-    # The mailboxes claims are made for are locked, so the daily counters read next
+    # The mailboxes claims may be made for are locked, so the daily counters read next
     # cannot move until this transaction ends; concurrent schedulers never take the
-    # same one. A row another transaction holds is skipped: a sender
+    # same one. Only the free ones: a paced or busy mailbox gets no claim anyway, and a
+    # campaign of thousands of paced mailboxes, of which a few are free at a time,
+    # would otherwise lock (and write a lock record for) every one of them in every
+    # claim transaction. The pace is checked again under the lock: a row whose
+    # next_send_earliest_at another run moved ahead since is re-read by FOR UPDATE
+    # and left out. A row another transaction holds is skipped: a sender
     # recording a message holds its mailbox's row for a moment (and the account's
     # usage row), and waiting for it here could close a cycle of waits with the other
     # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
-    credentials = {c.pk: c for c in rows.select_for_update(skip_locked=True)}
+    free = rows.filter(_mailbox_free("", now=now, busy=busy))
+    credentials = {c.pk: c for c in free.select_for_update(skip_locked=True)}
     return set(enabled_status), unauthorized, credentials
 
 

@@ -28,7 +28,7 @@ from tests.outreach.helpers import assert_fields
 
 # A Monday, 10:00 UTC.
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
-TICK = timedelta(seconds=5)  # SENDING_SCHEDULE_INTERVAL_SECONDS' default
+TICK = timedelta(seconds=5)  # a scheduler interval (the default is 1 s)
 
 
 def _mailbox(sink, *, low=120, high=300, **extra) -> SmtpCredential:
