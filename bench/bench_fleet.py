@@ -38,9 +38,11 @@ before and after.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -157,22 +159,50 @@ class PgSampler(threading.Thread):
         self.peak = 0
         self.samples: list[tuple[float, int]] = []
         self.backend_cpu: dict[int, list[float]] = {}  # pid -> [first, last]
+        # statement (first 300 characters) -> [longest seen running, times seen over 1 s]
+        self.slow: dict[str, list] = {}
         self.lock = threading.Lock()
+        self.wal_copy: Path | None = None  # copy the cluster's WAL segments here
+        self.wal_from = ""  # first segment to copy
+        self.wal_copied: set[str] = set()
+        self.data_directory = self.conn.execute("SHOW data_directory").fetchone()[0]
 
     def run(self) -> None:
         while not self.stop_event.is_set():
             rows = self.conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s", [self.database]
+                "SELECT pid, state = 'active' AND now() - query_start > interval '1 second', "
+                "extract(epoch FROM now() - query_start), left(query, 300) "
+                "FROM pg_stat_activity WHERE datname = %s",
+                [self.database],
             ).fetchall()
             now = time.time()
             with self.lock:
                 self.samples.append((now, len(rows)))
                 self.peak = max(self.peak, len(rows))
-                for (pid,) in rows:
+                for pid, slow, seconds, query in rows:
                     cpu = process_cpu(pid)
                     entry = self.backend_cpu.setdefault(pid, [cpu, cpu])
                     entry[1] = cpu
+                    if slow:
+                        seen = self.slow.setdefault(query, [0.0, 0])
+                        seen[0] = max(seen[0], float(seconds))
+                        seen[1] += 1
+                if self.wal_copy is not None:
+                    self.wal_segments_copy(last=False)
             self.stop_event.wait(0.5)
+
+    def wal_segments_copy(self, *, last: bool) -> None:
+        """Copy the WAL segments written since `wal_from` (complete ones, and with
+        `last` the one being written too) before the server recycles them."""
+        current = self.conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()[0]
+        for path in sorted(Path(self.data_directory, "pg_wal").glob("0*")):
+            name = path.name
+            if len(name) != 24 or name < self.wal_from or name in self.wal_copied:
+                continue
+            if name < current or (last and name == current):
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.copyfile(path, self.wal_copy / name)
+                    self.wal_copied.add(name)
 
     def backends_cpu(self) -> float:
         with self.lock:
@@ -199,24 +229,25 @@ WALDUMP_RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+),.*?de
 WALDUMP_REL = re.compile(r"rel \d+/(\d+)/\d+")
 
 
-def database_wal(conninfo: str, database: str, start: str, end: str) -> tuple[int, int] | str:
+def database_wal(
+    conninfo: str, database: str, segments: Path, start: str, end: str
+) -> tuple[int, int] | str:
     """The bench database's share of the WAL between two positions, read by pg_waldump
-    (this machine's server, readable here): the bytes of every record touching one of
-    its relations, plus every record (commits included) of a transaction that did; and
-    those transactions' COMMIT records (the writing commits). A string says why not."""
+    from the segments copied during the run (this machine's server, readable here): the
+    bytes of every record touching one of its relations, plus every record (commits
+    included) of a transaction that did; and those transactions' COMMIT records (the
+    writing commits). A string says why not."""
     import psycopg
 
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        oid = str(
-            conn.execute("SELECT oid FROM pg_database WHERE datname = %s", [database]).fetchone()[0]
-        )
-        data = conn.execute("SHOW data_directory").fetchone()[0]
+        row = conn.execute("SELECT oid FROM pg_database WHERE datname = %s", [database]).fetchone()
+        oid = str(row[0])
         version = conn.execute("SHOW server_version_num").fetchone()[0][:-4]
     waldump = Path(f"/usr/lib/postgresql/{version}/bin/pg_waldump")
     if not waldump.exists():
         return f"no {waldump}"
     done = subprocess.run(  # noqa: S603
-        [str(waldump), "-p", f"{data}/pg_wal", "-s", start, "-e", end],
+        [str(waldump), "-p", str(segments), "-s", start, "-e", end],
         capture_output=True,
         text=True,
         check=False,
@@ -272,6 +303,7 @@ class Run:
     wal: int = 0
     background_wal_rate: float = 0.0  # bytes/s over the 10 s before the dispatch
     peak_connections: int = 0
+    slow_statements: list = field(default_factory=list)  # (statement, [longest, seen])
     database_wal: tuple | str = "not read"  # (bytes, writing commits) from pg_waldump
     load_before: str = ""
     load_after: str = ""
@@ -420,6 +452,12 @@ def measure(args, run: Run, port: int, sink_log: LineLog, workdir: Path, sink_pg
                 cpu_before = {name: group_cpu(pgid) for name, pgid in groups.items()}
                 cpu_before["sink"] = group_cpu(sink_pgid)
                 commits_before, wal_before, lsn_before = sampler.counters()
+                with sampler.lock:
+                    sampler.wal_from = sampler.conn.execute(
+                        "SELECT pg_walfile_name(%s::pg_lsn)", [lsn_before]
+                    ).fetchone()[0]
+                    sampler.wal_copy = workdir / "wal"
+                    sampler.wal_copy.mkdir(exist_ok=True)
                 run.load_before = load()
                 sink_log.skip()
                 run.dispatched_at = time.time()
@@ -448,6 +486,9 @@ def measure(args, run: Run, port: int, sink_log: LineLog, workdir: Path, sink_pg
                         next_note += 30
                     time.sleep(0.2)
                 commits_after, wal_after, lsn_after = sampler.counters()
+                time.sleep(1)  # the WAL up to lsn_after reaches its files
+                with sampler.lock:
+                    sampler.wal_segments_copy(last=True)
                 run.cpu = {
                     name: group_cpu(pgid) - cpu_before[name] for name, pgid in groups.items()
                 }
@@ -466,7 +507,12 @@ def measure(args, run: Run, port: int, sink_log: LineLog, workdir: Path, sink_pg
             finally:
                 sampler.close()
             run.peak_connections = sampler.peak
-            run.database_wal = database_wal(conninfo, database, lsn_before, lsn_after)
+            run.slow_statements = sorted(sampler.slow.items(), key=lambda kv: -kv[1][0])[:6]
+            if sampler.wal_copy is not None:
+                run.database_wal = database_wal(
+                    conninfo, database, sampler.wal_copy, lsn_before, lsn_after
+                )
+                shutil.rmtree(sampler.wal_copy, ignore_errors=True)
             run.statuses = dict(
                 Enrollment.objects.filter(campaign__account=account)
                 .order_by()
@@ -585,6 +631,10 @@ def report(run: Run) -> dict:
         f"  peak connections to the bench database: {run.peak_connections}; load "
         f"{run.load_before} at the dispatch, {run.load_after} at the end"
     )
+    for statement, (longest, seen) in run.slow_statements:
+        print(
+            f"  statement running over 1 s ({seen} samples, longest {longest:.1f} s): {statement}"
+        )
     print(f"  enrollments at the end: {run.statuses}")
     print(f"  stopped on SIGTERM: {run.stopped_cleanly}; logs: {run.logs}")
     return {"gaps": gaps, "ratio": ratio}
@@ -652,6 +702,49 @@ def worker_log_report(path: Path, t0: float, end: float) -> None:
         print(f"  worker log x{count}: {text}")
 
 
+FRAME = re.compile(r"^(.*) \((.*?)(?::\d+)?\)$")
+
+
+def profile_report(raw: Path, top: int = 15) -> None:
+    """py-spy's raw stacks (`frame;frame;... count`, root first): the share of samples
+    per function where it ran itself (the leaf) and where it was on the stack."""
+    if not raw.exists() or not raw.read_text().strip():
+        print(f"  py-spy: no samples in {raw}")
+        return
+    leaf: Counter = Counter()
+    inclusive: Counter = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        names = []
+        for frame in stack.split(";"):
+            match = FRAME.match(frame)
+            name = match[1] if match else frame
+            where = match[2] if match else ""
+            where = where.split("site-packages/")[-1].replace(str(Path.cwd()) + "/", "")
+            names.append(f"{name} ({where})")
+        leaf[names[-1]] += n
+        for name in set(names):
+            inclusive[name] += n
+    print(f"  py-spy --gil: {total} samples (the thread holding the interpreter lock)")
+    print("    self (leaf) share:")
+    for name, n in leaf.most_common(top):
+        print(f"      {n / total:6.1%}  {name}")
+    print("    on the stack (inclusive), project and library frames:")
+    shown = 0
+    for name, n in inclusive.most_common():
+        if n == total or "threading.py" in name or "<module>" in name:
+            continue
+        print(f"      {n / total:6.1%}  {name}")
+        shown += 1
+        if shown >= 2 * top:
+            break
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mailboxes", type=int, default=1000)
@@ -712,6 +805,7 @@ def main() -> None:
     report(run)
     worker_log_report(workdir / "service" / "worker.log", run.dispatched_at, run.run_end)
     if args.profile:
+        profile_report(workdir / "service" / "worker-gil.raw")
         print(f"  py-spy: {workdir / 'service'}/worker-gil.raw, worker-dump-*.txt")
 
 
