@@ -3,9 +3,10 @@
 * the SMTP sink and the webhook receiver of tests/support, each in its own process
   (`smtp_sink_start`, `receiver_start`), with their latency options and a log of what
   they accepted that the benchmark reads as it grows (`LineLog`);
-* the service's own background processes, started exactly as the repository's
-  `Procfile` says (`Service`: its `worker:` and `beat:` lines, run through a shell
-  with the benchmark's environment), whatever engine those lines describe;
+* the service's own processes, started exactly as the repository's `Procfile` says
+  (`Service`: its `worker:`, `webhooks:` and `beat:` lines, and with `web=True` its
+  `web:` line too, run through a shell with the benchmark's environment), whatever
+  engine those lines describe;
 * the mode they run on (`mode_environment`): production (DATABASE_URL and REDIS_URL)
   or the embedded mode (neither: a fresh VAR_DIR, its PostgreSQL, the filesystem
   broker), and its broker's purge (`broker_purge`);
@@ -53,6 +54,8 @@ def smtp_sink_start(
     reply_delay: float = 0.0,
     data_delay: float | None = None,
     hang: bool = False,
+    reply_delay_range: tuple[float, float] | None = None,
+    hang_data_from: Path | None = None,
 ) -> subprocess.Popen:
     """tests/support/smtp.py in its own process, listening when this returns."""
     from tests.support.ports import wait_for_port
@@ -62,6 +65,10 @@ def smtp_sink_start(
         args += ["--data-delay", str(data_delay)]
     if hang:
         args.append("--hang")
+    if reply_delay_range is not None:
+        args += ["--reply-delay-range", f"{reply_delay_range[0]},{reply_delay_range[1]}"]
+    if hang_data_from is not None:
+        args += ["--hang-data-from", str(hang_data_from)]
     if log is not None:
         args += ["--log", str(log)]
     process = _python_module("tests.support.smtp", args)
@@ -199,12 +206,13 @@ def procfile() -> dict[str, str]:
     return entries
 
 
-def service_describe(*also: str) -> None:
-    """Print the mode, the Procfile lines the benchmark runs, and the environment
-    variables they (and `also`) read, as set here or unset (the line's default applies)."""
+def service_describe(*also: str, web: bool = False) -> None:
+    """Print the mode, the Procfile lines the benchmark runs (`web:` too with `web`),
+    and the environment variables they (and `also`) read, as set here or unset (the
+    line's default applies)."""
     print(f"  mode: {mode_line()}")
     entries = procfile()
-    names = [name for name in entries if name != "web"]
+    names = [name for name in entries if web or name != "web"]
     for name in names:
         print(f"  Procfile {name}: {entries[name]}")
     lines = " ".join(entries[name] for name in names)
@@ -250,20 +258,24 @@ def broker_purge() -> None:
 
 
 class Service:
-    """Every process of the Procfile but the web: its Celery workers (any line running
-    `celery ... worker`, e.g. `worker:` and `webhooks:`) and `beat:`, each through a
-    shell in its own process group, logs in `directory`. Use as a context manager:
-    stopped on the way out, whatever happens: SIGTERM to the group (as honcho, which
-    runs the Procfile for `make run`, does), SIGKILL to it after 15 s."""
+    """Every process of the Procfile but the web (with `web=True`, the web too): its
+    Celery workers (any line running `celery ... worker`, e.g. `worker:` and
+    `webhooks:`) and `beat:`, each through a shell in its own process group, logs in
+    `directory`. The web listens on the env's BIND (set it: the Procfile's default,
+    127.0.0.1:8000, may be anyone's). Use as a context manager: stopped on the way out,
+    whatever happens: SIGTERM to the group (as honcho, which runs the Procfile for
+    `make run`, does), SIGKILL to it after 15 s."""
 
-    def __init__(self, directory: Path, env: dict):
+    def __init__(self, directory: Path, env: dict, *, web: bool = False):
         self.directory = directory
         self.env = env
         entries = procfile()
         if "worker" not in entries:
             raise SystemExit("the Procfile has no worker: line")
+        if web and "web" not in entries:
+            raise SystemExit("the Procfile has no web: line")
         # beat may one day run inside the worker (--beat): then there is no beat: line.
-        self.commands = {name: command for name, command in entries.items() if name != "web"}
+        self.commands = {name: command for name, command in entries.items() if web or name != "web"}
         self.workers = [name for name, command in self.commands.items() if " worker" in command]
         self.processes: dict[str, subprocess.Popen] = {}
         self.stopped_cleanly: dict[str, bool] = {}
@@ -296,8 +308,14 @@ class Service:
     def _wait_ready(self, timeout: float) -> None:
         """The worker is ready when it says so (" ready." at log level INFO) or answers a
         broadcast ping; beat when it logs "Starting...", or after 3 s alive at a
-        quieter log level."""
+        quieter log level; the web when its BIND port accepts a connection."""
         from config.celery import app
+
+        if "web" in self.processes:
+            from tests.support.ports import wait_for_port
+
+            port = int(self.env.get("BIND", "127.0.0.1:8000").rpartition(":")[2])
+            wait_for_port(port, timeout=timeout, process=self.processes["web"])
 
         started = time.monotonic()
         deadline = started + timeout

@@ -2,6 +2,7 @@
 slow replies without one session holding up another, and peers that never answer.
 The latency benchmarks (bench/bench_latency_*.py) stand on these."""
 
+import random
 import smtplib
 import socket
 import subprocess
@@ -100,6 +101,84 @@ def test_smtp_script_mode_logs_each_accepted_message_after_its_delays(tmp_path):
         process.wait(timeout=10)
     assert line[1:] == ["from@example.com", "to7@example.org"]
     assert float(line[0]) >= before + 3 * 0.05 + 0.3 - 4 * EARLY
+
+
+def test_smtp_reply_delay_range_draws_a_delay_for_each_reply(smtp_sink, monkeypatch):
+    draws = []
+    uniform = random.uniform
+
+    def recorded(low, high):
+        draws.append((low, high))
+        return uniform(low, high)
+
+    monkeypatch.setattr(random, "uniform", recorded)
+    sink = smtp_sink(reply_delay_range=(0.1, 0.2))
+    draws.clear()  # the banner of the sink's own start-up check
+    started = time.monotonic()
+    conn = smtplib.SMTP(sink.host, sink.port, timeout=10)
+    conn.ehlo()
+    conn.sendmail("from@example.com", ["to@example.org"], b"Subject: x\r\n\r\nbody\r\n")
+    conn.quit()
+    elapsed = time.monotonic() - started
+
+    # Banner, EHLO (once for its lines), MAIL, RCPT, DATA's 354, end of DATA, QUIT.
+    assert draws == [(0.1, 0.2)] * 7
+    assert elapsed >= 7 * 0.1 - 7 * EARLY
+    assert [m.rcpt_tos for m in sink.wait_for(1)] == [["to@example.org"]]
+
+
+def test_smtp_hang_data_from_never_answers_those_senders_end_of_data(smtp_sink):
+    sink = smtp_sink(hang_data_from={"Stuck@Example.com"})
+    with (
+        smtplib.SMTP(sink.host, sink.port, timeout=1) as conn,
+        pytest.raises((TimeoutError, smtplib.SMTPServerDisconnected)),
+    ):
+        conn.sendmail("stuck@example.com", ["a@example.org"], b"Subject: x\r\n\r\nbody\r\n")
+    # Another sender on the same sink meanwhile: answered.
+    _send(sink.host, sink.port, 1)
+    assert [(m.mail_from, m.rcpt_tos) for m in sink.messages] == [
+        ("from@example.com", ["to1@example.org"])
+    ]
+
+
+def test_smtp_script_mode_reply_delay_range_and_hang_data_from(tmp_path):
+    port, log, hang = free_port(), tmp_path / "sink.log", tmp_path / "hang.txt"
+    hang.write_text("stuck@example.com\n\nother@example.com\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.smtp", "--port", str(port), "--log", str(log)]
+        + ["--reply-delay-range", "0.05,0.1", "--hang-data-from", str(hang)],
+        cwd=ROOT,
+    )
+    try:
+        wait_for_port(port, process=process)
+        before = time.time()
+        _send("127.0.0.1", port, 3)
+        with (
+            smtplib.SMTP("127.0.0.1", port, timeout=1) as conn,
+            pytest.raises((TimeoutError, smtplib.SMTPServerDisconnected)),
+        ):
+            conn.sendmail("other@example.com", ["b@example.org"], b"Subject: x\r\n\r\nbody\r\n")
+        lines = [line.split() for line in log.read_text().splitlines()]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert [line[1:] for line in lines] == [["from@example.com", "to3@example.org"]]
+    # Banner, EHLO, MAIL, RCPT, DATA's 354, end of DATA: each at least 50 ms.
+    assert float(lines[0][0]) >= before + 6 * 0.05 - 6 * EARLY
+
+
+@pytest.mark.parametrize("bad", ["0.5,0.1", "0.1", "a,b"])
+def test_smtp_script_mode_refuses_a_malformed_reply_delay_range(bad):
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.support.smtp", "--port", str(free_port())]
+        + ["--reply-delay-range", bad],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--reply-delay-range: MIN,MAX" in result.stderr
 
 
 def test_receiver_delay(receiver):

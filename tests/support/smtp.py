@@ -29,14 +29,21 @@ A slow or dead peer, as real mail servers are (also settable on a running sink):
                                               # DATA 200 ms late (default: reply_delay)
     sink = smtp_sink(hang=True)               # accept the TCP connection, never say a
                                               # word (not even the banner) until stop()
+    sink = smtp_sink(reply_delay_range=(0.05, 0.5))   # each reply (the end of DATA's
+                                              # too, unless data_delay) after its own
+                                              # delay drawn uniformly from the range
+    sink = smtp_sink(hang_data_from={"a@x.org"})   # never answer the end of DATA of a
+                                              # message from these senders (not recorded,
+                                              # not logged) until stop()
 
 Delays are asyncio sleeps in the server's event loop: one slow session never holds up
 another, and hundreds of concurrent sessions are fine (listen backlog 1024).
 
 Run as a script (`python -m tests.support.smtp --port N`) it accepts everything as fast
 as it can without keeping anything (the benchmark's peer); `--reply-delay`,
-`--data-delay` and `--hang` as above, `--log FILE` appends a line per accepted message:
-`<unix time of the 250> <mail from> <first recipient>`.
+`--data-delay` and `--hang` as above, `--reply-delay-range MIN,MAX` (seconds, drawn per
+reply), `--hang-data-from FILE` (one sender address a line), `--log FILE` appends a line
+per accepted message: `<unix time of the 250> <mail from> <first recipient>`.
 """
 
 import argparse
@@ -48,6 +55,7 @@ import email
 import email.policy
 import ipaddress
 import json
+import random
 import socket
 import ssl
 import threading
@@ -89,11 +97,12 @@ class _SMTP(SMTP):
         await super()._handle_client()
 
     async def push(self, status):
-        delay = self.event_handler.reply_delay
         if self.skip_next_delay:
             self.skip_next_delay = False
-        elif delay and not self._in_reply:
-            await asyncio.sleep(delay)
+        elif not self._in_reply:
+            delay = self.event_handler.reply_delay_draw()
+            if delay:
+                await asyncio.sleep(delay)
         line = status if isinstance(status, bytes) else status.encode("utf-8", "replace")
         self._in_reply = line[3:4] == b"-"
         await super().push(status)
@@ -213,10 +222,16 @@ class SmtpSink:
         hang: bool = False,
         log: Path | None = None,
         xoauth2=None,
+        reply_delay_range: tuple[float, float] | None = None,
+        hang_data_from=(),
     ):
         self.reply_delay = reply_delay
-        self.data_delay = data_delay  # None: the end of DATA waits reply_delay too
+        # (min, max): each reply waits its own uniform draw instead of reply_delay.
+        self.reply_delay_range = reply_delay_range
+        self.data_delay = data_delay  # None: the end of DATA waits like any reply
         self.hang = hang
+        # Senders whose end of DATA is never answered (until stop()).
+        self.hang_data_from = {address.lower() for address in hang_data_from}
         self._log = open(log, "a", buffering=1) if log else None  # noqa: SIM115 (stop())
         self.messages: list[Received] = []
         self.auth_attempts = 0
@@ -295,6 +310,12 @@ class SmtpSink:
     def to(self, address: str) -> list[Received]:
         return [m for m in self.messages if address.lower() in (r.lower() for r in m.rcpt_tos)]
 
+    def reply_delay_draw(self) -> float:
+        """The delay before the next reply: reply_delay, or a draw from the range."""
+        if self.reply_delay_range is not None:
+            return random.uniform(*self.reply_delay_range)  # noqa: S311 (a test peer)
+        return self.reply_delay
+
     # --- aiosmtpd handler hooks ---
     def _authenticate(self, server, session, envelope, mechanism, auth_data):
         self.auth_attempts += 1
@@ -346,11 +367,17 @@ class SmtpSink:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
-        delay = self.reply_delay if self.data_delay is None else self.data_delay
+        delay = self.reply_delay_draw() if self.data_delay is None else self.data_delay
         if delay:
             await asyncio.sleep(delay)
         if isinstance(server, _SMTP):
             server.skip_next_delay = True  # this reply has waited its delay
+        if (envelope.mail_from or "").lower() in self.hang_data_from:
+            # The whole message came in; its end of DATA is never answered. The client
+            # gives up on its own timeout; the session waits here until stop().
+            while not self._released.is_set():
+                await asyncio.sleep(0.5)
+            return "421 4.3.0 Shutting down"
         rcpt = envelope.rcpt_tos[0] if envelope.rcpt_tos else None
         reply = self._data.take(rcpt)
         if reply:
@@ -397,6 +424,23 @@ def smtp_sink(tmp_path):
         sink.stop()
 
 
+def _seconds_range(text: str) -> tuple[float, float]:
+    low, sep, high = text.partition(",")
+    try:
+        bounds = (float(low), float(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"MIN,MAX in seconds, not {text!r}") from None
+    if not sep or not 0 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"MIN,MAX with 0 <= MIN <= MAX, not {text!r}")
+    return bounds
+
+
+def _addresses(path: Path | None) -> list[str]:
+    if path is None:
+        return []
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Accept every message, keep nothing.")
     parser.add_argument("--port", type=int, required=True)
@@ -405,6 +449,20 @@ if __name__ == "__main__":
         "--data-delay", type=float, default=None, help="seconds before the end-of-DATA reply"
     )
     parser.add_argument("--hang", action="store_true", help="accept, then never answer")
+    parser.add_argument(
+        "--reply-delay-range",
+        type=_seconds_range,
+        default=None,
+        metavar="MIN,MAX",
+        help="each reply after its own delay drawn uniformly from MIN..MAX seconds",
+    )
+    parser.add_argument(
+        "--hang-data-from",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="never answer the end of DATA of messages from the senders in FILE (one a line)",
+    )
     parser.add_argument("--log", type=Path, help="append a line per accepted message")
     args = parser.parse_args()
     SmtpSink(
@@ -415,5 +473,7 @@ if __name__ == "__main__":
         data_delay=args.data_delay,
         hang=args.hang,
         log=args.log,
+        reply_delay_range=args.reply_delay_range,
+        hang_data_from=_addresses(args.hang_data_from),
     ).start()
     threading.Event().wait()
