@@ -25,8 +25,9 @@ The plan limit is not checked here: sends already scheduled still fire (a soft c
 import contextlib
 import logging
 import smtplib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
@@ -102,6 +103,7 @@ def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.n
     batch = _Batch.load(list(batch_ids or [batch_id]), credential_id)
     if batch is None:
         return BatchResult()
+    batch.clock = clock
     with smtp_sessions.track_inprogress():
         try:
             for index, claim in enumerate(batch.claims):
@@ -128,6 +130,7 @@ class _Batch:
     threads: dict[UUID, list[Message]]  # claim -> earlier messages, for a reply
     result: BatchResult = field(default_factory=BatchResult)
     conn: smtplib.SMTP | None = None
+    clock: Callable[[], datetime] = timezone.now
 
     @classmethod
     def load(cls, batch_ids: list, credential_id: UUID) -> "_Batch | None":
@@ -313,6 +316,10 @@ class _Batch:
             self.conn = None
         except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
             return self._failed(index, claim, exc, now)
+        # The mailbox's pace counts from here, the server's reply (or the end of the
+        # wait for it), not from the send's start: a slow session must not bring the
+        # next send closer than the minimum, as the server sees the two.
+        accepted_at = self.clock()
         # Recorded (committed) before the next MAIL FROM on this connection.
         enrollment = claim.enrollment
         sent_record(
@@ -324,6 +331,7 @@ class _Batch:
             outgoing=outgoing,
             now=now,
             reply_seen=reply_seen,
+            accepted_at=accepted_at,
         )
         self._counted("accepted" if reply_seen else "unknown", claim, now)
         return True

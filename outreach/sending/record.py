@@ -86,10 +86,13 @@ def sent_record(
     outgoing: Outgoing,
     now: datetime,
     reply_seen: bool = True,
+    accepted_at: datetime | None = None,
 ) -> None:
     """An accepted message (or one whose reply never came, `reply_seen=False`), in one
     transaction: the Message, the enrollment moved on, the counters, the period's
-    usage and `enrollment.sent`."""
+    usage and `enrollment.sent`. `accepted_at` (default `now`, the send's start) is when
+    the server took the message, or when its reply was given up on: a paced mailbox's
+    next send is at least min_interval_seconds after it, as the server sees them."""
     next_step = steps.get(claim.step + 1)
     next_send_at = None
     if next_step is not None:
@@ -111,7 +114,11 @@ def sent_record(
         now=now,
         reply_seen=reply_seen,
         move=after_step(next_send_at=next_send_at, now=now),
-        pace_floor=now + timedelta(seconds=credential.min_interval_seconds) if paced else None,
+        pace_floor=(
+            (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
+            if paced
+            else None
+        ),
     )
     # The common case: the writes in one statement (record_sql); when it does not apply
     # (nothing written), the ORM path does it all.

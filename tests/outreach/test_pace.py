@@ -161,6 +161,33 @@ def test_a_late_send_still_keeps_the_minimum_before_the_next(smtp_sink):
 
 
 @pytest.mark.django_db
+def test_a_slow_server_keeps_the_minimum_from_its_reply(smtp_sink):
+    """The minimum counts from the server's reply to the message, not from the send's
+    start: a session that took long must not bring the next send closer, as the server
+    sees the two messages."""
+    sink = smtp_sink()
+    credential = _mailbox(sink, low=130, high=130)
+    campaign = _campaign_on(credential)
+    _enroll(campaign)
+    _enroll(campaign)
+    [batch] = schedule_due(now=NOW)
+    replied = NOW + timedelta(seconds=45)  # the server answered the end of DATA 45 s on
+    clock = iter([NOW])  # the send starts at NOW; every later reading is the reply's time
+    batch_send(
+        batch_id=batch.batch_id,
+        credential_id=batch.credential_id,
+        clock=lambda: next(clock, replied),
+    )
+
+    credential.refresh_from_db()
+    assert credential.next_send_earliest_at == replied + timedelta(seconds=130)
+    assert Message.objects.get().sent_at == NOW  # the send's time, as recorded before
+    assert schedule_due(now=NOW + timedelta(seconds=170)) == []  # 125 s after the reply
+    [nxt] = schedule_due(now=replied + timedelta(seconds=130))
+    assert nxt.size == 1
+
+
+@pytest.mark.django_db
 def test_a_claim_that_does_not_send_keeps_the_pace_it_took(smtp_sink):
     sink = smtp_sink()
     sink.reject_rcpt("busy@example.org", "451 4.3.0 Try again later", times=1)

@@ -17,6 +17,10 @@ catalog back.
         worker.kill()           # also runs the beat schedule. kill() is SIGKILL to
                                 # the whole process group (a machine lost mid-task).
 
+`celery_worker(queues="celery,sending,imports,intake", name="a")` consumes only those
+queues (`-Q`, as the Procfile's worker line) under the hostname `a-<pid>-<n>@<host>`
+(`worker.hostname`): several workers of one test tell their logs apart by it.
+
 Every worker started is stopped (SIGTERM, then SIGKILL) when the test ends; the
 broker's queues are purged before the first one starts, so no message of an
 earlier test is consumed. The test process itself keeps eager Celery; to put a
@@ -25,6 +29,7 @@ task on the real broker from it, use `send_task(...)` below.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -76,8 +81,19 @@ def send_task(name: str, *args) -> None:
 
 
 class Worker:
-    def __init__(self, *, log_path: Path, beat: bool, concurrency: int, pool: str, env: dict):
+    def __init__(
+        self,
+        *,
+        log_path: Path,
+        beat: bool,
+        concurrency: int,
+        pool: str,
+        env: dict,
+        queues: str | None = None,
+        name: str = "e2e",
+    ):
         self.log_path = log_path
+        self.hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@{socket.gethostname()}"
         command = [
             str(Path(sys.executable).with_name("celery")),
             "-A",
@@ -85,7 +101,8 @@ class Worker:
             "worker",
             "--loglevel",
             "INFO",
-            # No -Q: a plain worker consumes every queue the configuration declares.
+            # Without -Q, a plain worker consumes every queue the configuration declares.
+            *(["-Q", queues] if queues else []),
             "--pool",
             pool,
             "--concurrency",
@@ -94,7 +111,7 @@ class Worker:
             "--without-mingle",
             "--without-heartbeat",
             "--hostname",
-            f"e2e-{os.getpid()}-{time.monotonic_ns()}@%h",
+            self.hostname,
         ]
         if beat:
             # The in-memory scheduler: a test's beat needs no schedule file, and on
@@ -151,18 +168,28 @@ class Worker:
 
 @pytest.fixture
 def celery_worker(tmp_path):
-    """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={})`
-    starts a worker, waits until it is ready and returns it."""
+    """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={},
+    queues=None, name="e2e")` starts a worker, waits until it is ready and returns it."""
     broker_purge()
     workers: list[Worker] = []
 
-    def start(*, beat: bool = False, concurrency: int = 8, pool: str = "threads", env=None):
+    def start(
+        *,
+        beat: bool = False,
+        concurrency: int = 8,
+        pool: str = "threads",
+        env=None,
+        queues: str | None = None,
+        name: str = "e2e",
+    ):
         worker = Worker(
             log_path=tmp_path / f"worker{len(workers)}.log",
             beat=beat,
             concurrency=concurrency,
             pool=pool,
             env={key: str(value) for key, value in (env or {}).items()},
+            queues=queues,
+            name=name,
         )
         workers.append(worker)
         return worker.wait_ready()

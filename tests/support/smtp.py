@@ -19,7 +19,8 @@ when the test ends.
     sink.drop_after_data("cut@x.org")         # record the message, then close the
                                               # connection instead of answering DATA
     sink.wait_for(3)                          # block until 3 messages were accepted
-    sink.messages                             # [Received(mail_from, rcpt_tos, data, message)]
+    sink.messages                             # [Received(mail_from, rcpt_tos, data, message,
+                                              #  at)]: `at` is the unix time of the accept
 
 A slow or dead peer, as real mail servers are (also settable on a running sink):
 
@@ -138,6 +139,8 @@ class Received:
     mail_from: str
     rcpt_tos: list
     data: bytes
+    # time.time() when the sink took the whole message, before its reply to the end of DATA.
+    at: float = 0.0
 
     @property
     def message(self) -> email.message.EmailMessage:
@@ -382,7 +385,9 @@ class SmtpSink:
         reply = self._data.take(rcpt)
         if reply:
             return reply
-        received = Received(envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content))
+        received = Received(
+            envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content), time.time()
+        )
         held = rcpt is not None and rcpt.lower() in self._hold
         if self._record:
             with self._cond:
