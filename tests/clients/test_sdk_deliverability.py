@@ -215,9 +215,7 @@ def test_a_mailboxs_sender_domain_is_checked(dns_service, dns_server, smtp_sink)
     assert codes["dkim_not_found"] == "error" and codes["spf_allows_all"] == "warning"
     assert codes["dmarc_policy_none"] == "warning"
     assert check.status == "error" and check.checked_at is not None
-    assert [f.code for f in check.errors] == [
-        f.code for f in check.findings if f.level == "error"
-    ]
+    assert [f.code for f in check.errors] == [f.code for f in check.findings if f.level == "error"]
     assert all(isinstance(f, models.DomainFinding) and f.message for f in check.findings)
     assert check.records["dmarc"] == "v=DMARC1; p=none"
 
