@@ -37,7 +37,7 @@ def domain_check_summary(check: models.DomainCheck, from_email: str | None = Non
     if errors:
         lines.append(ERROR_MEANS)
     else:
-        lines.append("Only warnings: mail is accepted, but consider fixing them.")
+        lines.append("Only warnings: nothing holds sends, but consider fixing them.")
     return lines
 
 
