@@ -159,7 +159,13 @@ def test_an_agent_runs_a_campaign_through_the_tools(service_url, sdk_key, sdk_ac
     assert set(reads) >= {"list_webhooks", "list_webhook_deliveries", "list_mailboxes"}
     assert "get_sending_status" in reads
     destructive = {name for name, tool in tools.items() if tool.annotations.destructive_hint}
-    assert destructive == {"dispatch_campaign", "delete_campaign", "pause_campaign"}
+    assert destructive == {
+        "dispatch_campaign",
+        "delete_campaign",
+        "pause_campaign",
+        "add_to_blocklist",  # stops running sequences to the entries, for good
+        "remove_from_blocklist",
+    }
     schema = tools["create_campaign"].input_schema
     assert set(schema["required"]) == {"name", "steps", "credential_ids"}
     assert all(tool.input_schema["additionalProperties"] is False for tool in tools.values())

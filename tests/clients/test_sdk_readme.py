@@ -1,7 +1,8 @@
 """The SDK's README examples, run as written against the live service: every `python`
 block of clients/python/README.md, in a fresh interpreter, with OUTREACH_API_KEY and
 OUTREACH_BASE_URL set as the README says. Only what cannot be the same here changes:
-the SMTP sink's port (2525 in the README) and the webhook receiver's URL."""
+the SMTP sink's port (2525 in the README) and the webhook receiver's URL. The service asks
+the test's DNS server (the sender domain check), which knows nothing of example.com."""
 
 import os
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from outreach.blocklist.models import BlocklistEntry
 from outreach.conversations.models import Reply
 from outreach.sending.models import Enrollment
 
@@ -38,13 +40,13 @@ def _run(code: str, env: dict) -> str:
 
 
 def test_every_python_block_of_the_readme_runs_as_written(
-    service_server, sdk_key, smtp_sink, receiver
+    service_server, sdk_key, smtp_sink, receiver, dns_server
 ):
-    url = service_server()
+    url = service_server(DNS_RESOLVERS=dns_server.address, DNS_TIMEOUT_SECONDS="0.5")
     sink = smtp_sink()
     env = {**os.environ, "OUTREACH_API_KEY": sdk_key, "OUTREACH_BASE_URL": url}
     blocks = _blocks()
-    assert len(blocks) == 5
+    assert len(blocks) == 6
 
     def run(block: str) -> str:
         block = block.replace("2525", str(sink.port))
@@ -72,7 +74,7 @@ def test_every_python_block_of_the_readme_runs_as_written(
         label="interested",
         label_source="manual",
     )
-    signup, conversation, _verify, tools = (run(block) for block in blocks[1:])
+    signup, conversation, _verify, tools, deliverability = (run(block) for block in blocks[1:])
 
     assert conversation.splitlines()[0] == "ada@example.org Re: Hello Sounds good."
     assert conversation.splitlines()[1].startswith("reply ")
@@ -89,3 +91,16 @@ def test_every_python_block_of_the_readme_runs_as_written(
     assert "200 None " in tools
     assert tools.splitlines()[-1] == "0 False"
     assert len(receiver.requests) == 1
+
+    assert deliverability.splitlines() == [
+        "2 0 []",
+        "competitor.example domain asked us",
+        "value,kind,reason,created_at",
+        "SendingDefaults(max_per_recipient_domain_per_day=20)",
+        "example.com error ['spf_missing', 'dkim_not_found', 'dmarc_missing']",
+        "True 0",
+    ]
+    assert {e.value for e in BlocklistEntry.objects.all()} == {
+        "lin@example.net",
+        "competitor.example",
+    }

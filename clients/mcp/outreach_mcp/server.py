@@ -3,7 +3,7 @@ Streamable HTTP, authenticated with one API key (OUTREACH_API_KEY, best one of
 client_kind `mcp`) against OUTREACH_BASE_URL.
 
 Agent safety is on this side of the tools: reads are annotated read-only; dispatch,
-pause and delete destructive; and every tool that leads to email (dispatch_campaign of
+pause, delete and the blocklist's changes destructive; and every tool that leads to email (dispatch_campaign of
 any size, start_outreach, respond_to_reply) answers a preview with a confirmation token
 first, and sends only when called again with that token, bound to exactly what it
 previewed and good once (confirmation.py).
@@ -34,6 +34,7 @@ from outreach_mcp.confirmation import (
     confirmation_gate,
     idempotency_key,
 )
+from outreach_mcp.deliverability import blocklist_add_answer, domain_check_answer
 from outreach_mcp.preview import dispatch_preview, outreach_preview
 from outreach_mcp.respond import response_preview
 
@@ -47,6 +48,15 @@ UPDATE = ToolAnnotations(
 SENDS_MAIL = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 DISPATCH = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
+# Blocking stops running sequences for good; unblocking removes a protection. Neither
+# sends anything, so neither needs a confirmation token (docs/clients.md).
+BLOCKLIST_CHANGE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+# Asks DNS about the mailbox's domain now and stores the result.
+DNS_CHECK = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
 
 CampaignId = Annotated[str, Field(description="The campaign's id (a UUID).")]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIST, description="How many at most (newest first).")]
@@ -79,6 +89,32 @@ ReplyLabel = Literal[
 ]
 # A list shows this much of each reply's new text; get_reply shows all of it.
 LIST_TEXT_CHARS = 500
+MailboxId = Annotated[str, Field(description="The mailbox's id (a UUID), from list_mailboxes.")]
+DomainCap = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=100_000,
+        description="At most this many sends a UTC day to the addresses of one recipient "
+        "domain (e.g. acme.com), counted across the account's campaigns; consumer mail "
+        "domains (gmail.com, ...) are never capped.",
+    ),
+]
+TrackClicks = Annotated[
+    bool,
+    Field(
+        description="Lead the links of every email through a tracked redirect, so clicks "
+        "show in the stats (clicked) and on enrollments (clicked_at). Unsubscribe links are "
+        "never rewritten."
+    ),
+]
+RequireAuthenticatedDomain = Annotated[
+    bool,
+    Field(
+        description="Hold sends from mailboxes whose From domain check has an error (SPF, "
+        "DKIM, DMARC: get_sender_domain_check)."
+    ),
+]
 SendWindow = Annotated[
     dict[str, Any] | None,
     Field(
@@ -161,7 +197,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         version=__version__,
         instructions="Run email outreach campaigns of one account: mailboxes, campaigns, "
         "contacts, outreach, dispatch, enrollments, stats, usage and webhooks, and the "
-        "conversations: replies, their labels and threads, and responses. Every tool that "
+        "conversations: replies, their labels and threads, and responses; and deliverability: "
+        "the blocklist, the per-domain daily cap, the mailboxes' SPF, DKIM and DMARC, click "
+        "tracking. Every tool that "
         "sends email (dispatch_campaign, start_outreach, respond_to_reply) answers a preview "
         "first: show it to the user, and call the tool again with its confirmation_token only "
         "once they agree. A token sends once, exactly what it previewed. Mailboxes send 2 to 5 "
@@ -199,7 +237,12 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         timezone: Annotated[str, Field(description="IANA time zone name.")] = "UTC",
         send_window: SendWindow = None,
         track_opens: bool = True,
+        track_clicks: TrackClicks = False,
         stop_on_reply: bool = True,
+        require_authenticated_domain: RequireAuthenticatedDomain = False,
+        max_per_recipient_domain_per_day: Annotated[
+            DomainCap, Field(description="null: the account's default (get_sending_defaults).")
+        ] = None,
     ) -> dict[str, Any]:
         return client.campaigns.create(
             name=name,
@@ -208,7 +251,10 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             timezone=timezone,
             send_window=send_window,
             track_opens=track_opens,
+            track_clicks=track_clicks,
             stop_on_reply=stop_on_reply,
+            require_authenticated_domain=require_authenticated_domain,
+            max_per_recipient_domain_per_day=max_per_recipient_domain_per_day,
         ).raw
 
     @tool(UPDATE, "Change a campaign's name, steps, mailboxes or settings (only those given).")
@@ -223,8 +269,25 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             Field(description='{"start", "end", "days"}; an empty object {} removes the window.'),
         ] = None,
         track_opens: bool | None = None,
+        track_clicks: Annotated[TrackClicks | None, Field(description="Track clicks.")] = None,
         stop_on_reply: bool | None = None,
+        require_authenticated_domain: Annotated[
+            RequireAuthenticatedDomain | None, Field(description="Hold failing mailboxes.")
+        ] = None,
+        max_per_recipient_domain_per_day: DomainCap = None,
+        use_account_domain_cap: Annotated[
+            bool,
+            Field(
+                description="Drop the campaign's own per-domain cap: the account's default "
+                "applies (get_sending_defaults)."
+            ),
+        ] = False,
     ) -> dict[str, Any]:
+        if max_per_recipient_domain_per_day is not None and use_account_domain_cap:
+            raise ToolFailure(
+                "validation_failed",
+                "Give max_per_recipient_domain_per_day or use_account_domain_cap, not both.",
+            )
         changes = {
             key: value
             for key, value in {
@@ -233,10 +296,15 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
                 "credential_ids": credential_ids,
                 "timezone": timezone,
                 "track_opens": track_opens,
+                "track_clicks": track_clicks,
                 "stop_on_reply": stop_on_reply,
+                "require_authenticated_domain": require_authenticated_domain,
+                "max_per_recipient_domain_per_day": max_per_recipient_domain_per_day,
             }.items()
             if value is not None
         }
+        if use_account_domain_cap:
+            changes["max_per_recipient_domain_per_day"] = None
         if send_window is not None:
             changes["send_window"] = send_window or None
         return client.campaigns.update(campaign_id, **changes).raw
@@ -371,8 +439,10 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         "Explain whether and when a campaign sends: per mailbox, whether it can send now and "
         "why not (paced: the mailbox waits between sends, 2 to 5 minutes by default; "
         "window_closed; daily_limit_reached; mailbox_disabled; reauthorization_required; "
-        "campaign_paused; campaign_completed; nothing_due), each with the time it lifts, and "
-        "the next planned sends.",
+        "campaign_paused; campaign_completed; nothing_due; recipient_domain_limit: the day's "
+        "cap of sends to a recipient domain is reached; domain_unauthenticated: the mailbox's "
+        "From domain check has errors and the campaign requires an authenticated domain), "
+        "each with the time it lifts, and the next planned sends.",
     )
     def get_sending_status(campaign_id: CampaignId) -> dict[str, Any]:
         status = client.campaigns.sending_status(campaign_id)
@@ -414,8 +484,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
 
     @tool(
         READ,
-        "Read a campaign's stats: enrolled, sent, opened, replied, bounced, unsubscribed; and, "
-        "where the service reports them, sent/opened/replied/bounced per step and A/B variant.",
+        "Read a campaign's stats: enrolled, sent, opened, clicked (with track_clicks), replied, "
+        "bounced, unsubscribed, stopped; and, where the service reports them, "
+        "sent/opened/clicked/replied/bounced per step and A/B variant.",
     )
     def get_campaign_stats(campaign_id: CampaignId) -> dict[str, Any]:
         campaign = client.campaigns.retrieve(campaign_id)
@@ -566,6 +637,137 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             reply_id, body_text, body_html, idempotency_key=idempotency_key(confirmation_token)
         )
         return {"status": "responded", "response": sent.raw}
+
+    # --- deliverability (docs/deliverability.md) -------------------------------------------
+
+    @tool(
+        READ,
+        "Show a mailbox's sender domain check (SPF, DKIM, DMARC, MX of its From domain) in "
+        "plain words: each finding with its level (error, warning) and what it means. Without "
+        "mailbox_id, every mailbox's. The service checks each mailbox daily; "
+        "check_sender_domain checks one now.",
+    )
+    def get_sender_domain_check(mailbox_id: MailboxId | None = None) -> list[dict[str, Any]]:
+        if mailbox_id is not None:
+            box = client.mailboxes.retrieve(mailbox_id)
+            return [domain_check_answer(client.mailboxes.domain_check(box.id), box.from_email)]
+        return [
+            domain_check_answer(client.mailboxes.domain_check(box.id), box.from_email)
+            for box in itertools.islice(client.mailboxes.list(), MAX_LIST)
+        ]
+
+    @tool(
+        DNS_CHECK,
+        "Check a mailbox's From domain in DNS now (SPF, DKIM, DMARC, MX) and answer the "
+        "findings in plain words. dkim_selectors: the DKIM selectors the mail provider uses "
+        "(besides Google's and Microsoft's usual ones), kept for the daily checks. Sends "
+        "nothing.",
+    )
+    def check_sender_domain(
+        mailbox_id: MailboxId,
+        dkim_selectors: Annotated[
+            list[str] | None,
+            Field(
+                max_length=10,
+                description="DKIM selectors to look up (e.g. s1 for s1._domainkey); omitted: "
+                "the ones named before.",
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        box = client.mailboxes.retrieve(mailbox_id)
+        check = client.mailboxes.check_domain(box.id, dkim_selectors=dkim_selectors)
+        return domain_check_answer(check, box.from_email)
+
+    @tool(
+        READ,
+        "List the account's blocklist, newest first: the addresses and domains (subdomains "
+        "included) it never emails, with each entry's id, kind, reason and date.",
+    )
+    def list_blocklist(
+        kind: Annotated[
+            Literal["email", "domain"] | None, Field(description="Only addresses or domains.")
+        ] = None,
+        value: Annotated[
+            str | None,
+            Field(description="Only the entry for this address or domain (any case)."),
+        ] = None,
+        limit: Limit = 50,
+    ) -> list[dict[str, Any]]:
+        return _first(client.blocklist.list(kind=kind, value=value, limit=limit), limit)
+
+    @tool(
+        BLOCKLIST_CHANGE,
+        "Block addresses (ada@example.com) or whole domains (competitor.com blocks its "
+        "subdomains too): one or many (up to 10,000). They are never emailed: skipped at "
+        "import and enroll, refused by start_outreach, and a running sequence to them stops "
+        "before its next step, for good (removing the entry later does not restart it). "
+        "Sends nothing. Answers how many were added, already there, and invalid.",
+    )
+    def add_to_blocklist(
+        entries: Annotated[
+            list[str],
+            Field(
+                min_length=1,
+                max_length=10_000,
+                description='Addresses and domains, e.g. ["ada@example.com", "competitor.com"].',
+            ),
+        ],
+        reason: Annotated[
+            str | None, Field(max_length=200, description="Why, kept on each entry added.")
+        ] = None,
+    ) -> dict[str, Any]:
+        return blocklist_add_answer(client.blocklist.add_many(entries, reason=reason))
+
+    @tool(
+        BLOCKLIST_CHANGE,
+        "Remove an entry from the blocklist (by entry_id from list_blocklist, or by its "
+        "value): the address or domain can be emailed again. Sequences the entry stopped "
+        "stay stopped. Sends nothing.",
+    )
+    def remove_from_blocklist(
+        entry_id: Annotated[str | None, Field(description="The entry's id.")] = None,
+        value: Annotated[
+            str | None, Field(description="The blocked address or domain (any case).")
+        ] = None,
+    ) -> dict[str, Any]:
+        if (entry_id is None) == (value is None):
+            raise ToolFailure("validation_failed", "Give entry_id or value.")
+        removed: dict[str, Any] = {"id": entry_id}
+        if value is not None:
+            entry = next(client.blocklist.list(value=value, limit=1), None)
+            if entry is None:
+                raise ToolFailure("blocklist_entry_not_found", f"No blocklist entry for {value!r}.")
+            removed = entry.raw
+        client.blocklist.delete(removed["id"])
+        return {
+            "removed": removed,
+            "note": "It can be emailed again; sequences it stopped stay stopped.",
+        }
+
+    @tool(
+        READ,
+        "Read the account's sending defaults: max_per_recipient_domain_per_day, the daily "
+        "cap of sends to one recipient domain for every campaign without its own (null: no "
+        "cap).",
+    )
+    def get_sending_defaults() -> dict[str, Any]:
+        return client.sending_defaults.retrieve().raw
+
+    @tool(
+        UPDATE,
+        "Set the account's sending defaults: max_per_recipient_domain_per_day caps the sends "
+        "a UTC day to the addresses of one recipient domain (e.g. acme.com), across all "
+        "campaigns whose own cap is unset; null removes the cap. Sends over the cap wait "
+        "for the next day.",
+    )
+    def set_sending_defaults(
+        max_per_recipient_domain_per_day: Annotated[
+            DomainCap, Field(description="The cap; null: no cap.")
+        ],
+    ) -> dict[str, Any]:
+        return client.sending_defaults.update(
+            max_per_recipient_domain_per_day=max_per_recipient_domain_per_day
+        ).raw
 
     return server
 

@@ -5,8 +5,8 @@ Retries, each bounded by `max_retries` (default 3), with exponential backoff and
 1. 429: after the `Retry-After` the service sent (refused before anything ran, so any
    request may be sent again), unless it asks for longer than `max_retry_wait`.
 2. 5xx, a broken or timed-out connection, and 409 `idempotency_in_progress`: only for
-   requests that cannot act twice: GET and DELETE, PATCH (it sets, it does not add), and
-   POSTs that carry an Idempotency-Key (the same key on every attempt, so the service
+   requests that cannot act twice: GET and DELETE, PATCH and PUT (they set, they do not
+   add), and POSTs that carry an Idempotency-Key (the same key on every attempt, so the service
    replays the first outcome instead of acting again).
 3. A connection that was never made (refused, connect timeout): any request, since
    nothing reached the service.
@@ -86,12 +86,14 @@ class Transport:
         data: dict[str, Any] | None = None,
         idempotent: bool = False,
         idempotency_key: str | None = None,
+        stream: bool = False,
     ) -> requests.Response:
-        """Send one logical call, retrying as the module says; the final 2xx response."""
+        """Send one logical call, retrying as the module says; the final 2xx response.
+        `stream`: the body is read as the caller iterates it (close the response)."""
         headers = {}
         if idempotent:
             headers["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
-        repeatable = method in ("GET", "DELETE", "PATCH") or idempotent
+        repeatable = method in ("GET", "DELETE", "PATCH", "PUT") or idempotent
         url = f"{self.base_url}{path}"
         params = {k: v for k, v in (params or {}).items() if v is not None}
         attempt = 0
@@ -106,6 +108,7 @@ class Transport:
                     data=data,
                     headers=headers,
                     timeout=self.timeout,
+                    stream=stream,
                 )
             except requests.RequestException as exc:
                 transient = isinstance(exc, TRANSIENT) and (repeatable or _never_connected(exc))
@@ -119,6 +122,7 @@ class Transport:
             if response.status_code < 400:
                 return response
             error = _error_from(response)
+            response.close()
             wait = self._retry_wait(error, repeatable, attempt)
             if wait is None:
                 raise error

@@ -12,19 +12,24 @@ Updates take the fields to change as keyword arguments and send them as given
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from outreach_sdk import models
+from outreach_sdk import errors, models
 from outreach_sdk._transport import DEFAULT_BASE_URL, Transport
 
 M = TypeVar("M", bound=models.Model)
 
 # A keyword argument that was not given (None is a value: `label=None` clears a label).
 _UNSET: Any = object()
+
+# The most entries `POST /blocklist` takes in one call; Blocklist.add_many sends more in
+# calls of this many.
+BLOCKLIST_ADD_MAX = 10_000
 
 
 def _flag(value: bool | None) -> str | None:
@@ -39,6 +44,13 @@ def _timestamp(value: datetime | str | None) -> str | None:
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat() + "Z"
+
+
+def _batched(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    """`values` in lists of at most `size` (itertools.batched, which 3.11 lacks)."""
+    iterator = iter(values)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
 
 
 def _given(**values: Any) -> dict[str, Any]:
@@ -263,6 +275,24 @@ class Mailboxes(_Resource):
             models.MailboxVerification, "POST", f"/smtp_credentials/{mailbox_id}/verify"
         )
 
+    def domain_check(self, mailbox_id: str) -> models.DomainCheck:
+        """The last check of the mailbox's From domain (SPF, DKIM, DMARC, MX) with its
+        findings; `status` `pending` before the first. Beat checks every mailbox daily."""
+        return self._one(models.DomainCheck, "GET", f"/smtp_credentials/{mailbox_id}/domain_check")
+
+    def check_domain(
+        self, mailbox_id: str, *, dkim_selectors: list[str] | None = None
+    ) -> models.DomainCheck:
+        """Check the mailbox's From domain in DNS now and return the new result.
+        `dkim_selectors` (at most 10) are looked up besides Google's and Microsoft's usual
+        ones and kept for the next checks; omitted, the ones named before stay."""
+        return self._one(
+            models.DomainCheck,
+            "POST",
+            f"/smtp_credentials/{mailbox_id}/domain_check",
+            json_body=_given(dkim_selectors=dkim_selectors),
+        )
+
 
 class Campaigns(_Resource):
     def list(self, *, limit: int | None = None) -> Iterator[models.Campaign]:
@@ -277,7 +307,8 @@ class Campaigns(_Resource):
         idempotency_key: str | None = None,
         **settings: Any,
     ) -> models.Campaign:
-        """`settings`: timezone, send_window, track_opens, stop_on_reply, ... (see the API)."""
+        """`settings`: timezone, send_window, track_opens, track_clicks, stop_on_reply,
+        require_authenticated_domain, max_per_recipient_domain_per_day, ... (see the API)."""
         body = {**_given(name=name, steps=steps, credential_ids=credential_ids), **settings}
         return self._one(
             models.Campaign,
@@ -292,6 +323,8 @@ class Campaigns(_Resource):
         return self._one(models.Campaign, "GET", f"/campaigns/{campaign_id}")
 
     def update(self, campaign_id: str, **changes: Any) -> models.Campaign:
+        """The fields given change (`track_clicks=True`, `max_per_recipient_domain_per_day=None`
+        for the account's default, ...); the others stay."""
         return self._one(models.Campaign, "PATCH", f"/campaigns/{campaign_id}", json_body=changes)
 
     def delete(self, campaign_id: str) -> None:
@@ -516,6 +549,119 @@ class Replies(_Resource):
         )
 
 
+class Blocklist(_Resource):
+    """Addresses and domains (subdomains included) the account never sends to: skipped at
+    import and enroll, and a running sequence stops before its next step."""
+
+    def list(
+        self, *, kind: str | None = None, value: str | None = None, limit: int | None = None
+    ) -> Iterator[models.BlocklistEntry]:
+        """Newest first, every page. `kind`: `email` or `domain`; `value`: the entry for that
+        address or domain (any case or form)."""
+        return self._each(models.BlocklistEntry, "/blocklist", kind=kind, value=value, limit=limit)
+
+    def add(self, value: str, *, reason: str | None = None) -> models.BlocklistEntry:
+        """Block one address or domain; the entry (the one already there when it was on the
+        list). A value that is neither raises ValidationFailed (nothing written); the
+        service answered it in `invalid`, so the error's `status` is None."""
+        result = self.add_many([value], reason=reason)
+        if result.invalid:
+            message = result.invalid[0]["message"]
+            raise errors.ValidationFailed(
+                message, code="validation_failed", details={"fields": {"value": [message]}}
+            )
+        entry = next(self.list(value=value, limit=1), None)
+        if entry is None:  # deleted between the two calls
+            raise errors.BlocklistEntryNotFound(
+                "The entry was deleted as it was added.", code="blocklist_entry_not_found"
+            )
+        return entry
+
+    def add_many(
+        self, values: Iterable[str], *, reason: str | None = None
+    ) -> models.BlocklistAddResult:
+        """Block many addresses and domains: sent BLOCKLIST_ADD_MAX (10,000) a call, the
+        counts summed. Invalid values are listed in `invalid` and the others added. Adding
+        an entry twice counts it as `existing`, so a call that failed half way can be made
+        again whole. `reason` (at most 200 characters) is kept on each entry added."""
+        total = models.BlocklistAddResult(raw={"added": 0, "existing": 0, "invalid": []})
+        for chunk in _batched(values, BLOCKLIST_ADD_MAX):
+            result = self._one(
+                models.BlocklistAddResult,
+                "POST",
+                "/blocklist",
+                json_body=_given(entries=chunk, reason=reason),
+            )
+            total.added += result.added
+            total.existing += result.existing
+            total.invalid.extend(result.invalid)
+        total.raw = {"added": total.added, "existing": total.existing, "invalid": total.invalid}
+        return total
+
+    def delete(self, entry_id: str) -> None:
+        """Unblock: the address or domain can be reached again. Enrollments the entry
+        stopped stay stopped."""
+        self._t.json("DELETE", f"/blocklist/{entry_id}")
+
+    def export_csv(self) -> bytes:
+        """Every entry as CSV (`value,kind,reason,created_at`, newest first)."""
+        return b"".join(self.stream_csv())
+
+    def stream_csv(self, *, chunk_size: int = 65536) -> Iterator[bytes]:
+        """The CSV export in chunks as it arrives: for a list too long to hold at once
+        (`for chunk in client.blocklist.stream_csv(): out.write(chunk)`)."""
+        response = self._t.request("GET", "/blocklist.csv", stream=True)
+        try:
+            yield from response.iter_content(chunk_size=chunk_size)
+        finally:
+            response.close()
+
+
+class SendingDefaults(_Resource):
+    """The account's defaults for its campaigns."""
+
+    def retrieve(self) -> models.SendingDefaults:
+        return self._one(models.SendingDefaults, "GET", "/sending_defaults")
+
+    get = retrieve
+
+    def update(
+        self, *, max_per_recipient_domain_per_day: int | None = _UNSET
+    ) -> models.SendingDefaults:
+        """`max_per_recipient_domain_per_day`: at most that many sends a UTC day to one
+        recipient domain, for every campaign whose own cap is None; None removes the cap.
+        Only what is given changes."""
+        body = (
+            {}
+            if max_per_recipient_domain_per_day is _UNSET
+            else {"max_per_recipient_domain_per_day": max_per_recipient_domain_per_day}
+        )
+        return self._one(models.SendingDefaults, "PATCH", "/sending_defaults", json_body=body)
+
+
+class TrackingDomain(_Resource):
+    """The host of the account's open pixels and click links (a CNAME to the service)."""
+
+    def retrieve(self) -> models.TrackingDomain:
+        return self._one(models.TrackingDomain, "GET", "/tracking_domain")
+
+    get = retrieve
+
+    def set(self, domain: str) -> models.TrackingDomain:
+        """Name the account's tracking domain and check its CNAME at once (`status`
+        `verified`, `failed` or `pending`); setting the same domain again checks it
+        again. Another account's domain raises ValidationFailed."""
+        return self._one(
+            models.TrackingDomain, "PUT", "/tracking_domain", json_body={"domain": domain}
+        )
+
+    def remove(self) -> models.TrackingDomain:
+        """Back to the service's host for pixels and links."""
+        return self._one(
+            models.TrackingDomain, "PUT", "/tracking_domain", json_body={"domain": None}
+        )
+
+
 class Client:
     """The API of one account, authenticated with one of its API keys.
 
@@ -554,6 +700,9 @@ class Client:
         self.contact_imports = ContactImports(self._transport)
         self.outreaches = Outreaches(self._transport)
         self.replies = Replies(self._transport)
+        self.blocklist = Blocklist(self._transport)
+        self.sending_defaults = SendingDefaults(self._transport)
+        self.tracking_domain = TrackingDomain(self._transport)
 
     def signup(self, *, email: str, name: str = "") -> models.Signup:
         """Create an account (no key needed); `.api_key.plaintext` is its first key."""

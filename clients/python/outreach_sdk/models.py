@@ -230,6 +230,9 @@ class Campaign(Model):
     stop_on_domain_reply: bool = False
     send_in_contact_timezone: bool = False
     unsubscribe_footer: bool = False
+    require_authenticated_domain: bool = False  # hold sends from mailboxes failing the check
+    max_per_recipient_domain_per_day: int | None = None  # None: the account's default
+    # enrolled, sent, opened, clicked, replied, bounced, unsubscribed, ...
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -241,8 +244,19 @@ class DispatchResult(Model):
 
 @dataclass
 class CampaignStats(Model):
-    """Per step and per A/B variant: `steps: [{position, variants: [{variant, sent, ...}]}]`."""
+    """The campaign's counts (`clicked`: enrollments with a click on a tracked link), and
+    per step and A/B variant: `steps: [{position, variants: [{variant, sent, opened,
+    clicked, replied, bounced}]}]`."""
 
+    campaign_id: str = ""
+    enrolled: int = 0
+    sent: int = 0
+    opened: int = 0
+    clicked: int = 0
+    replied: int = 0
+    bounced: int = 0
+    unsubscribed: int = 0
+    stopped: int = 0
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -304,6 +318,8 @@ class Enrollment(Model):
     replied_at: datetime | None = None
     bounce_reason: str | None = None
     unsubscribed_at: datetime | None = None
+    stopped_at: datetime | None = None
+    stop_reason: str | None = None  # `blocked`: the account's blocklist names the contact
     last_error: str | None = None
     created_at: datetime | None = None
 
@@ -413,3 +429,82 @@ class ThreadEntry(Model):
     @property
     def item(self) -> ThreadStep | Reply | ReplyResponse | None:
         return self.step or self.reply or self.response
+
+
+@dataclass
+class BlocklistEntry(Model):
+    """An address or a domain (its subdomains included) the account never sends to."""
+
+    id: str = ""
+    value: str = ""
+    kind: str = ""  # `email` or `domain`
+    created_at: datetime | None = None
+    reason: str | None = None
+
+
+@dataclass
+class BlocklistAddResult(Model):
+    """What `POST /blocklist` did: `added` new entries, `existing` ones already on the list
+    (and repeats), and the `invalid` values as `{value, message}`."""
+
+    added: int = 0
+    existing: int = 0
+    invalid: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class SendingDefaults(Model):
+    """The account's defaults for its campaigns (a campaign's own value wins)."""
+
+    max_per_recipient_domain_per_day: int | None = None  # None: no cap
+
+
+@dataclass
+class DomainFinding(Model):
+    """One finding of a sender domain check: `code` (`spf_missing`, `dmarc_policy_none`,
+    ...), `level` (`error` or `warning`) and a human `message`."""
+
+    code: str = ""
+    level: str = ""
+    message: str = ""
+
+
+@dataclass
+class DomainCheck(Model):
+    """The last check of a mailbox's From domain: SPF, DKIM, DMARC and MX. `status` is
+    `pending` before the first check, else `error`, `warning` or `pass`; `records` is
+    what DNS answered (`spf`, `dmarc`, `dkim_selectors`, `mx`)."""
+
+    credential_id: str = ""
+    domain: str = ""
+    status: str = ""
+    checked_at: datetime | None = None
+    findings: list[DomainFinding] = field(default_factory=list)
+    records: dict[str, Any] = field(default_factory=dict)
+    dkim_selectors: list[str] = field(default_factory=list)  # the ones the account named
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        check = super().from_api(data)
+        check.findings = [DomainFinding.from_api(item) for item in data.get("findings") or []]
+        return check
+
+    @property
+    def errors(self) -> list[DomainFinding]:
+        return [finding for finding in self.findings if finding.level == "error"]
+
+    @property
+    def warnings(self) -> list[DomainFinding]:
+        return [finding for finding in self.findings if finding.level == "warning"]
+
+
+@dataclass
+class TrackingDomain(Model):
+    """The account's tracking domain: `status` `verified` (open pixels and click links
+    use it), `failed` or `pending`; `domain` and `status` are None when none is set. The
+    domain must be a CNAME to `cname_target`."""
+
+    domain: str | None = None
+    status: str | None = None
+    checked_at: datetime | None = None
+    cname_target: str = ""
