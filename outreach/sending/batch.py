@@ -135,22 +135,27 @@ class _Batch:
     @classmethod
     def load(cls, batch_ids: list, credential_id: UUID) -> "_Batch | None":
         """The batches' unstarted claims in order with what they need, or None if none."""
+        # One query for the claims, their contacts, campaigns (with accounts) and the
+        # mailbox: a paced mailbox's batch is one message, so what a batch loads is paid
+        # per message.
         claims = list(
             SendClaim.objects.filter(
                 batch_id__in=batch_ids, credential_id=credential_id, sending_at=None
             )
-            .select_related("enrollment__contact")
+            .select_related("enrollment__contact", "enrollment__campaign__account", "credential")
             .order_by("claimed_at", "pk")
         )
         if not claims:
             return None
-        credential = SmtpCredential.objects.get(pk=credential_id)
+        credential = claims[0].credential
         # A batch's claims share one mailbox and few campaigns: each campaign (with its
-        # account) is loaded once and shared by its enrollments.
-        campaign_ids = {c.enrollment.campaign_id for c in claims}
-        campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
+        # account) is one object, shared by its enrollments.
+        campaigns: dict[UUID, Campaign] = {}
         for claim in claims:
-            claim.enrollment.campaign = campaigns[claim.enrollment.campaign_id]
+            campaign = campaigns.setdefault(claim.enrollment.campaign_id, claim.enrollment.campaign)
+            claim.enrollment.campaign = campaign
+            claim.credential = credential
+        campaign_ids = set(campaigns)
         steps: dict = {cid: {} for cid in campaign_ids}
         for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
             steps[step.campaign_id][step.position] = step

@@ -17,8 +17,8 @@ caps how many messages a worker sends per second however many sessions it holds 
 bench/README.md ("Sending to slow servers") measures both paths under latency.
 
 The statement only covers the common case. When the enrollment did not move (intake
-changed it since the claim), or the per-campaign stats row or the period's usage
-record does not exist yet, its final SELECT raises a marked error, the statement rolls
+changed it since the claim), or the period's usage record does not exist yet (the
+per-mailbox campaign stats row it creates itself), its final SELECT raises a marked error, the statement rolls
 back whole, and the caller records through the ORM path instead (which creates the
 rows, or reloads the enrollment for the event). Nothing is half written. The
 enrollment's move, billing's, the outbox's and the stats' writes are their modules'
@@ -65,8 +65,13 @@ cred AS (
     WHERE id = %(credential)s RETURNING 1
 ),
 stats AS (
-    UPDATE outreach_credentialcampaignstats SET sends = sends + 1
-    WHERE credential_id = %(credential)s AND campaign_id = %(campaign)s RETURNING 1
+    -- Created by the mailbox's first send in the campaign (the ORM path's savepoint
+    -- INSERT, as one upsert): a fleet's first round would otherwise take that path once
+    -- per mailbox.
+    INSERT INTO outreach_credentialcampaignstats AS s (credential_id, campaign_id, sends, bounces)
+    VALUES (%(credential)s, %(campaign)s, 1, 0)
+    ON CONFLICT (credential_id, campaign_id) DO UPDATE SET sends = s.sends + 1
+    RETURNING 1
 ),{usage}{event}{campaign_stats}{variant_stats}
 verdict AS MATERIALIZED (
     -- Computed in this order, which is the lock order of the same writes through the ORM
