@@ -35,7 +35,9 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      day's count is reached: next_send_at = the next UTC midnight, then the window's
      next opening; a claim reserves a unit of the count (outreach.domain_cap);
 4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
-   SMTP connection carries the batch.
+   SMTP connection carries the batch. A paced mailbox's task is queued as soon as its
+   claim's transaction commits; an unpaced mailbox's once the whole run has (it may get
+   claims in several transactions of one run, all sent over one connection).
 
 All waits are next_send_at values in the database; nothing waits on the broker. `now` is
 injectable, so tests drive the clock.
@@ -89,6 +91,9 @@ class Batch:
     batch_id: uuid.UUID
     credential_id: uuid.UUID
     size: int
+    # The mailbox is paced: this run gives it no other claim, so its task may be queued
+    # as soon as this batch's transaction commits.
+    paced: bool = False
 
 
 # --- 3. claims ------------------------------------------------------------------------------
@@ -387,7 +392,14 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     batches, rows = [], []
     for credential_id, items in by_credential.items():
         batch_id = uuid.uuid4()
-        batches.append(Batch(batch_id=batch_id, credential_id=credential_id, size=len(items)))
+        batches.append(
+            Batch(
+                batch_id=batch_id,
+                credential_id=credential_id,
+                size=len(items),
+                paced=credential_id in plan.paced,
+            )
+        )
         rows += [
             SendClaim(
                 enrollment_id=enrollment.pk,
@@ -480,14 +492,26 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
             break
         batches += claimed
         examined_total += examined
+        if enqueue:
+            # A paced mailbox gets one claim per run: its task is queued as soon as the
+            # transaction that claimed it has committed, not after the whole run (a
+            # fleet's first run claims for thousands of mailboxes).
+            for batch in claimed:
+                if batch.paced:
+                    transaction.on_commit(
+                        functools.partial(
+                            batches_enqueue, batch.credential_id, [str(batch.batch_id)]
+                        )
+                    )
         if examined < batch_size:
             break
     if enqueue and batches:
-        # One task per mailbox for the whole run (one SMTP session), queued once every
-        # transaction of the run has committed.
+        # One task per unpaced mailbox for the whole run (one SMTP session), queued once
+        # every transaction of the run has committed.
         by_credential: dict = defaultdict(list)
         for batch in batches:
-            by_credential[batch.credential_id].append(str(batch.batch_id))
+            if not batch.paced:
+                by_credential[batch.credential_id].append(str(batch.batch_id))
         for credential_id, batch_ids in by_credential.items():
             transaction.on_commit(functools.partial(batches_enqueue, credential_id, batch_ids))
     return batches
