@@ -9,15 +9,31 @@ A lookup never raises: it answers `Lookup`, whose `status` tells an answer (`ok`
 that does not exist (`nxdomain`), a name without records of that type (`nodata`) and a
 lookup that could not be made (`failed`: a time-out, SERVFAIL, no server answering):
 the callers decide what each means, and a failure is never taken for an absence.
+
+Checks that ask many names at once (the recipient domains of an import) use
+`lookups_start`: coroutines of `lookup_async` on one event loop per process, in a
+thread of its own, each question a datagram of its own (dnspython builds and parses the
+messages; no resolver object, no thread per question), with the same servers, order,
+failover, time bound, TCP retry of a truncated answer and classification as `lookup`.
 """
 
+import asyncio
 import ipaddress
+import os
+import socket
 import threading
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+import dns.asyncquery
 import dns.exception
+import dns.flags
+import dns.message
 import dns.name
 import dns.nameserver
+import dns.rcode
 import dns.rdatatype
 import dns.resolver
 from django.conf import settings
@@ -137,3 +153,205 @@ def _text(rdata) -> str:
     if rdata.rdtype == dns.rdatatype.CNAME:
         return rdata.target.to_text().rstrip(".").lower()
     return rdata.to_text()
+
+
+# --- many questions at once: one event loop per process ---
+
+T = TypeVar("T")
+
+# A datagram answer is at most this long (no EDNS is sent, as `lookup` sends none: a
+# longer answer comes truncated and is asked again over TCP).
+_DATAGRAM_MAX = 65535
+
+
+class _ServerError(Exception):
+    """This server gave no usable answer (an error code, a malformed or truncated-over-TCP
+    message, a refused connection): the next server is asked."""
+
+
+async def lookup_async(
+    name: str, rdtype: str, servers: list[tuple[str, int]], timeout: float
+) -> Lookup:
+    """`lookup` on the event loop: one question, asked of `servers` in order (the next
+    when one answers an error code or refuses; a truncated answer asked again over TCP of
+    the same server), all within `timeout` seconds. Not cached in the process (the
+    callers keep their verdicts)."""
+    try:
+        qname = dns.name.from_unicode(name.rstrip(".") + ".")
+    except (dns.exception.DNSException, UnicodeError, ValueError) as exc:
+        return Lookup(name, rdtype, FAILED, error=f"not a domain name ({exc})")
+    query = dns.message.make_query(qname, rdtype, use_edns=False)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        for address, port in servers:
+            try:
+                response = await _ask(query, address, port, deadline)
+                return _classified(name, rdtype, response)
+            except _ServerError:
+                continue
+            except TimeoutError:
+                break
+    except dns.exception.DNSException as exc:
+        return Lookup(name, rdtype, FAILED, error=str(exc) or type(exc).__name__)
+    if loop.time() >= deadline:
+        return Lookup(name, rdtype, FAILED, error=f"timed out after {timeout:g}s")
+    return Lookup(name, rdtype, FAILED, error="no server answered (SERVFAIL or refused)")
+
+
+async def _ask(
+    query: dns.message.Message, address: str, port: int, deadline: float
+) -> dns.message.Message:
+    """One server's answer to `query` (UDP, then TCP when it comes truncated). Raises
+    TimeoutError past `deadline`, _ServerError when the server gave no usable answer."""
+    loop = asyncio.get_running_loop()
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    wire = query.to_wire()
+    # A socket of its own per question: a random source port, and connected, so only
+    # the server's datagrams reach it and a closed port is an error at once.
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        try:
+            sock.connect((address, port))
+            sock.send(wire)
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(remaining):
+                    data = await loop.sock_recv(sock, _DATAGRAM_MAX)
+                try:
+                    response = dns.message.from_wire(data)
+                except dns.exception.FormError as exc:
+                    raise _ServerError(str(exc)) from None
+                except dns.exception.DNSException:
+                    continue  # not a DNS message: not the answer
+                if query.is_response(response):
+                    break
+        except OSError as exc:
+            raise _ServerError(str(exc)) from None
+    if response.flags & dns.flags.TC:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise TimeoutError
+        try:
+            response = await dns.asyncquery.tcp(query, address, timeout=remaining, port=port)
+        except dns.exception.Timeout:
+            raise TimeoutError from None
+        except (OSError, EOFError, dns.exception.FormError) as exc:
+            raise _ServerError(str(exc)) from None
+        if response.flags & dns.flags.TC:
+            raise _ServerError("truncated over TCP")
+    rcode = response.rcode()
+    if rcode == dns.rcode.YXDOMAIN:
+        raise dns.resolver.YXDOMAIN()
+    if rcode not in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN):
+        raise _ServerError(dns.rcode.to_text(rcode))
+    return response
+
+
+def _classified(name: str, rdtype: str, response: dns.message.Message) -> Lookup:
+    """The Lookup of a NOERROR or NXDOMAIN answer, as `lookup` classifies dnspython's."""
+    try:
+        assert isinstance(response, dns.message.QueryMessage)
+        chain = response.resolve_chaining()
+    except (dns.exception.DNSException, AssertionError) as exc:
+        raise _ServerError(str(exc)) from None
+    if response.rcode() == dns.rcode.NXDOMAIN:
+        return Lookup(name, rdtype, NXDOMAIN)
+    cname = ""
+    for rrset in response.answer:
+        if rrset.rdtype == dns.rdatatype.CNAME:
+            cname = rrset[0].target.to_text().rstrip(".").lower()
+            break
+    if chain.answer is None:
+        return Lookup(name, rdtype, NODATA, cname=cname)
+    return Lookup(name, rdtype, OK, records=[_text(rdata) for rdata in chain.answer], cname=cname)
+
+
+def servers_configured() -> list[tuple[str, int]]:
+    """The servers `lookup` asks: DNS_RESOLVERS, or the system's (/etc/resolv.conf)."""
+    servers = resolvers_parse(settings.DNS_RESOLVERS)
+    if servers:
+        return servers
+    try:
+        system = dns.resolver.Resolver()
+    except dns.resolver.NoResolverConfiguration:
+        return []  # nothing to ask: every lookup fails ("no server answered")
+    return [(str(address), system.port) for address in system.nameservers]
+
+
+class _Loop:
+    """An event loop running in a daemon thread of this process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="dns", daemon=True)
+        self.thread.start()
+
+
+_loop: _Loop | None = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    """The process's DNS event loop, started at first use (again in a forked child)."""
+    global _loop
+    found = _loop
+    if found is not None and found.pid == os.getpid():
+        return found.loop
+    with _lock:
+        if _loop is None or _loop.pid != os.getpid():
+            _loop = _Loop()
+        return _loop.loop
+
+
+def lookups_start(
+    jobs: Iterable[Callable[[], Coroutine[Any, Any, T]]], concurrency: asyncio.Semaphore
+) -> list["Future[T]"]:
+    """Run each job (a coroutine function, e.g. of `lookup_async`) on the process's DNS
+    event loop, at most as many at once as `concurrency` allows, and return at once their
+    futures, in order. Cancelling a future cancels its job (its sockets are closed)."""
+    jobs = list(jobs)
+    futures: list[Future[T]] = [Future() for _ in jobs]
+    if not jobs:
+        return futures
+    loop = _running_loop()
+
+    def start() -> None:
+        for job, future in zip(jobs, futures, strict=True):
+            if not future.cancelled():
+                task = loop.create_task(_bounded(job, concurrency))
+                task.add_done_callback(_copier(future))
+                future.add_done_callback(_canceller(loop, task))
+
+    loop.call_soon_threadsafe(start)
+    return futures
+
+
+async def _bounded(job: Callable[[], Coroutine[Any, Any, T]], concurrency: asyncio.Semaphore) -> T:
+    async with concurrency:
+        return await job()
+
+
+def _copier(future: "Future[T]") -> Callable[["asyncio.Task[T]"], None]:
+    def copy(task: "asyncio.Task[T]") -> None:
+        try:
+            if task.cancelled():
+                future.cancel()
+            elif (error := task.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(task.result())
+        except InvalidStateError:
+            pass  # the caller cancelled it meanwhile
+
+    return copy
+
+
+def _canceller(loop: asyncio.AbstractEventLoop, task: "asyncio.Task") -> Callable[[Future], None]:
+    def cancel(future: Future) -> None:
+        if future.cancelled() and not task.done():
+            loop.call_soon_threadsafe(task.cancel)
+
+    return cancel
