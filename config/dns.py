@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import dns.asyncquery
+import dns.entropy
 import dns.exception
 import dns.flags
 import dns.message
@@ -159,9 +160,9 @@ def _text(rdata) -> str:
 
 T = TypeVar("T")
 
-# A datagram answer is at most this long (no EDNS is sent, as `lookup` sends none: a
-# longer answer comes truncated and is asked again over TCP).
-_DATAGRAM_MAX = 65535
+# Questions sent from one UDP socket before the next question opens another (a new random
+# source port): an answer forged off the path must guess the port as well as the ID.
+_QUESTIONS_PER_SOCKET = 256
 
 
 class _ServerError(Exception):
@@ -205,31 +206,18 @@ async def _ask(
     """One server's answer to `query` (UDP, then TCP when it comes truncated). Raises
     TimeoutError past `deadline`, _ServerError when the server gave no usable answer."""
     loop = asyncio.get_running_loop()
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    wire = query.to_wire()
-    # A socket of its own per question: a random source port, and connected, so only
-    # the server's datagrams reach it and a closed port is an error at once.
-    with socket.socket(family, socket.SOCK_DGRAM) as sock:
-        sock.setblocking(False)
-        try:
-            sock.connect((address, port))
-            sock.send(wire)
-            while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(remaining):
-                    data = await loop.sock_recv(sock, _DATAGRAM_MAX)
-                try:
-                    response = dns.message.from_wire(data)
-                except dns.exception.FormError as exc:
-                    raise _ServerError(str(exc)) from None
-                except dns.exception.DNSException:
-                    continue  # not a DNS message: not the answer
-                if query.is_response(response):
-                    break
-        except OSError as exc:
-            raise _ServerError(str(exc)) from None
+    channel = await _channel(loop, address, port)
+    answered = channel.send(query)
+    timer = loop.call_at(deadline, _expire, answered)
+    try:
+        response = await answered
+    except TimeoutError:
+        raise
+    except OSError as exc:  # the server's port refused (ICMP), the socket failed
+        raise _ServerError(str(exc)) from None
+    finally:
+        timer.cancel()
+        channel.forget(query.id, answered)
     if response.flags & dns.flags.TC:
         remaining = deadline - loop.time()
         if remaining <= 0:
@@ -248,6 +236,110 @@ async def _ask(
     if rcode not in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN):
         raise _ServerError(dns.rcode.to_text(rcode))
     return response
+
+
+def _expire(answered: "asyncio.Future[dns.message.Message]") -> None:
+    if not answered.done():
+        answered.set_exception(TimeoutError())
+
+
+class _Channel(asyncio.DatagramProtocol):
+    """A UDP socket connected to one server (only its datagrams reach it; a closed port is
+    an error at once), carrying up to _QUESTIONS_PER_SOCKET questions; the answers are
+    matched to their question by ID and question (dnspython's `is_response`)."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.DatagramTransport | None = None
+        self.pending: dict[int, tuple[dns.message.Message, asyncio.Future]] = {}
+        self.sent = 0
+        self.closed = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    @property
+    def full(self) -> bool:
+        return self.closed or self.sent >= _QUESTIONS_PER_SOCKET
+
+    def send(self, query: dns.message.Message) -> "asyncio.Future[dns.message.Message]":
+        answered: asyncio.Future[dns.message.Message] = asyncio.get_running_loop().create_future()
+        while query.id in self.pending:
+            query.id = dns.entropy.random_16()
+        self.pending[query.id] = (query, answered)
+        self.sent += 1
+        assert self.transport is not None
+        self.transport.sendto(query.to_wire())
+        return answered
+
+    def forget(self, query_id: int, answered: asyncio.Future) -> None:
+        held = self.pending.get(query_id)
+        if held is not None and held[1] is answered:
+            del self.pending[query_id]
+        if self.full and not self.pending and self.transport is not None:
+            self.transport.close()
+
+    def datagram_received(self, data: bytes, addr) -> None:
+        held = self.pending.get(int.from_bytes(data[:2], "big")) if len(data) >= 2 else None
+        if held is None:
+            return  # late (its question timed out) or not an answer to us
+        query, answered = held
+        try:
+            response = dns.message.from_wire(data)
+        except dns.exception.FormError as exc:
+            # From the server (the socket is connected), for this ID: a malformed answer.
+            _settle(answered, exception=_ServerError(str(exc)))
+            return
+        except dns.exception.DNSException:
+            return
+        if query.is_response(response):
+            _settle(answered, result=response)
+
+    def error_received(self, exc: Exception) -> None:
+        # The server's port refused a datagram: every question waiting here is refused.
+        for _, answered in list(self.pending.values()):
+            _settle(answered, exception=exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for _, answered in list(self.pending.values()):
+            _settle(answered, exception=exc or ConnectionError("socket closed"))
+
+
+def _settle(answered: asyncio.Future, *, result=None, exception=None) -> None:
+    if answered.done():
+        return
+    if exception is not None:
+        answered.set_exception(exception)
+    else:
+        answered.set_result(result)
+
+
+# The open channel of each server, per event loop (only the DNS loop's thread uses them).
+_channels: dict[tuple[asyncio.AbstractEventLoop, str, int], _Channel] = {}
+_channels_opening: dict[tuple[asyncio.AbstractEventLoop, str, int], asyncio.Lock] = {}
+
+
+async def _channel(loop: asyncio.AbstractEventLoop, address: str, port: int) -> _Channel:
+    key = (loop, address, port)
+    found = _channels.get(key)
+    if found is not None and not found.full:
+        return found
+    lock = _channels_opening.setdefault(key, asyncio.Lock())
+    async with lock:
+        found = _channels.get(key)
+        if found is None or found.full:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            try:
+                _, found = await loop.create_datagram_endpoint(
+                    _Channel, remote_addr=(address, port), family=family
+                )
+            except OSError as exc:
+                raise _ServerError(str(exc)) from None
+            previous = _channels.get(key)
+            _channels[key] = found
+            if previous is not None and not previous.pending and previous.transport:
+                previous.transport.close()
+        return found
 
 
 def _classified(name: str, rdtype: str, response: dns.message.Message) -> Lookup:
