@@ -21,6 +21,7 @@ import asyncio
 import ipaddress
 import os
 import socket
+import struct
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future, InvalidStateError
@@ -34,7 +35,9 @@ import dns.flags
 import dns.message
 import dns.name
 import dns.nameserver
+import dns.opcode
 import dns.rcode
+import dns.rdataclass
 import dns.rdatatype
 import dns.resolver
 from django.conf import settings
@@ -181,7 +184,7 @@ async def lookup_async(
         qname = dns.name.from_unicode(name.rstrip(".") + ".")
     except (dns.exception.DNSException, UnicodeError, ValueError) as exc:
         return Lookup(name, rdtype, FAILED, error=f"not a domain name ({exc})")
-    query = dns.message.make_query(qname, rdtype, use_edns=False)
+    query = _Question(qname, dns.rdatatype.from_text(rdtype))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:
@@ -200,9 +203,50 @@ async def lookup_async(
     return Lookup(name, rdtype, FAILED, error="no server answered (SERVFAIL or refused)")
 
 
-async def _ask(
-    query: dns.message.Message, address: str, port: int, deadline: float
-) -> dns.message.Message:
+class _Question:
+    """One question as `dns.message.make_query(qname, rdtype, use_edns=False)` writes it
+    (recursion desired, no EDNS), its message written directly: the only part of a query
+    that changes is its ID."""
+
+    def __init__(self, qname: dns.name.Name, rdtype: int) -> None:
+        self.qname = qname
+        self.rdtype = rdtype
+        self.id = dns.entropy.random_16()
+        self._question = qname.to_wire() + struct.pack("!HH", rdtype, dns.rdataclass.IN)
+
+    def to_wire(self) -> bytes:
+        return struct.pack("!HHHHHH", self.id, dns.flags.RD, 1, 0, 0, 0) + self._question
+
+    def message(self) -> dns.message.Message:
+        """The same query as a dnspython message (to ask it over TCP)."""
+        query = dns.message.make_query(self.qname, self.rdtype, use_edns=False)
+        query.id = self.id
+        return query
+
+    def is_response(self, response: dns.message.Message) -> bool:
+        """dnspython's `Message.is_response` for this query."""
+        if (
+            not response.flags & dns.flags.QR
+            or response.id != self.id
+            or dns.opcode.from_flags(response.flags) != dns.opcode.QUERY
+        ):
+            return False
+        if not response.question and response.rcode() in _ERRORS_WITHOUT_QUESTION:
+            return True
+        return len(response.question) == 1 and (
+            response.question[0].name == self.qname
+            and response.question[0].rdtype == self.rdtype
+            and response.question[0].rdclass == dns.rdataclass.IN
+        )
+
+
+# Answers that may leave the question out (dnspython's is_response accepts them so).
+_ERRORS_WITHOUT_QUESTION = frozenset(
+    {dns.rcode.FORMERR, dns.rcode.SERVFAIL, dns.rcode.NOTIMP, dns.rcode.REFUSED}
+)
+
+
+async def _ask(query: _Question, address: str, port: int, deadline: float) -> dns.message.Message:
     """One server's answer to `query` (UDP, then TCP when it comes truncated). Raises
     TimeoutError past `deadline`, _ServerError when the server gave no usable answer."""
     loop = asyncio.get_running_loop()
@@ -223,7 +267,9 @@ async def _ask(
         if remaining <= 0:
             raise TimeoutError
         try:
-            response = await dns.asyncquery.tcp(query, address, timeout=remaining, port=port)
+            response = await dns.asyncquery.tcp(
+                query.message(), address, timeout=remaining, port=port
+            )
         except dns.exception.Timeout:
             raise TimeoutError from None
         except (OSError, EOFError, dns.exception.FormError) as exc:
@@ -250,7 +296,7 @@ class _Channel(asyncio.DatagramProtocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.DatagramTransport | None = None
-        self.pending: dict[int, tuple[dns.message.Message, asyncio.Future]] = {}
+        self.pending: dict[int, tuple[_Question, asyncio.Future]] = {}
         self.sent = 0
         self.closed = False
 
@@ -261,7 +307,7 @@ class _Channel(asyncio.DatagramProtocol):
     def full(self) -> bool:
         return self.closed or self.sent >= _QUESTIONS_PER_SOCKET
 
-    def send(self, query: dns.message.Message) -> "asyncio.Future[dns.message.Message]":
+    def send(self, query: _Question) -> "asyncio.Future[dns.message.Message]":
         answered: asyncio.Future[dns.message.Message] = asyncio.get_running_loop().create_future()
         while query.id in self.pending:
             query.id = dns.entropy.random_16()
