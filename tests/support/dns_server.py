@@ -144,11 +144,24 @@ def _handle_error(self, request, client_address) -> None:
 
 
 class _Handler(DNSHandler):
-    """dnslib's handler, truncating UDP answers longer than the zone's `udp_max`."""
+    """dnslib's handler (without its logger, quiet here), truncating UDP answers longer than
+    the zone's `udp_max` as a server does (the question kept, TC set, no records)."""
 
-    @property
-    def udplen(self) -> int:  # type: ignore[override]
-        return self.server.resolver.udp_max
+    def get_reply(self, data: bytes) -> bytes:
+        request = DNSRecord.parse(data)
+        reply = self.server.resolver.resolve(request, self)
+        wire = reply.pack()
+        if self.protocol == "udp":
+            wire = _fitted(reply, wire, self.server.resolver.udp_max)
+        return wire
+
+
+def _fitted(reply: DNSRecord, wire: bytes, udp_max: int) -> bytes:
+    if not udp_max or len(wire) <= udp_max:
+        return wire
+    truncated = reply.truncate()  # dnslib's drops the question too: put it back
+    truncated.add_question(*reply.questions)
+    return truncated.pack()
 
 
 class _QuietUDPServer(UDPServer):
@@ -183,11 +196,8 @@ class _DelayedUdp(asyncio.DatagramProtocol):
             reply = self.zone.answer(request)
         except _Drop:
             return
-        wire = reply.pack()
-        if self.zone.udp_max and len(wire) > self.zone.udp_max:  # as _Handler
-            wire = reply.truncate().pack()
         assert self.transport is not None
-        self.transport.sendto(wire, addr)
+        self.transport.sendto(_fitted(reply, reply.pack(), self.zone.udp_max), addr)
 
 
 class _EventLoopUdpServer:
