@@ -208,11 +208,13 @@ class _Question:
     (recursion desired, no EDNS), its message written directly: the only part of a query
     that changes is its ID."""
 
-    def __init__(self, qname: dns.name.Name, rdtype: int) -> None:
+    def __init__(self, qname: dns.name.Name, rdtype: dns.rdatatype.RdataType) -> None:
         self.qname = qname
         self.rdtype = rdtype
         self.id = dns.entropy.random_16()
-        self._question = qname.to_wire() + struct.pack("!HH", rdtype, dns.rdataclass.IN)
+        name = qname.to_wire()  # uncompressed: bytes
+        assert name is not None
+        self._question = name + struct.pack("!HH", rdtype, dns.rdataclass.IN)
 
     def to_wire(self) -> bytes:
         return struct.pack("!HHHHHH", self.id, dns.flags.RD, 1, 0, 0, 0) + self._question
