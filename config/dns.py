@@ -12,9 +12,12 @@ the callers decide what each means, and a failure is never taken for an absence.
 
 Checks that ask many names at once (the recipient domains of an import) use
 `lookups_start`: coroutines of `lookup_async` on one event loop per process, in a
-thread of its own, each question a datagram of its own (dnspython builds and parses the
-messages; no resolver object, no thread per question), with the same servers, order,
-failover, time bound, TCP retry of a truncated answer and classification as `lookup`.
+thread of its own, many questions in flight on a few connected UDP sockets (dnspython
+parses the answers; no resolver object, no thread per question), with the same
+servers, order, failover on an error answer, time bound, TCP retry of a truncated answer
+and classification as `lookup`. Not cached in the process (the recipient check keeps
+its verdicts in the shared cache). Unlike the resolver, a server whose port is closed is
+passed over at once (a connected socket hears the refusal).
 """
 
 import asyncio
