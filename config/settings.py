@@ -571,8 +571,9 @@ except ValueError as _exc:
     raise ImproperlyConfigured(f"DNS_RESOLVERS: {_exc}.") from None
 # Seconds one DNS lookup may take in all (every server, every retry).
 DNS_TIMEOUT_SECONDS = env.float("DNS_TIMEOUT_SECONDS", default=5.0)
-# Recipient domain look-ups made at once (an import's batches read ahead share them).
-DNS_LOOKUP_CONCURRENCY = max(1, env.int("DNS_LOOKUP_CONCURRENCY", default=32))
+# Recipient domains looked up at once (an import's batches read ahead share them), on one
+# event loop per process: questions in flight, not threads.
+DNS_LOOKUP_CONCURRENCY = max(1, env.int("DNS_LOOKUP_CONCURRENCY", default=128))
 # Skip, at import and enroll, addresses whose domain cannot receive mail (no MX, A or AAAA
 # record, or a null MX). Off in the embedded mode (it says so at start): a local setup may
 # have no DNS to ask.

@@ -42,7 +42,7 @@ from outreach.enrollments import enroll
 logger = logging.getLogger(__name__)
 
 # Batches read, checked and asked about (their recipient domains) ahead of the batch being
-# written: enough to keep the DNS pool busy while a batch is written, few enough that the
+# written: enough to keep the DNS lookups in flight while a batch is written, few enough that the
 # rows held stay a few batches whatever the import's size.
 IMPORT_READ_AHEAD_BATCHES = 2
 

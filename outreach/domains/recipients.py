@@ -8,29 +8,36 @@ SERVFAIL) proves nothing: such a domain is never skipped, and its verdict not ke
 
 Verdicts are kept in the cache (Redis, or the embedded mode's file cache) per domain and
 per resolver configuration: a day for a domain that receives mail, an hour for one that
-does not (it may be fixed). Lookups run in a pool of DNS_LOOKUP_CONCURRENCY threads, each
-domain once: `RecipientDomainLookups` lets a contact import ask for the domains of the
-batches it reads ahead, so their lookups overlap the writes of the batch before.
+does not (it may be fixed). Lookups run on the process's DNS event loop
+(config.dns.lookups_start), DNS_LOOKUP_CONCURRENCY domains at once, each domain once:
+`RecipientDomainLookups` lets a contact import ask for the domains of the batches it
+reads ahead, so their lookups overlap the writes of the batch before.
 """
 
+import asyncio
+import time
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 from django.core.cache import cache
 
-from config.dns import FAILED, NODATA, NXDOMAIN, lookup
+from config.dns import FAILED, NODATA, NXDOMAIN, lookup_async, lookups_start, servers_configured
 
 REASON = "domain_has_no_mail_server"
 RECEIVES_TTL = 24 * 3600
 NO_MAIL_TTL = 3600
 
 
-def domain_receives_mail(domain: str) -> bool | None:
+async def domain_receives_mail(
+    domain: str, servers: list[tuple[str, int]], timeout: float
+) -> bool | None:
     """True when `domain` can receive mail, False when DNS says it cannot, None when the
-    lookups failed (unknown). Not cached: see domains_without_mail_server."""
-    mx = lookup(domain, "MX")
+    lookups failed (unknown). Asks `servers` (config.dns.lookup_async), each question
+    within `timeout`. Not cached: see RecipientDomainLookups."""
+    mx = await lookup_async(domain, "MX", servers, timeout)
     if mx.status == NXDOMAIN:
         return False
     if mx.status == FAILED:
@@ -40,7 +47,7 @@ def domain_receives_mail(domain: str) -> bool | None:
     # NODATA: no MX; the address records stand in for it.
     failed = False
     for rdtype in ("A", "AAAA"):
-        address = lookup(domain, rdtype)
+        address = await lookup_async(domain, rdtype, servers, timeout)
         if address.found:
             return True
         if address.status == NXDOMAIN:
@@ -58,12 +65,22 @@ def _cache_key(domain: str) -> str:
     return f"recipient-domain:{settings.DNS_RESOLVERS}:{domain}"
 
 
+# The definite verdicts one RecipientDomainLookups remembers (an import's run), so a
+# domain met again in a later batch is not read from the shared cache again: at most this
+# many domains (the oldest forgotten first), each for at most this long.
+RUN_MEMORY_DOMAINS = 100_000
+RUN_MEMORY_SECONDS = 300
+
+
 @dataclass(frozen=True)
 class Asked:
     """The domains of one `RecipientDomainLookups.ask`, to be answered in turn."""
 
     number: int
+    # The domains whose verdict was not remembered: read from the cache or looked up.
     domains: frozenset[str]
+    # The remembered ones that cannot receive mail.
+    known_without_mail_server: frozenset[str] = frozenset()
 
 
 def _answered(verdict: bool | None) -> "Future[bool | None]":
@@ -75,24 +92,30 @@ def _answered(verdict: bool | None) -> "Future[bool | None]":
 class RecipientDomainLookups:
     """Verdicts for successive sets of domains (the batches of an import), looked up ahead.
 
-    `ask(domains)` returns at once: the cached verdicts are read (one cache round trip),
-    the other domains are handed to a pool of DNS_LOOKUP_CONCURRENCY threads, each domain
-    once (a domain asked again while its lookup is held is not asked twice).
+    `ask(domains)` returns at once: the verdicts it remembers are taken, the cached ones
+    read (one cache round trip for the rest), the other domains handed to the DNS event
+    loop, DNS_LOOKUP_CONCURRENCY domains looked up at once, each domain once (a domain
+    asked again while its lookup is held is not asked twice).
     `without_mail_server(asked)` waits for that set's lookups, keeps their definite
     verdicts in the cache and returns the domains that cannot receive mail. Answers are
-    taken in the order asked; a domain is held only until the last set naming it is
-    answered, so memory is bounded by the sets asked and not yet answered. A lookup that
-    failed (None) is not cached: a later set that names it again asks again.
+    taken in the order asked; a lookup is held only until the last set naming it is
+    answered. Definite verdicts (read or looked up) are remembered for the sets asked
+    later, at most RUN_MEMORY_DOMAINS of them for RUN_MEMORY_SECONDS each, so memory is
+    bounded whatever the number of sets. A lookup that failed (None) is neither cached nor
+    remembered: a later set that names it again asks again.
 
-    One thread (the caller's) asks and answers; the pool's threads only ask DNS.
+    One thread (the caller's) asks and answers; the event loop's thread only asks DNS.
     """
 
     def __init__(self, concurrency: int | None = None) -> None:
-        self._concurrency = concurrency or settings.DNS_LOOKUP_CONCURRENCY
-        self._pool: ThreadPoolExecutor | None = None
+        self._concurrency = asyncio.Semaphore(concurrency or settings.DNS_LOOKUP_CONCURRENCY)
+        self._servers = servers_configured()
+        self._timeout = settings.DNS_TIMEOUT_SECONDS
         self._verdicts: dict[str, Future[bool | None]] = {}
         self._last_asked: dict[str, int] = {}
         self._unsaved: set[str] = set()
+        # domain -> (receives mail, remembered until: time.monotonic())
+        self._memory: dict[str, tuple[bool, float]] = {}
         self._asked = 0
 
     def __enter__(self) -> "RecipientDomainLookups":
@@ -102,36 +125,48 @@ class RecipientDomainLookups:
         self.close()
 
     def close(self) -> None:
-        """Cancel the lookups not started (a run that stops early) and wait for the
-        running ones, each bounded by DNS_TIMEOUT_SECONDS."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Cancel the lookups not answered yet (a run that stops early): their sockets
+        are closed, nothing is cached."""
+        for verdict in self._verdicts.values():
+            verdict.cancel()
+        self._verdicts.clear()
+        self._last_asked.clear()
+        self._unsaved.clear()
+        self._memory.clear()
 
     def ask(self, domains: Iterable[str]) -> Asked:
-        wanted = frozenset(d.lower() for d in domains if d)
         self._asked += 1
-        asked = Asked(self._asked, wanted)
-        new = sorted(d for d in wanted if d not in self._verdicts)
+        now = time.monotonic()
+        pending: set[str] = set()
+        known_bad: set[str] = set()
+        for domain in {d.lower() for d in domains if d}:
+            remembered = None if domain in self._verdicts else self._memory.get(domain)
+            if remembered is not None and remembered[1] > now:
+                if remembered[0] is False:
+                    known_bad.add(domain)
+            else:
+                pending.add(domain)
+        new = sorted(d for d in pending if d not in self._verdicts)
         if new:
             keys = {_cache_key(d): d for d in new}
             cached = {keys[key]: value for key, value in cache.get_many(list(keys)).items()}
             for domain in new:
                 if domain in cached:
                     self._verdicts[domain] = _answered(cached[domain])
-                else:
-                    self._verdicts[domain] = self._lookup_start(domain)
-                    self._unsaved.add(domain)
-        for domain in wanted:
-            self._last_asked[domain] = asked.number
-        return asked
-
-    def _lookup_start(self, domain: str) -> "Future[bool | None]":
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="dns")
-        return self._pool.submit(domain_receives_mail, domain)
+            unknown = [domain for domain in new if domain not in cached]
+            started = lookups_start(
+                (partial(domain_receives_mail, d, self._servers, self._timeout) for d in unknown),
+                self._concurrency,
+            )
+            self._verdicts.update(zip(unknown, started, strict=True))
+            self._unsaved.update(unknown)
+        for domain in pending:
+            self._last_asked[domain] = self._asked
+        return Asked(self._asked, frozenset(pending), frozenset(known_bad))
 
     def without_mail_server(self, asked: Asked) -> set[str]:
+        # One wait for all (not a wake-up per answer), then the answers.
+        wait([self._verdicts[domain] for domain in asked.domains])
         found = {domain: self._verdicts[domain].result() for domain in asked.domains}
         fresh = asked.domains & self._unsaved
         self._unsaved -= fresh
@@ -139,10 +174,21 @@ class RecipientDomainLookups:
             batch = {_cache_key(d): value for d in fresh if found[d] is value}
             if batch:
                 cache.set_many(batch, ttl)
+        until = time.monotonic() + RUN_MEMORY_SECONDS
         for domain in asked.domains:
             if self._last_asked[domain] == asked.number:
                 del self._verdicts[domain], self._last_asked[domain]
-        return {domain for domain, receives in found.items() if receives is False}
+            receives = found[domain]
+            if receives is not None:
+                self._remember(domain, receives, until)
+        bad = {domain for domain, receives in found.items() if receives is False}
+        return bad | asked.known_without_mail_server
+
+    def _remember(self, domain: str, receives: bool, until: float) -> None:
+        self._memory.pop(domain, None)
+        self._memory[domain] = (receives, until)
+        if len(self._memory) > RUN_MEMORY_DOMAINS:
+            del self._memory[next(iter(self._memory))]  # the oldest
 
 
 def domains_without_mail_server(domains: Iterable[str]) -> set[str]:

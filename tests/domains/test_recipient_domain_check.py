@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from outreach.contacts import imports as contacts_imports
 from outreach.contacts.models import Contact, ContactImport
-from outreach.domains.recipients import domains_without_mail_server
+from outreach.domains import recipients
+from outreach.domains.recipients import RecipientDomainLookups, domains_without_mail_server
 from outreach.sending.models import Enrollment
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.helpers import assert_fields
@@ -230,3 +231,66 @@ def test_a_run_that_dies_with_batches_read_ahead_resumes_to_the_same_result(
         "e@slow.example.net",  # a time-out never skips
         "f@mx.example.net",
     ]
+
+
+def test_an_import_remembers_its_verdicts_for_the_next_batches(recipient_check, monkeypatch):
+    """A domain answered for one batch is not read from the cache again for the next
+    (the cache is emptied here to show it); a failed lookup is not remembered."""
+    with RecipientDomainLookups() as lookups:
+        first = lookups.ask(["mx.example.net", "null.example.net", "slow.example.net"])
+        assert lookups.without_mail_server(first) == {"null.example.net"}
+        cache.clear()
+        asked = len(recipient_check.queries)
+        reads = []
+        get_many = cache.get_many
+        monkeypatch.setattr(cache, "get_many", lambda keys: reads.extend(keys) or get_many(keys))
+
+        second = lookups.ask(["MX.example.net", "null.example.net", "slow.example.net"])
+        assert lookups.without_mail_server(second) == {"null.example.net"}
+        assert [key.rpartition(":")[2] for key in reads] == ["slow.example.net"]
+        assert recipient_check.queries[asked:] == [("slow.example.net", "MX")]
+
+
+def test_what_an_import_remembers_is_bounded(recipient_check, monkeypatch):
+    monkeypatch.setattr(recipients, "RUN_MEMORY_DOMAINS", 2)
+    with RecipientDomainLookups() as lookups:
+        first = lookups.ask(["mx.example.net", "null.example.net", "a-only.example.net"])
+        assert lookups.without_mail_server(first) == {"null.example.net"}
+        cache.clear()
+        asked = len(recipient_check.queries)
+        # Two are remembered; the one forgotten (the first remembered) is looked up again.
+        again = lookups.ask(["mx.example.net", "null.example.net", "a-only.example.net"])
+        assert lookups.without_mail_server(again) == {"null.example.net"}
+        assert again.domains == {recipient_check.queries[asked][0]}
+        assert {name for name, _ in recipient_check.queries[asked:]} == set(again.domains)
+
+
+def test_what_an_import_remembers_expires(recipient_check, monkeypatch):
+    monkeypatch.setattr(recipients, "RUN_MEMORY_SECONDS", 0)
+    with RecipientDomainLookups() as lookups:
+        assert lookups.without_mail_server(lookups.ask(["null.example.net"])) == {
+            "null.example.net"
+        }
+        cache.clear()
+        asked = len(recipient_check.queries)
+        assert lookups.without_mail_server(lookups.ask(["null.example.net"])) == {
+            "null.example.net"
+        }
+        assert recipient_check.queries[asked:] == [("null.example.net", "MX")]
+
+
+def test_closing_stops_the_lookups_not_answered(recipient_check, settings):
+    settings.DNS_TIMEOUT_SECONDS = 30
+    lookups = RecipientDomainLookups()
+    asked = lookups.ask(["slow.example.net"])
+    for _ in range(500):  # until the server holds the question (a bound, not a measure)
+        if recipient_check.queries:
+            break
+        threading.Event().wait(0.01)
+    [held] = lookups._verdicts.values()
+    lookups.close()
+    assert held.cancelled()
+    # A new run asks again (nothing was cached) and is answered within its own bound.
+    settings.DNS_TIMEOUT_SECONDS = 0.5
+    assert domains_without_mail_server(asked.domains) == set()
+    assert recipient_check.queries.count(("slow.example.net", "MX")) == 2
