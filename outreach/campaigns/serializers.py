@@ -327,6 +327,7 @@ class SendingReasonSerializer(StrictSerializer):
             "campaign_completed",
             "nothing_due",
             "domain_unauthenticated",
+            "recipient_domain_limit",
         ]
     )
     until = TimestampField(allow_null=True, help_text="When it lifts; null when not known.")

@@ -324,3 +324,17 @@ def test_it_is_read_only(api_client, account):
     campaign = CampaignFactory(account=account)
     response = api_client.post(f"/campaigns/{campaign.pk}/sending_status")
     assert_error(response, 405, "method_not_allowed")
+
+
+def test_every_reason_the_service_gives_is_in_the_published_schema():
+    """The serializer's choices are the API schema's enum: a reason code the service
+    returns but the schema lacks would surprise a client generated from it."""
+    import inspect
+    import re
+
+    from outreach.campaigns import sending_status
+    from outreach.campaigns.serializers import SendingReasonSerializer
+
+    given = set(re.findall(r'Reason\(\s*"([a-z_]+)"', inspect.getsource(sending_status)))
+    assert len(given) == len(sending_status.REASONS)
+    assert given == set(SendingReasonSerializer().fields["code"].choices)
