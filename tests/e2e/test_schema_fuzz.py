@@ -65,6 +65,10 @@ SCHEMA = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=Non
 SCHEMA.app = APP  # every call, the checks' own included, goes to the app in-process
 
 
+# What every generated host name resolves to: a public address, which no test connects to.
+FUZZ_PUBLIC_ADDRESS = "93.184.216.34"
+
+
 @pytest.fixture
 def fuzz_account(db, settings, monkeypatch):
     settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
@@ -84,11 +88,22 @@ def fuzz_account(db, settings, monkeypatch):
             ipaddress.ip_address(str(host).strip("[]"))
         except ValueError:
             if str(host).endswith(".example.test"):
-                return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+                return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (FUZZ_PUBLIC_ADDRESS, port))]
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known") from None
         return real_getaddrinfo(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    # The outbound guard lets that public address through; the connection itself never
+    # leaves the machine: it is refused at once (a test delivery or mailbox check then
+    # reports its connection error, as it would for a peer that is down).
+    real_connect = socket.socket.connect
+
+    def connect(sock, address):
+        if isinstance(address, tuple) and address[0] == FUZZ_PUBLIC_ADDRESS:
+            raise ConnectionRefusedError(111, "Connection refused (fuzz: no peer)")
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
     # Django's test client does the same: the test's transaction must survive requests.
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
