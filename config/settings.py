@@ -206,6 +206,14 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
     }
 )
 
+# Server-side cursors for QuerySet.iterator() (Django's default). Outside a transaction
+# Django declares them WITH HOLD and fetches in later round trips, which PgBouncer in
+# transaction mode may send to another server connection: DB_SERVER_SIDE_CURSORS=false
+# there (the rows are then fetched whole, docs/scale.md).
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = not env.bool(
+    "DB_SERVER_SIDE_CURSORS", default=True
+)
+
 # A Celery worker's threads share a bounded pool of PostgreSQL connections instead
 # (config.worker.database_pool_enable, at worker start): each thread borrows one only
 # while it talks to the database and gives it back before it waits on a peer

@@ -225,6 +225,32 @@ def test_postgresql_statement_preparation_is_configurable(env, expected):
     assert json.loads(out.stdout) == expected
 
 
+@pytest.mark.parametrize(("value", "disabled"), [(None, False), ("false", True), ("true", False)])
+def test_server_side_cursors_can_be_turned_off_for_a_transaction_pooler(value, disabled):
+    env = {k: v for k, v in os.environ.items() if k != "DB_SERVER_SIDE_CURSORS"}
+    if value is not None:
+        env["DB_SERVER_SIDE_CURSORS"] = value
+    code = (
+        "from config import settings as s; "
+        "print(s.DATABASES['default']['DISABLE_SERVER_SIDE_CURSORS'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={
+            **env,
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
+            "SECRET_KEY": "s" * 50,
+            "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(disabled)
+
+
 def test_the_hot_statements_and_only_they_are_prepared(api_client, account):
     for n in range(7):
         assert api_client.get("/api_keys").status_code == 200
