@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
@@ -442,22 +442,33 @@ SCHEDULER_LOCK = 0x53454E44
 def _single_run():
     """Yields whether this is the only scheduler run in progress. Runs overlap when a
     dispatch's fast path and beat's tick meet, or with several beats; the claims would
-    stay correct, but their mailbox updates could wait on each other in a cycle. A
-    session advisory lock lets one run at a time and the others return at once (the run
-    in progress claims what they would have). A run inside a caller's transaction takes
-    no lock."""
+    stay correct, but their mailbox updates could wait on each other in a cycle. An
+    advisory lock lets one run at a time and the others return at once (the run in
+    progress claims what they would have). A run inside a caller's transaction takes
+    no lock.
+
+    The lock is a transaction's (`pg_try_advisory_xact_lock`), held by a transaction
+    of a connection of its own that stays open for the run and ends after it: the
+    run's own transactions commit one by one, and a lock taken and released by
+    separate statements of a session would, behind PgBouncer in transaction mode, be
+    released on another server connection than the one holding it (docs/scale.md). A
+    worker that dies mid-run drops its connection, and the lock with it."""
     if connection.in_atomic_block:
         yield True
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SCHEDULER_LOCK])
-        acquired = cursor.fetchone()[0]
+    holder = connections.create_connection(DEFAULT_DB_ALIAS)
     try:
+        with holder.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SCHEDULER_LOCK])
+            acquired = cursor.fetchone()[0]
         yield acquired
     finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [SCHEDULER_LOCK])
+        try:
+            with holder.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        finally:
+            holder.close()
 
 
 def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[Batch]:
