@@ -411,6 +411,24 @@ def api_call(
         return status, {"body": raw[:500].decode(errors="replace")}
 
 
+def web_warm(path: str, *, key: str, rounds: int = 3, at_once: int = 4) -> list[float]:
+    """GETs of `path` before the clock starts, as a web in service has served requests
+    before: each gunicorn process's first request imports and connects what the later
+    ones reuse. `rounds` rounds of `at_once` requests at once (so that every process of
+    the web gets some). Returns the slowest request's seconds of each round."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def get(_) -> float:
+        started = time.perf_counter()
+        status, answer = api_call("GET", path, key=key)
+        if status != 200:
+            raise RuntimeError(f"GET {path} answered {status}: {answer}")
+        return time.perf_counter() - started
+
+    with ThreadPoolExecutor(at_once) as pool:
+        return [max(pool.map(get, range(at_once))) for _ in range(rounds)]
+
+
 def multipart_body(field: str, filename: str, data: bytes) -> tuple[bytes, str]:
     """A multipart/form-data body holding one file: (body, its Content-Type)."""
     boundary = uuid.uuid4().hex
