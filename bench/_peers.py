@@ -10,7 +10,10 @@
 * the mode they run on (`mode_environment`): production (DATABASE_URL and REDIS_URL)
   or the embedded mode (neither: a fresh VAR_DIR, its PostgreSQL, the filesystem
   broker), and its broker's purge (`broker_purge`);
-* signed webhook bodies for the plain-client baselines (`signed_envelope`).
+* signed webhook bodies for the plain-client baselines (`signed_envelope`);
+* the service's HTTP API as a client calls it (`api_call`, `multipart_body`), for the
+  benchmarks that measure from outside (`--through-api`), against the web the Procfile
+  starts on a free port (`web_bind`).
 
 Nothing here imports Django: the benchmark sets it up first (bench/_setup.py).
 """
@@ -358,6 +361,84 @@ class Service:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# ------------------------------------------------------------------- the API
+
+
+def web_bind() -> str:
+    """A free loopback port for the Procfile's `web:` line (its default, 127.0.0.1:8000,
+    may be anyone's): set as BIND, with BASE_URL pointing at it, in this process's
+    environment, which the service's processes inherit (`service_env`)."""
+    from tests.support.ports import free_port
+
+    os.environ["BIND"] = f"127.0.0.1:{free_port()}"
+    os.environ["BASE_URL"] = f"http://{os.environ['BIND']}"
+    return os.environ["BIND"]
+
+
+def api_call(
+    method: str,
+    path: str,
+    *,
+    key: str,
+    json_body: dict | None = None,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+    timeout: float = 300,
+) -> tuple[int, dict]:
+    """One request to the web at BIND with an API key, as a client makes it (urllib, a
+    new connection each time). Returns (HTTP status, the decoded JSON answer)."""
+    import urllib.error
+    import urllib.request
+
+    if json_body is not None:
+        body = json.dumps(json_body).encode()
+    request = urllib.request.Request(
+        f"http://{os.environ['BIND']}{path}",
+        data=body,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": content_type},
+        method=method,
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, raw = error.code, error.read()
+    try:
+        return status, json.loads(raw or b"{}")
+    except ValueError:
+        return status, {"body": raw[:500].decode(errors="replace")}
+
+
+def web_warm(path: str, *, key: str, rounds: int = 3, at_once: int = 4) -> list[float]:
+    """GETs of `path` before the clock starts, as a web in service has served requests
+    before: each gunicorn process's first request imports and connects what the later
+    ones reuse. `rounds` rounds of `at_once` requests at once (so that every process of
+    the web gets some). Returns the slowest request's seconds of each round."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def get(_) -> float:
+        started = time.perf_counter()
+        status, answer = api_call("GET", path, key=key)
+        if status != 200:
+            raise RuntimeError(f"GET {path} answered {status}: {answer}")
+        return time.perf_counter() - started
+
+    with ThreadPoolExecutor(at_once) as pool:
+        return [max(pool.map(get, range(at_once))) for _ in range(rounds)]
+
+
+def multipart_body(field: str, filename: str, data: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body holding one file: (body, its Content-Type)."""
+    boundary = uuid.uuid4().hex
+    body = (
+        f"--{boundary}\r\n"
+        f'Content-Disposition: form-data; name="{field}"; filename="{filename}"\r\n'
+        "Content-Type: text/csv\r\n\r\n"
+    ).encode()
+    body += data + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
 
 
 # ---------------------------------------------------------------- baselines

@@ -51,6 +51,19 @@ def account_create(label: str, *, plan: str = "free"):
     )
 
 
+def api_keys_create(account, count: int = 1) -> list[str]:
+    """`count` API keys of `account` (plaintexts), its signup address verified first: the
+    API's writes (dispatch, imports) require it. Each key has its own rate limit (60
+    requests a minute)."""
+    from django.utils import timezone
+
+    from accounts.services import api_key_create
+
+    account.email_verified_at = timezone.now()
+    account.save(update_fields=["email_verified_at"])
+    return [api_key_create(account=account, label=f"bench {n}").plaintext for n in range(count)]
+
+
 def account_drop(account) -> None:
     """Delete the bench rows fast (raw deletes, children first)."""
     from outreach.campaigns.models import Campaign

@@ -1,16 +1,54 @@
 """Dispatch of a campaign to 100,000 pending enrollments (POST /campaigns/:id/dispatch
-with all_pending, through the service it calls).
+with all_pending), against a bare UPDATE of the same rows in the same run.
 
     DATABASE_URL=postgres://... REDIS_URL=... .venv/bin/python bench/bench_dispatch.py [n]
+      (in process: the service the endpoint calls, campaign_dispatch)
+    DATABASE_URL=postgres://... REDIS_URL=... .venv/bin/python bench/bench_dispatch.py [n] \\
+      --through-api
+      (from outside: the whole Procfile started as bench/_peers.py's Service(web=True)
+      does, and the dispatch is `POST /campaigns/:id/dispatch` with an API key against
+      its gunicorn; the clock runs from the request to its answer)
 
-Goal: under 10 seconds on PostgreSQL. Baseline for scale, same run: a bare
-`UPDATE ... SET status = 'scheduled'` of the same rows.
+Goals: under 10 seconds on PostgreSQL; through the API, at least 0.9 of the bare
+UPDATE's speed (its seconds / the dispatch's). The baseline, same run, after the
+dispatch: the same rows back to pending, then one bare
+`UPDATE ... SET status = 'scheduled'` (in process; the service stopped first).
 """
 
-import sys
+import argparse
+import os
+import tempfile
 import time
+from pathlib import Path
 
-from _setup import account_create, account_drop, prepare
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("n", nargs="?", type=int, default=100_000, help="enrollments")
+parser.add_argument(
+    "--through-api",
+    action="store_true",
+    help="dispatch through POST /campaigns/:id/dispatch on the Procfile's web",
+)
+ARGS = parser.parse_args()
+N = ARGS.n
+GOAL_SECONDS = 10.0
+GOAL_RATIO_API = 0.9
+
+if ARGS.through_api:
+    from _peers import (
+        Service,
+        api_call,
+        broker_purge,
+        mode_environment,
+        service_describe,
+        service_env,
+        sigterm_exits,
+        web_bind,
+        web_warm,
+    )
+
+    MODE = mode_environment("dispatch")
+
+from _setup import account_create, account_drop, api_keys_create, prepare  # noqa: E402
 
 prepare()
 
@@ -21,8 +59,6 @@ from outreach.campaigns.models import Campaign, CampaignStep  # noqa: E402
 from outreach.contacts.models import Contact  # noqa: E402
 from outreach.mailboxes.models import SmtpCredential  # noqa: E402
 from outreach.sending.models import Enrollment  # noqa: E402
-
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 
 
 def setup_campaign(account) -> Campaign:
@@ -52,14 +88,49 @@ def setup_campaign(account) -> Campaign:
     return campaign
 
 
+def dispatch_in_process(campaign) -> float:
+    started = time.perf_counter()
+    dispatched = dispatch.campaign_dispatch(campaign=campaign)
+    seconds = time.perf_counter() - started
+    assert dispatched == N, dispatched
+    return seconds
+
+
+def dispatch_through_api(campaign, key: str) -> float:
+    """The whole Procfile (web, worker, webhooks, beat), then the dispatch request; the
+    service is stopped before this returns."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-dispatch-"))
+    broker_purge()
+    connection.close()  # the bench database's connections are the service's alone
+    with Service(workdir, service_env(), web=True) as service:
+        service.start()
+        warm = web_warm(f"/campaigns/{campaign.pk}", key=key)
+        print(f"  web warmed: slowest GET of each round {', '.join(f'{s:.3f} s' for s in warm)}")
+        started = time.perf_counter()
+        status, answer = api_call(
+            "POST", f"/campaigns/{campaign.pk}/dispatch", key=key, json_body={"all_pending": True}
+        )
+        seconds = time.perf_counter() - started
+    print(f"  service logs: {workdir}")
+    assert status == 200, (status, answer)
+    assert answer["dispatched"] == N, answer
+    return seconds
+
+
 def main():
-    account = account_create("dispatch")
+    if ARGS.through_api:
+        sigterm_exits()
+        web_bind()
+        print(f"through the API (mode {MODE}):")
+        service_describe("BIND", web=True)
+    account = account_create("dispatch", plan="scale" if ARGS.through_api else "free")
     try:
         campaign = setup_campaign(account)
-        started = time.perf_counter()
-        dispatched = dispatch.campaign_dispatch(campaign=campaign)
-        seconds = time.perf_counter() - started
-        assert dispatched == N, dispatched
+        if ARGS.through_api:
+            (key,) = api_keys_create(account)
+            seconds = dispatch_through_api(campaign, key)
+        else:
+            seconds = dispatch_in_process(campaign)
         assert Enrollment.objects.filter(campaign=campaign, status="scheduled").count() == N
 
         # Baseline: the same rows back to pending, then one bare UPDATE.
@@ -69,11 +140,19 @@ def main():
         bare = time.perf_counter() - started
     finally:
         account_drop(account)
-    print(f"enrollments: {N}")
+    where = "POST /campaigns/:id/dispatch" if ARGS.through_api else "campaign_dispatch"
+    print(f"enrollments: {N}; load {os.getloadavg()[0]:.2f} (1 min) at the end")
     print(
-        f"dispatch (all_pending): {seconds:.2f} s ({N / seconds:,.0f} enrollments/s) (goal < 10 s)"
+        f"dispatch (all_pending, {where}): {seconds:.2f} s ({N / seconds:,.0f} enrollments/s) "
+        f"(goal < {GOAL_SECONDS:.0f} s: {'met' if seconds < GOAL_SECONDS else 'MISSED'})"
     )
     print(f"bare UPDATE of the same rows: {bare:.2f} s")
+    ratio = bare / seconds
+    if ARGS.through_api:
+        verdict = "met" if ratio >= GOAL_RATIO_API else "MISSED"
+        print(f"ratio bare UPDATE / dispatch: {ratio:.3f} (goal >= {GOAL_RATIO_API}: {verdict})")
+    else:
+        print(f"ratio bare UPDATE / dispatch: {ratio:.3f}")
 
 
 if __name__ == "__main__":

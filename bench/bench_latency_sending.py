@@ -7,6 +7,8 @@ against plain SMTP clients at the same concurrency, in the same run.
       (--mailboxes 10,100,500 runs a curve, one point after the other)
     .venv/bin/python bench/bench_latency_sending.py --mailboxes 100 --timeout 300
       (no DATABASE_URL, no REDIS_URL: the embedded mode, below)
+    ... bench/bench_latency_sending.py --mailboxes 100 --timeout 300 --through-api
+      (from outside: the Procfile's web too, and the dispatch through the HTTP API)
 
 The world: N mailboxes (SMTP credentials: security none, no login, daily limit far
 away) served by ONE SMTP sink process (tests/support/smtp.py) that answers every
@@ -26,7 +28,11 @@ directory: the embedded PostgreSQL, which this process starts and stops, and kom
 filesystem broker; bench/_peers.py's mode_environment); once the worker is ready, the
 dispatch (outreach.campaigns.dispatch.campaign_dispatch, what POST /campaigns/:id/dispatch runs)
 and the time from its start until the sink accepted the last message (the sink logs
-each 250). The run stops waiting after --timeout seconds and reports what was sent.
+each 250). With `--through-api` the whole Procfile runs (its `web:` line too, on a free
+port: bench/_peers.py's Service(web=True), as bench/bench_fleet.py runs it) and the
+dispatch is `POST /campaigns/:id/dispatch` with an API key of the account (its address
+verified), the clock starting at that request: what a user of the API gets. The run
+stops waiting after --timeout seconds and reports what was sent.
 
 Goal: the service's messages per second >= 50% of the baseline's.
 It migrates the database, empties the broker's queues and deletes the accounts it
@@ -50,6 +56,7 @@ os.environ["OUTBOUND_ALLOW_PRIVATE_NETWORKS"] = "true"  # the sink is on loopbac
 from _peers import (  # noqa: E402
     LineLog,
     Service,
+    api_call,
     broker_purge,
     mode_environment,
     process_stop,
@@ -57,6 +64,8 @@ from _peers import (  # noqa: E402
     service_env,
     sigterm_exits,
     smtp_sink_start,
+    web_bind,
+    web_warm,
 )
 
 LABEL = "latency-sending"
@@ -65,6 +74,7 @@ MODE = mode_environment(LABEL)
 
 from _setup import (  # noqa: E402
     account_create,
+    api_keys_create,
     contacts_create,
     messages_render,
     prepare,
@@ -72,6 +82,8 @@ from _setup import (  # noqa: E402
 )
 
 GOAL = 0.5
+# From outside (issue 32): the burst at 100 mailboxes >= 0.6, the 500-mailbox point >= 0.3.
+GOALS_API = {100: 0.6, 500: 0.3}
 # Per-message pacing (a pause between one mailbox's sends) would make the comparison
 # meaningless: switched off on any model field that looks like it. None exist yet.
 PACING = re.compile(r"pac(e|ing)|interval|jitter|spacing|gap|min_delay|delay_seconds")
@@ -89,6 +101,11 @@ class Point:
     waited: float = 0.0  # from the dispatch's start until done or the timeout
     statuses: dict = field(default_factory=dict)
     stopped_cleanly: dict = field(default_factory=dict)
+    through_api: bool = False
+
+    @property
+    def goal(self) -> float:
+        return GOALS_API.get(self.mailboxes, GOAL) if self.through_api else GOAL
 
     @property
     def complete(self) -> bool:
@@ -105,6 +122,10 @@ class Point:
     @property
     def ratio(self) -> float:
         return self.service_rate / self.baseline_rate
+
+
+def _ms(seconds: list[float]) -> str:
+    return ", ".join(f"{s * 1000:.0f} ms" for s in seconds)
 
 
 def pacing_off(model) -> dict:
@@ -183,7 +204,9 @@ def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path)
     from outreach.sending.models import Enrollment
 
     per_mailbox = args.messages
-    point = Point(mailboxes=mailboxes, messages=mailboxes * per_mailbox)
+    point = Point(
+        mailboxes=mailboxes, messages=mailboxes * per_mailbox, through_api=args.through_api
+    )
     account = account_create(f"{LABEL}-{mailboxes}", plan="scale")
     try:
         credential_pacing, campaign_pacing = pacing_off(SmtpCredential), pacing_off(Campaign)
@@ -249,15 +272,29 @@ def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path)
             + (f", {len(point.baseline_errors)} errors" if point.baseline_errors else "")
         )
 
+        key = api_keys_create(account)[0] if args.through_api else ""
         broker_purge()
         senders = {c.from_email for c in credentials}
         workdir.mkdir(parents=True, exist_ok=True)
-        with Service(workdir, service_env()) as service:
+        with Service(workdir, service_env(), web=args.through_api) as service:
             service.start()
+            if args.through_api:
+                warm = web_warm(f"/campaigns/{campaigns[0].pk}", key=key)
+                print(f"  web warmed: slowest GET of each round {_ms(warm)}")
             sink_log.skip()
             point.started = started = time.time()
             for campaign in dict.fromkeys(campaigns):
-                campaign_dispatch(campaign=campaign)
+                if args.through_api:
+                    status, answer = api_call(
+                        "POST",
+                        f"/campaigns/{campaign.pk}/dispatch",
+                        key=key,
+                        json_body={"all_pending": True},
+                    )
+                    if status != 200:
+                        raise SystemExit(f"dispatch answered {status}: {answer}")
+                else:
+                    campaign_dispatch(campaign=campaign)
             point.dispatch_seconds = time.time() - started
             deadline = started + args.timeout
             while True:
@@ -293,7 +330,8 @@ def report(point: Point) -> None:
     accepted = len(point.accepted)
     per_sender = Counter(sender for _, sender in point.accepted)
     times = sorted(at for at, _ in point.accepted)
-    print(f"  dispatch call(s): {point.dispatch_seconds * 1000:.0f} ms")
+    how = "POST /campaigns/:id/dispatch" if point.through_api else "campaign_dispatch"
+    print(f"  dispatch call(s), {how}: {point.dispatch_seconds * 1000:.0f} ms")
     if times:
         print(
             f"  service: first message accepted +{times[0] - point.started:.1f} s, "
@@ -311,8 +349,8 @@ def report(point: Point) -> None:
     print(f"  enrollments when measured: {point.statuses}")
     print(f"  worker/beat stopped on SIGTERM: {point.stopped_cleanly}")
     print(
-        f"  ratio service/baseline: {point.ratio:.3f} (goal >= {GOAL}: "
-        f"{'met' if point.ratio >= GOAL else 'MISSED'})"
+        f"  ratio service/baseline: {point.ratio:.3f} (goal >= {point.goal}: "
+        f"{'met' if point.ratio >= point.goal else 'MISSED'})"
     )
 
 
@@ -329,6 +367,11 @@ def main() -> None:
         action="store_true",
         help="with a 10,000-entry blocklist and a recipient domain cap (docs/deliverability.md)",
     )
+    parser.add_argument(
+        "--through-api",
+        action="store_true",
+        help="the Procfile's web too; the dispatch through POST /campaigns/:id/dispatch",
+    )
     args = parser.parse_args()
     sigterm_exits()
     prepare()
@@ -337,6 +380,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-latency-sending-"))
     port = free_port()
+    if args.through_api:
+        web_bind()
     sink_log = LineLog(workdir / "sink.log")
     sink = smtp_sink_start(
         port=port, log=sink_log.path, reply_delay=args.reply_delay, data_delay=args.data_delay
@@ -344,9 +389,14 @@ def main() -> None:
     print(
         f"SMTP sink: every reply +{args.reply_delay * 1000:.0f} ms, end of DATA "
         f"+{args.data_delay * 1000:.0f} ms; {args.messages} messages per mailbox; "
-        f"layout {args.layout}; timeout {args.timeout:.0f} s per point"
+        f"layout {args.layout}; timeout {args.timeout:.0f} s per point; "
+        f"dispatch {'through the API' if args.through_api else 'in process'}; "
+        f"load {os.getloadavg()[0]:.2f} (1 min)"
     )
-    service_describe()
+    if args.through_api:
+        service_describe("BIND", web=True)
+    else:
+        service_describe()
     points = []
     try:
         for mailboxes in (int(n) for n in args.mailboxes.split(",")):
@@ -356,7 +406,7 @@ def main() -> None:
             points.append(point)
     finally:
         process_stop(sink)
-    print(f"\nmode: {MODE}")
+    print(f"\nmode: {MODE}, dispatch {'through the API' if args.through_api else 'in process'}")
     print("mailboxes  messages  baseline msg/s  service msg/s  ratio")
     for p in points:
         note = "" if p.complete else f"  (incomplete: {len(p.accepted)} in {p.waited:.0f} s)"
