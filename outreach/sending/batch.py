@@ -135,9 +135,8 @@ class _Batch:
     @classmethod
     def load(cls, batch_ids: list, credential_id: UUID) -> "_Batch | None":
         """The batches' unstarted claims in order with what they need, or None if none."""
-        # One query for the claims, their contacts, campaigns (with accounts) and the
-        # mailbox: a paced mailbox's batch is one message, so what a batch loads is paid
-        # per message.
+        # One query for the claims, contacts, campaigns, accounts and the mailbox: a paced
+        # mailbox's batch is one message, so what a batch loads is paid per message.
         claims = list(
             SendClaim.objects.filter(
                 batch_id__in=batch_ids, credential_id=credential_id, sending_at=None
@@ -148,29 +147,20 @@ class _Batch:
         if not claims:
             return None
         credential = claims[0].credential
-        # A batch's claims share one mailbox and few campaigns: each campaign (with its
-        # account) is one object, shared by its enrollments.
+        # One object per campaign (with its account), shared by its enrollments.
         campaigns: dict[UUID, Campaign] = {}
         for claim in claims:
             campaign = campaigns.setdefault(claim.enrollment.campaign_id, claim.enrollment.campaign)
             claim.enrollment.campaign = campaign
             claim.credential = credential
-        campaign_ids = set(campaigns)
-        steps: dict = {cid: {} for cid in campaign_ids}
-        for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
+        steps: dict = {cid: {} for cid in campaigns}
+        for step in CampaignStep.objects.filter(campaign_id__in=list(campaigns)):
             steps[step.campaign_id][step.position] = step
         # Drawn (and stored) before anything is built: a retry sends the same variant.
-        variants = variants_assign(
-            [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
-        )
-        return cls(
-            claims=claims,
-            credential=credential,
-            campaign_ids=campaign_ids,
-            steps=steps,
-            variants=variants,
-            threads=_threads(claims, steps, variants),
-        )
+        drawn = [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
+        variants = variants_assign(drawn)
+        threads = _threads(claims, steps, variants)
+        return cls(claims, credential, set(campaigns), steps, variants, threads)
 
     def send(self, index: int, claim: SendClaim, now) -> bool:
         """Send the batch's claim at `index` and record its outcome; False when the rest

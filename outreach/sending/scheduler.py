@@ -392,14 +392,8 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     batches, rows = [], []
     for credential_id, items in by_credential.items():
         batch_id = uuid.uuid4()
-        batches.append(
-            Batch(
-                batch_id=batch_id,
-                credential_id=credential_id,
-                size=len(items),
-                paced=credential_id in plan.paced,
-            )
-        )
+        paced = credential_id in plan.paced
+        batches.append(Batch(batch_id, credential_id, size=len(items), paced=paced))
         rows += [
             SendClaim(
                 enrollment_id=enrollment.pk,

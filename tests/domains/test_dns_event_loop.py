@@ -1,4 +1,4 @@
-"""config.dns's event loop path (`lookup_async`, `lookups_start`), which the recipient
+"""config.dns_loop, the event loop path (`lookup_async`, `lookups_start`), which the recipient
 domain check uses: the same answers as `lookup` from a real server, DNS_RESOLVERS order
 and failover, the time bound, TCP after a truncated answer; and the test server's event
 loop mode (the import benchmark's peer)."""
@@ -8,16 +8,8 @@ import concurrent.futures
 
 import pytest
 
-from config.dns import (
-    FAILED,
-    NODATA,
-    NXDOMAIN,
-    OK,
-    lookup,
-    lookup_async,
-    lookups_start,
-    servers_configured,
-)
+from config.dns import FAILED, NODATA, NXDOMAIN, OK, lookup
+from config.dns_loop import lookup_async, lookups_start, servers_configured
 from tests.support.dns_server import DnsTestServer
 from tests.support.ports import free_port
 
