@@ -82,6 +82,27 @@ def account_drop(account) -> None:
     account.delete()
 
 
+def mailboxes_create(account, count: int, *, port: int, **pace) -> list:
+    """`count` mailboxes of `account` on the sink at 127.0.0.1:`port` (no TLS, no login),
+    mailbox<i>@sender<i>.example, a daily limit no run reaches; `pace` sets their
+    min/max_interval_seconds (or whatever pacing fields a benchmark turns off)."""
+    from outreach.mailboxes.models import SmtpCredential
+
+    return SmtpCredential.objects.bulk_create(
+        SmtpCredential(
+            account=account,
+            from_email=f"mailbox{i}@sender{i}.example",
+            from_name=f"Mailbox {i}",
+            smtp_host="127.0.0.1",
+            smtp_port=port,
+            smtp_security="none",
+            daily_limit=100_000,
+            **pace,
+        )
+        for i in range(count)
+    )
+
+
 # The step the sending benchmarks send: text + HTML (with the open pixel), personalised.
 STEP = {
     "subject": "Quick question, {{first_name|there}}",

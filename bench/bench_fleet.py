@@ -74,7 +74,13 @@ from _peers import (  # noqa: E402
 LABEL = "fleet"
 MODE = mode_environment(LABEL)
 
-from _setup import account_create, contacts_create, prepare, step_create  # noqa: E402
+from _setup import (  # noqa: E402
+    account_create,
+    contacts_create,
+    mailboxes_create,
+    prepare,
+    step_create,
+)
 
 GOAL_EXCESS_P99 = 5.0  # seconds
 GOAL_EXPECTED = 0.9
@@ -326,7 +332,6 @@ def setup(run: Run, port: int, hang_every: int, *, analyze: bool):
 
     from accounts.services import api_key_create
     from outreach.campaigns.models import Campaign
-    from outreach.mailboxes.models import SmtpCredential
     from outreach.sending.models import Enrollment
 
     account = account_create(LABEL, plan="scale")
@@ -334,19 +339,12 @@ def setup(run: Run, port: int, hang_every: int, *, analyze: bool):
     account.email_verified_at = timezone.now()
     account.save(update_fields=["email_verified_at"])
     key = api_key_create(account=account, label="bench").plaintext
-    credentials = SmtpCredential.objects.bulk_create(
-        SmtpCredential(
-            account=account,
-            from_email=f"mailbox{i}@sender{i}.example",
-            from_name=f"Mailbox {i}",
-            smtp_host="127.0.0.1",
-            smtp_port=port,
-            smtp_security="none",
-            daily_limit=100_000,
-            min_interval_seconds=run.pace[0],
-            max_interval_seconds=run.pace[1],
-        )
-        for i in range(run.mailboxes)
+    credentials = mailboxes_create(
+        account,
+        run.mailboxes,
+        port=port,
+        min_interval_seconds=run.pace[0],
+        max_interval_seconds=run.pace[1],
     )
     for i, credential in enumerate(credentials):
         hangs = hang_every and i % hang_every == 0

@@ -76,6 +76,7 @@ from _setup import (  # noqa: E402
     account_create,
     api_keys_create,
     contacts_create,
+    mailboxes_create,
     messages_render,
     prepare,
     step_create,
@@ -212,19 +213,7 @@ def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path)
         credential_pacing, campaign_pacing = pacing_off(SmtpCredential), pacing_off(Campaign)
         if credential_pacing or campaign_pacing:
             print(f"  pacing off: credential {credential_pacing}, campaign {campaign_pacing}")
-        credentials = SmtpCredential.objects.bulk_create(
-            SmtpCredential(
-                account=account,
-                from_email=f"mailbox{i}@sender{i}.example",
-                from_name=f"Mailbox {i}",
-                smtp_host="127.0.0.1",
-                smtp_port=port,
-                smtp_security="none",
-                daily_limit=100_000,
-                **credential_pacing,
-            )
-            for i in range(mailboxes)
-        )
+        credentials = mailboxes_create(account, mailboxes, port=port, **credential_pacing)
         contacts = contacts_create(account, point.messages)
         if args.layout == "rotation":
             campaign = Campaign.objects.create(account=account, name="bench", **campaign_pacing)

@@ -125,10 +125,20 @@ def test_admin_requires_staff(client):
     assert "/admin/login/" in response["Location"]
 
 
-def _import_production_settings(**env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "FIELD_ENCRYPTION_KEY")}
+KEYS = {
+    "SECRET_KEY": "s" * 50,
+    "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
+}
+
+
+def _import_production_settings(
+    code: str = "import config.settings", unset: tuple = tuple(KEYS), **env
+) -> subprocess.CompletedProcess:
+    """`code` run in a fresh interpreter against production settings (DATABASE_URL set),
+    with `env` set and the variables of `unset` removed from this environment."""
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
-        [sys.executable, "-c", "import config.settings"],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env={**clean, "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused", **env},
         capture_output=True,
@@ -139,10 +149,7 @@ def _import_production_settings(**env) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("missing", ["SECRET_KEY", "FIELD_ENCRYPTION_KEY"])
 def test_production_refuses_to_start_without_its_secrets(missing):
-    given = {
-        "SECRET_KEY": "s" * 50,
-        "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
-    }
+    given = dict(KEYS)
     given.pop(missing)
     out = _import_production_settings(**given)
     assert out.returncode != 0
@@ -150,9 +157,7 @@ def test_production_refuses_to_start_without_its_secrets(missing):
 
 
 def test_production_starts_with_its_secrets():
-    out = _import_production_settings(
-        SECRET_KEY="s" * 50, FIELD_ENCRYPTION_KEY="dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA="
-    )
+    out = _import_production_settings(**KEYS)
     assert out.returncode == 0, out.stderr
 
 
@@ -197,56 +202,25 @@ def test_embedded_mode_generates_and_keeps_its_secrets(tmp_path):
     ],
 )
 def test_postgresql_statement_preparation_is_configurable(env, expected):
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DB_PREPARED_STATEMENTS", "DB_SERVER_SIDE_BINDING")
-    }
     code = (
         "import json; from config import settings as s; "
         "o = s.DATABASES['default']['OPTIONS']; "
         "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold')}))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={
-            **clean,
-            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
-            "SECRET_KEY": "s" * 50,
-            "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
-            **env,
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    unset = ("DB_PREPARED_STATEMENTS", "DB_SERVER_SIDE_BINDING")
+    out = _import_production_settings(code, unset, **KEYS, **env)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == expected
 
 
 @pytest.mark.parametrize(("value", "disabled"), [(None, False), ("false", True), ("true", False)])
 def test_server_side_cursors_can_be_turned_off_for_a_transaction_pooler(value, disabled):
-    env = {k: v for k, v in os.environ.items() if k != "DB_SERVER_SIDE_CURSORS"}
-    if value is not None:
-        env["DB_SERVER_SIDE_CURSORS"] = value
+    env = {} if value is None else {"DB_SERVER_SIDE_CURSORS": value}
     code = (
         "from config import settings as s; "
         "print(s.DATABASES['default']['DISABLE_SERVER_SIDE_CURSORS'])"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={
-            **env,
-            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused",
-            "SECRET_KEY": "s" * 50,
-            "FIELD_ENCRYPTION_KEY": "dGVzdC1vbmx5LWZpZWxkLWtleS0wMDAwMDAwMDAwMDA=",
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _import_production_settings(code, ("DB_SERVER_SIDE_CURSORS",), **KEYS, **env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(disabled)
 
