@@ -187,6 +187,40 @@ def test_a_batch_reads_earlier_messages_only_for_replies(sink):
     assert sink.messages[1].message["In-Reply-To"] == sink.messages[0].message["Message-ID"]
 
 
+# A message's statements: its claim marked started, and its record in one statement
+# within its own transaction (here a savepoint and its release).
+PER_MESSAGE = 4
+
+
+def test_a_batch_reads_twice_and_then_a_fixed_number_of_statements_per_message(sink):
+    """A batch loads what it sends with in two queries (the claims with their
+    enrollment, contact, campaign, account and mailbox; the steps), then costs the same
+    few statements per message: a paced mailbox's batch is one message, so whatever a
+    batch adds is paid per message by a fleet."""
+    from django.test.utils import CaptureQueriesContext
+
+    campaign = _campaign(sink, steps=2)  # its step 2 is days away: it stays active
+    _enroll(campaign)
+    _run()  # the first message creates the period's usage row and the stats rows
+
+    def batch_queries(contacts: int) -> list[str]:
+        for _ in range(contacts):
+            _enroll(campaign)
+        [claimed] = schedule_due(now=NOW)
+        with CaptureQueriesContext(connection) as queries:
+            result = batch_send(
+                batch_id=claimed.batch_id, credential_id=claimed.credential_id, clock=lambda: NOW
+            )
+        assert result.sent == contacts
+        return [q["sql"] for q in queries.captured_queries]
+
+    one, three = batch_queries(1), batch_queries(3)
+    reads = [sql for sql in one if sql.lstrip().startswith("SELECT")]
+    assert len(reads) == 2
+    assert len(one) == 2 + PER_MESSAGE + 1  # and the campaign's completion check, per batch
+    assert len(three) - len(one) == 2 * PER_MESSAGE
+
+
 def test_one_batch_sends_for_several_campaigns_of_a_mailbox(sink):
     first = _campaign(sink)
     credential = first.credentials.get()
