@@ -14,7 +14,6 @@ from accounts.models import Account
 from billing.usage import plan_limit_enforce
 from config.api.errors import ValidationFailed
 from outreach.blocklist.selectors import blocked_among, blocked_pending_ids
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
@@ -27,8 +26,9 @@ from outreach.enrollments import (
     enrollments_stop,
 )
 from outreach.errors import CampaignNotDispatchable, ContactBlocked
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
 from outreach.sending.beat import schedule_sends
-from outreach.sending.models import Enrollment
 
 logger = logging.getLogger(__name__)
 

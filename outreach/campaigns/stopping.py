@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.enrollments import counting, enrollments_stop
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 
 # Mailbox providers whose addresses belong to people, not companies: a reply from one
 # of them never stops other contacts at the same domain. Lower case, exact domains.

@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from outreach.campaigns.models import Campaign
+from outreach.models.campaigns import Campaign
 
 _DAYS = range(1, 8)
 

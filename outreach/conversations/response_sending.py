@@ -30,9 +30,9 @@ from django.utils import timezone
 
 from billing.usage import usage_record_increment
 from config.db import connection_release
-from outreach.conversations.models import ReplyResponse
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import daily_used, utc_day
+from outreach.models.conversations import ReplyResponse
+from outreach.models.mailboxes import SmtpCredential
 from outreach.sending.message import address_headers, message_data
 from outreach.sending.record import retry_delay
 from outreach.sending.smtp import (

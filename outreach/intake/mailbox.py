@@ -49,8 +49,8 @@ from outreach.intake.selectors import (
     message_ids_in_header,
     message_ids_known,
 )
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Message
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Message
 
 logger = logging.getLogger(__name__)
 

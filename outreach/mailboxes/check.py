@@ -19,7 +19,7 @@ from django.db import connections
 from config.db import connection_release
 from outreach.intake.imap import imap_connect
 from outreach.mailboxes import oauth_tokens
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 from outreach.sending.smtp import smtp_connect
 
 ERROR_MAX_CHARS = 500

@@ -1,27 +1,27 @@
 """The models of the outreach app, one module per concern; imported here so Django
 finds them (the app label stays `outreach`, the tables `outreach_*`).
 
-- outreach.mailboxes.models: Security, SmtpCredential, OAuthAuthorization;
-- outreach.campaigns.models: Campaign, CampaignStep, CampaignStats, StepVariantStats;
-- outreach.contacts.models: Contact, Suppression, ContactImport;
-- outreach.sending.models: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
+- outreach.models.mailboxes: Security, SmtpCredential, OAuthAuthorization;
+- outreach.models.campaigns: Campaign, CampaignStep, CampaignStats, StepVariantStats;
+- outreach.models.contacts: Contact, Suppression, ContactImport;
+- outreach.models.sending: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
   SendClaim;
-- outreach.intake.models: RelayWebhookToken;
-- outreach.conversations.models: Reply, ReplyResponse;
-- outreach.domains.models: SenderDomainCheck;
-- outreach.blocklist.models: BlocklistEntry;
-- outreach.domain_cap.models: RecipientDomainCount.
+- outreach.models.intake: RelayWebhookToken;
+- outreach.models.conversations: Reply, ReplyResponse;
+- outreach.models.domains: SenderDomainCheck;
+- outreach.models.blocklist: BlocklistEntry;
+- outreach.models.domain_cap: RecipientDomainCount.
 """
 
-from outreach.blocklist.models import BlocklistEntry
-from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep, StepVariantStats
-from outreach.contacts.models import Contact, ContactImport, Suppression
-from outreach.conversations.models import Reply, ReplyResponse
-from outreach.domain_cap.models import RecipientDomainCount
-from outreach.domains.models import SenderDomainCheck
-from outreach.intake.models import RelayWebhookToken
-from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
-from outreach.sending.models import (
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep, StepVariantStats
+from outreach.models.contacts import Contact, ContactImport, Suppression
+from outreach.models.conversations import Reply, ReplyResponse
+from outreach.models.domain_cap import RecipientDomainCount
+from outreach.models.domains import SenderDomainCheck
+from outreach.models.intake import RelayWebhookToken
+from outreach.models.mailboxes import OAuthAuthorization, Security, SmtpCredential
+from outreach.models.sending import (
     CredentialCampaignStats,
     DeletedEnrollment,
     Enrollment,

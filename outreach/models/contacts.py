@@ -6,7 +6,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
-from outreach.campaigns.models import Campaign
+from outreach.models.campaigns import Campaign
 
 
 class Contact(models.Model):

@@ -8,9 +8,9 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
 
 
 class Enrollment(models.Model):

@@ -36,13 +36,13 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.rendering import contact_values, template_render
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.variants import step_content, stored_letter, variants_assign
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending.message import Outgoing, message_build
-from outreach.sending.models import Enrollment, Message, SendClaim
 from outreach.sending.record import (
     bounce_record,
     claim_mark_started,

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from config.outbound import GuardedSMTP, GuardedSMTP_SSL, OutboundRefused
 from outreach.mailboxes import oauth_tokens
-from outreach.mailboxes.models import Security, SmtpCredential
+from outreach.models.mailboxes import Security, SmtpCredential
 
 ERROR_MAX_CHARS = 1000
 

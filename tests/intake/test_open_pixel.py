@@ -8,7 +8,7 @@ from django.test import Client
 
 from outreach.intake import tokens
 from outreach.intake.views import PIXEL_GIF
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 

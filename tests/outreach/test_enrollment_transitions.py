@@ -10,7 +10,6 @@ import pytest
 from django.utils import timezone
 
 from outreach import enrollments
-from outreach.contacts.models import Contact
 from outreach.enrollments import (
     after_step,
     enrollment_schedule,
@@ -23,7 +22,8 @@ from outreach.enrollments import (
 )
 from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import contact_unsubscribe
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment
 from outreach.sending.recovery import SUPPRESSED_BOUNCE_REASON, suppressed_end
 from tests.outreach.factories import CampaignFactory, ContactFactory
 
