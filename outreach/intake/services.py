@@ -2,7 +2,7 @@
 the transaction that changes the state (docs/webhooks.md), so a crash loses neither.
 
 Bounces (SMTP, relay provider, delivery status reports) all go through
-`outreach.intake.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
+`outreach.sending.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
 """
 
 import logging

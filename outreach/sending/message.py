@@ -23,10 +23,10 @@ from outreach.campaigns.rendering import (
 from outreach.campaigns.tracking import tracking_base_url
 from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.campaigns.variants import step_content
-from outreach.intake import tokens
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
+from outreach.sending import tokens
 from outreach.sending.mime import (
     SharingHeaderFactory,
     SharingPolicy,

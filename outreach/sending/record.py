@@ -24,12 +24,12 @@ from outreach.enrollments import (
     variant_count,
 )
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
-from outreach.intake.bounces import enrollment_mark_bounced, stats_increment
 from outreach.mailboxes.pace import reservation_release
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending import record_sql
+from outreach.sending.bounces import enrollment_mark_bounced, stats_increment
 from outreach.sending.message import Outgoing
 from outreach.sending.smtp import ERROR_MAX_CHARS, UNSEEN_REPLY_NOTE
 from webhooks.events import drains_publish

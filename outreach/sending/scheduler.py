@@ -66,7 +66,6 @@ from outreach.campaigns.windows import SendWindow, send_window_next_open, window
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
-from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.pace import (
     daily_used,
     next_utc_midnight,
@@ -78,6 +77,7 @@ from outreach.mailboxes.pace import (
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
+from outreach.sending.bounces import campaigns_pause_if_unsendable
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from outreach.intake.imap import imap_connect
+from outreach.mailboxes.imap import imap_connect
 from outreach.models.mailboxes import Security
 from tests.outreach.factories import CredentialFactory
 

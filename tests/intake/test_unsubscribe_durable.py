@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 
 from outreach import enrollments
-from outreach.intake import tokens
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.sending import DeletedEnrollment, Enrollment
+from outreach.sending import tokens
 from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
 from tests.intake.factories import sent_enrollment

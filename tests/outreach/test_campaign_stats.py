@@ -19,7 +19,6 @@ from outreach.campaigns import stopping
 from outreach.campaigns.clicks import ClickTarget
 from outreach.campaigns.dispatch import outreach_create
 from outreach.contacts.data import contact_data_clean
-from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.services import (
     contact_unsubscribe,
@@ -31,6 +30,7 @@ from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending import message
 from outreach.sending import record as sending_record
+from outreach.sending.bounces import enrollment_mark_bounced
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db

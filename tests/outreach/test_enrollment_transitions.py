@@ -20,10 +20,10 @@ from outreach.enrollments import (
     enrollments_stop,
     enrollments_suppressed_end,
 )
-from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import contact_unsubscribe
 from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment
+from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.recovery import SUPPRESSED_BOUNCE_REASON, suppressed_end
 from tests.outreach.factories import CampaignFactory, ContactFactory
 
