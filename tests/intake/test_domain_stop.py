@@ -4,7 +4,8 @@ consumer mail domain; and a stop never overwrites an enrollment that ended meanw
 
 import pytest
 
-from outreach.campaigns.stopping import CONSUMER_MAIL_DOMAINS, enrollment_stop, is_consumer_domain
+from outreach.campaigns.stopping import enrollment_stop
+from outreach.domains.consumer import CONSUMER_MAIL_DOMAINS, is_consumer_domain
 from outreach.intake.mailbox import mailbox_poll
 from outreach.intake.services import enrollment_mark_replied
 from outreach.models.campaigns import Campaign
