@@ -66,10 +66,10 @@ def api_keys_create(account, count: int = 1) -> list[str]:
 
 def account_drop(account) -> None:
     """Delete the bench rows fast (raw deletes, children first)."""
-    from outreach.campaigns.models import Campaign
-    from outreach.contacts.models import Contact, ContactImport
-    from outreach.mailboxes.models import SmtpCredential
-    from outreach.sending.models import Enrollment
+    from outreach.models.campaigns import Campaign
+    from outreach.models.contacts import Contact, ContactImport
+    from outreach.models.mailboxes import SmtpCredential
+    from outreach.models.sending import Enrollment
 
     for queryset in (
         Enrollment.objects.filter(campaign__account=account),
@@ -86,7 +86,7 @@ def mailboxes_create(account, count: int, *, port: int, **pace) -> list:
     """`count` mailboxes of `account` on the sink at 127.0.0.1:`port` (no TLS, no login),
     mailbox<i>@sender<i>.example, a daily limit no run reaches; `pace` sets their
     min/max_interval_seconds (or whatever pacing fields a benchmark turns off)."""
-    from outreach.mailboxes.models import SmtpCredential
+    from outreach.models.mailboxes import SmtpCredential
 
     return SmtpCredential.objects.bulk_create(
         SmtpCredential(
@@ -113,14 +113,14 @@ STEP = {
 
 def step_create(campaign):
     """Step 1 of `campaign`: STEP, due at once."""
-    from outreach.campaigns.models import CampaignStep
+    from outreach.models.campaigns import CampaignStep
 
     return CampaignStep.objects.create(campaign=campaign, position=1, delay_minutes=0, **STEP)
 
 
 def contacts_create(account, count: int, *, start: int = 0) -> list:
     """`count` personalised contacts r<n>@bench.example, n from `start`."""
-    from outreach.contacts.models import Contact
+    from outreach.models.contacts import Contact
 
     return Contact.objects.bulk_create(
         [

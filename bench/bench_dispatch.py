@@ -55,10 +55,10 @@ prepare()
 from django.db import connection  # noqa: E402
 
 from outreach.campaigns import dispatch  # noqa: E402
-from outreach.campaigns.models import Campaign, CampaignStep  # noqa: E402
-from outreach.contacts.models import Contact  # noqa: E402
-from outreach.mailboxes.models import SmtpCredential  # noqa: E402
-from outreach.sending.models import Enrollment  # noqa: E402
+from outreach.models.campaigns import Campaign, CampaignStep  # noqa: E402
+from outreach.models.contacts import Contact  # noqa: E402
+from outreach.models.mailboxes import SmtpCredential  # noqa: E402
+from outreach.models.sending import Enrollment  # noqa: E402
 
 
 def setup_campaign(account) -> Campaign:

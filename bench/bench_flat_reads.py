@@ -94,8 +94,8 @@ class Seed:
     def _account(self, label: str, *, keys: int):
         from accounts.models import Account, ApiKey
         from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
-        from outreach.campaigns.models import Campaign, CampaignStep
-        from outreach.mailboxes.models import SmtpCredential
+        from outreach.models.campaigns import Campaign, CampaignStep
+        from outreach.models.mailboxes import SmtpCredential
         from plans.models import Plan
         from webhooks.models import Webhook
         from webhooks.secrets import secret_generate

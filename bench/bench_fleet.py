@@ -331,8 +331,8 @@ def setup(run: Run, port: int, hang_every: int, *, analyze: bool):
     from django.utils import timezone
 
     from accounts.services import api_key_create
-    from outreach.campaigns.models import Campaign
-    from outreach.sending.models import Enrollment
+    from outreach.models.campaigns import Campaign
+    from outreach.models.sending import Enrollment
 
     account = account_create(LABEL, plan="scale")
     # A verified signup address: the API's writes (the dispatch) require one.
@@ -427,7 +427,7 @@ def measure(args, run: Run, port: int, sink_log: LineLog, workdir: Path, sink_pg
     from django.db import connection
     from django.db.models import Count
 
-    from outreach.sending.models import Enrollment
+    from outreach.models.sending import Enrollment
 
     hang_every = round(1 / args.hang_fraction) if args.hang_fraction else 0
     started = time.time()

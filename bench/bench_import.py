@@ -75,7 +75,7 @@ from django.utils import timezone  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
 from outreach.contacts import imports  # noqa: E402
-from outreach.contacts.models import Contact, ContactImport  # noqa: E402
+from outreach.models.contacts import Contact, ContactImport  # noqa: E402
 
 
 def make_csv(rows: int) -> bytes:

@@ -23,7 +23,7 @@ prepare()
 from django.conf import settings  # noqa: E402
 
 from outreach.contacts import imports  # noqa: E402
-from outreach.contacts.models import Contact, ContactImport  # noqa: E402
+from outreach.models.contacts import Contact, ContactImport  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests.support.ports import free_port, wait_for_port  # noqa: E402

@@ -45,12 +45,12 @@ prepare()
 from django.conf import settings  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from outreach.campaigns.models import Campaign  # noqa: E402
-from outreach.contacts.models import Contact  # noqa: E402
-from outreach.conversations.models import Reply  # noqa: E402
 from outreach.intake.mailbox import mailbox_poll  # noqa: E402
-from outreach.mailboxes.models import SmtpCredential  # noqa: E402
-from outreach.sending.models import Enrollment, Message  # noqa: E402
+from outreach.models.campaigns import Campaign  # noqa: E402
+from outreach.models.contacts import Contact  # noqa: E402
+from outreach.models.conversations import Reply  # noqa: E402
+from outreach.models.mailboxes import SmtpCredential  # noqa: E402
+from outreach.models.sending import Enrollment, Message  # noqa: E402
 from tests.intake.conftest import Dovecot  # noqa: E402
 
 MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 1000

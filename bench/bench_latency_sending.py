@@ -184,8 +184,8 @@ def deliverability_on(account) -> None:
     """The blocklist and the recipient domain cap in the scheduler's path: 10,000
     entries (none names a contact, so every send is still made) and a cap on every
     campaign far above the run's sends, so each claim locks and counts its domain."""
-    from outreach.blocklist.models import BlocklistEntry
-    from outreach.campaigns.models import Campaign
+    from outreach.models.blocklist import BlocklistEntry
+    from outreach.models.campaigns import Campaign
 
     BlocklistEntry.objects.bulk_create(
         BlocklistEntry(account=account, value=f"blocked{n}.example", kind="domain")
@@ -200,9 +200,9 @@ def run_point(args, mailboxes: int, port: int, sink_log: LineLog, workdir: Path)
     from django.utils import timezone
 
     from outreach.campaigns.dispatch import campaign_dispatch
-    from outreach.campaigns.models import Campaign
-    from outreach.mailboxes.models import SmtpCredential
-    from outreach.sending.models import Enrollment
+    from outreach.models.campaigns import Campaign
+    from outreach.models.mailboxes import SmtpCredential
+    from outreach.models.sending import Enrollment
 
     per_mailbox = args.messages
     point = Point(

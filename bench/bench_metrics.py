@@ -75,7 +75,7 @@ def build(account) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from outreach.campaigns.models import Campaign
+    from outreach.models.campaigns import Campaign
     from webhooks.models import Webhook
 
     started = time.perf_counter()

@@ -38,10 +38,10 @@ def main(count: int) -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from outreach.campaigns.models import Campaign
-    from outreach.mailboxes.models import SmtpCredential
+    from outreach.models.campaigns import Campaign
+    from outreach.models.mailboxes import SmtpCredential
+    from outreach.models.sending import Enrollment, Message
     from outreach.sending.batch import batch_send
-    from outreach.sending.models import Enrollment, Message
     from outreach.sending.scheduler import schedule_due
     from tests.support.ports import free_port
     from webhooks.models import Event, Webhook

@@ -27,11 +27,11 @@ import _setup  # noqa: F401  (Django against DATABASE_URL or the embedded mode)
 from django.utils import timezone
 
 from accounts.models import Account
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.contacts.models import Contact
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from outreach.sending import message
-from outreach.sending.models import Enrollment
 from tests.support.spamassassin import spamassassin_score
 
 FORMS = {

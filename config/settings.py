@@ -467,7 +467,7 @@ CELERY_BEAT_SCHEDULE["outreach-import-redrive"] = {
 }
 # smtp_security and imap_security share one choice set: one schema enum.
 SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})["SecurityEnum"] = (
-    "outreach.mailboxes.models.Security"
+    "outreach.models.mailboxes.Security"
 )
 # --- end outreach ---
 

@@ -2,8 +2,8 @@
 
 from rest_framework import serializers
 
-from outreach.contacts.data import timezone_errors
-from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.emails import InvalidEmail, email_clean
+from outreach.timezones import timezone_errors
 
 
 class BlankAsNullChoiceField(serializers.ChoiceField):

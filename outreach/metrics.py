@@ -9,9 +9,9 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from config.metrics_scrape import age_seconds
-from outreach.contacts.models import ContactImport
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import ContactImport
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 
 
 def outreach_state_read() -> Iterator[Metric]:

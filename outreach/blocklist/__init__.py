@@ -10,6 +10,6 @@
 
 Where it is applied (docs/deliverability.md, "Blocklist"): contact imports and outreaches
 skip a blocked address, dispatch stops a blocked contact's pending enrollment, and the
-send scheduler stops a due one before its next step (`stop_reason` `blocked`). It imports
-the models of the app and `contacts.emails` only.
+send scheduler stops a due one before its next step (`stop_reason` `blocked`,
+outreach.sending.blocked). It imports the models of the app and `outreach.emails` only.
 """

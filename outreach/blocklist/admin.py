@@ -5,7 +5,7 @@ them); staff may delete one."""
 from django.contrib import admin
 
 from outreach.admin_base import ReadOnlyAdmin
-from outreach.blocklist.models import BlocklistEntry
+from outreach.models.blocklist import BlocklistEntry
 
 
 @admin.register(BlocklistEntry)

@@ -19,8 +19,8 @@ from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
 from config.timestamps import utc_timestamp
 from outreach.blocklist import selectors, services
-from outreach.blocklist.models import BlocklistEntry
 from outreach.errors import BlocklistEntryNotFound
+from outreach.models.blocklist import BlocklistEntry
 
 
 class BlocklistEntrySerializer(StrictModelSerializer):

@@ -7,8 +7,8 @@ lower case, an internationalised domain in its Unicode form, so `ADA@Exämple.co
 `ada@xn--exmple-cua.com` are the same entry.
 """
 
-from outreach.blocklist.models import BlocklistEntry
-from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.emails import InvalidEmail, email_clean
+from outreach.models.blocklist import BlocklistEntry
 
 VALUE_MAX = 254
 

@@ -8,9 +8,9 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from outreach.blocklist.entries import InvalidEntry, address_keys, entry_clean
-from outreach.blocklist.models import BlocklistEntry
-from outreach.contacts.models import Contact
-from outreach.sending.models import Enrollment
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment
 
 
 def entries_of(*, account, kind: str | None = None, value: str | None = None) -> QuerySet:

@@ -3,7 +3,7 @@
 from django.db import transaction
 
 from outreach.blocklist.entries import InvalidEntry, entry_clean
-from outreach.blocklist.models import BlocklistEntry
+from outreach.models.blocklist import BlocklistEntry
 
 # Entries one POST /blocklist may carry.
 ENTRIES_MAX = 10_000

@@ -4,10 +4,10 @@ from django.contrib import admin
 
 from outreach import enrollments
 from outreach.admin_base import ReadOnlyAdmin, html_table
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.selectors import campaign_step_stats
 from outreach.campaigns.variants import step_content, step_letters
 from outreach.enrollments import VARIANT_STAT_NAMES
+from outreach.models.campaigns import Campaign, CampaignStep
 
 
 class CampaignStepInline(admin.StackedInline):

@@ -16,7 +16,6 @@ from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet, no_request_body
 from outreach import enrollments
 from outreach.campaigns import dispatch, selectors, services, stopping
-from outreach.campaigns.models import Campaign
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
     CampaignSerializer,
@@ -28,7 +27,8 @@ from outreach.campaigns.serializers import (
 from outreach.conversations import selectors as conversations_selectors
 from outreach.conversations.serializers import ThreadEntrySerializer
 from outreach.errors import CampaignNotFound, EnrollmentNotActive, EnrollmentNotFound
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.sending import Enrollment
 
 
 def _campaign_response(campaign, *, status_code=status.HTTP_200_OK, context=None) -> Response:

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -14,7 +15,6 @@ from accounts.models import Account
 from billing.usage import plan_limit_enforce
 from config.api.errors import ValidationFailed
 from outreach.blocklist.selectors import blocked_among, blocked_pending_ids
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.services import enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
@@ -27,10 +27,12 @@ from outreach.enrollments import (
     enrollments_stop,
 )
 from outreach.errors import CampaignNotDispatchable, ContactBlocked
-from outreach.sending.beat import schedule_sends
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
 
 logger = logging.getLogger(__name__)
+
+SCHEDULE_SENDS_TASK = "outreach.tasks.schedule_sends"
 
 
 def _dispatch_lock(campaign: Campaign) -> tuple[Campaign, CampaignStep]:
@@ -147,8 +149,12 @@ def sends_schedule_soon() -> None:
     if not settings.SENDING_SCHEDULE_ON_DISPATCH:
         return
 
+    # By name, as the broker knows it (outreach.sending.beat holds the task): sending
+    # sits above campaigns and reads them, so campaigns never import it.
     try:
-        schedule_sends.apply_async(retry=False, expires=settings.SENDING_SCHEDULE_INTERVAL_SECONDS)
+        current_app.tasks[SCHEDULE_SENDS_TASK].apply_async(
+            retry=False, expires=settings.SENDING_SCHEDULE_INTERVAL_SECONDS
+        )
     except Exception:
         logger.warning("send scheduler not rung; its next tick runs it", exc_info=True)
 

@@ -16,9 +16,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from outreach.contacts.data import FIELD_NAME
+
 CONTACT_VARIABLES = ("first_name", "last_name", "company", "email")
 UNSUBSCRIBE_URL = "unsubscribe_url"
-FIELD_NAME = r"[A-Za-z0-9_\-]+"
 
 # {{ name }} or {{ name | fallback }}; a fallback cannot contain braces.
 _VARIABLE = re.compile(r"\{\{\s*([^{}|]*?)\s*(?:\|([^{}]*))?\}\}")

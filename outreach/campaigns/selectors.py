@@ -3,10 +3,10 @@
 from django.db.models import Aggregate, JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
-from outreach.campaigns.models import Campaign, CampaignStats, CampaignStep
 from outreach.campaigns.variants import step_letters
 from outreach.enrollments import STAT_NAMES, VARIANT_STAT_NAMES, variant_stats_read
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
 
 
 class JSONList(Aggregate):

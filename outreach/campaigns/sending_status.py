@@ -17,11 +17,9 @@ from datetime import date, datetime, timedelta
 
 from django.db.models import Count, F, Min
 
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap import counts as domain_cap
 from outreach.domains.services import domain_check_summary
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
     daily_limit_in_force,
     next_utc_midnight,
@@ -29,7 +27,9 @@ from outreach.mailboxes.pace import (
     sent_today,
     utc_day,
 )
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 
 UPCOMING_MAX = 20
 # Enrollments the plan considers, oldest next_send_at first: enough for the first

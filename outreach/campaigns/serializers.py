@@ -11,14 +11,15 @@ from rest_framework import serializers
 from config.api.fields import StrictBooleanField, TimestampField
 from config.api.serializers import RepresentationMixin, StrictModelSerializer, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField
-from outreach.campaigns.models import Campaign
 from outreach.campaigns.rendering import template_errors
 from outreach.campaigns.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
-from outreach.campaigns.windows import send_window_errors, timezone_valid
+from outreach.campaigns.windows import send_window_errors
 from outreach.contacts import selectors as contacts_selectors
 from outreach.enrollments import STAT_NAMES
 from outreach.mailboxes import selectors
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.sending import Enrollment
+from outreach.timezones import timezone_valid
 
 MAX_STEPS = 20
 MAX_DISPATCH_IDS = 10_000

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from accounts.models import Account
 from config.api.errors import ValidationFailed
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.errors import CampaignNotDispatchable
+from outreach.models.campaigns import Campaign, CampaignStep
 
 # --- Campaigns -----------------------------------------------------------------------
 

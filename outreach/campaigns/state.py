@@ -6,8 +6,8 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef
 
-from outreach.campaigns.models import Campaign
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.sending import Enrollment
 
 
 def campaigns_complete_if_done(*, campaign_ids, at: datetime) -> int:

@@ -6,7 +6,7 @@ overwrites an enrollment that ended meanwhile (a reply, a bounce, the last step 
 - `enrollment_stop`: by hand (POST /campaigns/:id/enrollments/:enrollment_id/stop);
 - `enrollments_stop_same_domain`: a reply in a campaign with stop_on_domain_reply stops
   the campaign's other active enrollments whose contact has the replier's email domain,
-  unless it is a consumer mail domain (CONSUMER_MAIL_DOMAINS), where sharing a domain
+  unless it is a consumer mail domain (outreach.domains.consumer), where sharing a domain
   says nothing about sharing a company.
 
 Neither fires a webhook event: the contact did nothing. A claim already handed to a
@@ -21,118 +21,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.domains.consumer import is_consumer_domain
 from outreach.enrollments import counting, enrollments_stop
-from outreach.sending.models import Enrollment
-
-# Mailbox providers whose addresses belong to people, not companies: a reply from one
-# of them never stops other contacts at the same domain. Lower case, exact domains.
-CONSUMER_MAIL_DOMAINS = frozenset(
-    {
-        # Google
-        "gmail.com",
-        "googlemail.com",
-        # Microsoft
-        "outlook.com",
-        "outlook.fr",
-        "outlook.de",
-        "hotmail.com",
-        "hotmail.co.uk",
-        "hotmail.fr",
-        "hotmail.de",
-        "hotmail.it",
-        "hotmail.es",
-        "live.com",
-        "live.co.uk",
-        "live.fr",
-        "msn.com",
-        # Yahoo and AOL
-        "yahoo.com",
-        "yahoo.co.uk",
-        "yahoo.fr",
-        "yahoo.de",
-        "yahoo.es",
-        "yahoo.it",
-        "yahoo.co.jp",
-        "yahoo.com.br",
-        "ymail.com",
-        "rocketmail.com",
-        "aol.com",
-        "aim.com",
-        # Apple
-        "icloud.com",
-        "me.com",
-        "mac.com",
-        # Privacy-focused
-        "proton.me",
-        "protonmail.com",
-        "pm.me",
-        "tutanota.com",
-        "tuta.io",
-        "hey.com",
-        "fastmail.com",
-        "zoho.com",
-        # Europe
-        "gmx.com",
-        "gmx.de",
-        "gmx.net",
-        "gmx.at",
-        "gmx.ch",
-        "web.de",
-        "t-online.de",
-        "freenet.de",
-        "orange.fr",
-        "wanadoo.fr",
-        "free.fr",
-        "laposte.net",
-        "sfr.fr",
-        "libero.it",
-        "virgilio.it",
-        "seznam.cz",
-        "wp.pl",
-        "o2.pl",
-        "interia.pl",
-        "btinternet.com",
-        "sky.com",
-        "virginmedia.com",
-        # Russia and Asia
-        "mail.ru",
-        "bk.ru",
-        "inbox.ru",
-        "list.ru",
-        "yandex.ru",
-        "yandex.com",
-        "rambler.ru",
-        "qq.com",
-        "163.com",
-        "126.com",
-        "sina.com",
-        "naver.com",
-        "daum.net",
-        "hanmail.net",
-        "rediffmail.com",
-        # North and South America
-        "comcast.net",
-        "verizon.net",
-        "att.net",
-        "sbcglobal.net",
-        "cox.net",
-        "charter.net",
-        "bellsouth.net",
-        "shaw.ca",
-        "rogers.com",
-        "uol.com.br",
-        "bol.com.br",
-    }
-)
+from outreach.models.sending import Enrollment
 
 
 def email_domain(email: str) -> str:
     """The domain of an address, lower case ("" when there is none)."""
     return email.rpartition("@")[2].strip().lower()
-
-
-def is_consumer_domain(domain: str) -> bool:
-    return domain.lower() in CONSUMER_MAIL_DOMAINS
 
 
 def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:

@@ -12,8 +12,8 @@ import secrets
 from dataclasses import dataclass
 from uuid import UUID
 
-from outreach.campaigns.models import CampaignStep
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import CampaignStep
+from outreach.models.sending import Enrollment
 
 MAX_EXTRA_VARIANTS = 4
 LETTERS = "ABCDE"

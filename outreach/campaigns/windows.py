@@ -12,9 +12,9 @@ day an ambiguous time means its first occurrence.
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
-from outreach.campaigns.models import Campaign
+from outreach.models.campaigns import Campaign
 
 _DAYS = range(1, 8)
 
@@ -42,26 +42,6 @@ class SendWindow:
             "end": self.end.strftime("%H:%M"),
             "days": sorted(self.days),
         }
-
-
-def timezone_valid(name: str) -> bool:
-    if not name or name not in _zone_names():
-        return False
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
-
-
-_ZONES: set[str] | None = None
-
-
-def _zone_names() -> set[str]:
-    global _ZONES
-    if _ZONES is None:
-        _ZONES = available_timezones()
-    return _ZONES
 
 
 def send_window_errors(value: Any) -> dict[str, list[str]]:

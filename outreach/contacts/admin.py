@@ -5,7 +5,7 @@ from django.contrib import admin
 
 from outreach import enrollments
 from outreach.admin_base import ReadOnlyAdmin
-from outreach.contacts.models import Contact, ContactImport, Suppression
+from outreach.models.contacts import Contact, ContactImport, Suppression
 
 
 @admin.register(Contact)

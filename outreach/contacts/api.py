@@ -19,12 +19,12 @@ from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from outreach import enrollments
 from outreach.api_fields import TimezoneNameField, email_value_validate
 from outreach.campaigns import dispatch
-from outreach.campaigns.models import Campaign
 from outreach.campaigns.serializers import EnrollmentSerializer
 from outreach.contacts import import_queue, services
 from outreach.contacts.data import InvalidContactData, contact_data_clean, fields_errors
-from outreach.contacts.models import Contact, ContactImport
 from outreach.errors import CampaignNotFound, ContactImportNotFound, ContactNotFound
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
 
 # --- Contacts --------------------------------------------------------------------------
 

@@ -5,9 +5,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from outreach.campaigns.rendering import FIELD_NAME
-from outreach.campaigns.windows import timezone_valid
-from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.emails import InvalidEmail, email_clean
+from outreach.timezones import timezone_errors
 
 NAME_MAX = 200
 FIELD_VALUE_MAX = 2000
@@ -15,6 +14,8 @@ FIELD_KEY_MAX = 64
 FIELDS_MAX = 50
 STANDARD = ("first_name", "last_name", "company")
 
+# A custom field's key, as templates name it (`{{ fields.<key> }}`, outreach.campaigns.rendering).
+FIELD_NAME = r"[A-Za-z0-9_\-]+"
 _FIELD_KEY = re.compile(FIELD_NAME)
 
 
@@ -98,17 +99,6 @@ def contact_data_clean(raw: dict[str, Any]) -> ContactData:
     return ContactData(
         email=email, fields=cleaned_fields, timezone=timezone_clean(raw.get("timezone")), **values
     )
-
-
-def timezone_errors(value: object) -> str | None:
-    """Why a contact's time zone is not acceptable; None for an IANA name, "" or null."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        return "Must be a string."
-    if not timezone_valid(value.strip()):
-        return f"{value[:64]!r} is not an IANA time zone name (e.g. Asia/Tokyo)."
-    return None
 
 
 def timezone_clean(value: object) -> str:

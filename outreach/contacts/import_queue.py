@@ -9,9 +9,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import ContactImport
 from outreach.contacts.tasks import import_contacts
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import ContactImport
 
 # --- Contact imports -----------------------------------------------------------------
 

@@ -7,10 +7,10 @@ from uuid import UUID
 
 from outreach.blocklist.selectors import blocked_among
 from outreach.contacts.data import ContactData
-from outreach.contacts.emails import InvalidEmail, email_clean
 from outreach.contacts.sources import Row
 from outreach.domains.recipients import REASON as NO_MAIL_SERVER
 from outreach.domains.recipients import email_domain, no_mail_server_message
+from outreach.emails import InvalidEmail, email_clean
 
 # Errors an import keeps at most (its rows beyond are counted, not named).
 IMPORT_ERRORS_KEPT = 100

@@ -20,7 +20,6 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from outreach.campaigns.models import Campaign
 from outreach.contacts.data import ContactData, InvalidContactData, contact_data_clean
 from outreach.contacts.import_skips import (
     IMPORT_ERRORS_KEPT,
@@ -28,7 +27,6 @@ from outreach.contacts.import_skips import (
     no_mail_server_skip,
     shown,
 )
-from outreach.contacts.models import Contact, ContactImport
 from outreach.contacts.services import contact_build, contact_merge_into
 from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
 from outreach.contacts.suppression import suppressions_for
@@ -38,6 +36,8 @@ from outreach.domains.recipients import (
     email_domain,
 )
 from outreach.enrollments import enroll
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
 
 logger = logging.getLogger(__name__)
 

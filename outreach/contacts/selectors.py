@@ -4,7 +4,7 @@ from collections.abc import Iterable
 from uuid import UUID
 
 from accounts.models import Account
-from outreach.contacts.models import Contact
+from outreach.models.contacts import Contact
 
 
 def contacts_owned(*, account: Account, contact_ids: Iterable[UUID]) -> set[UUID]:

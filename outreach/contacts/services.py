@@ -7,8 +7,8 @@ from django.db import IntegrityError, transaction
 from accounts.models import Account
 from config.api.errors import ValidationFailed
 from outreach.contacts.data import ContactData
-from outreach.contacts.models import Contact
 from outreach.contacts.suppression import Suppressed, contact_suppression_apply, suppressions_for
+from outreach.models.contacts import Contact
 
 # --- Contacts ------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from outreach.contacts.models import Contact, Suppression
+from outreach.models.contacts import Contact, Suppression
 
 # Reasons that suppress as an unsubscribe (Contact.unsubscribed_at).
 _UNSUBSCRIBE_REASONS = (Suppression.Reason.UNSUBSCRIBED, Suppression.Reason.COMPLAINED)

@@ -16,8 +16,8 @@ from django.utils.html import format_html
 
 from outreach.admin_base import ReadOnlyAdmin, html_table
 from outreach.conversations import selectors, services
-from outreach.conversations.models import Reply
-from outreach.sending.models import Enrollment
+from outreach.models.conversations import Reply
+from outreach.models.sending import Enrollment
 
 # The document of the HTML preview may load nothing: no image, font, style sheet or
 # frame reaches the network, and the iframe's sandbox allows no script, form or popup.

@@ -11,13 +11,13 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet
 from outreach.conversations import selectors, services
-from outreach.conversations.models import Reply
 from outreach.conversations.serializers import (
     ReplyFiltersSerializer,
     ReplySerializer,
     ReplyUpdateSerializer,
 )
 from outreach.errors import ReplyNotFound
+from outreach.models.conversations import Reply
 
 
 class ReplyViewSet(mixins.RetrieveModelMixin, AccountScopedViewSet):

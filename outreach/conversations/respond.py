@@ -22,7 +22,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from outreach.conversations.models import Reply, ReplyResponse
 from outreach.conversations.response_sending import (
     contact_suppressed_reason,
     credential_unavailable_reason,
@@ -30,6 +29,7 @@ from outreach.conversations.response_sending import (
 )
 from outreach.conversations.tasks import send_response
 from outreach.errors import ContactSuppressed, CredentialUnavailable
+from outreach.models.conversations import Reply, ReplyResponse
 from outreach.sending.message import message_id_make, reply_subject
 
 logger = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from accounts.idempotency import idempotent
 from config.api.fields import StrictCharField, TimestampField
 from config.api.serializers import StrictSerializer
 from config.api.viewsets import AccountScopedAPIView
-from outreach.conversations.models import Reply, ReplyResponse
 from outreach.conversations.respond import response_create
 from outreach.errors import ReplyNotFound
+from outreach.models.conversations import Reply, ReplyResponse
 
 
 def _bounded(value: str) -> str:

@@ -5,7 +5,7 @@
    yet whose contact is not suppressed, right before the SMTP transaction; a task run
    twice (a broker redelivery, the recovery's re-queue) finds it marked and sends
    nothing;
-2. the SMTP transaction over a new connection of the mailbox (outreach.sending.smtp:
+2. the SMTP transaction over a new connection of the mailbox (outreach.mailboxes.smtp:
    the outbound guard, OAuth's XOAUTH2), the message built like a step's
    (outreach.sending.message);
 3. record the outcome, conditional on the mark: accepted (or its reply never seen:
@@ -30,9 +30,10 @@ from django.utils import timezone
 
 from billing.usage import usage_record_increment
 from config.db import connection_release
-from outreach.conversations.models import ReplyResponse
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import daily_used, utc_day
+from outreach.mailboxes.smtp import smtp_close, smtp_connect
+from outreach.models.conversations import ReplyResponse
+from outreach.models.mailboxes import SmtpCredential
 from outreach.sending.message import address_headers, message_data
 from outreach.sending.record import retry_delay
 from outreach.sending.smtp import (
@@ -42,8 +43,6 @@ from outreach.sending.smtp import (
     OutcomeUnknown,
     PermanentError,
     TemporaryError,
-    smtp_close,
-    smtp_connect,
     smtp_error_classify,
     smtp_transaction,
 )

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from outreach.conversations.models import Reply, ReplyResponse
+from outreach.models.conversations import Reply, ReplyResponse
 
 # Rows purged per UPDATE: short transactions, bounded locks.
 PURGE_CHUNK = 1000

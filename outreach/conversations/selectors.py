@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from outreach.conversations.models import Reply, ReplyResponse
-from outreach.sending.models import Enrollment, Message
+from outreach.models.conversations import Reply, ReplyResponse
+from outreach.models.sending import Enrollment, Message
 
 
 def replies_of(*, account, filters: dict[str, Any]):

@@ -7,8 +7,8 @@ from rest_framework import serializers
 from config.api.fields import StrictBooleanField
 from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField
-from outreach.conversations.models import Reply, ReplyResponse
 from outreach.conversations.selectors import ThreadEntry
+from outreach.models.conversations import Reply, ReplyResponse
 
 
 class AttachmentSerializer(StrictSerializer):

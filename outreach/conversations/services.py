@@ -3,7 +3,7 @@ records replies: outreach.conversations.intake.)"""
 
 from django.utils import timezone
 
-from outreach.conversations.models import Reply
+from outreach.models.conversations import Reply
 
 _UNSET = object()
 

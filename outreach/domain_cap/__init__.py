@@ -2,7 +2,7 @@
 
 A campaign's `max_per_recipient_domain_per_day`, or when it has none the account's
 default (`GET/PATCH /sending_defaults`); consumer mail domains are never capped
-(outreach.campaigns.stopping.CONSUMER_MAIL_DOMAINS). The count is the account's, across
+(outreach.domains.consumer.CONSUMER_MAIL_DOMAINS). The count is the account's, across
 all its campaigns and mailboxes: one `RecipientDomainCount` row per (account, domain,
 UTC day) in PostgreSQL, so it survives worker restarts.
 

@@ -9,8 +9,8 @@ from uuid import UUID
 from django.db.models import Case, CharField, F, Func, Value, When
 from django.db.models.functions import Greatest
 
-from outreach.campaigns.stopping import CONSUMER_MAIL_DOMAINS
-from outreach.domain_cap.models import RecipientDomainCount
+from outreach.domains.consumer import CONSUMER_MAIL_DOMAINS
+from outreach.models.domain_cap import RecipientDomainCount
 
 # Days of counts kept after their own (a claim of yesterday may still give back a unit).
 KEPT_DAYS = 2

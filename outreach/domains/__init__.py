@@ -3,6 +3,7 @@
 - config.dns: the one resolver every check uses (DNS_RESOLVERS, DNS_TIMEOUT_SECONDS);
 - `sender`: a mailbox's From domain: SPF, DKIM, DMARC, MX, as findings;
 - `recipients`: whether a contact's domain can receive mail at all (RECIPIENT_DOMAIN_CHECK);
+- `consumer`: the consumer mail domains (gmail.com, ...), where a domain is not a company;
 - `tracking`: the account's tracking domain, verified by its CNAME;
 - `models`, `services`, `api`, `beat`, `admin`: the stored sender checks and their API.
 """

@@ -4,7 +4,7 @@ domains fail SPF, DKIM or DMARC, and why."""
 from django.contrib import admin
 
 from outreach.admin_base import ReadOnlyAdmin, html_table
-from outreach.domains.models import SenderDomainCheck
+from outreach.models.domains import SenderDomainCheck
 
 
 @admin.register(SenderDomainCheck)

@@ -13,10 +13,10 @@ from config.api.fields import TimestampField
 from config.api.serializers import StrictSerializer
 from config.api.viewsets import AccountScopedMixin, RateLimitHeadersMixin, ServiceAPIView
 from outreach.domains import services
-from outreach.domains.models import SenderDomainCheck
 from outreach.domains.sender import DKIM_SELECTORS_MAX
 from outreach.errors import CredentialNotFound
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.domains import SenderDomainCheck
+from outreach.models.mailboxes import SmtpCredential
 
 _LABEL = r"[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?"
 _SELECTOR = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$", re.IGNORECASE)

@@ -2,7 +2,7 @@
 
 from collections.abc import Collection
 
-from outreach.domains.models import SenderDomainCheck
+from outreach.models.domains import SenderDomainCheck
 
 
 def credentials_unauthenticated(*, credential_ids: Collection) -> set:

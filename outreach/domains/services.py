@@ -10,9 +10,9 @@ from django.utils import timezone
 from accounts.models import Account
 from config.api.errors import ValidationFailed
 from outreach.domains import tracking
-from outreach.domains.models import SenderDomainCheck
 from outreach.domains.sender import ERROR, sender_domain_inspect
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.domains import SenderDomainCheck
+from outreach.models.mailboxes import SmtpCredential
 
 # A mailbox's From domain is checked again once its last check is this old (beat).
 SENDER_CHECK_MAX_AGE = timedelta(hours=24)

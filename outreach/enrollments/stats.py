@@ -29,8 +29,8 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import Count, Q
 
-from outreach.campaigns.models import CampaignStats, StepVariantStats
-from outreach.sending.models import Enrollment, Message
+from outreach.models.campaigns import CampaignStats, StepVariantStats
+from outreach.models.sending import Enrollment, Message
 
 STAT_NAMES = (
     "enrolled",

@@ -16,8 +16,6 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -28,7 +26,9 @@ from outreach.enrollments.stats import (
     counting,
     variant_count,
 )
-from outreach.sending.models import DeletedEnrollment, Enrollment, Message
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact
+from outreach.models.sending import DeletedEnrollment, Enrollment, Message
 
 Status = Enrollment.Status
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from outreach.campaigns.clicks import ClickTarget
 from outreach.enrollments import count, counting, variant_count
 from outreach.events import enrollment_clicked_emit
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 
 
 def enrollment_mark_clicked(*, target: ClickTarget, at: datetime | None = None) -> bool:

@@ -39,8 +39,6 @@ from django.utils import timezone
 
 from config.outbound import OutboundRefused
 from outreach.conversations import labels
-from outreach.intake.bounces import enrollment_mark_bounced
-from outreach.intake.imap import MailboxUnreachable, imap_connect
 from outreach.intake.replies import received_at_of, reply_record
 from outreach.intake.reports import delivery_report_parse, is_delivery_report
 from outreach.intake.selectors import (
@@ -49,8 +47,10 @@ from outreach.intake.selectors import (
     message_ids_in_header,
     message_ids_known,
 )
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Message
+from outreach.mailboxes.imap import MailboxUnreachable, imap_connect
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Message
+from outreach.sending.bounces import enrollment_mark_bounced
 
 logger = logging.getLogger(__name__)
 

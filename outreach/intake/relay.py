@@ -29,13 +29,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.api.ids import is_uuid
-from outreach.contacts.models import Contact, Suppression
 from outreach.contacts.suppression import suppression_record
-from outreach.intake.bounces import enrollment_mark_bounced
-from outreach.intake.models import RelayWebhookToken
 from outreach.intake.selectors import message_find
 from outreach.intake.services import contact_unsubscribe
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.contacts import Contact, Suppression
+from outreach.models.intake import RelayWebhookToken
+from outreach.models.mailboxes import SmtpCredential
+from outreach.sending.bounces import enrollment_mark_bounced
 
 logger = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from django.utils import timezone
 
 from outreach.campaigns.windows import window_timezone
 from outreach.conversations import labels
-from outreach.conversations.models import Reply
 from outreach.conversations.parse import ParsedMessage, message_parse
 from outreach.enrollments import enrollment_postpone
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_replied
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.conversations import Reply
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
-from outreach.contacts.models import Contact
-from outreach.intake.tokens import Named
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import DeletedEnrollment, Enrollment, Message
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import DeletedEnrollment, Enrollment, Message
+from outreach.sending.tokens import Named
 
 _ANGLE_ID = re.compile(r"<([^<>\s]+)>")
 

@@ -2,7 +2,7 @@
 the transaction that changes the state (docs/webhooks.md), so a crash loses neither.
 
 Bounces (SMTP, relay provider, delivery status reports) all go through
-`outreach.intake.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
+`outreach.sending.bounces.enrollment_mark_bounced`, the sending engine's single bounce rule.
 """
 
 import logging
@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.stopping import domain_reply_lock, enrollments_stop_same_domain
-from outreach.contacts.models import Contact, Suppression
 from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import (
     answer_count,
@@ -27,7 +26,8 @@ from outreach.events import (
     ENROLLMENT_UNSUBSCRIBED,
     enrollment_emit,
 )
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact, Suppression
+from outreach.models.sending import Enrollment
 
 logger = logging.getLogger(__name__)
 

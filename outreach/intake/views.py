@@ -23,12 +23,12 @@ from rest_framework.views import APIView
 from config.api.errors import COMPACT, InvalidJson, error_body
 from outreach.campaigns.clicks import click_token_read
 from outreach.errors import InvalidRelaySignature
-from outreach.intake import tokens
 from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
 from outreach.intake.selectors import unsubscribe_target
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_opened
 from outreach.mailboxes import oauth
+from outreach.sending import tokens
 
 logger = logging.getLogger(__name__)
 

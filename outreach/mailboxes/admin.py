@@ -4,8 +4,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from outreach.admin_base import ReadOnlyAdmin, html_table
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import CredentialCampaignStats
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import CredentialCampaignStats
 
 
 @admin.register(SmtpCredential)

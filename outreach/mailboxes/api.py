@@ -15,7 +15,7 @@ from outreach.errors import CredentialNotFound
 from outreach.mailboxes import oauth as mailboxes_oauth
 from outreach.mailboxes import services
 from outreach.mailboxes.check import credential_verify
-from outreach.mailboxes.models import (
+from outreach.models.mailboxes import (
     MAX_INTERVAL_SECONDS,
     OAuthAuthorization,
     Security,

@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import connections
 
 from config.db import connection_release
-from outreach.intake.imap import imap_connect
 from outreach.mailboxes import oauth_tokens
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.smtp import smtp_connect
+from outreach.mailboxes.imap import imap_connect
+from outreach.mailboxes.smtp import smtp_connect
+from outreach.models.mailboxes import SmtpCredential
 
 ERROR_MAX_CHARS = 500
 

@@ -46,10 +46,10 @@ from joserfc.errors import JoseError
 from joserfc.jws import extract_compact
 
 from config.db import connection_release
-from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.emails import InvalidEmail, email_clean
 from outreach.errors import OAuthNotConfigured
-from outreach.mailboxes.models import OAuthAuthorization, Security, SmtpCredential
 from outreach.mailboxes.oauth_providers import PROVIDERS, Provider, oauth_session
+from outreach.models.mailboxes import OAuthAuthorization, Security, SmtpCredential
 
 logger = logging.getLogger(__name__)
 

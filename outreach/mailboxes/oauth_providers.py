@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from authlib.integrations.requests_client import OAuth2Session
 from django.conf import settings
 
-from outreach.contacts.emails import InvalidEmail, email_clean
-from outreach.mailboxes.models import SmtpCredential
+from outreach.emails import InvalidEmail, email_clean
+from outreach.models.mailboxes import SmtpCredential
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.db import connection_release
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.oauth import (
     ERROR_MAX_CHARS,
     REFRESH_LEASE,
@@ -21,6 +20,7 @@ from outreach.mailboxes.oauth import (
     token_expires_at,
 )
 from outreach.mailboxes.oauth_providers import PROVIDER_BY_AUTH_METHOD, oauth_session
+from outreach.models.mailboxes import SmtpCredential
 
 logger = logging.getLogger(__name__)
 

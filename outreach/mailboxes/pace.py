@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Greatest
 
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 
 
 def utc_day(at: datetime) -> date:

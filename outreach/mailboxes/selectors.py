@@ -4,7 +4,7 @@ from collections.abc import Iterable
 from uuid import UUID
 
 from accounts.models import Account
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 
 
 def credentials_owned(

@@ -5,8 +5,8 @@ from typing import Any
 from django.utils import timezone
 
 from accounts.models import Account
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import next_send_rebased
+from outreach.models.mailboxes import SmtpCredential
 
 # --- SMTP credentials ------------------------------------------------------------------
 

@@ -1,2 +1,3 @@
-"""Sending: the scheduler, the batch sender, SMTP, MIME message building and the
-record of a send."""
+"""Sending: the scheduler, the batch sender, the SMTP transaction, MIME message building
+with the signed tokens its links carry (`tokens`), the record of a send, and the bounce
+rule every bounce source shares (`bounces`)."""

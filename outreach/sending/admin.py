@@ -6,7 +6,7 @@ from django.utils.html import format_html
 
 from outreach import enrollments
 from outreach.admin_base import ReadOnlyAdmin, html_table
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 
 
 @admin.register(Enrollment)

@@ -10,7 +10,7 @@ For each claim of the batch, in order:
      the last step; the next step scheduled by outreach.campaigns.windows.step_send_at), the
      mailbox's counters, the per-campaign send count, the period's usage +1 (billing)
      and `enrollment.sent`; the claim is deleted;
-   - 5xx on RCPT or DATA: a permanent bounce (outreach.intake.bounces.enrollment_mark_bounced);
+   - 5xx on RCPT or DATA: a permanent bounce (outreach.sending.bounces.enrollment_mark_bounced);
    - 4xx, or the connection broke: the step is retried after SENDING_RETRY_SCHEDULE;
      after SENDING_MAX_ATTEMPTS temporary failures the enrollment is failed;
    - the mailbox itself failed (authentication, STARTTLS, MAIL FROM refused): recorded
@@ -36,13 +36,14 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.rendering import contact_values, template_render
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.variants import step_content, stored_letter, variants_assign
-from outreach.mailboxes.models import SmtpCredential
+from outreach.mailboxes.smtp import smtp_close, smtp_connect
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending.message import Outgoing, message_build
-from outreach.sending.models import Enrollment, Message, SendClaim
 from outreach.sending.record import (
     bounce_record,
     claim_mark_started,
@@ -58,8 +59,6 @@ from outreach.sending.smtp import (
     OutcomeUnknown,
     PermanentError,
     TemporaryError,
-    smtp_close,
-    smtp_connect,
     smtp_error_classify,
     smtp_transaction,
 )

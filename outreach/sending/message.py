@@ -12,7 +12,6 @@ from typing import Any
 from django.conf import settings
 
 from outreach.campaigns import clicks
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.rendering import (
     UNSUBSCRIBE_URL,
     contact_values,
@@ -24,15 +23,16 @@ from outreach.campaigns.rendering import (
 from outreach.campaigns.tracking import tracking_base_url
 from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
 from outreach.campaigns.variants import step_content
-from outreach.intake import tokens
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message
+from outreach.sending import tokens
 from outreach.sending.mime import (
     SharingHeaderFactory,
     SharingPolicy,
     message_bytes,
     message_bytes_fast,
 )
-from outreach.sending.models import Enrollment, Message
 
 # Fold headers only past RFC 5322's 998-character line limit. The default 78 makes
 # Python encode long unstructured headers as RFC 2047 words, which breaks

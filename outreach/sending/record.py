@@ -13,7 +13,6 @@ from django.db.models.functions import Coalesce, Greatest
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.domain_cap.counts import counts_release
@@ -25,12 +24,13 @@ from outreach.enrollments import (
     variant_count,
 )
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
-from outreach.intake.bounces import enrollment_mark_bounced, stats_increment
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import reservation_release
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending import record_sql
+from outreach.sending.bounces import enrollment_mark_bounced, stats_increment
 from outreach.sending.message import Outgoing
-from outreach.sending.models import Enrollment, Message, SendClaim
 from outreach.sending.smtp import ERROR_MAX_CHARS, UNSEEN_REPLY_NOTE
 from webhooks.events import drains_publish
 

@@ -40,7 +40,7 @@ from django.utils import timezone
 from billing.sql import USAGE_INCREMENT_CTE
 from config.db.prepared import prepared
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 from webhooks.sql import EVENT_EMIT_CTES
 
 FALLBACK_MARKER = "outreach-record-fallback"

@@ -10,7 +10,7 @@ from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.domain_cap.counts import counts_release
 from outreach.enrollments import enrollments_suppressed_end
 from outreach.mailboxes.pace import reservation_release, utc_day
-from outreach.sending.models import Enrollment, SendClaim
+from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.record import claims_interrupted_record
 
 SUPPRESSED_BOUNCE_REASON = "The address bounced earlier; the contact is suppressed."

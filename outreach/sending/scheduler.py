@@ -60,15 +60,11 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
-from outreach.blocklist.stopping import blocked_stop
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
-from outreach.intake.bounces import campaigns_pause_if_unsendable
-from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
     daily_used,
     next_utc_midnight,
@@ -77,7 +73,11 @@ from outreach.mailboxes.pace import (
     room_today,
     utc_day,
 )
-from outreach.sending.models import Enrollment, SendClaim
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, SendClaim
+from outreach.sending.blocked import blocked_stop
+from outreach.sending.bounces import campaigns_pause_if_unsendable
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
 

@@ -15,8 +15,8 @@ from accounts import verification
 from accounts.models import Account
 from accounts.verification import token_make
 from config.api.errors import ERROR_CODES
-from outreach.campaigns.models import CampaignStep
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import CampaignStep
+from outreach.models.sending import Enrollment
 from tests.accounts.factories import AccountFactory
 from tests.accounts.helpers import assert_envelope
 from tests.conftest import client_for

@@ -13,8 +13,8 @@ from mcp.client.stdio import StdioServerParameters
 from outreach_sdk import Client
 
 from accounts.services import api_key_create
-from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns import clicks
+from outreach.models.blocklist import BlocklistEntry
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import mailbox_create
 from tests.clients.test_mcp_server import SCRIPT, STEPS, _error, _result

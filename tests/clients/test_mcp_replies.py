@@ -16,8 +16,8 @@ from outreach_mcp.confirmation import Binding, Confirmations, InvalidToken
 from outreach_sdk import Client
 
 from accounts.services import api_key_create
-from outreach.conversations.models import ReplyResponse
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.conversations import ReplyResponse
+from outreach.models.mailboxes import SmtpCredential
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import mailbox_create
 from tests.clients.test_mcp_server import SCRIPT, _error, _result

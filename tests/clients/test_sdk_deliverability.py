@@ -11,9 +11,9 @@ import requests
 from outreach_sdk import Client, errors, models
 from outreach_sdk.client import BLOCKLIST_ADD_MAX
 
-from outreach.blocklist.models import BlocklistEntry
 from outreach.campaigns import clicks
-from outreach.sending.models import Enrollment
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.sending import Enrollment
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import mailbox_create
 from tests.intake.factories import sent_enrollment

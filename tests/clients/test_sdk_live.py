@@ -5,8 +5,8 @@ fails requests on purpose, with real HTTP on both sides."""
 import pytest
 from outreach_sdk import APIConnectionError, Client, _transport, errors
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact, ContactImport
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
 from plans.models import Plan
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import mailbox_create

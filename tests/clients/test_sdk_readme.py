@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from outreach.blocklist.models import BlocklistEntry
-from outreach.conversations.models import Reply
-from outreach.sending.models import Enrollment
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.conversations import Reply
+from outreach.models.sending import Enrollment
 
 pytestmark = [pytest.mark.e2e]
 

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from outreach_sdk import Client, errors, models
 
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 from tests.accounts.factories import AccountFactory
 from tests.clients.conftest import mailbox_create
 from tests.conversations.reply_rows import reply_for, response_to

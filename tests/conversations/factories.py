@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import factory
 
-from outreach.conversations.models import Reply
-from outreach.sending.models import Enrollment, Message
+from outreach.models.conversations import Reply
+from outreach.models.sending import Enrollment, Message
 from tests.outreach.factories import EnrollmentFactory
 
 

@@ -3,7 +3,7 @@ directly for the tests of what reads them (the API's clients and the admin)."""
 
 from django.utils import timezone
 
-from outreach.conversations.models import Reply, ReplyResponse
+from outreach.models.conversations import Reply, ReplyResponse
 
 
 def reply_for(enrollment, **overrides) -> Reply:

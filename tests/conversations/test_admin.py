@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from outreach.conversations.models import Reply
+from outreach.models.conversations import Reply
 from tests.conversations.reply_rows import reply_for, response_to
 from tests.intake.factories import sent_enrollment
 

@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
-from outreach.contacts.models import Suppression
-from outreach.conversations.models import Reply, ReplyResponse
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Suppression
+from outreach.models.conversations import Reply, ReplyResponse
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.conversations.reply_rows import response_to
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment

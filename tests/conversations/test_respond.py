@@ -8,8 +8,6 @@ from email.utils import formataddr
 import pytest
 
 from billing.usage import usage_record_current
-from outreach.contacts.models import Contact
-from outreach.conversations.models import ReplyResponse
 from outreach.conversations.respond import (
     REFERENCES_MAX,
     response_create,
@@ -17,8 +15,10 @@ from outreach.conversations.respond import (
     thread_references,
 )
 from outreach.conversations.response_sending import SUPPRESSED_ERROR, response_send
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact
+from outreach.models.conversations import ReplyResponse
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from outreach.sending.smtp import UNSEEN_REPLY_NOTE
 from tests.conversations.factories import ReplyFactory, SentMessageFactory
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from outreach.conversations.models import ReplyResponse
+from outreach.models.conversations import ReplyResponse
 from tests.conversations.test_respond import ADA, _reply, _respond
 from tests.e2e.test_sending_e2e import _wait_until
 

@@ -11,10 +11,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from outreach.contacts import imports as contacts_imports
-from outreach.contacts.models import Contact, ContactImport
 from outreach.domains import recipients
 from outreach.domains.recipients import RecipientDomainLookups, domains_without_mail_server
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact, ContactImport
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.helpers import assert_fields
 from tests.outreach.test_contact_imports import run, run_dying_after_first_batch

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from outreach.domains.beat import sender_domains_check
-from outreach.domains.models import SenderDomainCheck
-from outreach.sending.models import Enrollment, SendClaim
+from outreach.models.domains import SenderDomainCheck
+from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.scheduler import schedule_due
 from tests.domains.conftest import authenticated_zone
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory

@@ -7,10 +7,10 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Account
-from outreach.campaigns.models import CampaignStep
 from outreach.campaigns.tracking import tracking_base_url
 from outreach.domains.beat import tracking_domains_check
-from outreach.intake import tokens
+from outreach.models.campaigns import CampaignStep
+from outreach.sending import tokens
 from tests.accounts.factories import AccountFactory
 from tests.outreach.helpers import assert_fields
 from tests.outreach.test_sending import _campaign, _enroll, _run

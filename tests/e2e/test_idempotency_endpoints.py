@@ -5,9 +5,9 @@ import pytest
 from django.db.models import Model
 
 from accounts.models import Account, ApiKey
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact, ContactImport
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.models import Webhook
@@ -49,7 +49,7 @@ def _outreaches(account):
 
 
 def _respond(account):
-    from outreach.conversations.models import ReplyResponse
+    from outreach.models.conversations import ReplyResponse
     from tests.conversations.factories import ReplyFactory, SentMessageFactory
 
     enrollment = EnrollmentFactory(campaign=CampaignFactory(account=account))

@@ -16,11 +16,11 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from accounts.models import ApiKey
 from accounts.services import api_key_create
-from outreach.blocklist.models import BlocklistEntry
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact, ContactImport
-from outreach.conversations.models import Reply
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
+from outreach.models.conversations import Reply
+from outreach.models.mailboxes import SmtpCredential
 from tests.conversations.reply_rows import reply_for
 from tests.intake.factories import sent_enrollment
 from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory

@@ -11,7 +11,7 @@ import requests
 
 from accounts.services import api_key_create
 from config.procfile import multiprocess_dir_reset
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 from tests.accounts.test_rate_limit_server import _gunicorn, _server_env, _stop
 from tests.e2e.test_sending_e2e import WORKER_ENV, _campaign_at, _wait_until
 from tests.foundation.test_metrics import TOKEN, families_of

@@ -8,9 +8,9 @@ import time
 import pytest
 from django.db import connection
 
-from outreach.campaigns.models import Campaign
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment, Message
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 
 pytestmark = [pytest.mark.e2e]

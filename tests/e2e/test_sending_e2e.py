@@ -11,9 +11,9 @@ import pytest
 
 from billing.models import UsageRecord
 from billing.usage import usage_record_current
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment, Message
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
 from webhooks.services import webhook_create

@@ -18,9 +18,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending import scheduler
-from outreach.sending.models import Enrollment, Message, SendClaim
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from accounts.services import api_key_create
 from billing.usage import usage_record_increment
-from outreach.domains.models import SenderDomainCheck
+from outreach.models.domains import SenderDomainCheck
 from tests.intake.factories import sent_enrollment
 from tests.webhooks.factories import WebhookDeliveryFactory
 

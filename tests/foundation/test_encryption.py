@@ -15,7 +15,7 @@ from django.utils import timezone
 import config.crypto
 from accounts.models import IdempotencyRecord
 from config.crypto import DecryptionFailed, EncryptedTextField, text_decrypt, text_encrypt
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.support.stored import stored_value
 from tests.webhooks.factories import WebhookFactory

@@ -10,10 +10,10 @@ import pytest
 from accounts import ratelimit
 from accounts.services import api_key_create
 from billing.models import PspEvent
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact, ContactImport
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.billing.conftest import WEBHOOK_SECRET, signed_event_post
 from tests.conftest import client_for
 from tests.foundation.test_errors import assert_envelope

@@ -16,7 +16,7 @@ from django.core import signing
 
 from config import embedded_db
 from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
-from outreach.intake import tokens
+from outreach.sending import tokens
 from tests.support.embedded import (
     ROOT,
     TEST_SETTINGS_ENV,

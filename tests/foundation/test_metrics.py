@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from config import metrics
 from config.procfile import multiprocess_dir_reset
-from outreach.contacts.models import ContactImport
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import ContactImport
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.events import event_emit

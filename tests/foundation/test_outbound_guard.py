@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from config.outbound import address_refusal, http_url_parts
-from outreach.campaigns.models import Campaign
 from outreach.intake.mailbox import mailbox_poll
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment, Message
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,

@@ -11,8 +11,8 @@ from accounts.models import ApiKey
 from accounts.services import api_key_create
 from config.api import pagination
 from config.api.pagination import _keyset, _shape, page_fetch
-from outreach.contacts.models import Contact
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import ContactFactory
 
 pytestmark = pytest.mark.django_db
@@ -116,7 +116,7 @@ def test_annotated_pages_match_the_orm_and_take_one_query(account, django_assert
     compiled once, then the kept statement, page by page, equal to the ORM's."""
     from outreach import enrollments
     from outreach.campaigns import selectors
-    from outreach.campaigns.models import Campaign
+    from outreach.models.campaigns import Campaign
     from tests.outreach.factories import CampaignFactory
 
     base = timezone.now()
@@ -165,9 +165,9 @@ def test_each_keyset_list_is_read_in_index_order_without_a_sort(account, anchore
     hold the tie-breaker too, or each page sorts every row of that instant."""
     from django.db import connection
 
-    from outreach.campaigns.models import Campaign
-    from outreach.contacts.models import ContactImport
-    from outreach.mailboxes.models import SmtpCredential
+    from outreach.models.campaigns import Campaign
+    from outreach.models.contacts import ContactImport
+    from outreach.models.mailboxes import SmtpCredential
     from webhooks.models import Webhook, WebhookDelivery
 
     lists = {

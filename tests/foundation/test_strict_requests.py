@@ -10,8 +10,8 @@ from django.urls import get_resolver
 from rest_framework import serializers
 
 from config.api.serializers import StrictFieldsMixin
-from outreach.campaigns.models import CampaignStep
-from outreach.contacts.models import Contact
+from outreach.models.campaigns import CampaignStep
+from outreach.models.contacts import Contact
 from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory
 from tests.outreach.helpers import assert_error
 from tests.webhooks.factories import WebhookFactory

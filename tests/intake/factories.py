@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from outreach.sending.models import Enrollment, Message
+from outreach.models.sending import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 
 

@@ -5,12 +5,12 @@ after its last send."""
 import pytest
 from django.test import Client
 
-from outreach.campaigns.models import Campaign
-from outreach.intake import tokens
-from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_replied
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
+from outreach.sending.bounces import enrollment_mark_bounced
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.relay_signing import (
     MAILGUN_KEY,

@@ -4,11 +4,12 @@ consumer mail domain; and a stop never overwrites an enrollment that ended meanw
 
 import pytest
 
-from outreach.campaigns.models import Campaign
-from outreach.campaigns.stopping import CONSUMER_MAIL_DOMAINS, enrollment_stop, is_consumer_domain
+from outreach.campaigns.stopping import enrollment_stop
+from outreach.domains.consumer import CONSUMER_MAIL_DOMAINS, is_consumer_domain
 from outreach.intake.mailbox import mailbox_poll
 from outreach.intake.services import enrollment_mark_replied
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.sending import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events

@@ -10,9 +10,9 @@ from django.test import Client
 
 from config.celery import app
 from outreach.campaigns.clicks import click_token_make
-from outreach.intake import tokens
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.mail import reply

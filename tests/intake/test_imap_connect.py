@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from outreach.intake.imap import imap_connect
-from outreach.mailboxes.models import Security
+from outreach.mailboxes.imap import imap_connect
+from outreach.models.mailboxes import Security
 from tests.outreach.factories import CredentialFactory
 
 pytestmark = pytest.mark.django_db

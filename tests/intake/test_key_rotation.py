@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from outreach.intake import tokens
+from outreach.sending import tokens
 from tests.intake.factories import sent_enrollment
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from outreach.intake.beat import intake_poll_mailboxes
 from outreach.intake.mailbox import mailbox_poll
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from outreach.intake.mailbox import mailbox_poll, mailboxes_due
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.mail import reply

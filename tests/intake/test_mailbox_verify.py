@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 from tests.intake.conftest import requires_dovecot
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.helpers import assert_error

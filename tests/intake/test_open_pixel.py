@@ -6,9 +6,9 @@ import pytest
 from django.db import OperationalError, connection
 from django.test import Client
 
-from outreach.intake import tokens
 from outreach.intake.views import PIXEL_GIF
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 

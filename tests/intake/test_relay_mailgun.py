@@ -7,9 +7,9 @@ import uuid
 import pytest
 from django.test import Client
 
-from outreach.contacts.models import Suppression
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Suppression
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events
 from tests.intake.relay_signing import (

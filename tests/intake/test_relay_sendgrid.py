@@ -7,9 +7,9 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_key_create
-from outreach.contacts.models import Suppression
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Suppression
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.conftest import client_for
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events

@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from outreach.intake import tokens
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory

@@ -8,11 +8,11 @@ import pytest
 from django.test import Client
 
 from outreach import enrollments
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.contacts.models import Contact, Suppression
-from outreach.intake import tokens
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.contacts import Contact, Suppression
+from outreach.models.sending import DeletedEnrollment, Enrollment
+from outreach.sending import tokens
 from outreach.sending.batch import batch_send
-from outreach.sending.models import DeletedEnrollment, Enrollment
 from outreach.sending.scheduler import schedule_due
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events

@@ -1,10 +1,10 @@
 import factory
 
 from outreach import enrollments
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.contacts.models import Contact
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.accounts.factories import AccountFactory
 
 

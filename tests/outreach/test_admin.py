@@ -5,9 +5,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from outreach import enrollments
-from outreach.campaigns.models import CampaignStep
-from outreach.contacts.models import ContactImport, Suppression
-from outreach.sending.models import Message
+from outreach.models.campaigns import CampaignStep
+from outreach.models.contacts import ContactImport, Suppression
+from outreach.models.sending import Message
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from outreach.intake.bounces import stats_increment
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Message
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Message
+from outreach.sending.bounces import stats_increment
 from tests.outreach.factories import CampaignFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,11 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from outreach.blocklist.entries import address_keys
-from outreach.blocklist.models import BlocklistEntry
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment, Message
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment, Message
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,

@@ -1,14 +1,14 @@
-"""outreach.intake.bounces.enrollment_mark_bounced: the rules every bounce source shares."""
+"""outreach.sending.bounces.enrollment_mark_bounced: the rules every bounce source shares."""
 
 from datetime import UTC, datetime
 
 import pytest
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact
-from outreach.intake.bounces import BOUNCE_RATE_MIN_SENDS, enrollment_mark_bounced, stats_increment
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import CredentialCampaignStats, Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import CredentialCampaignStats, Enrollment
+from outreach.sending.bounces import BOUNCE_RATE_MIN_SENDS, enrollment_mark_bounced, stats_increment
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

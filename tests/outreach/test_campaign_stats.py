@@ -18,19 +18,19 @@ from outreach import enrollments
 from outreach.campaigns import stopping
 from outreach.campaigns.clicks import ClickTarget
 from outreach.campaigns.dispatch import outreach_create
-from outreach.campaigns.models import Campaign, CampaignStats
 from outreach.contacts.data import contact_data_clean
-from outreach.contacts.models import Contact
-from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.services import (
     contact_unsubscribe,
     enrollment_mark_opened,
     enrollment_mark_replied,
 )
+from outreach.models.campaigns import Campaign, CampaignStats
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending import message
 from outreach.sending import record as sending_record
-from outreach.sending.models import Enrollment, SendClaim
+from outreach.sending.bounces import enrollment_mark_bounced
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 
 pytestmark = pytest.mark.django_db

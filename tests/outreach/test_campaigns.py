@@ -3,8 +3,8 @@
 import pytest
 from django.utils import timezone
 
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import (
     CampaignFactory,
     CredentialFactory,

@@ -15,10 +15,10 @@ from django.test import Client
 from config.logs import redact
 from outreach import enrollments
 from outreach.campaigns import clicks
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.intake import tokens
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment
 from outreach.sending.scheduler import schedule_due
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events

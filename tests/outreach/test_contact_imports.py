@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from outreach.contacts import import_queue
 from outreach.contacts import imports as contacts_imports
-from outreach.contacts.models import Contact, ContactImport
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact, ContactImport
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import CampaignFactory, ContactFactory
 from tests.outreach.helpers import assert_error, assert_fields
 

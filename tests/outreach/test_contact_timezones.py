@@ -8,10 +8,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from outreach.campaigns.dispatch import campaign_dispatch
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.contacts.models import Contact
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment, Message
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment, Message
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,

@@ -3,7 +3,7 @@
 import pytest
 from django.utils import timezone
 
-from outreach.contacts.models import Contact
+from outreach.models.contacts import Contact
 from tests.outreach.factories import ContactFactory
 from tests.outreach.helpers import assert_error, assert_fields
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from config.crypto import text_decrypt as secret_decrypt
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields
 

@@ -6,9 +6,9 @@ import pytest
 from django.utils import timezone
 
 from billing.usage import usage_record_current
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.contacts.models import Contact
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

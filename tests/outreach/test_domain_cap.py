@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connections
 
-from outreach.campaigns.models import Campaign
 from outreach.domain_cap.counts import counts_purge
-from outreach.domain_cap.models import RecipientDomainCount
+from outreach.models.campaigns import Campaign
+from outreach.models.domain_cap import RecipientDomainCount
+from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending import scheduler
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment, SendClaim
 from outreach.sending.scheduler import schedule_due
 from tests.accounts.factories import AccountFactory
 from tests.outreach.factories import (

@@ -7,7 +7,7 @@ import string
 import pytest
 from email_validator import EmailNotValidError, validate_email
 
-from outreach.contacts.emails import InvalidEmail, email_clean
+from outreach.emails import InvalidEmail, email_clean
 
 DOMAINS = [
     "example.com",

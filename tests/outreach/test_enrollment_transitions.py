@@ -10,7 +10,6 @@ import pytest
 from django.utils import timezone
 
 from outreach import enrollments
-from outreach.contacts.models import Contact
 from outreach.enrollments import (
     after_step,
     enrollment_schedule,
@@ -21,9 +20,10 @@ from outreach.enrollments import (
     enrollments_stop,
     enrollments_suppressed_end,
 )
-from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import contact_unsubscribe
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact
+from outreach.models.sending import Enrollment
+from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.recovery import SUPPRESSED_BOUNCE_REASON, suppressed_end
 from tests.outreach.factories import CampaignFactory, ContactFactory
 

@@ -4,10 +4,10 @@ and nothing of it is read or changed. Ids inside bodies: see each resource's tes
 
 import pytest
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact, ContactImport
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, ContactImport
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from tests.outreach.factories import CampaignFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
 

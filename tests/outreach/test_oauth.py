@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from outreach.mailboxes.models import OAuthAuthorization, SmtpCredential
+from outreach.models.mailboxes import OAuthAuthorization, SmtpCredential
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields
 from tests.support.oauth_provider import connect_page_continue

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from config.logs import redact
-from outreach.mailboxes.models import OAuthAuthorization, SmtpCredential
+from outreach.models.mailboxes import OAuthAuthorization, SmtpCredential
 from tests.support.oauth_provider import connect_page_continue
 
 pytestmark = pytest.mark.django_db

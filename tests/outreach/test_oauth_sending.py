@@ -16,11 +16,11 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.services import api_key_create
-from outreach.campaigns.models import Campaign
 from outreach.mailboxes import oauth_tokens
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment
 from outreach.sending.scheduler import schedule_due
 from tests.conftest import client_for
 from tests.outreach.factories import (

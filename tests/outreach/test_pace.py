@@ -11,12 +11,12 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from outreach.campaigns.models import Campaign
 from outreach.mailboxes import api
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending import scheduler
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment, Message, SendClaim
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,

@@ -13,14 +13,13 @@ from accounts.services import api_key_create
 from billing.models import UsageRecord
 from billing.usage import usage_record_current
 from outreach.campaigns import rendering
-from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.contacts.models import Contact
-from outreach.intake import tokens
 from outreach.mailboxes.check import credential_verify
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending import batch, message
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
+from outreach.sending import batch, message, tokens
 from outreach.sending.batch import batch_send
-from outreach.sending.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending.record import INTERRUPTED_ERROR
 from outreach.sending.scheduler import schedule_due
 from tests.conftest import client_for

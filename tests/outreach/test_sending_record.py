@@ -10,8 +10,8 @@ import pytest
 
 from billing.usage import usage_record_current
 from outreach.enrollments import stats_read
+from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending import batch, record_sql, smtp
-from outreach.sending.models import CredentialCampaignStats, Enrollment, Message, SendClaim
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
 from webhooks.secrets import secret_generate

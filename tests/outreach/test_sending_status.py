@@ -11,10 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from outreach.campaigns.models import Campaign
 from outreach.campaigns.sending_status import sending_status
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment, SendClaim
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import (
     CampaignFactory,

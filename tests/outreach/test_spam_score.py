@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from outreach.campaigns.models import Campaign, CampaignStep
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.support.spamassassin import spamassassin_path, spamassassin_score

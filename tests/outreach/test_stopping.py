@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from outreach.campaigns.models import Campaign
 from outreach.campaigns.stopping import enrollment_stop
+from outreach.models.campaigns import Campaign
+from outreach.models.sending import Enrollment, Message
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment, Message
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error

@@ -10,11 +10,11 @@ from django.apps import apps
 from django.test import Client
 from django.utils import timezone
 
-from outreach.contacts.models import Contact, Suppression
-from outreach.intake import tokens
-from outreach.intake.bounces import enrollment_mark_bounced
 from outreach.intake.services import contact_unsubscribe
-from outreach.sending.models import Enrollment
+from outreach.models.contacts import Contact, Suppression
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
+from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.scheduler import schedule_due
 from tests.intake.factories import sent_enrollment
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory

@@ -1,6 +1,6 @@
 import uuid
 
-from outreach.intake.tokens import OPEN, UNSUBSCRIBE, token_make, token_read
+from outreach.sending.tokens import OPEN, UNSUBSCRIBE, token_make, token_read
 
 
 def test_a_token_reads_back_its_enrollment():

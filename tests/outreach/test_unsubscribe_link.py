@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 import pytest
 from django.test import Client
 
-from outreach.campaigns.models import Campaign, CampaignStep
 from outreach.campaigns.rendering import FOOTER_TEXT
-from outreach.intake import tokens
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
+from outreach.sending import tokens
 from outreach.sending.batch import batch_send
-from outreach.sending.models import Enrollment
 from outreach.sending.scheduler import schedule_due
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_fields

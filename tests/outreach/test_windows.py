@@ -10,8 +10,8 @@ from outreach.campaigns.windows import (
     send_window_errors,
     send_window_next_open,
     step_send_at,
-    timezone_valid,
 )
+from outreach.timezones import timezone_valid
 
 WEEKDAYS_9_17 = SendWindow.from_json({"start": "09:00", "end": "17:00", "days": [1, 2, 3, 4, 5]})
 

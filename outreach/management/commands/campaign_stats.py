@@ -13,8 +13,8 @@ from uuid import UUID
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.api.ids import is_uuid
-from outreach.campaigns.models import Campaign
 from outreach.enrollments import stats_check
+from outreach.models.campaigns import Campaign
 
 
 class Command(BaseCommand):

@@ -14,9 +14,9 @@ from django.db.models import Q
 
 from accounts.models import Account
 from config.api.ids import is_uuid
-from outreach.campaigns.models import Campaign
 from outreach.contacts import imports
-from outreach.contacts.models import ContactImport
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import ContactImport
 
 BAR_WIDTH = 40
 

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.api.ids import is_uuid
 from outreach.intake.mailbox import KINDS, mailbox_poll
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 
 
 class Command(BaseCommand):

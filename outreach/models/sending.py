@@ -8,9 +8,9 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
 
 
 class Enrollment(models.Model):
@@ -177,7 +177,7 @@ class Message(models.Model):
 
 class CredentialCampaignStats(models.Model):
     """Send verdicts and bounces of one mailbox in one campaign: the bounce rate that
-    auto-disables a credential (outreach.intake.bounces) is bounces / sends of this row.
+    auto-disables a credential (outreach.sending.bounces) is bounces / sends of this row.
 
     `sends` counts messages the server gave a verdict on: accepted (Message rows) and
     permanently rejected at send time (a synchronous bounce never becomes a Message, but

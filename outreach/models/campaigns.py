@@ -4,7 +4,7 @@ import uuid
 
 from django.db import models
 
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 
 
 class Campaign(models.Model):

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from config.outbound import GuardedIMAP4, GuardedIMAP4_SSL
 from outreach.mailboxes import oauth_tokens
-from outreach.mailboxes.models import Security, SmtpCredential
+from outreach.models.mailboxes import Security, SmtpCredential
 
 
 class MailboxUnreachable(Exception):

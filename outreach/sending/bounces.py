@@ -31,9 +31,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from outreach.campaigns.models import Campaign
 from outreach.campaigns.state import campaigns_complete_if_done
-from outreach.contacts.models import Contact, Suppression
 from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import counting, enrollment_bounce
 from outreach.events import (
@@ -42,8 +40,10 @@ from outreach.events import (
     credential_disabled_emit,
     enrollment_emit,
 )
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import CredentialCampaignStats, Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, Suppression
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import CredentialCampaignStats, Enrollment
 
 logger = logging.getLogger(__name__)
 

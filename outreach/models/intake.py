@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from outreach.mailboxes.models import SmtpCredential
+from outreach.models.mailboxes import SmtpCredential
 
 # --- intake: relay-provider webhook replay guard ----------------------------------------
 

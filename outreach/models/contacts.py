@@ -6,7 +6,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
-from outreach.campaigns.models import Campaign
+from outreach.models.campaigns import Campaign
 
 
 class Contact(models.Model):
@@ -22,7 +22,7 @@ class Contact(models.Model):
     last_name = models.CharField(max_length=200, blank=True, default="")
     company = models.CharField(max_length=200, blank=True, default="")
     fields = models.JSONField(default=dict, blank=True)
-    # IANA name (outreach.campaigns.windows.timezone_valid), or "": the campaign's zone applies.
+    # IANA name (outreach.timezones.timezone_valid), or "": the campaign's zone applies.
     timezone = models.CharField(max_length=64, blank=True, default="")
     # Either one suppresses the contact: never enrolled or sent to again.
     unsubscribed_at = models.DateTimeField(null=True, blank=True)

@@ -5,10 +5,10 @@ import uuid
 
 from django.db import models
 
-from outreach.campaigns.models import Campaign
-from outreach.contacts.models import Contact
-from outreach.mailboxes.models import SmtpCredential
-from outreach.sending.models import Enrollment
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 
 
 class Reply(models.Model):

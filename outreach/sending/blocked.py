@@ -6,7 +6,7 @@ from datetime import datetime
 
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.enrollments import enrollments_stop
-from outreach.sending.models import Enrollment
+from outreach.models.sending import Enrollment
 
 
 def blocked_stop(*, enrollments: list[Enrollment], at: datetime) -> None:

@@ -1,0 +1,54 @@
+"""The models of the outreach app, one module per concern; imported here so Django
+finds them (the app label stays `outreach`, the tables `outreach_*`).
+
+- outreach.models.mailboxes: Security, SmtpCredential, OAuthAuthorization;
+- outreach.models.campaigns: Campaign, CampaignStep, CampaignStats, StepVariantStats;
+- outreach.models.contacts: Contact, Suppression, ContactImport;
+- outreach.models.sending: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
+  SendClaim;
+- outreach.models.intake: RelayWebhookToken;
+- outreach.models.conversations: Reply, ReplyResponse;
+- outreach.models.domains: SenderDomainCheck;
+- outreach.models.blocklist: BlocklistEntry;
+- outreach.models.domain_cap: RecipientDomainCount.
+"""
+
+from outreach.models.blocklist import BlocklistEntry
+from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep, StepVariantStats
+from outreach.models.contacts import Contact, ContactImport, Suppression
+from outreach.models.conversations import Reply, ReplyResponse
+from outreach.models.domain_cap import RecipientDomainCount
+from outreach.models.domains import SenderDomainCheck
+from outreach.models.intake import RelayWebhookToken
+from outreach.models.mailboxes import OAuthAuthorization, Security, SmtpCredential
+from outreach.models.sending import (
+    CredentialCampaignStats,
+    DeletedEnrollment,
+    Enrollment,
+    Message,
+    SendClaim,
+)
+
+__all__ = [
+    "BlocklistEntry",
+    "Campaign",
+    "CampaignStats",
+    "CampaignStep",
+    "Contact",
+    "ContactImport",
+    "CredentialCampaignStats",
+    "DeletedEnrollment",
+    "Enrollment",
+    "Message",
+    "OAuthAuthorization",
+    "RecipientDomainCount",
+    "RelayWebhookToken",
+    "Reply",
+    "ReplyResponse",
+    "Security",
+    "SendClaim",
+    "SenderDomainCheck",
+    "SmtpCredential",
+    "StepVariantStats",
+    "Suppression",
+]
