@@ -15,7 +15,7 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet, no_request_body
 from outreach import enrollments
-from outreach.campaigns import dispatch, selectors, services, stopping
+from outreach.campaigns import dispatch, selectors, services, state, stopping
 from outreach.campaigns.models import Campaign
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
@@ -110,14 +110,14 @@ class CampaignViewSet(
     @extend_schema(request=None, responses=CampaignSerializer)
     @action(detail=True, methods=["post"])
     def pause(self, request, pk=None):
-        campaign = services.campaign_pause(campaign=self.get_object())
+        campaign = state.campaign_pause(campaign=self.get_object())
         return _campaign_response(campaign)
 
     @no_request_body
     @extend_schema(request=None, responses=CampaignSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        campaign = services.campaign_resume(campaign=self.get_object())
+        campaign = state.campaign_resume(campaign=self.get_object())
         return _campaign_response(campaign)
 
     @extend_schema(

@@ -62,12 +62,11 @@ from django.utils import timezone
 from outreach.blocklist.selectors import blocked_addresses
 from outreach.blocklist.stopping import blocked_stop
 from outreach.campaigns.models import Campaign, CampaignStep
-from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
-from outreach.intake.bounces import campaigns_pause_if_unsendable
 from outreach.mailboxes.models import SmtpCredential
 from outreach.mailboxes.pace import (
     daily_used,
