@@ -22,11 +22,11 @@ from outreach.campaigns.serializers import (
     CampaignSerializer,
     CampaignStatsSerializer,
     DispatchSerializer,
-    EnrollmentSerializer,
     SendingStatusSerializer,
 )
 from outreach.conversations import selectors as conversations_selectors
 from outreach.conversations.serializers import ThreadEntrySerializer
+from outreach.enrollments.serializers import EnrollmentSerializer
 from outreach.errors import CampaignNotFound, EnrollmentNotActive, EnrollmentNotFound
 from outreach.sending.models import Enrollment
 
