@@ -19,7 +19,8 @@ In one transaction:
    transaction wins the conditional UPDATE;
 5. every active campaign of that credential whose credentials are now all disabled is
    paused (all_credentials_disabled) with one `campaign.paused` each -- the campaigns
-   are locked first, so two credentials disabled concurrently still pause it exactly once;
+   are locked first, so two credentials disabled concurrently still pause it exactly once
+   (outreach.campaigns.state, which the scheduler calls too);
 6. the enrollment's campaign, still active with no active enrollment left, is completed
    (outreach.campaigns.state, the check the sending engine runs after a batch).
 """
