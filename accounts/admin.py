@@ -2,29 +2,26 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey, IdempotencyRecord
+from config.admin_base import ReadOnlyAdmin
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(ReadOnlyAdmin, admin.TabularInline):
     """Keys are shown, never edited here: their hash is not even displayed, and a
     key is issued through the API (the plaintext exists only in that response)."""
 
     model = ApiKey
     fields = ("prefix", "label", "client_kind", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = fields
     extra = 0
+    can_change = False
     can_delete = False
     show_change_link = False
     ordering = ("-created_at",)
 
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """Accounts come from POST /signup, which also issues the first key."""
+
     list_display = (
         "email",
         "name",
@@ -46,9 +43,11 @@ class AccountAdmin(admin.ModelAdmin):
     )
     list_select_related = ("plan",)
     ordering = ("-created_at",)
-    # The provider's notifications own these; staff change the plan only.
-    readonly_fields = (
+    fields = (
         "id",
+        "email",
+        "name",
+        "plan",
         "psp_customer_id",
         "psp_subscription_id",
         "psp_subscription_status",
@@ -57,7 +56,8 @@ class AccountAdmin(admin.ModelAdmin):
         "email_verified_at",
         "created_at",
     )
-    fields = ("id", "email", "name", "plan", *readonly_fields[1:])
+    # The provider's notifications own the others.
+    editable = ("email", "name", "plan")
     inlines = [ApiKeyInline]
     actions = ["email_mark_verified"]
 
@@ -73,13 +73,9 @@ class AccountAdmin(admin.ModelAdmin):
         )
         self.message_user(request, f"{count} account(s) marked verified.", messages.SUCCESS)
 
-    def has_add_permission(self, request):
-        # Accounts come from POST /signup, which also issues the first key.
-        return False
-
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(admin.ModelAdmin):
+class IdempotencyRecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     """Read-only view for support: which keys an account used, and with what outcome.
     The stored body is encrypted and not shown."""
 
@@ -100,10 +96,4 @@ class IdempotencyRecordAdmin(admin.ModelAdmin):
         "created_at",
         "completed_at",
     )
-    readonly_fields = fields
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+    can_change = False

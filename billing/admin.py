@@ -12,20 +12,17 @@ from django.contrib import admin, messages
 from billing.errors import PspUnavailable
 from billing.models import BillingAccount, PspEvent, UsageRecord
 from billing.subscriptions import account_plan_assign, subscription_sync
+from config.admin_base import ReadOnlyAdmin
 from plans.models import Plan
 
 
-class UsageRecordInline(admin.TabularInline):
+class UsageRecordInline(ReadOnlyAdmin, admin.TabularInline):
     model = UsageRecord
     fields = ("period_start", "period_end", "sends_count", "created_at")
-    readonly_fields = fields
     ordering = ("-period_start",)
     extra = 0
     can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 class BillingAccountForm(forms.ModelForm):
@@ -43,7 +40,9 @@ class BillingAccountForm(forms.ModelForm):
 
 
 @admin.register(BillingAccount)
-class BillingAccountAdmin(admin.ModelAdmin):
+class BillingAccountAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """Accounts are made by signup; staff assign a plan."""
+
     form = BillingAccountForm
     list_display = (
         "email",
@@ -66,23 +65,10 @@ class BillingAccountAdmin(admin.ModelAdmin):
         "psp_current_period_start",
         "psp_current_period_end",
     )
-    readonly_fields = (
-        "email",
-        "name",
-        "psp_customer_id",
-        "psp_subscription_id",
-        "psp_subscription_status",
-        "psp_current_period_start",
-        "psp_current_period_end",
-    )
+    editable = ("plan",)
+    can_delete = False
     inlines = [UsageRecordInline]
     actions = ["resync_from_stripe"]
-
-    def has_add_permission(self, request):
-        return False  # Accounts are made by signup.
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def save_model(self, request, obj, form, change):
         if "plan" in form.changed_data:
@@ -100,19 +86,16 @@ class BillingAccountAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin):
+class UsageRecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ("account", "period_start", "period_end", "sends_count")
     list_select_related = ("account",)
     search_fields = ("account__email",)
     date_hierarchy = "period_start"
     readonly_fields = ("account", "period_start", "period_end", "sends_count", "created_at")
 
-    def has_add_permission(self, request):
-        return False
-
 
 @admin.register(PspEvent)
-class PspEventAdmin(admin.ModelAdmin):
+class PspEventAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ("id", "type", "outcome", "account", "psp_customer_id", "received_at")
     list_filter = ("outcome", "type")
     list_select_related = ("account",)
@@ -128,9 +111,4 @@ class PspEventAdmin(admin.ModelAdmin):
         "payload",
         "received_at",
     )
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+    can_change = False

@@ -18,60 +18,18 @@ from billing.checkout import checkout_session_start, portal_session_start
 from billing.errors import InvalidSignature
 from billing.psp_events import psp_event_handle
 from billing.selectors import usage_history
+from billing.serializers import (
+    CheckoutRequestSerializer,
+    SessionUrlSerializer,
+    SubscriptionSerializer,
+    UsageSerializer,
+)
 from billing.usage import usage_record_current
 from config.api.errors import InvalidJson
 from config.api.parsers import JSONParser, json_problems
-from config.api.serializers import StrictSerializer
 from config.api.viewsets import ServiceAPIView, no_request_body
 
 logger = logging.getLogger(__name__)
-
-
-class PlanSummarySerializer(StrictSerializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    tier = serializers.IntegerField()
-    monthly_limit = serializers.IntegerField()
-
-
-class CurrentPeriodSerializer(StrictSerializer):
-    start = serializers.DateTimeField(source="period_start")
-    end = serializers.DateTimeField(source="period_end")
-    sends_count = serializers.IntegerField()
-
-
-class SubscriptionSerializer(StrictSerializer):
-    plan = PlanSummarySerializer()
-    current_period = CurrentPeriodSerializer()
-    psp_subscription_id = serializers.CharField(allow_null=True)
-    psp_customer_id = serializers.CharField(allow_null=True)
-
-
-class UsageRecordSerializer(StrictSerializer):
-    period_start = serializers.DateTimeField()
-    period_end = serializers.DateTimeField()
-    sends_count = serializers.IntegerField()
-
-
-class ClientKindCountsSerializer(StrictSerializer):
-    direct = serializers.IntegerField()
-    mcp = serializers.IntegerField()
-    sdk = serializers.IntegerField()
-
-
-class UsageSerializer(StrictSerializer):
-    monthly_limit = serializers.IntegerField()
-    current = UsageRecordSerializer()
-    history = UsageRecordSerializer(many=True)
-    by_client_kind = ClientKindCountsSerializer()
-
-
-class CheckoutRequestSerializer(StrictSerializer):
-    plan_slug = serializers.CharField(max_length=64)
-
-
-class SessionUrlSerializer(StrictSerializer):
-    url = serializers.URLField()
 
 
 class SubscriptionView(ServiceAPIView):

@@ -67,24 +67,12 @@ PLAN_NOT_PURCHASABLE_MESSAGES = {
 }
 
 
-def plan_unpurchasable_reason(plan) -> str | None:
-    """Why checkout refuses `plan`, or None. A plan without a price is `free` on tier 0
-    and `unpriced` above it: a paid plan whose Stripe price is not configured."""
-    if not plan.public:
-        return "private"
-    if plan.is_archived:
-        return "archived"
-    if not plan.is_paid:
-        return "free" if plan.tier == 0 else "unpriced"
-    return None
-
-
 def checkout_session_start(*, account, plan_slug: str, client_key: str | None = None) -> str:
     """Start a hosted Checkout for a public, paid, non-archived plan; returns its URL."""
     plan = Plan.objects.filter(slug=plan_slug).first()
     if plan is None:
         raise PlanNotFound(f"No plan has the slug {plan_slug!r}.")
-    reason = plan_unpurchasable_reason(plan)
+    reason = plan.unpurchasable_reason()
     if reason:
         raise PlanNotPurchasable(
             PLAN_NOT_PURCHASABLE_MESSAGES[reason].format(slug=plan.slug),
@@ -113,7 +101,7 @@ def checkout_session_start(*, account, plan_slug: str, client_key: str | None = 
         ) from None
     expires_at = timezone.now() + timedelta(minutes=CHECKOUT_SESSION_MINUTES)
     price_id = plan.psp_price_id
-    assert price_id is not None  # plan_unpurchasable_reason refused a plan without one
+    assert price_id is not None  # unpurchasable_reason refused a plan without one
     try:
         session = psp.checkout_session_create(
             customer_id=account.psp_customer_id,

@@ -1,18 +1,6 @@
-"""What the outreach admin pages share: read-mostly model admins, HTML tables."""
+"""What the outreach admin pages share besides their base (config.admin_base): HTML tables."""
 
-from django.contrib import admin
 from django.utils.html import format_html, format_html_join
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def get_readonly_fields(self, request, obj=None):
-        shown = [f for f in self.get_fields(request, obj) if f not in self.editable]
-        return shown
-
-    editable: tuple[str, ...] = ()
 
 
 def html_table(headers, rows) -> str:

@@ -9,16 +9,16 @@ from datetime import datetime
 
 from config.timestamps import utc_timestamp
 from webhooks.events import event_emit
-
-ENROLLMENT_SENT = "enrollment.sent"
-ENROLLMENT_OPENED = "enrollment.opened"
-ENROLLMENT_REPLIED = "enrollment.replied"
-ENROLLMENT_BOUNCED = "enrollment.bounced"
-ENROLLMENT_UNSUBSCRIBED = "enrollment.unsubscribed"
-CREDENTIAL_DISABLED = "credential.disabled"
-CAMPAIGN_PAUSED = "campaign.paused"
-# Opt-in (webhooks.models.OPT_IN_EVENT_TYPES): only to webhooks that name it.
-ENROLLMENT_CLICKED = "enrollment.clicked"
+from webhooks.models import (  # the one list of event types
+    CAMPAIGN_PAUSED,
+    CREDENTIAL_DISABLED,
+    ENROLLMENT_BOUNCED,
+    ENROLLMENT_CLICKED,
+    ENROLLMENT_OPENED,
+    ENROLLMENT_REPLIED,
+    ENROLLMENT_SENT,
+    ENROLLMENT_UNSUBSCRIBED,
+)
 
 _ENROLLMENT_STATE_EVENTS = (
     ENROLLMENT_SENT,

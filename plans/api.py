@@ -1,19 +1,10 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from config.api.serializers import StrictSerializer
 from config.api.viewsets import ServiceAPIView
 from plans.selectors import plan_list_purchasable
-
-
-class PlanSerializer(StrictSerializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    tier = serializers.IntegerField()
-    monthly_limit = serializers.IntegerField()
-    psp_price_id = serializers.CharField(allow_null=True)
+from plans.serializers import PlanSerializer
 
 
 class PlanListView(ServiceAPIView):

@@ -1,17 +1,44 @@
-from typing import Any
+from typing import Any, cast
 
 from django.db import models
 from django.db.models import Q
+
+# The purchasable rule, its one definition: each condition a plan must meet, with the
+# reason checkout gives for a plan that fails it, in the order checkout names them.
+# PlanQuerySet.purchasable filters on all of them (what GET /plans lists);
+# Plan.unpurchasable_reason reads them on one plan (what checkout refuses).
+PURCHASABLE_RULE: tuple[tuple[str, Q], ...] = (
+    ("private", Q(public=True)),
+    ("archived", Q(archived_at__isnull=True)),
+    ("unpriced", ~Q(psp_price_id__isnull=True) & ~Q(psp_price_id="")),
+)
+
+
+def _holds(plan: "Plan", condition: Q) -> bool:
+    """Whether `plan` meets `condition`, read on the instance. The rule uses `exact`
+    and `isnull` lookups only; another one is refused rather than guessed."""
+    met = []
+    for child in condition.children:
+        if isinstance(child, Q):
+            met.append(_holds(plan, child))
+            continue
+        lookup, expected = cast(tuple[str, Any], child)
+        name, _, kind = lookup.partition("__")
+        value = getattr(plan, name)
+        if kind == "isnull":
+            met.append((value is None) == expected)
+        elif kind in ("", "exact"):
+            met.append(value is not None and value == expected)  # SQL: NULL = x is not true
+        else:
+            raise ValueError(f"the purchasable rule cannot read the lookup {lookup!r}")
+    holds = all(met) if condition.connector == Q.AND else any(met)
+    return holds != condition.negated
 
 
 class PlanQuerySet(models.QuerySet["Plan"]):
     def purchasable(self) -> "PlanQuerySet":
         """Public, paid and not archived: what GET /plans lists and checkout sells."""
-        return (
-            self.filter(public=True, archived_at__isnull=True)
-            .exclude(psp_price_id__isnull=True)
-            .exclude(psp_price_id="")
-        )
+        return self.filter(*(condition for _, condition in PURCHASABLE_RULE))
 
 
 class Plan(models.Model):
@@ -57,13 +84,14 @@ class Plan(models.Model):
             self.psp_price_id = None
         super().save(*args, **kwargs)
 
-    @property
-    def is_paid(self) -> bool:
-        return bool(self.psp_price_id)
-
-    @property
-    def is_archived(self) -> bool:
-        return self.archived_at is not None
+    def unpurchasable_reason(self) -> str | None:
+        """Why checkout refuses this plan (PURCHASABLE_RULE), or None. A plan without a
+        price is `free` on tier 0 and `unpriced` above it: a paid plan whose Stripe price
+        is not configured."""
+        for reason, condition in PURCHASABLE_RULE:
+            if not _holds(self, condition):
+                return "free" if reason == "unpriced" and self.tier == 0 else reason
+        return None
 
 
 FREE_PLAN_SLUG = "free"

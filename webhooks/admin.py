@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from config.admin_base import ReadOnlyAdmin
 from config.api.errors import ServiceError
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 from webhooks.operations import FINISHED_STATES, job_redeliver, webhook_replay, webhook_test_send
@@ -14,19 +15,8 @@ from webhooks.operations import FINISHED_STATES, job_redeliver, webhook_replay, 
 ADMIN_REPLAY_WINDOW = timedelta(hours=24)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(Webhook)
-class WebhookAdmin(ReadOnlyAdmin):
+class WebhookAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = [
         "url",
         "disabled_at",
@@ -46,7 +36,8 @@ class WebhookAdmin(ReadOnlyAdmin):
         "disabled_at",
         "created_at",
     )
-    readonly_fields = fields
+    can_change = False
+    can_delete = False
     list_select_related = ["account"]
     actions = ["send_test", "replay_failed"]
 
@@ -79,7 +70,7 @@ class WebhookAdmin(ReadOnlyAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     # Health first: a narrow window still shows which attempts failed and why.
     list_display = [
         "created_at",
@@ -106,7 +97,8 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "delivered_at",
         "created_at",
     )
-    readonly_fields = fields
+    can_change = False
+    can_delete = False
     list_select_related = ["webhook", "job"]
     actions = ["resend"]
 
@@ -133,7 +125,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(DeliveryJob)
-class DeliveryJobAdmin(ReadOnlyAdmin):
+class DeliveryJobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = [
         "id",
         "webhook",
@@ -145,7 +137,7 @@ class DeliveryJobAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["state"]
     search_fields = ["id", "webhook__url"]
-    readonly_fields = (
+    fields = (
         "id",
         "event",
         "webhook",
@@ -155,5 +147,6 @@ class DeliveryJobAdmin(ReadOnlyAdmin):
         "created_at",
         "finished_at",
     )
-    fields = readonly_fields
+    can_change = False
+    can_delete = False
     list_select_related = ["webhook"]

@@ -19,19 +19,30 @@ from psycopg.types.json import Json, Jsonb
 
 from config.crypto import EncryptedTextField
 
-# The 7 event types of version 1 (docs/webhooks.md).
+# The event types, their one list: producers (outreach.events) emit these names, the
+# API validates filters against them, the catalog describes them (docs/webhooks.md).
+ENROLLMENT_SENT = "enrollment.sent"
+ENROLLMENT_OPENED = "enrollment.opened"
+ENROLLMENT_REPLIED = "enrollment.replied"
+ENROLLMENT_BOUNCED = "enrollment.bounced"
+ENROLLMENT_UNSUBSCRIBED = "enrollment.unsubscribed"
+CREDENTIAL_DISABLED = "credential.disabled"
+CAMPAIGN_PAUSED = "campaign.paused"
+ENROLLMENT_CLICKED = "enrollment.clicked"
+
+# The 7 event types of version 1.
 EVENT_TYPES = (
-    "enrollment.sent",
-    "enrollment.opened",
-    "enrollment.replied",
-    "enrollment.bounced",
-    "enrollment.unsubscribed",
-    "credential.disabled",
-    "campaign.paused",
+    ENROLLMENT_SENT,
+    ENROLLMENT_OPENED,
+    ENROLLMENT_REPLIED,
+    ENROLLMENT_BOUNCED,
+    ENROLLMENT_UNSUBSCRIBED,
+    CREDENTIAL_DISABLED,
+    CAMPAIGN_PAUSED,
 )
 # Opt-in types: delivered only to webhooks whose filters name them; `*` stays the
 # version 1 set, so no receiver gets a type it did not ask for (docs/webhooks.md).
-OPT_IN_EVENT_TYPES = ("enrollment.clicked",)
+OPT_IN_EVENT_TYPES = (ENROLLMENT_CLICKED,)
 ALL_EVENTS = "*"
 
 

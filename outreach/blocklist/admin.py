@@ -4,12 +4,12 @@ them); staff may delete one."""
 
 from django.contrib import admin
 
-from outreach.admin_base import ReadOnlyAdmin
+from config.admin_base import ReadOnlyAdmin
 from outreach.models.blocklist import BlocklistEntry
 
 
 @admin.register(BlocklistEntry)
-class BlocklistEntryAdmin(ReadOnlyAdmin):
+class BlocklistEntryAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ("value", "kind", "account", "reason", "created_at")
     list_filter = ("kind",)
     search_fields = ("value", "account__email")

@@ -2,23 +2,20 @@
 
 from django.contrib import admin
 
+from config.admin_base import ReadOnlyAdmin
 from outreach import enrollments
-from outreach.admin_base import ReadOnlyAdmin, html_table
+from outreach.admin_base import html_table
 from outreach.campaigns.selectors import campaign_step_stats
 from outreach.campaigns.variants import step_content, step_letters
 from outreach.enrollments import VARIANT_STAT_NAMES
 from outreach.models.campaigns import Campaign, CampaignStep
 
 
-class CampaignStepInline(admin.StackedInline):
+class CampaignStepInline(ReadOnlyAdmin, admin.StackedInline):
     model = CampaignStep
     extra = 0
     fields = ("position", "subject", "body_text", "body_html", "delay_minutes", "variant_list")
-    readonly_fields = fields
     can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="A/B variants (besides A, the step's own content)")
     def variant_list(self, obj):
@@ -31,7 +28,7 @@ class CampaignStepInline(admin.StackedInline):
 
 
 @admin.register(Campaign)
-class CampaignAdmin(ReadOnlyAdmin):
+class CampaignAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ("name", "account", "status", "paused_reason", "timezone", "created_at")
     list_filter = ("status", "paused_reason")
     search_fields = ("name", "account__email")

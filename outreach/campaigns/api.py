@@ -15,24 +15,24 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet, no_request_body
 from outreach import enrollments
-from outreach.campaigns import dispatch, selectors, services, stopping
+from outreach.campaigns import dispatch, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
     CampaignSerializer,
     CampaignStatsSerializer,
     DispatchSerializer,
-    EnrollmentSerializer,
     SendingStatusSerializer,
 )
 from outreach.conversations import selectors as conversations_selectors
 from outreach.conversations.serializers import ThreadEntrySerializer
+from outreach.enrollments.serializers import EnrollmentSerializer
 from outreach.errors import CampaignNotFound, EnrollmentNotActive, EnrollmentNotFound
 from outreach.models.campaigns import Campaign
 from outreach.models.sending import Enrollment
 
 
 def _campaign_response(campaign, *, status_code=status.HTTP_200_OK, context=None) -> Response:
-    campaign = selectors.campaigns_with_relations(Campaign.objects.filter(pk=campaign.pk)).get()
+    campaign = selectors.campaign_with_relations(campaign_id=campaign.pk)
     return Response(CampaignSerializer(campaign, context=context or {}).data, status=status_code)
 
 
@@ -110,14 +110,14 @@ class CampaignViewSet(
     @extend_schema(request=None, responses=CampaignSerializer)
     @action(detail=True, methods=["post"])
     def pause(self, request, pk=None):
-        campaign = services.campaign_pause(campaign=self.get_object())
+        campaign = state.campaign_pause(campaign=self.get_object())
         return _campaign_response(campaign)
 
     @no_request_body
     @extend_schema(request=None, responses=CampaignSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        campaign = services.campaign_resume(campaign=self.get_object())
+        campaign = state.campaign_resume(campaign=self.get_object())
         return _campaign_response(campaign)
 
     @extend_schema(
@@ -144,15 +144,14 @@ class CampaignViewSet(
     @action(detail=True, methods=["get"])
     def enrollments(self, request, pk=None):
         campaign = self.get_object()
-        queryset = Enrollment.objects.filter(campaign=campaign).select_related("contact")
-        wanted = request.query_params.get("status")
-        if wanted:
-            if wanted not in Enrollment.Status.values:
-                raise ValidationFailed(
-                    {"status": [f"Must be one of {', '.join(Enrollment.Status.values)}."]}
-                )
-            queryset = queryset.filter(status=wanted)
-        page = self.paginate_queryset(queryset)
+        wanted = request.query_params.get("status", "")
+        if wanted and wanted not in Enrollment.Status.values:
+            raise ValidationFailed(
+                {"status": [f"Must be one of {', '.join(Enrollment.Status.values)}."]}
+            )
+        page = self.paginate_queryset(
+            selectors.campaign_enrollments(campaign=campaign, status=wanted)
+        )
         return self.get_paginated_response(EnrollmentSerializer(page, many=True).data)
 
     @no_request_body
@@ -212,11 +211,7 @@ def _campaign_enrollment(campaign: Campaign, enrollment_id) -> Enrollment:
         enrollment_id = UUID(str(enrollment_id))
     except ValueError:
         raise EnrollmentNotFound() from None
-    enrollment = (
-        Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
-        .select_related("contact")
-        .first()
-    )
+    enrollment = selectors.campaign_enrollment(campaign=campaign, enrollment_id=enrollment_id)
     if enrollment is None:
         raise EnrollmentNotFound()
     return enrollment

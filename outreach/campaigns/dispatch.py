@@ -15,7 +15,7 @@ from accounts.models import Account
 from billing.usage import plan_limit_enforce
 from config.api.errors import ValidationFailed
 from outreach.blocklist.selectors import blocked_among, blocked_pending_ids
-from outreach.campaigns.services import enabled_credential_exists
+from outreach.campaigns.state import campaign_activate, enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
 from outreach.contacts.services import contact_upsert
@@ -66,16 +66,6 @@ def _dispatch_checks(campaign: Campaign) -> CampaignStep:
     return first_step
 
 
-def _activate(campaign: Campaign, now: datetime) -> None:
-    """Dispatch starts a draft campaign, and restarts a completed one. A paused campaign
-    stays paused: its new enrollments wait for resume."""
-    if campaign.status in (Campaign.Status.DRAFT, Campaign.Status.COMPLETED):
-        Campaign.objects.filter(pk=campaign.pk).update(
-            status=Campaign.Status.ACTIVE, updated_at=now
-        )
-        campaign.status = Campaign.Status.ACTIVE
-
-
 def _first_send_at(
     campaign: Campaign, first_step: CampaignStep, now: datetime, *, contact_timezone: str = ""
 ) -> datetime:
@@ -122,7 +112,7 @@ def campaign_dispatch(
             count = enrollments_schedule(rows, next_send_at=send_at, now=now)
             dispatched += count
             due_now = due_now or (count > 0 and send_at <= now)
-        _activate(campaign, now)
+        campaign_activate(campaign=campaign, at=now)
         if due_now:
             transaction.on_commit(sends_schedule_soon, robust=True)
     return dispatched
@@ -191,6 +181,6 @@ def outreach_create(
             changed = True
             if send_at <= now:
                 transaction.on_commit(sends_schedule_soon, robust=True)
-        _activate(campaign, now)
+        campaign_activate(campaign=campaign, at=now)
     enrollment.contact = row
     return enrollment, changed

@@ -1,4 +1,5 @@
-"""Reads for campaigns: campaigns with their steps and mailboxes, per-step stats."""
+"""Reads for campaigns: campaigns with their steps and mailboxes, their enrollments,
+per-step stats."""
 
 from django.db.models import Aggregate, JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
@@ -7,6 +8,7 @@ from outreach.campaigns.variants import step_letters
 from outreach.enrollments import STAT_NAMES, VARIANT_STAT_NAMES, variant_stats_read
 from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import Enrollment
 
 
 class JSONList(Aggregate):
@@ -86,3 +88,25 @@ def campaign_step_stats(*, campaign: Campaign) -> list[dict]:
             }
         )
     return result
+
+
+def campaign_with_relations(*, campaign_id) -> Campaign:
+    """One campaign with what its representation shows (campaigns_with_relations)."""
+    return campaigns_with_relations(Campaign.objects.filter(pk=campaign_id)).get()
+
+
+def campaign_enrollments(*, campaign: Campaign, status: str = "") -> QuerySet[Enrollment]:
+    """The campaign's enrollments (in `status` when given), each with its contact."""
+    queryset = Enrollment.objects.filter(campaign=campaign).select_related("contact")
+    if status:
+        queryset = queryset.filter(status=status)
+    return queryset
+
+
+def campaign_enrollment(*, campaign: Campaign, enrollment_id) -> Enrollment | None:
+    """One enrollment of the campaign, with its contact, or None."""
+    return (
+        Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
+        .select_related("contact")
+        .first()
+    )

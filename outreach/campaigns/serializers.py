@@ -1,5 +1,5 @@
-"""Serializers of the campaigns API: campaigns, steps, variants, stats, dispatch,
-enrollments and the sending status."""
+"""Serializers of the campaigns API: campaigns, steps, variants, stats, dispatch and the
+sending status (an enrollment's: outreach.enrollments.serializers)."""
 
 from types import SimpleNamespace
 from typing import Any, cast
@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.fields import StrictBooleanField, TimestampField
-from config.api.serializers import RepresentationMixin, StrictModelSerializer, StrictSerializer
+from config.api.serializers import RepresentationMixin, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField
 from outreach.campaigns.rendering import template_errors
 from outreach.campaigns.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
@@ -18,7 +18,6 @@ from outreach.contacts import selectors as contacts_selectors
 from outreach.enrollments import STAT_NAMES
 from outreach.mailboxes import selectors
 from outreach.models.campaigns import Campaign
-from outreach.models.sending import Enrollment
 from outreach.timezones import timezone_valid
 
 MAX_STEPS = 20
@@ -283,37 +282,6 @@ class DispatchSerializer(StrictSerializer):
             if missing:
                 raise serializers.ValidationError({"contact_ids": _indexed(missing)})
         return attrs
-
-
-class EnrollmentSerializer(StrictModelSerializer):
-    campaign_id = serializers.UUIDField(read_only=True)
-    contact_id = serializers.UUIDField(read_only=True)
-    contact_email = serializers.EmailField(source="contact.email", read_only=True)
-    stop_reason = BlankAsNullChoiceField(choices=Enrollment.StopReason.choices, read_only=True)
-
-    class Meta:
-        model = Enrollment
-        fields = [
-            "id",
-            "campaign_id",
-            "contact_id",
-            "contact_email",
-            "status",
-            "current_step",
-            "next_send_at",
-            "sent_at",
-            "opened_at",
-            "clicked_at",
-            "replied_at",
-            "bounce_reason",
-            "unsubscribed_at",
-            "stopped_at",
-            "stop_reason",
-            "variants",
-            "last_error",
-            "created_at",
-        ]
-        read_only_fields = fields
 
 
 class SendingReasonSerializer(StrictSerializer):

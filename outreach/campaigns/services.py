@@ -1,14 +1,12 @@
-"""Writes for campaigns: create, update, pause, resume. Views validate, then call these."""
+"""Writes for campaigns: create, update. Views validate, then call these. A campaign's
+status changes in outreach.campaigns.state."""
 
 from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from accounts.models import Account
-from config.api.errors import ValidationFailed
-from outreach.errors import CampaignNotDispatchable
 from outreach.models.campaigns import Campaign, CampaignStep
 
 # --- Campaigns -----------------------------------------------------------------------
@@ -78,53 +76,4 @@ def campaign_update(*, campaign: Campaign, data: dict[str, Any]) -> Campaign:
         _steps_replace(campaign=campaign, steps=data["steps"])
     if "credentials" in data:
         campaign.credentials.set(data["credentials"])
-    return campaign
-
-
-def campaign_pause(*, campaign: Campaign) -> Campaign:
-    """active -> paused (manual). Pausing a paused campaign changes nothing."""
-    if campaign.status == Campaign.Status.PAUSED:
-        return campaign
-    if campaign.status != Campaign.Status.ACTIVE:
-        raise ValidationFailed(
-            {"status": [f"Only an active campaign can be paused; this one is {campaign.status}."]}
-        )
-    updated = Campaign.objects.filter(pk=campaign.pk, status=Campaign.Status.ACTIVE).update(
-        status=Campaign.Status.PAUSED,
-        paused_reason=Campaign.PausedReason.MANUAL,
-        paused_at=timezone.now(),
-        updated_at=timezone.now(),
-    )
-    campaign.refresh_from_db()
-    if not updated and campaign.status != Campaign.Status.PAUSED:
-        # It changed state between our read and the update.
-        raise ValidationFailed({"status": [f"The campaign is now {campaign.status}."]})
-    return campaign
-
-
-def enabled_credential_exists(campaign: Campaign) -> bool:
-    return campaign.credentials.filter(disabled_at__isnull=True).exists()
-
-
-def campaign_resume(*, campaign: Campaign) -> Campaign:
-    """paused -> active, when an enabled credential can carry the sends. Resuming an
-    active campaign changes nothing."""
-    if campaign.status == Campaign.Status.ACTIVE:
-        return campaign
-    if campaign.status != Campaign.Status.PAUSED:
-        raise ValidationFailed(
-            {"status": [f"Only a paused campaign can be resumed; this one is {campaign.status}."]}
-        )
-    if not enabled_credential_exists(campaign):
-        raise CampaignNotDispatchable(
-            "The campaign has no enabled SMTP credential; re-enable one or add another first.",
-            details={"reasons": ["no_enabled_credential"]},
-        )
-    Campaign.objects.filter(pk=campaign.pk, status=Campaign.Status.PAUSED).update(
-        status=Campaign.Status.ACTIVE,
-        paused_reason="",
-        paused_at=None,
-        updated_at=timezone.now(),
-    )
-    campaign.refresh_from_db()
     return campaign

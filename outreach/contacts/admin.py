@@ -3,13 +3,13 @@
 
 from django.contrib import admin
 
+from config.admin_base import ReadOnlyAdmin
 from outreach import enrollments
-from outreach.admin_base import ReadOnlyAdmin
 from outreach.models.contacts import Contact, ContactImport, Suppression
 
 
 @admin.register(Contact)
-class ContactAdmin(ReadOnlyAdmin):
+class ContactAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = (
         "email",
         "account",
@@ -57,7 +57,7 @@ class ContactAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Suppression)
-class SuppressionAdmin(ReadOnlyAdmin):
+class SuppressionAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     """The account's suppression list (outreach.contacts.suppression). Entries are only ever
     added by unsubscribes, complaints and bounces; staff may delete a mistaken one."""
 
@@ -73,7 +73,7 @@ class SuppressionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ContactImport)
-class ContactImportAdmin(ReadOnlyAdmin):
+class ContactImportAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = (
         "id",
         "account",

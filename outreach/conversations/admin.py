@@ -14,7 +14,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from outreach.admin_base import ReadOnlyAdmin, html_table
+from config.admin_base import ReadOnlyAdmin
+from outreach.admin_base import html_table
 from outreach.conversations import selectors, services
 from outreach.models.conversations import Reply
 from outreach.models.sending import Enrollment
@@ -33,7 +34,7 @@ def thread_url(enrollment_id) -> str:
 
 
 @admin.register(Reply)
-class ReplyAdmin(ReadOnlyAdmin):
+class ReplyAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = (
         "from_email",
         "subject",
@@ -80,6 +81,7 @@ class ReplyAdmin(ReadOnlyAdmin):
         "updated_at",
     )
     editable = ("label", "read")
+    can_delete = False  # replies go with their contact, or with the retention purge
 
     def get_queryset(self, request):
         # The change page names these four; one query instead of five.
@@ -88,9 +90,6 @@ class ReplyAdmin(ReadOnlyAdmin):
             .get_queryset(request)
             .select_related("account", "campaign", "contact", "credential", "enrollment")
         )
-
-    def has_delete_permission(self, request, obj=None):
-        return False  # replies go with their contact, or with the retention purge
 
     def save_model(self, request, obj, form, change):
         """Through the API's service: a label set here is `manual`, and only what the

@@ -1,10 +1,11 @@
-"""Serializers of the conversations API: replies, their update, the list's filters and
-the thread of an enrollment (docs/conversations.md)."""
+"""Serializers of the conversations API: replies, their update, the list's filters, the
+thread of an enrollment and the responses to a reply (docs/conversations.md)."""
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api.fields import StrictBooleanField
+from config.api.fields import StrictBooleanField, StrictCharField, TimestampField
 from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField
 from outreach.conversations.selectors import ThreadEntry
@@ -147,3 +148,50 @@ class ThreadEntrySerializer(StrictSerializer):
     @extend_schema_field(ThreadResponseSerializer(allow_null=True))
     def get_response(self, entry: ThreadEntry):
         return ThreadResponseSerializer(entry.item).data if entry.kind == "response" else None
+
+
+def _bounded(value: str) -> str:
+    """Bodies are bounded like the ones the service keeps of a reply
+    (REPLY_BODY_MAX_CHARS, read per request)."""
+    limit = settings.REPLY_BODY_MAX_CHARS
+    if len(value) > limit:
+        raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")
+    return value
+
+
+class ResponseCreateSerializer(StrictSerializer):
+    body_text = StrictCharField(trim_whitespace=False)
+    body_html = StrictCharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+
+    def validate_body_text(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return _bounded(value)
+
+    def validate_body_html(self, value: str) -> str:
+        return _bounded(value)
+
+    def validate(self, attrs):
+        # A misspelt field must not be dropped silently (docs/api.md).
+        if isinstance(self.initial_data, dict):
+            unknown = sorted(set(self.initial_data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return attrs
+
+
+class ResponseSerializer(StrictSerializer):
+    """A response to a reply, as the API shows it."""
+
+    id = serializers.UUIDField(read_only=True)
+    reply_id = serializers.UUIDField(read_only=True)
+    enrollment_id = serializers.UUIDField(read_only=True)
+    status = serializers.ChoiceField(choices=ReplyResponse.Status.choices, read_only=True)
+    subject = serializers.CharField(read_only=True)
+    to = serializers.CharField(source="to_email", read_only=True)
+    sent_at = TimestampField(read_only=True)
+    error = serializers.SerializerMethodField()
+    created_at = TimestampField(read_only=True)
+
+    def get_error(self, response: ReplyResponse) -> str | None:
+        return response.error or None

@@ -3,33 +3,11 @@
 "Recipient domain cap")."""
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
 from rest_framework.response import Response
 
-from accounts.models import Account
-from config.api.serializers import StrictSerializer
 from config.api.viewsets import ServiceAPIView
-
-# The highest cap accepted (a day's sends to one domain), on campaigns and accounts.
-CAP_MAX = 100_000
-
-
-def cap_field() -> serializers.IntegerField:
-    return serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=CAP_MAX)
-
-
-class SendingDefaultsSerializer(StrictSerializer):
-    max_per_recipient_domain_per_day = cap_field()
-
-
-def sending_defaults_update(*, account: Account, data: dict) -> Account:
-    """Set the account's sending defaults given in `data` (the others stay)."""
-    if "max_per_recipient_domain_per_day" in data:
-        account.max_per_recipient_domain_per_day = data["max_per_recipient_domain_per_day"]
-        Account.objects.filter(pk=account.pk).update(
-            max_per_recipient_domain_per_day=account.max_per_recipient_domain_per_day
-        )
-    return account
+from outreach.domain_cap.serializers import SendingDefaultsSerializer
+from outreach.domain_cap.services import sending_defaults_update
 
 
 class SendingDefaultsView(ServiceAPIView):

@@ -3,12 +3,13 @@ domains fail SPF, DKIM or DMARC, and why."""
 
 from django.contrib import admin
 
-from outreach.admin_base import ReadOnlyAdmin, html_table
+from config.admin_base import ReadOnlyAdmin
+from outreach.admin_base import html_table
 from outreach.models.domains import SenderDomainCheck
 
 
 @admin.register(SenderDomainCheck)
-class SenderDomainCheckAdmin(ReadOnlyAdmin):
+class SenderDomainCheckAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ("domain", "status", "finding_codes", "credential", "account", "checked_at")
     list_filter = ("status",)
     search_fields = ("domain", "credential__from_email", "credential__account__email")

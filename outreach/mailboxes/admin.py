@@ -3,13 +3,14 @@
 from django.contrib import admin
 from django.utils.html import format_html
 
-from outreach.admin_base import ReadOnlyAdmin, html_table
+from config.admin_base import ReadOnlyAdmin
+from outreach.admin_base import html_table
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import CredentialCampaignStats
 
 
 @admin.register(SmtpCredential)
-class SmtpCredentialAdmin(ReadOnlyAdmin):
+class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     # Health first: a narrow window still shows which mailboxes are disabled or failing.
     list_display = (
         "from_email",

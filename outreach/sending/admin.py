@@ -4,13 +4,14 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from config.admin_base import ReadOnlyAdmin
 from outreach import enrollments
-from outreach.admin_base import ReadOnlyAdmin, html_table
+from outreach.admin_base import html_table
 from outreach.models.sending import Enrollment
 
 
 @admin.register(Enrollment)
-class EnrollmentAdmin(ReadOnlyAdmin):
+class EnrollmentAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = (
         "contact",
         "campaign",

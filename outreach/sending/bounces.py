@@ -19,7 +19,8 @@ In one transaction:
    transaction wins the conditional UPDATE;
 5. every active campaign of that credential whose credentials are now all disabled is
    paused (all_credentials_disabled) with one `campaign.paused` each -- the campaigns
-   are locked first, so two credentials disabled concurrently still pause it exactly once;
+   are locked first, so two credentials disabled concurrently still pause it exactly once
+   (outreach.campaigns.state, which the scheduler calls too);
 6. the enrollment's campaign, still active with no active enrollment left, is completed
    (outreach.campaigns.state, the check the sending engine runs after a batch).
 """
@@ -31,12 +32,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import counting, enrollment_bounce
 from outreach.events import (
     ENROLLMENT_BOUNCED,
-    campaign_paused_emit,
     credential_disabled_emit,
     enrollment_emit,
 )
@@ -173,33 +173,3 @@ def campaigns_pause_without_credentials(*, credential_id, at: datetime | None = 
         credentials__id=credential_id, status=Campaign.Status.ACTIVE
     ).values_list("pk", flat=True)
     return campaigns_pause_if_unsendable(campaign_ids=list(campaign_ids), at=at)
-
-
-def campaigns_pause_if_unsendable(*, campaign_ids, at: datetime | None = None) -> list:
-    """Pause (all_credentials_disabled, one campaign.paused each) those of these active
-    campaigns whose credentials are all disabled, or that have none. Returns them."""
-    at = at or timezone.now()
-    paused = []
-    with transaction.atomic():
-        # Lock first, then look at the credentials in a later statement: a concurrent
-        # disabler of a sibling credential waits here and then sees this one disabled.
-        campaigns = list(
-            Campaign.objects.select_for_update(no_key=True)
-            .filter(pk__in=campaign_ids, status=Campaign.Status.ACTIVE)
-            .order_by("pk")
-        )
-        for campaign in campaigns:
-            if campaign.credentials.filter(disabled_at__isnull=True).exists():
-                continue
-            won = Campaign.objects.filter(pk=campaign.pk, status=Campaign.Status.ACTIVE).update(
-                status=Campaign.Status.PAUSED,
-                paused_reason=Campaign.PausedReason.ALL_CREDENTIALS_DISABLED,
-                paused_at=at,
-                updated_at=at,
-            )
-            if won:
-                campaign_paused_emit(
-                    campaign=campaign, reason=Campaign.PausedReason.ALL_CREDENTIALS_DISABLED
-                )
-                paused.append(campaign)
-    return paused

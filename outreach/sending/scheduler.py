@@ -60,7 +60,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
-from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.domains.selectors import credentials_unauthenticated
@@ -77,7 +77,6 @@ from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.blocked import blocked_stop
-from outreach.sending.bounces import campaigns_pause_if_unsendable
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.tasks import send_batch
 

@@ -83,3 +83,41 @@ def test_list_pages_show_health_first(admin_client, some_of_everything, url, hea
     # so a narrow window (1400 px) does not push them out of sight.
     columns = _columns(admin_client.get(reverse(url)).content.decode())
     assert columns[1 : 1 + len(health)] == health, columns
+
+
+# What staff may do on each page of the project's apps: (add, change, delete). Nothing
+# is added but plans; a view-only page has no Save; some rows are never deleted here.
+STAFF_MAY = {
+    "accounts.Account": (False, True, True),
+    "accounts.IdempotencyRecord": (False, False, True),
+    "billing.BillingAccount": (False, True, False),
+    "billing.PspEvent": (False, False, True),
+    "billing.UsageRecord": (False, True, True),
+    "outreach.BlocklistEntry": (False, True, True),
+    "outreach.Campaign": (False, True, True),
+    "outreach.Contact": (False, True, True),
+    "outreach.ContactImport": (False, True, True),
+    "outreach.Enrollment": (False, True, True),
+    "outreach.Reply": (False, True, False),
+    "outreach.SenderDomainCheck": (False, True, True),
+    "outreach.SmtpCredential": (False, True, True),
+    "outreach.Suppression": (False, True, True),
+    "plans.Plan": (True, True, True),
+    "webhooks.DeliveryJob": (False, False, False),
+    "webhooks.Webhook": (False, False, False),
+    "webhooks.WebhookDelivery": (False, False, False),
+}
+
+
+def test_what_staff_may_do_on_each_page(admin_client):
+    request = admin_client.get(reverse("admin:index")).wsgi_request
+    may = {
+        model._meta.label: (
+            model_admin.has_add_permission(request),
+            model_admin.has_change_permission(request),
+            model_admin.has_delete_permission(request),
+        )
+        for model, model_admin in admin.site._registry.items()
+        if model._meta.app_label in ("accounts", "billing", "outreach", "plans", "webhooks")
+    }
+    assert may == STAFF_MAY

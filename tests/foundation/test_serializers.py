@@ -3,7 +3,7 @@
 from django.utils import timezone
 from rest_framework import serializers
 
-from accounts.api import ApiKeyCreatedSerializer, ApiKeySerializer
+from accounts.serializers import ApiKeyCreatedSerializer, ApiKeySerializer
 from accounts.services import api_key_create
 from config.api.serializers import RepresentationMixin
 

@@ -2,9 +2,7 @@
 each one moves only enrollments in the statuses it leaves, and keeps the campaign's
 stats equal to a recount."""
 
-import ast
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -26,62 +24,16 @@ from outreach.models.sending import Enrollment
 from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.recovery import SUPPRESSED_BOUNCE_REASON, suppressed_end
 from tests.outreach.factories import CampaignFactory, ContactFactory
+from tests.support.status_writes import StatusScan
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
 Status = Enrollment.Status
-WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_create", "save"}
-
-
-def _names_a_status(node: ast.AST) -> bool:
-    """`Enrollment.Status.X` (a campaign's or an import's status is another story)."""
-    return (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr == "Status"
-        and isinstance(node.value.value, ast.Name)
-        and node.value.value.id == "Enrollment"
-    )
-
-
-def status_writes(source: str) -> list[int]:
-    """Lines of `source` that write an enrollment status: `x.status = Status...`,
-    `"status": Status...` in a dict, `status=Status...` passed to a write (update,
-    create, save, ...), or SQL that updates the enrollments table."""
-    lines = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign):
-            if any(
-                isinstance(t, ast.Attribute) and t.attr == "status" for t in node.targets
-            ) and _names_a_status(node.value):
-                lines.append(node.lineno)
-        elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values, strict=True):
-                is_status = isinstance(key, ast.Constant) and key.value == "status"
-                if is_status and _names_a_status(value):
-                    lines.append(node.lineno)
-        elif isinstance(node, ast.Call):
-            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-            if name in WRITES or name == "Enrollment":
-                for keyword in node.keywords:
-                    if keyword.arg == "status" and _names_a_status(keyword.value):
-                        lines.append(node.lineno)
-        elif isinstance(node, ast.Constant) and "UPDATE outreach_enrollment " in str(node.value):
-            lines.append(node.lineno)
-    return lines
+SCAN = StatusScan(model="Enrollment", table="outreach_enrollment")
 
 
 def test_only_the_transitions_write_an_enrollment_status():
-    outside = {}
-    for path in sorted((ROOT / "outreach").rglob("*.py")):
-        relative = path.relative_to(ROOT)
-        if relative.parts[1] in ("enrollments", "migrations"):
-            continue
-        lines = status_writes(path.read_text())
-        if lines:
-            outside[str(relative)] = lines
-    assert outside == {}
+    assert SCAN.outside(owners=("enrollments/",)) == {}
 
 
 def test_the_scan_finds_each_shape_of_status_write():
@@ -94,7 +46,7 @@ SQL = "UPDATE outreach_enrollment SET status = 'sent'"
 rows.filter(status=Enrollment.Status.PENDING)  # a read
 campaign.status = Campaign.Status.ACTIVE  # not an enrollment
 """
-    assert status_writes(source) == [2, 3, 4, 5, 6]
+    assert SCAN.lines(source) == [2, 3, 4, 5, 6]
 
 
 def _enrolled(campaign, n=1, status=Status.SCHEDULED):

@@ -59,3 +59,26 @@ def test_catalog_comes_back_after_a_flush_without_overwriting_staff_changes():
     call_command("migrate", verbosity=0)  # post_migrate, as after a flush
     assert Plan.objects.get(slug="pro").name == "Pro (renamed by staff)"
     assert Plan.objects.get(slug="hobby").monthly_limit == 5000
+
+
+def test_the_list_and_checkout_read_one_purchasable_rule():
+    """Every mix of public, archived and priced: GET /plans lists exactly the plans
+    checkout would sell, and checkout names the first condition a plan fails."""
+    Plan.objects.all().delete()
+    expected = {}
+    mixes = [(p, a, c) for p in (True, False) for a in (True, False) for c in ("price", None)]
+    # "" as stored by an update (save() keeps an empty price id NULL); unique, so once.
+    for n, (public, archived, price) in enumerate([*mixes, (True, False, "")]):
+        plan = PlanFactory(
+            tier=n % 2, public=public, archived_at=timezone.now() if archived else None
+        )
+        Plan.objects.filter(pk=plan.pk).update(psp_price_id=f"price_{n}" if price else price)
+        unpriced = "free" if n % 2 == 0 else "unpriced"
+        reasons = [(not public, "private"), (archived, "archived"), (not price, unpriced)]
+        expected[plan.slug] = next((why for failed, why in reasons if failed), None)
+
+    plans = Plan.objects.all()
+    assert {p.slug: p.unpurchasable_reason() for p in plans} == expected
+    listed = set(Plan.objects.purchasable().values_list("slug", flat=True))
+    assert listed == {slug for slug, why in expected.items() if why is None}
+    assert len(listed) == 1

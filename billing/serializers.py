@@ -1,0 +1,53 @@
+"""Serializers of the billing API: subscription, usage, checkout and portal
+(docs/billing.md)."""
+
+from rest_framework import serializers
+
+from config.api.serializers import StrictSerializer
+
+
+class PlanSummarySerializer(StrictSerializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    tier = serializers.IntegerField()
+    monthly_limit = serializers.IntegerField()
+
+
+class CurrentPeriodSerializer(StrictSerializer):
+    start = serializers.DateTimeField(source="period_start")
+    end = serializers.DateTimeField(source="period_end")
+    sends_count = serializers.IntegerField()
+
+
+class SubscriptionSerializer(StrictSerializer):
+    plan = PlanSummarySerializer()
+    current_period = CurrentPeriodSerializer()
+    psp_subscription_id = serializers.CharField(allow_null=True)
+    psp_customer_id = serializers.CharField(allow_null=True)
+
+
+class UsageRecordSerializer(StrictSerializer):
+    period_start = serializers.DateTimeField()
+    period_end = serializers.DateTimeField()
+    sends_count = serializers.IntegerField()
+
+
+class ClientKindCountsSerializer(StrictSerializer):
+    direct = serializers.IntegerField()
+    mcp = serializers.IntegerField()
+    sdk = serializers.IntegerField()
+
+
+class UsageSerializer(StrictSerializer):
+    monthly_limit = serializers.IntegerField()
+    current = UsageRecordSerializer()
+    history = UsageRecordSerializer(many=True)
+    by_client_kind = ClientKindCountsSerializer()
+
+
+class CheckoutRequestSerializer(StrictSerializer):
+    plan_slug = serializers.CharField(max_length=64)
+
+
+class SessionUrlSerializer(StrictSerializer):
+    url = serializers.URLField()
