@@ -69,9 +69,10 @@ def account_drop(account) -> None:
     from outreach.campaigns.models import Campaign
     from outreach.contacts.models import Contact, ContactImport
     from outreach.mailboxes.models import SmtpCredential
-    from outreach.sending.models import Enrollment
+    from outreach.sending.models import Enrollment, SendClaim
 
     for queryset in (
+        SendClaim.objects.filter(enrollment__campaign__account=account),
         Enrollment.objects.filter(campaign__account=account),
         Contact.objects.filter(account=account),
         ContactImport.objects.filter(account=account),

@@ -16,16 +16,25 @@ ERROR_MAX_CHARS = 1000
 # --- failures -------------------------------------------------------------------------------
 
 
-class MailboxError(Exception):
+class SendFailure(Exception):
+    """A failure with the SMTP server's reply code when there was one (the attempt's
+    `reply_code`); its text is the attempt's `reply_text` and the `last_error` shown."""
+
+    def __init__(self, text: str, code: int | None = None):
+        super().__init__(text)
+        self.code = code
+
+
+class MailboxError(SendFailure):
     """The mailbox cannot send at all (authentication, TLS, sender refused): not the
     recipient's fault, so never a bounce; the batch waits and retries."""
 
 
-class TemporaryError(Exception):
+class TemporaryError(SendFailure):
     """A 4xx reply or a broken connection: this step is retried later."""
 
 
-class PermanentError(Exception):
+class PermanentError(SendFailure):
     """A 5xx reply to RCPT or DATA: the address bounced."""
 
 
@@ -41,10 +50,13 @@ UNSEEN_REPLY_NOTE = (
 )
 
 
-def smtp_transaction(conn: smtplib.SMTP, sender: str, recipient: str, data: bytes, options):
+def smtp_transaction(
+    conn: smtplib.SMTP, sender: str, recipient: str, data: bytes, options
+) -> tuple[int, str]:
     """MAIL, RCPT and DATA for one recipient, as smtplib's sendmail runs them, except
     that a reply to the final dot that never comes raises OutcomeUnknown instead of
-    looking like a connection that failed before the message was sent."""
+    looking like a connection that failed before the message was sent. Returns the
+    server's reply to the final dot (code, text)."""
     conn.ehlo_or_helo_if_needed()
     mail_options = list(options)
     if conn.does_esmtp and conn.has_extn("size"):
@@ -71,6 +83,7 @@ def smtp_transaction(conn: smtplib.SMTP, sender: str, recipient: str, data: byte
         raise OutcomeUnknown(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
     if code != 250:
         raise smtplib.SMTPDataError(code, reply)
+    return code, _reply_text(code, reply)
 
 
 def _reply_text(code: int, message) -> str:
@@ -84,17 +97,17 @@ def smtp_error_classify(exc: Exception) -> Exception:
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         code, message = next(iter(exc.recipients.values()))
         text = _reply_text(code, message)
-        return PermanentError(text) if code >= 500 else TemporaryError(text)
+        return PermanentError(text, code) if code >= 500 else TemporaryError(text, code)
     if isinstance(exc, smtplib.SMTPSenderRefused):
         text = _reply_text(exc.smtp_code, exc.smtp_error)
         if exc.smtp_code >= 500:
-            return MailboxError(f"sender refused: {text}")
-        return TemporaryError(text)
+            return MailboxError(f"sender refused: {text}", exc.smtp_code)
+        return TemporaryError(text, exc.smtp_code)
     if isinstance(exc, smtplib.SMTPServerDisconnected):
         return TemporaryError(f"connection lost: {exc}"[:ERROR_MAX_CHARS])
     if isinstance(exc, smtplib.SMTPResponseException):  # DATA and others
-        text = _reply_text(exc.smtp_code, exc.smtp_error)
-        return PermanentError(text) if exc.smtp_code >= 500 else TemporaryError(text)
+        text, code = _reply_text(exc.smtp_code, exc.smtp_error), exc.smtp_code
+        return PermanentError(text, code) if code >= 500 else TemporaryError(text, code)
     if isinstance(exc, (OSError, smtplib.SMTPException)):
         return TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS])
     raise exc
@@ -131,15 +144,16 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
         if access_token is not None:
             oauth_tokens.access_token_forget(credential=credential)  # refreshed next time
         text = _reply_text(exc.smtp_code, exc.smtp_error)
-        raise MailboxError(f"authentication failed: {text}") from exc
+        raise MailboxError(f"authentication failed: {text}", exc.smtp_code) from exc
     except (smtplib.SMTPNotSupportedError, ssl.SSLError, ssl.CertificateError) as exc:
         smtp_close(conn)
         raise MailboxError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
     except smtplib.SMTPResponseException as exc:
         smtp_close(conn)
-        if exc.smtp_code >= 500:
-            raise MailboxError(_reply_text(exc.smtp_code, exc.smtp_error)) from exc
-        raise TemporaryError(_reply_text(exc.smtp_code, exc.smtp_error)) from exc
+        text, code = _reply_text(exc.smtp_code, exc.smtp_error), exc.smtp_code
+        if code >= 500:
+            raise MailboxError(text, code) from exc
+        raise TemporaryError(text, code) from exc
     except (OSError, smtplib.SMTPException) as exc:
         smtp_close(conn)
         raise TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
