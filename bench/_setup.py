@@ -69,9 +69,10 @@ def account_drop(account) -> None:
     from outreach.models.campaigns import Campaign
     from outreach.models.contacts import Contact, ContactImport
     from outreach.models.mailboxes import SmtpCredential
-    from outreach.models.sending import Enrollment
+    from outreach.models.sending import Enrollment, SendClaim
 
     for queryset in (
+        SendClaim.objects.filter(enrollment__campaign__account=account),
         Enrollment.objects.filter(campaign__account=account),
         Contact.objects.filter(account=account),
         ContactImport.objects.filter(account=account),

@@ -1,12 +1,13 @@
 """Reading conversations: the replies of an account, and the thread of an enrollment
-(the steps as sent, the replies and the responses, in time order)."""
+(the steps as sent with their SMTP attempts, the replies and the responses, in time
+order)."""
 
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from outreach.models.conversations import Reply, ReplyResponse
-from outreach.models.sending import Enrollment, Message
+from outreach.models.sending import Enrollment, Message, SendClaim
 
 
 def replies_of(*, account, filters: dict[str, Any]):
@@ -27,19 +28,31 @@ def replies_of(*, account, filters: dict[str, Any]):
 
 @dataclass(frozen=True)
 class ThreadEntry:
-    """One message of a thread: `kind` is `step`, `reply` or `response`; `at` orders it
-    (a step's sent_at, a reply's received_at, a response's sent_at or, not sent yet,
-    its created_at)."""
+    """One entry of a thread: `kind` is `step`, `reply`, `response` or `attempt` (an
+    SMTP attempt that sent nothing); `at` orders it (a step's sent_at, a reply's
+    received_at, a response's sent_at or, not sent yet, its created_at, an attempt's
+    finished_at). A step carries the attempt that sent it (`attempt`; None for a
+    message sent before attempts were recorded)."""
 
     kind: str
     at: datetime
-    item: Message | Reply | ReplyResponse
+    item: Message | Reply | ReplyResponse | SendClaim
+    attempt: SendClaim | None = None
 
 
 def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
-    """The conversation of one enrollment, oldest first. Three queries."""
-    entries = [
-        ThreadEntry("step", message.sent_at, message)
+    """The conversation of one enrollment, oldest first. Four queries."""
+    attempts = SendClaim.objects.filter(enrollment=enrollment, finished_at__isnull=False)
+    sent_by_step: dict[int, SendClaim] = {}
+    entries = []
+    for attempt in attempts.order_by("finished_at", "pk"):
+        if attempt.outcome == SendClaim.Outcome.SENT:
+            sent_by_step[attempt.step] = attempt
+        else:
+            assert attempt.finished_at is not None  # finished ones only
+            entries.append(ThreadEntry("attempt", attempt.finished_at, attempt))
+    entries += [
+        ThreadEntry("step", message.sent_at, message, sent_by_step.get(message.step))
         for message in Message.objects.filter(enrollment=enrollment)
     ]
     entries += [
@@ -50,7 +63,7 @@ def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
         ThreadEntry("response", response.sent_at or response.created_at, response)
         for response in ReplyResponse.objects.filter(enrollment=enrollment)
     ]
-    # Same instant: the step, then the reply to it, then the response to that.
-    order = {"step": 0, "reply": 1, "response": 2}
+    # Same instant: a failed attempt, the step, then the reply to it, then the response.
+    order = {"attempt": -1, "step": 0, "reply": 1, "response": 2}
     entries.sort(key=lambda entry: (entry.at, order[entry.kind]))
     return entries

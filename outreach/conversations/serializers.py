@@ -90,6 +90,21 @@ class ReplyFiltersSerializer(QueryFiltersSerializer):
         return value == "true"
 
 
+class ThreadAttemptSerializer(StrictSerializer):
+    """One SMTP attempt of a step (docs/conversations.md, "The thread")."""
+
+    id = serializers.IntegerField()
+    step = serializers.IntegerField()
+    credential_id = serializers.UUIDField(allow_null=True)
+    outcome = serializers.CharField()
+    reply_code = serializers.IntegerField(allow_null=True)
+    reply_text = serializers.CharField()
+    outcome_unknown = serializers.BooleanField()
+    started_at = serializers.DateTimeField(source="sending_at", allow_null=True)
+    finished_at = serializers.DateTimeField()
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+
 class ThreadStepSerializer(StrictSerializer):
     message_id = serializers.CharField()
     step = serializers.IntegerField()
@@ -98,6 +113,12 @@ class ThreadStepSerializer(StrictSerializer):
     text = serializers.CharField()
     to = serializers.CharField(source="to_email")
     sent_at = serializers.DateTimeField()
+    attempt = serializers.SerializerMethodField()
+
+    @extend_schema_field(ThreadAttemptSerializer(allow_null=True))
+    def get_attempt(self, message):
+        attempt = self.context.get("attempt")
+        return ThreadAttemptSerializer(attempt).data if attempt is not None else None
 
 
 class ThreadResponseSerializer(StrictModelSerializer):
@@ -128,18 +149,21 @@ class ThreadResponseSerializer(StrictModelSerializer):
 
 
 class ThreadEntrySerializer(StrictSerializer):
-    """One message of the thread: `type` says which of `step`, `reply` and `response`
-    carries it (the other two are null)."""
+    """One entry of the thread: `type` says which of `step`, `reply`, `response` and
+    `attempt` carries it (the others are null)."""
 
-    type = serializers.ChoiceField(choices=["step", "reply", "response"], source="kind")
+    type = serializers.ChoiceField(choices=["step", "reply", "response", "attempt"], source="kind")
     at = serializers.DateTimeField()
     step = serializers.SerializerMethodField()
     reply = serializers.SerializerMethodField()
     response = serializers.SerializerMethodField()
+    attempt = serializers.SerializerMethodField()
 
     @extend_schema_field(ThreadStepSerializer(allow_null=True))
     def get_step(self, entry: ThreadEntry):
-        return ThreadStepSerializer(entry.item).data if entry.kind == "step" else None
+        if entry.kind != "step":
+            return None
+        return ThreadStepSerializer(entry.item, context={"attempt": entry.attempt}).data
 
     @extend_schema_field(ReplySerializer(allow_null=True))
     def get_reply(self, entry: ThreadEntry):
@@ -148,6 +172,10 @@ class ThreadEntrySerializer(StrictSerializer):
     @extend_schema_field(ThreadResponseSerializer(allow_null=True))
     def get_response(self, entry: ThreadEntry):
         return ThreadResponseSerializer(entry.item).data if entry.kind == "response" else None
+
+    @extend_schema_field(ThreadAttemptSerializer(allow_null=True))
+    def get_attempt(self, entry: ThreadEntry):
+        return ThreadAttemptSerializer(entry.item).data if entry.kind == "attempt" else None
 
 
 def _bounded(value: str) -> str:

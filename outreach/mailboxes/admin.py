@@ -6,7 +6,10 @@ from django.utils.html import format_html
 from config.admin_base import ReadOnlyAdmin
 from outreach.admin_base import html_table
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import CredentialCampaignStats
+from outreach.models.sending import CredentialCampaignStats, SendClaim
+
+# The mailbox page lists this many of its latest SMTP attempts.
+ATTEMPTS_SHOWN = 50
 
 
 @admin.register(SmtpCredential)
@@ -78,6 +81,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "last_error_at",
         "created_at",
         "campaign_health",
+        "latest_attempts",
     )
     editable = ("daily_limit", "from_name", "min_interval_seconds", "max_interval_seconds")
 
@@ -143,3 +147,25 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             )
         ]
         return html_table(("Campaign", "Sends", "Bounces", "Bounce rate", "Threshold"), rows)
+
+    @admin.display(description=f"Latest {ATTEMPTS_SHOWN} SMTP attempts")
+    def latest_attempts(self, obj):
+        """The mailbox's latest finished attempts, newest first (docs/sending.md,
+        "Attempts"): one indexed read, bounded."""
+        rows = [
+            (
+                a.finished_at,
+                a.enrollment_id,
+                a.step,
+                a.outcome,
+                a.reply_code or "-",
+                a.reply_text or "-",
+                "-" if a.duration_ms is None else f"{a.duration_ms} ms",
+                "unknown" if a.outcome_unknown else "",
+            )
+            for a in SendClaim.objects.filter(credential=obj, finished_at__isnull=False).order_by(
+                "-claimed_at", "-pk"
+            )[:ATTEMPTS_SHOWN]
+        ]
+        headers = ("Finished", "Enrollment", "Step", "Outcome", "Code", "Reply or error")
+        return html_table((*headers, "Duration", ""), rows)

@@ -18,12 +18,21 @@ ERROR_MAX_CHARS = 1000
 # --- failures -------------------------------------------------------------------------------
 
 
-class MailboxError(Exception):
+class SendFailure(Exception):
+    """A failure with the SMTP server's reply code when there was one (the attempt's
+    `reply_code`); its text is the attempt's `reply_text` and the `last_error` shown."""
+
+    def __init__(self, text: str, code: int | None = None):
+        super().__init__(text)
+        self.code = code
+
+
+class MailboxError(SendFailure):
     """The mailbox cannot send at all (authentication, TLS, sender refused): not the
     recipient's fault, so never a bounce; the batch waits and retries."""
 
 
-class TemporaryError(Exception):
+class TemporaryError(SendFailure):
     """A 4xx reply or a broken connection: this step is retried later."""
 
 
@@ -64,15 +73,16 @@ def smtp_connect(credential: SmtpCredential) -> smtplib.SMTP:
         if access_token is not None:
             oauth_tokens.access_token_forget(credential=credential)  # refreshed next time
         text = smtp_reply_text(exc.smtp_code, exc.smtp_error)
-        raise MailboxError(f"authentication failed: {text}") from exc
+        raise MailboxError(f"authentication failed: {text}", exc.smtp_code) from exc
     except (smtplib.SMTPNotSupportedError, ssl.SSLError, ssl.CertificateError) as exc:
         smtp_close(conn)
         raise MailboxError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
     except smtplib.SMTPResponseException as exc:
         smtp_close(conn)
-        if exc.smtp_code >= 500:
-            raise MailboxError(smtp_reply_text(exc.smtp_code, exc.smtp_error)) from exc
-        raise TemporaryError(smtp_reply_text(exc.smtp_code, exc.smtp_error)) from exc
+        text, code = smtp_reply_text(exc.smtp_code, exc.smtp_error), exc.smtp_code
+        if code >= 500:
+            raise MailboxError(text, code) from exc
+        raise TemporaryError(text, code) from exc
     except (OSError, smtplib.SMTPException) as exc:
         smtp_close(conn)
         raise TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc

@@ -210,29 +210,56 @@ class CredentialCampaignStats(models.Model):
         return 100.0 * self.bounces / self.sends if self.sends else 0.0
 
 
+class SendClaimQuerySet(models.QuerySet["SendClaim"]):
+    def open(self) -> "SendClaimQuerySet":
+        """Claims in flight: not finished (given back ones are deleted)."""
+        return self.filter(finished_at__isnull=True)
+
+
 class SendClaim(models.Model):
-    """One enrollment step handed to a sending task: the claim that keeps every other
-    scheduler and worker off it, and the record of how far its send got.
+    """One enrollment step handed to a sending task, then the record of its SMTP attempt.
 
     The scheduler creates it (with the enrollment's next_send_at moved to `lease_until`,
-    so it is not due meanwhile) and reserves a unit of the mailbox's daily limit. The
-    sender sets `sending_at` (a conditional UPDATE) right before the SMTP transaction,
-    and deletes the claim in the transaction that records the outcome. A claim left
-    behind by a dead worker is found when its lease lapses: never started, the
-    enrollment is simply due again; started (`sending_at` set), the outcome is unknown:
-    it is recorded as sent with its reply unseen and never sent again (docs/sending.md,
-    "Unknown outcomes").
+    so it is not due meanwhile) and reserves a unit of the mailbox's daily limit; at most
+    one claim of an enrollment is open (unfinished) at a time. The sender sets
+    `sending_at` (a conditional UPDATE) right before the SMTP transaction, and finishes
+    the row in the transaction that records the outcome (`finished_at`, `outcome`, the
+    server's reply): the row is kept as the attempt, as a webhook delivery keeps its
+    attempt. A claim given back before any SMTP command (a reply or a pause meanwhile,
+    the lease's margin, a worker stopping, another claim of the batch hit a mailbox
+    failure) was no attempt: it is deleted. A claim left behind by a dead worker is
+    found when its lease lapses: never started, it is deleted and the enrollment is due
+    again; started (`sending_at` set), the outcome is unknown: it is recorded as sent
+    with its reply unseen and never sent again (docs/sending.md, "Unknown outcomes").
+    Attempts go with their enrollment; a deleted mailbox leaves them without one.
     """
 
-    enrollment = models.OneToOneField(
-        Enrollment, on_delete=models.CASCADE, primary_key=True, related_name="send_claim"
+    class Outcome(models.TextChoices):
+        # Accepted (250 to the end of DATA), or its reply never came (outcome_unknown):
+        # counted as sent either way.
+        SENT = "sent"
+        BOUNCED = "bounced"  # 5xx to RCPT TO or to DATA
+        DEFERRED = "deferred"  # 4xx, a broken, refused or timed out connection: retried
+        FAILED = "failed"  # no retry can help (the message could not be built or expressed)
+        # The mailbox's fault (authentication, TLS, MAIL FROM refused, the outbound guard):
+        # the batch waits, no attempt is counted against the enrollment.
+        MAILBOX_FAILED = "mailbox_failed"
+
+    id = models.BigAutoField(primary_key=True)
+    # Indexed by sendclaim_enrollment_idx, which leads with it.
+    enrollment = models.ForeignKey(
+        Enrollment, on_delete=models.CASCADE, related_name="send_claims", db_index=False
     )
     # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
     batch_id = models.UUIDField()
-    # Not indexed: claims are few (those in flight), read by batch or by lease, and a
-    # mailbox's deletion may scan them.
+    # Indexed by sendclaim_credential_idx (the mailbox's attempts, newest first).
     credential = models.ForeignKey(
-        SmtpCredential, on_delete=models.CASCADE, related_name="+", db_index=False
+        SmtpCredential,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     step = models.PositiveSmallIntegerField()
     claimed_at = models.DateTimeField()
@@ -246,17 +273,56 @@ class SendClaim(models.Model):
     message_id = models.CharField(max_length=255, blank=True, default="")
     subject = models.CharField(max_length=998, blank=True, default="")
     to_email = models.CharField(max_length=254, blank=True, default="")
-    # Its plain text as sent, cut at REPLY_BODY_MAX_CHARS (Message.text).
+    # Its plain text as sent, cut at REPLY_BODY_MAX_CHARS (Message.text); emptied when
+    # the attempt finishes (a sent message keeps it in its Message row).
     text = models.TextField(blank=True, default="", db_default="")
     # The recipient domain count (outreach.domain_cap) this claim reserved a unit of, to
     # give back if it does not send; null when no cap applied.
     domain_count_id = models.BigIntegerField(null=True, blank=True)
+    # The attempt's end: set by the transaction that records its outcome.
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=16, choices=Outcome.choices, blank=True, default="", db_default=""
+    )
+    # The server's reply code (null without one: a broken connection, a refused
+    # address, a failure before the server said anything) and the reply or the failure
+    # as text: the enrollment's or the mailbox's last_error is this text.
+    reply_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    reply_text = models.TextField(blank=True, default="", db_default="")
+    # Sent, but the server's reply to the end of DATA never came (or the worker was lost):
+    # it may or may not have been accepted (Message.reply_seen false).
+    outcome_unknown = models.BooleanField(default=False, db_default=False)
+    # From the first command of the attempt to its outcome (null when not measured: the
+    # worker was lost, or nothing was tried).
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    objects = SendClaimQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "send attempt"
+        constraints = [
+            # One claim in flight per enrollment: a second one fails its claim transaction.
+            models.UniqueConstraint(
+                fields=["enrollment"],
+                condition=Q(finished_at__isnull=True),
+                name="sendclaim_open_unique",
+            )
+        ]
         indexes = [
-            models.Index(fields=["batch_id"], name="sendclaim_batch_idx"),
-            models.Index(fields=["lease_until"], name="sendclaim_lease_idx"),
+            models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
+            models.Index(fields=["credential", "claimed_at"], name="sendclaim_credential_idx"),
+            # Claims in flight are read by batch and by lease; finished ones never are.
+            models.Index(
+                fields=["batch_id"],
+                name="sendclaim_batch_idx",
+                condition=Q(finished_at__isnull=True),
+            ),
+            models.Index(
+                fields=["lease_until"],
+                name="sendclaim_lease_idx",
+                condition=Q(finished_at__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"claim of {self.enrollment_id} step {self.step}"
+        return f"attempt of {self.enrollment_id} step {self.step}"

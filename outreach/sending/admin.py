@@ -1,4 +1,5 @@
-"""Back office of the send state (outreach.admin): enrollments and their messages."""
+"""Back office of the send state (outreach.admin): enrollments, their messages and their
+SMTP attempts."""
 
 from django.contrib import admin
 from django.urls import reverse
@@ -7,7 +8,7 @@ from django.utils.html import format_html
 from config.admin_base import ReadOnlyAdmin
 from outreach import enrollments
 from outreach.admin_base import html_table
-from outreach.models.sending import Enrollment
+from outreach.models.sending import Enrollment, SendClaim
 
 
 @admin.register(Enrollment)
@@ -51,6 +52,7 @@ class EnrollmentAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "created_at",
         "updated_at",
         "messages_sent",
+        "send_attempts_made",
         "conversation",
     )
 
@@ -78,3 +80,37 @@ class EnrollmentAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         return html_table(
             ("Step", "Variant", "Sent at", "Subject", "To", "Message-ID", "Mailbox"), rows
         )
+
+    @admin.display(description="SMTP attempts")
+    def send_attempts_made(self, obj):
+        """Every finished attempt of every step, oldest first (docs/sending.md, "Attempts")."""
+        rows = [
+            (
+                a.step,
+                a.sending_at or "-",
+                a.finished_at,
+                a.credential or "-",
+                a.outcome,
+                a.reply_code or "-",
+                a.reply_text or "-",
+                "-" if a.duration_ms is None else f"{a.duration_ms} ms",
+                "unknown" if a.outcome_unknown else "",
+            )
+            for a in SendClaim.objects.filter(enrollment=obj, finished_at__isnull=False)
+            .select_related("credential")
+            .order_by("finished_at", "pk")
+        ]
+        return html_table(ATTEMPT_HEADERS, rows)
+
+
+ATTEMPT_HEADERS = (
+    "Step",
+    "Started",
+    "Finished",
+    "Mailbox",
+    "Outcome",
+    "Code",
+    "Reply or error",
+    "Duration",
+    "",
+)

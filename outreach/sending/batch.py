@@ -5,11 +5,12 @@ For each claim of the batch, in order:
    the enrollment is still due, its contact not suppressed and its campaign active --
    otherwise the claim is given back and nothing is sent;
 2. run the SMTP transaction (MAIL, RCPT, DATA) on the batch's connection;
-3. record the outcome in one transaction:
+3. record the outcome in one transaction, the claim finished as the record of its
+   attempt (outcome, the server's reply, duration):
    - accepted: Message row (its Message-ID), enrollment state (sent, or completed after
      the last step; the next step scheduled by outreach.campaigns.windows.step_send_at), the
      mailbox's counters, the per-campaign send count, the period's usage +1 (billing)
-     and `enrollment.sent`; the claim is deleted;
+     and `enrollment.sent`;
    - 5xx on RCPT or DATA: a permanent bounce (outreach.sending.bounces.enrollment_mark_bounced);
    - 4xx, or the connection broke: the step is retried after SENDING_RETRY_SCHEDULE;
      after SENDING_MAX_ATTEMPTS temporary failures the enrollment is failed;
@@ -25,6 +26,7 @@ The plan limit is not checked here: sends already scheduled still fire (a soft c
 import contextlib
 import logging
 import smtplib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,15 +38,22 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
-from outreach.campaigns.rendering import contact_values, template_render
 from outreach.campaigns.state import campaigns_complete_if_done
-from outreach.campaigns.variants import step_content, stored_letter, variants_assign
+from outreach.campaigns.variants import variants_assign
 from outreach.mailboxes.smtp import smtp_close, smtp_connect
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment, Message, SendClaim
-from outreach.sending.message import Outgoing, message_build
+from outreach.models.sending import Message, SendClaim
+from outreach.sending.message import (
+    Outgoing,
+    first_subject,
+    is_reply,
+    message_build,
+    thread_messages,
+)
 from outreach.sending.record import (
+    AttemptOutcome,
+    Outcome,
     bounce_record,
     claim_mark_started,
     claim_release,
@@ -125,8 +134,8 @@ class _Batch:
     credential: SmtpCredential
     campaign_ids: set[UUID]
     steps: dict[UUID, dict[int, CampaignStep]]  # campaign -> position -> step
-    variants: dict[UUID, str]  # claim -> variant letter
-    threads: dict[UUID, list[Message]]  # claim -> earlier messages, for a reply
+    variants: dict[UUID, str]  # enrollment -> variant letter
+    threads: dict[UUID, list[Message]]  # enrollment -> earlier messages, for a reply
     result: BatchResult = field(default_factory=BatchResult)
     conn: smtplib.SMTP | None = None
     clock: Callable[[], datetime] = timezone.now
@@ -137,15 +146,15 @@ class _Batch:
         # One query for the claims, contacts, campaigns, accounts and the mailbox: a paced
         # mailbox's batch is one message, so what a batch loads is paid per message.
         claims = list(
-            SendClaim.objects.filter(
-                batch_id__in=batch_ids, credential_id=credential_id, sending_at=None
-            )
+            SendClaim.objects.open()
+            .filter(batch_id__in=batch_ids, credential_id=credential_id, sending_at=None)
             .select_related("enrollment__contact", "enrollment__campaign__account", "credential")
             .order_by("claimed_at", "pk")
         )
         if not claims:
             return None
         credential = claims[0].credential
+        assert credential is not None  # filtered by it
         # One object per campaign (with its account), shared by its enrollments.
         campaigns: dict[UUID, Campaign] = {}
         for claim in claims:
@@ -158,7 +167,7 @@ class _Batch:
         # Drawn (and stored) before anything is built: a retry sends the same variant.
         drawn = [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
         variants = variants_assign(drawn)
-        threads = _threads(claims, steps, variants)
+        threads = thread_messages(claims, steps, variants)
         return cls(claims, credential, set(campaigns), steps, variants, threads)
 
     def send(self, index: int, claim: SendClaim, now) -> bool:
@@ -209,15 +218,18 @@ class _Batch:
         """Open the connection; False when the mailbox cannot send (the rest of the
         batch is given back, or retried)."""
         connection_release()  # no database connection held while connecting
+        started = time.monotonic()
         try:
             self.conn = smtp_connect(self.credential)
         except MailboxError as exc:
-            self._abandon(index, str(exc), now)
+            self._abandon(index, exc, now, started)
             return False
         except TemporaryError as exc:
-            credential_error_record(credential=self.credential, error=str(exc), now=now)
+            # Counted against each claim left, as an attempt that failed to connect.
+            attempt = self._attempt(Outcome.DEFERRED, exc, started)
+            credential_error_record(credential=self.credential, attempt=attempt, now=now)
             for rest in self.claims[index:]:
-                temporary_record(claim=rest, enrollment=rest.enrollment, error=str(exc), now=now)
+                temporary_record(claim=rest, enrollment=rest.enrollment, attempt=attempt, now=now)
                 self._counted("deferred", rest, now)
             return False
         if self.credential.last_error:
@@ -235,7 +247,9 @@ class _Batch:
         if isinstance(outgoing, Exception):
             exc = outgoing
             # Retrying cannot fix it, and it must not crash every batch it lands in.
-            logger.error("cannot build the message of enrollment %s", claim.pk, exc_info=exc)
+            logger.error(
+                "cannot build the message of enrollment %s", claim.enrollment_id, exc_info=exc
+            )
             self._undeliverable(
                 claim,
                 f"The message could not be built: {type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS],
@@ -250,9 +264,9 @@ class _Batch:
     def _build(self, claim: SendClaim, step: CampaignStep, now) -> Outgoing | Exception:
         """The claim's message, or what prevented building it (one bad row must not stop
         the batch)."""
-        thread = self.threads[claim.pk]
+        thread = self.threads[claim.enrollment_id]
         enrollment = claim.enrollment
-        variant = self.variants[claim.pk]
+        variant = self.variants[claim.enrollment_id]
         try:
             return message_build(
                 credential=self.credential,
@@ -261,8 +275,8 @@ class _Batch:
                 enrollment=enrollment,
                 thread=thread,
                 # Only a reply without an earlier message needs it.
-                first_subject=_first_subject(self.steps[enrollment.campaign_id], enrollment)
-                if _is_reply(step, variant) and not thread
+                first_subject=first_subject(self.steps[enrollment.campaign_id], enrollment)
+                if is_reply(step, variant) and not thread
                 else "",
                 now=now,
                 variant=variant,
@@ -287,29 +301,37 @@ class _Batch:
         return ("SMTPUTF8",)
 
     def _undeliverable(self, claim: SendClaim, error: str, now) -> None:
-        undeliverable_record(claim=claim, enrollment=claim.enrollment, error=error, now=now)
+        attempt = AttemptOutcome.failed(Outcome.FAILED, error, finished_at=self.clock())
+        undeliverable_record(claim=claim, enrollment=claim.enrollment, attempt=attempt, now=now)
         self._counted("failed", claim, now)
+
+    def _attempt(self, outcome: str, failure: Exception, started: float) -> AttemptOutcome:
+        """The attempt of a failure, timed from `started` (time.monotonic())."""
+        duration_ms = round((time.monotonic() - started) * 1000)
+        return AttemptOutcome.failed(
+            outcome, failure, duration_ms=duration_ms, finished_at=self.clock()
+        )
 
     def _transact(self, index: int, claim: SendClaim, outgoing: Outgoing, options, now) -> bool:
         """Run the SMTP transaction and record its outcome; False when the mailbox
         failed (the rest of the batch is given back)."""
         assert self.conn is not None
         connection_release()  # the SMTP transaction holds no database connection
-        reply_seen = True
+        reply_seen, reply, started = True, None, time.monotonic()
         try:
-            smtp_transaction(
+            reply = smtp_transaction(
                 self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
             )
         except OutcomeUnknown as exc:
             # The whole message went out; whether the server kept it is unknown.
             # Sending it again could deliver it twice: it counts as sent.
-            logger.warning("enrollment %s: no reply to the message: %s", claim.pk, exc)
+            logger.warning("enrollment %s: no reply to the message: %s", claim.enrollment_id, exc)
             reply_seen = False
             with contextlib.suppress(OSError):
                 self.conn.close()  # no QUIT: a server that did not answer will not now
             self.conn = None
         except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
-            return self._failed(index, claim, exc, now)
+            return self._failed(index, claim, exc, now, started)
         # The mailbox's pace counts from here, the server's reply (or the end of the
         # wait for it), not from the send's start: a slow session must not bring the
         # next send closer than the minimum, as the server sees the two.
@@ -326,11 +348,13 @@ class _Batch:
             now=now,
             reply_seen=reply_seen,
             accepted_at=accepted_at,
+            reply=reply,
+            duration_ms=round((time.monotonic() - started) * 1000),
         )
         self._counted("accepted" if reply_seen else "unknown", claim, now)
         return True
 
-    def _failed(self, index: int, claim: SendClaim, exc: Exception, now) -> bool:
+    def _failed(self, index: int, claim: SendClaim, exc: Exception, now, started: float) -> bool:
         """Record a failed transaction by its class (smtp_error_classify re-raises an
         unknown one); False when the mailbox failed."""
         failure = smtp_error_classify(exc)
@@ -339,61 +363,37 @@ class _Batch:
                 claim=claim,
                 enrollment=claim.enrollment,
                 credential=self.credential,
-                error=str(failure),
+                attempt=self._attempt(Outcome.BOUNCED, failure, started),
                 now=now,
             )
             self.credential.refresh_from_db(fields=["disabled_at"])
             self._counted("bounced", claim, now)
         elif isinstance(failure, MailboxError):
-            self._abandon(index, str(failure), now)
+            self._abandon(index, failure, now, started)
             return False
         else:
-            temporary_record(claim=claim, enrollment=claim.enrollment, error=str(failure), now=now)
+            attempt = self._attempt(Outcome.DEFERRED, failure, started)
+            temporary_record(claim=claim, enrollment=claim.enrollment, attempt=attempt, now=now)
             self._counted("deferred", claim, now)
             if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
                 smtp_close(self.conn)
                 self.conn = None  # reconnect for the next message
         return True
 
-    def _abandon(self, index: int, error: str, now) -> None:
-        """The mailbox failed: record it, give every remaining claim back to be tried
-        after SENDING_CREDENTIAL_RETRY_SECONDS, without counting an attempt against
-        anyone."""
-        credential_error_record(credential=self.credential, error=error, now=now)
+    def _abandon(self, index: int, failure: Exception, now, started: float) -> None:
+        """The mailbox failed: record it (the claim it failed on keeps it as its
+        attempt), give every claim back to be tried after
+        SENDING_CREDENTIAL_RETRY_SECONDS, without counting an attempt against anyone."""
+        attempt = self._attempt(Outcome.MAILBOX_FAILED, failure, started)
         later = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
-        for claim in self.claims[index:]:
+        credential_error_record(
+            credential=self.credential,
+            attempt=attempt,
+            now=now,
+            claim=self.claims[index],
+            retry_at=later,
+        )
+        for claim in self.claims[index + 1 :]:
             claim_release(claim, now=now, next_send_at=later)
-        self.result.mailbox_error = error
-        logger.warning("mailbox %s cannot send: %s", self.credential.pk, error)
-
-
-def _threads(claims: list[SendClaim], steps: dict, variants: dict) -> dict[UUID, list[Message]]:
-    """Each claim's earlier messages, oldest first; loaded only for replies (a variant
-    with an empty subject), the only messages they matter to."""
-    threads: dict[UUID, list[Message]] = {c.pk: [] for c in claims}
-    replies = [
-        c.pk
-        for c in claims
-        if _is_reply(steps[c.enrollment.campaign_id].get(c.step), variants[c.pk])
-    ]
-    if replies:
-        for message in Message.objects.filter(enrollment_id__in=replies).order_by(
-            "step", "sent_at"
-        ):
-            threads[message.enrollment_id].append(message)
-    return threads
-
-
-def _is_reply(step: CampaignStep | None, variant: str) -> bool:
-    """Whether the step variant's message replies in the thread (message_build: empty
-    subject)."""
-    return step is not None and not step_content(step, variant).subject.strip()
-
-
-def _first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> str:
-    """The subject step 1 had for this enrollment (its variant's)."""
-    first = steps.get(1)
-    if first is None:
-        return ""
-    subject = step_content(first, stored_letter(enrollment, 1)).subject
-    return template_render(subject, contact_values(enrollment.contact), kind="header")
+        self.result.mailbox_error = attempt.text
+        logger.warning("mailbox %s cannot send: %s", self.credential.pk, attempt.text)

@@ -8,6 +8,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, formataddr
 from html import escape
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 
@@ -22,7 +23,7 @@ from outreach.campaigns.rendering import (
 )
 from outreach.campaigns.tracking import tracking_base_url
 from outreach.campaigns.variants import DEFAULT as DEFAULT_VARIANT
-from outreach.campaigns.variants import step_content
+from outreach.campaigns.variants import step_content, stored_letter
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
@@ -281,3 +282,35 @@ def message_data(headers: list, text: str, html: str | None, *, smtputf8: bool) 
     if html is not None:
         msg.add_alternative(html, subtype="html")
     return message_bytes(msg, policy=SMTPUTF8_POLICY if smtputf8 else SMTP_POLICY)
+
+
+def thread_messages(claims: list, steps: dict, variants: dict) -> dict[UUID, list[Message]]:
+    """Each claim's (SendClaim) earlier messages by enrollment, oldest first; loaded only
+    for replies (a variant with an empty subject), the only messages they matter to."""
+    threads: dict[UUID, list[Message]] = {c.enrollment_id: [] for c in claims}
+    replies = [
+        c.enrollment_id
+        for c in claims
+        if is_reply(steps[c.enrollment.campaign_id].get(c.step), variants[c.enrollment_id])
+    ]
+    if replies:
+        for message in Message.objects.filter(enrollment_id__in=replies).order_by(
+            "step", "sent_at"
+        ):
+            threads[message.enrollment_id].append(message)
+    return threads
+
+
+def is_reply(step: CampaignStep | None, variant: str) -> bool:
+    """Whether the step variant's message replies in the thread (message_build: empty
+    subject)."""
+    return step is not None and not step_content(step, variant).subject.strip()
+
+
+def first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> str:
+    """The subject step 1 had for this enrollment (its variant's)."""
+    first = steps.get(1)
+    if first is None:
+        return ""
+    subject = step_content(first, stored_letter(enrollment, 1)).subject
+    return template_render(subject, contact_values(enrollment.contact), kind="header")

@@ -1,4 +1,7 @@
-"""Recording a send's outcome: sent, retried, undeliverable, bounced, interrupted."""
+"""Recording a send's outcome: sent, retried, undeliverable, bounced, interrupted, the
+mailbox's failure. Each finishes the claim's row as the record of its SMTP attempt
+(`attempt_finish`) in the transaction that records the outcome; the enrollment's or the
+mailbox's `last_error` is that attempt's text (`AttemptOutcome.text`)."""
 
 import logging
 from dataclasses import dataclass
@@ -8,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Value
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models.functions import Coalesce, Greatest, Now
 
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
@@ -29,9 +32,9 @@ from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending import record_sql
+from outreach.sending.attempts import AttemptOutcome, Outcome, attempt_finish
 from outreach.sending.bounces import enrollment_mark_bounced, stats_increment
 from outreach.sending.message import Outgoing
-from outreach.sending.smtp import ERROR_MAX_CHARS, UNSEEN_REPLY_NOTE
 from webhooks.events import drains_publish
 
 logger = logging.getLogger(__name__)
@@ -47,16 +50,24 @@ def retry_delay(attempts_done: int) -> timedelta:
 
 
 def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
-    """Give the claim and its reservation back; a still-due enrollment is due at
-    `next_send_at` (None: leave its next_send_at alone)."""
+    """Give back a claim that made no attempt (no SMTP command was sent for it), and its
+    reservation; a still-due enrollment is due at `next_send_at` (None: leave its
+    next_send_at alone)."""
     with transaction.atomic():
-        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
-            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
-            counts_release([claim.domain_count_id])
-            if next_send_at is not None:
-                Enrollment.objects.filter(pk=claim.pk, status__in=Enrollment.DUE_STATUSES).update(
-                    next_send_at=next_send_at, updated_at=now
-                )
+        if SendClaim.objects.open().filter(pk=claim.pk).delete()[0]:
+            _reservations_release(claim, now=now, next_send_at=next_send_at)
+
+
+def _reservations_release(claim: SendClaim, *, now: datetime, next_send_at) -> None:
+    """The claim's units of the mailbox's day and of the recipient domain's, given back;
+    its still-due enrollment due at `next_send_at` (None: left alone)."""
+    if claim.credential_id is not None:
+        reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
+    counts_release([claim.domain_count_id])
+    if next_send_at is not None:
+        Enrollment.objects.filter(
+            pk=claim.enrollment_id, status__in=Enrollment.DUE_STATUSES
+        ).update(next_send_at=next_send_at, updated_at=now)
 
 
 @dataclass
@@ -70,6 +81,7 @@ class _Sent:
     outgoing: Outgoing
     now: datetime
     reply_seen: bool
+    attempt: AttemptOutcome
     move: dict  # outreach.enrollments.after_step
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
@@ -87,12 +99,15 @@ def sent_record(
     now: datetime,
     reply_seen: bool = True,
     accepted_at: datetime | None = None,
+    reply: tuple[int, str] | None = None,
+    duration_ms: int | None = None,
 ) -> None:
     """An accepted message (or one whose reply never came, `reply_seen=False`), in one
-    transaction: the Message, the enrollment moved on, the counters, the period's
-    usage and `enrollment.sent`. `accepted_at` (default `now`, the send's start) is when
-    the server took the message, or when its reply was given up on: a paced mailbox's
-    next send is at least min_interval_seconds after it, as the server sees them."""
+    transaction: the Message, the attempt finished, the enrollment moved on, the
+    counters, the period's usage and `enrollment.sent`. `accepted_at` (default `now`,
+    the send's start) is when the server took the message, or when its reply was given
+    up on: a paced mailbox's next send is at least min_interval_seconds after it, as the
+    server sees them. `reply`: the server's (code, text) to the end of DATA."""
     next_step = steps.get(claim.step + 1)
     next_send_at = None
     if next_step is not None:
@@ -105,6 +120,7 @@ def sent_record(
             window=SendWindow.from_json(campaign.send_window),
         )
     paced = credential.is_paced
+    attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, accepted_at or now)
     sent = _Sent(
         claim=claim,
         enrollment=enrollment,
@@ -113,6 +129,7 @@ def sent_record(
         outgoing=outgoing,
         now=now,
         reply_seen=reply_seen,
+        attempt=attempt,
         move=after_step(next_send_at=next_send_at, now=now),
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
@@ -142,6 +159,8 @@ def _sent_statement(sent: _Sent) -> bool:
     campaign, outgoing, now = sent.campaign, sent.outgoing, sent.now
     _sent_moved(sent)
     rung = record_sql.record_sent(
+        claim_id=sent.claim.pk,
+        attempt=sent.attempt,
         account_id=campaign.account_id,
         campaign_id=campaign.pk,
         credential_id=sent.credential.pk,
@@ -198,9 +217,9 @@ def _sent_orm(sent: _Sent) -> None:
             credential_id=credential.pk,
             move=sent.move,
             now=sent.now,
-            note="" if sent.reply_seen else UNSEEN_REPLY_NOTE,
+            note="" if sent.reply_seen else sent.attempt.text,
         )
-        SendClaim.objects.filter(pk=claim.pk).delete()
+        attempt_finish(claim, sent.attempt, now=sent.now)
         credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
         if sent.pace_floor is not None:
             floor = Value(sent.pace_floor)
@@ -218,52 +237,74 @@ def _sent_orm(sent: _Sent) -> None:
         enrollment_emit(enrollment=sent.enrollment, event_type=ENROLLMENT_SENT)
 
 
-def temporary_record(*, claim: SendClaim, enrollment: Enrollment, error: str, now) -> None:
+def temporary_record(
+    *, claim: SendClaim, enrollment: Enrollment, attempt: AttemptOutcome, now
+) -> None:
+    """A 4xx or a broken connection (`attempt`, deferred): retried after
+    SENDING_RETRY_SCHEDULE, or failed once SENDING_MAX_ATTEMPTS attempts have failed."""
     attempts = enrollment.send_attempts + 1
     with transaction.atomic():
-        if not SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
+        if not attempt_finish(claim, attempt, now=now):
             return
-        reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
-        counts_release([claim.domain_count_id])
+        _reservations_release(claim, now=now, next_send_at=None)
         rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
         if attempts >= settings.SENDING_MAX_ATTEMPTS:
-            enrollments_fail(rows, error=error, now=now, send_attempts=attempts)
+            enrollments_fail(rows, error=attempt.text, now=now, send_attempts=attempts)
         else:
             rows.update(
                 next_send_at=now + retry_delay(attempts),
                 send_attempts=attempts,
-                last_error=error,
+                last_error=attempt.text,
                 updated_at=now,
             )
 
 
-def undeliverable_record(*, claim: SendClaim, enrollment, error: str, now) -> None:
-    """No retry can help (the address cannot be expressed to this server): failed."""
+def undeliverable_record(*, claim: SendClaim, enrollment, attempt: AttemptOutcome, now) -> None:
+    """No retry can help (the message cannot be built, or its address cannot be
+    expressed to this server): failed."""
     with transaction.atomic():
-        if SendClaim.objects.filter(pk=claim.pk, batch_id=claim.batch_id).delete()[0]:
-            reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
-            counts_release([claim.domain_count_id])
-            enrollments_fail(Enrollment.objects.filter(pk=enrollment.pk), error=error, now=now)
+        if attempt_finish(claim, attempt, now=now):
+            _reservations_release(claim, now=now, next_send_at=None)
+            enrollments_fail(
+                Enrollment.objects.filter(pk=enrollment.pk), error=attempt.text, now=now
+            )
 
 
-def bounce_record(*, claim: SendClaim, enrollment, credential, error: str, now) -> None:
+def bounce_record(
+    *, claim: SendClaim, enrollment, credential, attempt: AttemptOutcome, now
+) -> None:
+    """A 5xx to RCPT TO or DATA: a bounce (outreach.sending.bounces)."""
     with transaction.atomic():
-        SendClaim.objects.filter(pk=claim.pk).delete()
+        attempt_finish(claim, attempt, now=now)
         # The reservation stays used: the server judged an attempt from this mailbox.
         enrollment_mark_bounced(
             enrollment=enrollment,
-            reason=error,
+            reason=attempt.text,
             at=now,
             credential=credential,
             rejected_at_send=True,
         )
 
 
-def credential_error_record(*, credential: SmtpCredential, error: str, now: datetime) -> None:
-    SmtpCredential.objects.filter(pk=credential.pk).update(
-        last_error=error[:ERROR_MAX_CHARS], last_error_at=now
-    )
-    credential.last_error, credential.last_error_at = error, now
+def credential_error_record(
+    *,
+    credential: SmtpCredential,
+    attempt: AttemptOutcome,
+    now: datetime,
+    claim: SendClaim | None = None,
+    retry_at: datetime | None = None,
+) -> None:
+    """The mailbox failed: its last_error is the attempt's text. With `claim` (the claim
+    the failure came on: authentication, TLS, MAIL FROM refused), its attempt is
+    finished as the mailbox's failure, its reservation given back and its enrollment
+    due again at `retry_at`, no attempt counted against the enrollment."""
+    with transaction.atomic():
+        SmtpCredential.objects.filter(pk=credential.pk).update(
+            last_error=attempt.text, last_error_at=now
+        )
+        if claim is not None and attempt_finish(claim, attempt, now=now):
+            _reservations_release(claim, now=now, next_send_at=retry_at)
+    credential.last_error, credential.last_error_at = attempt.text, now
 
 
 # --- starting a claim -----------------------------------------------------------------------
@@ -273,7 +314,7 @@ def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> b
     """Mark the claim started, with the message it is about to send, if its enrollment
     is still due, its contact not suppressed and its campaign active."""
     return record_sql.mark_started(
-        enrollment_id=claim.pk,
+        claim_id=claim.pk,
         batch_id=claim.batch_id,
         now=now,
         message_id=outgoing.message_id,
@@ -290,16 +331,22 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
     started before their message was kept (none since this field exists) end failed,
     as they used to. Returns how many were recorded as sent."""
     recorded = 0
-    legacy = [c.pk for c in claims if not c.message_id]
+    legacy = [c for c in claims if not c.message_id]
     if legacy:
         enrollments_fail(
-            Enrollment.objects.filter(pk__in=legacy), error=INTERRUPTED_ERROR, now=None
+            Enrollment.objects.filter(pk__in=[c.enrollment_id for c in legacy]),
+            error=INTERRUPTED_ERROR,
+            now=None,
         )
-        SendClaim.objects.filter(pk__in=legacy).delete()
+        SendClaim.objects.open().filter(pk__in=[c.pk for c in legacy]).update(
+            finished_at=Now(), outcome=Outcome.FAILED, reply_text=INTERRUPTED_ERROR
+        )
     claims = [c for c in claims if c.message_id]
     if not claims:
         return 0
-    enrollments = Enrollment.objects.select_related("contact").in_bulk([c.pk for c in claims])
+    enrollments = Enrollment.objects.select_related("contact").in_bulk(
+        [c.enrollment_id for c in claims]
+    )
     campaign_ids = {e.campaign_id for e in enrollments.values()}
     campaigns = Campaign.objects.select_related("account").in_bulk(campaign_ids)
     steps: dict = {cid: {} for cid in campaign_ids}
@@ -308,7 +355,7 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
     credentials = SmtpCredential.objects.in_bulk({c.credential_id for c in claims})
     for claim in claims:
         assert claim.sending_at is not None  # started claims only
-        enrollment = enrollments[claim.pk]
+        enrollment = enrollments[claim.enrollment_id]
         campaign = campaigns[enrollment.campaign_id]
         sent_record(
             claim=claim,

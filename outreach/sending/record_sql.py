@@ -2,7 +2,7 @@
 
 `outreach.sending.record.sent_record` writes, in one transaction, the Message row (with
 its text as sent), the
-enrollment's state, the claim's deletion, the mailbox's sent_count (and, for a paced
+enrollment's state, the claim finished as its attempt's record, the mailbox's sent_count (and, for a paced
 mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), the per-campaign
 send count, the period's usage (billing.usage.usage_record_increment) and the
 `enrollment.sent` event with a delivery job per matching enabled webhook
@@ -57,7 +57,11 @@ msg AS (
 ),
 {moved}
 claim AS (
-    DELETE FROM outreach_sendclaim WHERE enrollment_id = %(enrollment)s RETURNING 1
+    -- outreach.sending.record.attempt_finish
+    UPDATE outreach_sendclaim SET finished_at = %(finished_at)s, outcome = 'sent',
+        reply_code = %(reply_code)s, reply_text = %(reply_text)s, outcome_unknown = false,
+        duration_ms = %(duration_ms)s, text = ''
+    WHERE id = %(claim)s AND finished_at IS NULL RETURNING 1
 ),
 cred AS (
     UPDATE outreach_smtpcredential SET sent_count = sent_count + 1,
@@ -111,15 +115,15 @@ UPDATE outreach_sendclaim AS c
 SET sending_at = %(now)s, message_id = %(message_id)s, subject = %(subject)s,
     to_email = %(to_email)s, text = %(text)s
 FROM outreach_enrollment AS e, outreach_contact AS ct, outreach_campaign AS cp
-WHERE c.enrollment_id = %(enrollment)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
-  AND e.id = c.enrollment_id AND e.status = ANY(%(due)s)
+WHERE c.id = %(claim)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
+  AND c.finished_at IS NULL AND e.id = c.enrollment_id AND e.status = ANY(%(due)s)
   AND ct.id = e.contact_id AND ct.unsubscribed_at IS NULL AND ct.bounced_at IS NULL
   AND cp.id = e.campaign_id AND cp.status = 'active'
 """
 )
 
 
-def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email, text) -> bool:
+def mark_started(*, claim_id, batch_id, now, message_id, subject, to_email, text) -> bool:
     """Mark a claim started (see outreach.sending.record.claim_mark_started); whether it was."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -130,7 +134,7 @@ def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email,
                 "subject": subject,
                 "to_email": to_email,
                 "text": text,
-                "enrollment": enrollment_id,
+                "claim": claim_id,
                 "batch": batch_id,
                 "due": [str(s) for s in Enrollment.DUE_STATUSES],
             },
@@ -140,6 +144,8 @@ def mark_started(*, enrollment_id, batch_id, now, message_id, subject, to_email,
 
 def record_sent(
     *,
+    claim_id: int,
+    attempt,
     account_id,
     campaign_id,
     credential_id,
@@ -165,6 +171,12 @@ def record_sent(
     created = timezone.now()
     params = {
         "message_pk": uuid.uuid4(),
+        "claim": claim_id,
+        # The attempt (outreach.sending.record.AttemptOutcome), accepted.
+        "finished_at": attempt.finished_at or now,
+        "reply_code": attempt.code,
+        "reply_text": attempt.text,
+        "duration_ms": attempt.duration_ms,
         "account": account_id,
         "campaign": campaign_id,
         "credential": credential_id,

@@ -20,15 +20,18 @@ SUPPRESSED_BOUNCE_REASON = "The address bounced earlier; the contact is suppress
 
 
 def claims_recover(*, now: datetime) -> int:
-    """Claims whose lease lapsed. Never started: deleted, the reservation given back; the
-    enrollment's next_send_at (the lease end) is already past, so it is due again.
+    """Open claims whose lease lapsed. Never started: deleted, the reservation given back;
+    the enrollment's next_send_at (the lease end) is already past, so it is due again.
     Started (`sending_at` set): the worker died during the SMTP transaction or before
     recording its outcome; the message is recorded as sent with its reply unseen
-    (outreach.sending.record.claims_interrupted_record), never sent a second time."""
+    (outreach.sending.record.claims_interrupted_record), never sent a second time. A
+    started claim whose mailbox was deleted meanwhile cannot be recorded as that
+    mailbox's send: it is deleted like a never-started one."""
     recovered = 0
     with transaction.atomic():
         stale = list(
-            SendClaim.objects.select_for_update(skip_locked=True)
+            SendClaim.objects.open()
+            .select_for_update(skip_locked=True)
             .filter(lease_until__lte=now)
             .order_by("lease_until")[:1000]
         )
@@ -36,13 +39,15 @@ def claims_recover(*, now: datetime) -> int:
             return 0
         # (credential, UTC day of the claim) -> when those never-started claims were made
         unsent: dict[tuple, list[datetime]] = defaultdict(list)
-        interrupted = []
+        interrupted, dropped = [], []
         for claim in stale:
-            if claim.sending_at is None:
-                unsent[claim.credential_id, utc_day(claim.claimed_at)].append(claim.claimed_at)
-            else:
+            if claim.sending_at is not None and claim.credential_id is not None:
                 interrupted.append(claim)
-        SendClaim.objects.filter(pk__in=[c.pk for c in stale if c.sending_at is None]).delete()
+                continue
+            dropped.append(claim)
+            if claim.credential_id is not None:
+                unsent[claim.credential_id, utc_day(claim.claimed_at)].append(claim.claimed_at)
+        SendClaim.objects.filter(pk__in=[c.pk for c in dropped]).delete()
         for (credential_id, _day), claimed_at in unsent.items():
             # A reservation belongs to the day of its claim: once the counter has moved
             # on to a new day, reservation_release leaves the new day's count alone.
@@ -50,13 +55,13 @@ def claims_recover(*, now: datetime) -> int:
                 credential_id=credential_id, at=claimed_at[0], count=len(claimed_at)
             )
         # The recipient domain units too, each to the day it was taken on.
-        counts_release(c.domain_count_id for c in stale if c.sending_at is None)
+        counts_release(c.domain_count_id for c in dropped)
         if interrupted:
             claims_interrupted_record(claims=interrupted)
             campaign_ids = set(
-                Enrollment.objects.filter(pk__in=[c.pk for c in interrupted]).values_list(
-                    "campaign_id", flat=True
-                )
+                Enrollment.objects.filter(
+                    pk__in=[c.enrollment_id for c in interrupted]
+                ).values_list("campaign_id", flat=True)
             )
             campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
         recovered = len(stale)

@@ -7,8 +7,8 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
 3. claims due enrollments (status scheduled/sent, next_send_at <= now, campaign active,
    contact not suppressed) in transactions of SENDING_BATCH_SIZE: `SELECT ... FOR UPDATE
    SKIP LOCKED`, so several schedulers never take the same row; the claim is also a
-   conditional UPDATE of next_send_at whose row count must match, and a SendClaim row
-   whose primary key is the enrollment. Per enrollment it decides:
+   conditional UPDATE of next_send_at whose row count must match, and a SendClaim row,
+   at most one open per enrollment (a partial unique index). Per enrollment it decides:
    - the contact's address is on the account's blocklist: stopped (`blocked`);
    - no step left (steps were removed): completed;
    - the campaign's send window is closed now (in the contact's time zone when the
@@ -406,7 +406,7 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
             )
             for enrollment, step in items
         ]
-    SendClaim.objects.bulk_create(rows)  # primary key = enrollment: a duplicate claim fails
+    SendClaim.objects.bulk_create(rows)  # one open claim per enrollment: a duplicate fails
     if plan.domain_counts:
         counts_reserve(Counter(plan.domain_counts.values()))
     today = utc_day(now)
@@ -484,7 +484,8 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
     # A mailbox still sending an earlier run's claims gets no new ones: one SMTP
     # session per mailbox, and a slow mailbox holds one worker thread, not several.
     busy = set(
-        SendClaim.objects.filter(claimed_at__lt=now, lease_until__gt=now)
+        SendClaim.objects.open()
+        .filter(claimed_at__lt=now, lease_until__gt=now)
         .values_list("credential_id", flat=True)
         .distinct()
     )

@@ -7,6 +7,7 @@ import smtplib
 from outreach.mailboxes.smtp import (
     ERROR_MAX_CHARS,
     MailboxError,
+    SendFailure,
     TemporaryError,
     smtp_reply_text,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "MailboxError",
     "OutcomeUnknown",
     "PermanentError",
+    "SendFailure",
     "TemporaryError",
     "smtp_error_classify",
     "smtp_transaction",
@@ -25,7 +27,7 @@ __all__ = [
 # --- failures -------------------------------------------------------------------------------
 
 
-class PermanentError(Exception):
+class PermanentError(SendFailure):
     """A 5xx reply to RCPT or DATA: the address bounced."""
 
 
@@ -41,10 +43,13 @@ UNSEEN_REPLY_NOTE = (
 )
 
 
-def smtp_transaction(conn: smtplib.SMTP, sender: str, recipient: str, data: bytes, options):
+def smtp_transaction(
+    conn: smtplib.SMTP, sender: str, recipient: str, data: bytes, options
+) -> tuple[int, str]:
     """MAIL, RCPT and DATA for one recipient, as smtplib's sendmail runs them, except
     that a reply to the final dot that never comes raises OutcomeUnknown instead of
-    looking like a connection that failed before the message was sent."""
+    looking like a connection that failed before the message was sent. Returns the
+    server's reply to the final dot (code, text)."""
     conn.ehlo_or_helo_if_needed()
     mail_options = list(options)
     if conn.does_esmtp and conn.has_extn("size"):
@@ -71,6 +76,7 @@ def smtp_transaction(conn: smtplib.SMTP, sender: str, recipient: str, data: byte
         raise OutcomeUnknown(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]) from exc
     if code != 250:
         raise smtplib.SMTPDataError(code, reply)
+    return code, smtp_reply_text(code, reply)
 
 
 def smtp_error_classify(exc: Exception) -> Exception:
@@ -78,17 +84,17 @@ def smtp_error_classify(exc: Exception) -> Exception:
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         code, message = next(iter(exc.recipients.values()))
         text = smtp_reply_text(code, message)
-        return PermanentError(text) if code >= 500 else TemporaryError(text)
+        return PermanentError(text, code) if code >= 500 else TemporaryError(text, code)
     if isinstance(exc, smtplib.SMTPSenderRefused):
         text = smtp_reply_text(exc.smtp_code, exc.smtp_error)
         if exc.smtp_code >= 500:
-            return MailboxError(f"sender refused: {text}")
-        return TemporaryError(text)
+            return MailboxError(f"sender refused: {text}", exc.smtp_code)
+        return TemporaryError(text, exc.smtp_code)
     if isinstance(exc, smtplib.SMTPServerDisconnected):
         return TemporaryError(f"connection lost: {exc}"[:ERROR_MAX_CHARS])
     if isinstance(exc, smtplib.SMTPResponseException):  # DATA and others
-        text = smtp_reply_text(exc.smtp_code, exc.smtp_error)
-        return PermanentError(text) if exc.smtp_code >= 500 else TemporaryError(text)
+        text, code = smtp_reply_text(exc.smtp_code, exc.smtp_error), exc.smtp_code
+        return PermanentError(text, code) if code >= 500 else TemporaryError(text, code)
     if isinstance(exc, (OSError, smtplib.SMTPException)):
         return TemporaryError(f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS])
     raise exc

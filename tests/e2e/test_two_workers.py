@@ -194,7 +194,7 @@ def test_two_workers_keep_every_mailbox_pace_and_send_each_step_once(
     assert api_client.post(f"/campaigns/{backlog.pk}/pause").status_code == 200
     # Claims made before the pause are sent or given back (their start mark requires an
     # active campaign); then nothing is in flight.
-    _wait_until(lambda: not SendClaim.objects.exists(), timeout=30, what="no claim left")
+    _wait_until(lambda: not SendClaim.objects.open().exists(), timeout=30, what="no claim left")
     for worker in workers:
         worker.stop()
 
@@ -210,6 +210,8 @@ def test_two_workers_keep_every_mailbox_pace_and_send_each_step_once(
     # for one: same Message-IDs, same sender, same recipient.
     ids = [m.message["Message-ID"].strip("<>") for m in received]
     assert len(ids) == len(set(ids)) == len(stored)
+    # Each message is one attempt's, sent.
+    assert SendClaim.objects.filter(outcome="sent").count() == len(stored)
     assert set(ids) == set(stored)
     for message, message_id in zip(received, ids, strict=True):
         row = stored[message_id]

@@ -18,7 +18,7 @@ from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.contacts import Contact
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
-from outreach.sending import batch, message, tokens
+from outreach.sending import message, tokens
 from outreach.sending.batch import batch_send
 from outreach.sending.record import INTERRUPTED_ERROR
 from outreach.sending.scheduler import schedule_due
@@ -346,7 +346,17 @@ def test_it_records_an_accepted_step(sink):
     assert (credential.sent_count, credential.daily_sent_count) == (1, 1)
     assert credential.daily_sent_on == NOW.date()
     assert usage_record_current(account=campaign.account, at=NOW).sends_count == 1
-    assert SendClaim.objects.count() == 0
+    # The claim is kept as the record of its attempt.
+    [attempt] = SendClaim.objects.all()
+    assert (attempt.enrollment_id, attempt.step, attempt.credential_id) == (
+        enrollment.pk,
+        1,
+        credential.pk,
+    )
+    assert (attempt.outcome, attempt.reply_code, attempt.outcome_unknown) == ("sent", 250, False)
+    assert attempt.reply_text.startswith("250 ")
+    assert (attempt.finished_at, attempt.text) == (NOW, "")
+    assert attempt.duration_ms is not None
     assert _events("enrollment.sent") == [
         {
             "enrollment_id": str(enrollment.pk),
@@ -607,7 +617,10 @@ def test_550s_past_the_threshold_disable_the_credential_and_pause_the_campaign(s
     assert (campaign.status, campaign.paused_reason) == ("paused", "all_credentials_disabled")
     assert Enrollment.objects.filter(campaign=campaign, status="scheduled").count() == 1
     assert len(sink.messages) == 20
-    assert SendClaim.objects.count() == 0
+    assert not SendClaim.objects.open().exists()
+    bounced = SendClaim.objects.filter(outcome="bounced")
+    assert {(a.reply_code, a.reply_text) for a in bounced} == {(550, "550 5.1.1 No such user here")}
+    assert bounced.count() == 2
     _enroll(campaign, at=NOW + timedelta(seconds=2))
     assert _run(NOW + timedelta(seconds=2)) == []  # paused: nothing is claimed
 
@@ -812,7 +825,7 @@ def test_lapsed_claims_are_recovered(sink, settings):
     schedule_due(now=NOW)
     # The worker died: one claim untouched, one marked started (outcome unknown), as
     # the sender marks it, with the message it was sending.
-    SendClaim.objects.filter(pk=interrupted.pk).update(
+    SendClaim.objects.filter(enrollment=interrupted).update(
         sending_at=NOW, message_id="m1@example.com", subject="Hello", to_email="x@example.org"
     )
     legacy = _enroll(campaign)  # started before claims kept their message
@@ -845,6 +858,16 @@ def test_lapsed_claims_are_recovered(sink, settings):
     assert (legacy.status, legacy.last_error) == ("failed", INTERRUPTED_ERROR)
     credential.refresh_from_db()
     assert credential.daily_sent_count == 2  # the started one stays counted
+    # The started one is the record of its attempt; the never-started claim was no
+    # attempt: deleted, and the enrollment claimed again (one open claim, no other row).
+    assert SendClaim.objects.get(enrollment=never_started).finished_at is None
+    lost = SendClaim.objects.get(enrollment=interrupted)
+    assert (lost.outcome, lost.outcome_unknown, lost.reply_text) == (
+        "sent",
+        True,
+        interrupted.last_error,
+    )
+    assert SendClaim.objects.get(enrollment=legacy).reply_text == INTERRUPTED_ERROR
     batch_send(
         batch_id=batch.batch_id,
         credential_id=batch.credential_id,
@@ -972,7 +995,6 @@ def test_a_message_that_cannot_be_built_fails_alone(sink, monkeypatch):
         return real(contact)
 
     monkeypatch.setattr(message, "contact_values", values)
-    monkeypatch.setattr(batch, "contact_values", values)
 
     [result] = _run()
 
@@ -983,7 +1005,13 @@ def test_a_message_that_cannot_be_built_fails_alone(sink, monkeypatch):
     fine.refresh_from_db()
     assert fine.status == "completed"
     assert [m.rcpt_tos for m in sink.messages] == [["fine@example.org"]]
-    assert SendClaim.objects.count() == 0
+    failed = SendClaim.objects.get(enrollment=broken)
+    assert (failed.outcome, failed.reply_code, failed.reply_text) == (
+        "failed",
+        None,
+        broken.last_error,
+    )
+    assert not SendClaim.objects.open().exists()
 
 
 def test_line_breaks_in_names_cannot_inject_headers(sink):
@@ -1056,8 +1084,11 @@ def test_a_message_whose_reply_never_comes_counts_as_sent_and_is_never_sent_agai
         == 2
     )
     assert Message.objects.get(enrollment=other).reply_seen is True
+    attempt = SendClaim.objects.get(enrollment=held)
+    assert (attempt.outcome, attempt.outcome_unknown, attempt.reply_code) == ("sent", True, None)
+    assert attempt.reply_text == held.last_error
     # The next message went over a new connection, and nothing is sent again.
-    assert not SendClaim.objects.exists()
+    assert not SendClaim.objects.open().exists()
     assert _run(NOW + timedelta(seconds=2)) == []
     assert len(sink.to("held@example.org")) == 1
 

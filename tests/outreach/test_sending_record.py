@@ -116,7 +116,20 @@ def _snapshot(campaign, hooks, enrollments) -> dict:
                 "credential_id", flat=True
             )
         },
-        "claims": SendClaim.objects.filter(credential=credential).count(),
+        "attempts": sorted(
+            (
+                order[str(a.enrollment_id)],
+                a.step,
+                a.outcome,
+                a.reply_code,
+                a.reply_text,
+                a.outcome_unknown,
+                a.finished_at,
+                a.duration_ms is not None,
+                a.text,
+            )
+            for a in SendClaim.objects.filter(credential=credential)
+        ),
         "sent_count": credential.sent_count,
         "stats": list(
             CredentialCampaignStats.objects.filter(campaign=campaign).values_list(
@@ -278,7 +291,7 @@ def test_the_text_as_sent_is_kept_cut_on_every_record_path(sink, settings, monke
     monkeypatch.setattr(batch, "smtp_transaction", dies_on_lost)
     with pytest.raises(_WorkerLost):
         _run(NOW + timedelta(seconds=1))
-    assert SendClaim.objects.get(pk=lost.pk).text == "Step 1 for A"
+    assert SendClaim.objects.get(enrollment=lost).text == "Step 1 for A"
     _run(NOW + timedelta(seconds=61))  # the lease lapsed: the lost send is recorded
 
     texts = {

@@ -408,7 +408,7 @@ def test_a_send_whose_worker_was_lost_records_the_variant_drawn(sink, settings):
     schedule_due(now=NOW)
     # The sender drew the variant and marked the claim started, then died.
     Enrollment.objects.filter(pk=enrollment.pk).update(variants={"1": "B"})
-    SendClaim.objects.filter(pk=enrollment.pk).update(
+    SendClaim.objects.filter(enrollment=enrollment).update(
         sending_at=NOW, message_id="m1@example.com", subject="Subject B", to_email="x@example.org"
     )
 

@@ -555,9 +555,11 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
 
     @tool(
         READ,
-        "Read a conversation in time order: each step as sent to the contact, each of their "
-        "replies, and each response sent. Give reply_id (its enrollment's thread), or "
-        "campaign_id and enrollment_id.",
+        "Read a conversation in time order: each step as sent to the contact (with the SMTP "
+        "attempt that sent it), each SMTP attempt that sent nothing (a bounce, a retry, a "
+        "mailbox failure, with the server's reply), each of their replies, and each "
+        "response sent. Give reply_id (its enrollment's thread), or campaign_id and "
+        "enrollment_id.",
     )
     def get_thread(
         reply_id: Annotated[str | None, Field(description="A reply of the conversation.")] = None,

@@ -394,8 +394,28 @@ class ReplyResponse(Model):
 
 
 @dataclass
+class SendAttempt(Model):
+    """One SMTP attempt of a step. `outcome`: `sent`, `bounced` (5xx), `deferred` (4xx or
+    a broken connection: retried), `failed` (no retry can help) or `mailbox_failed`
+    (authentication, TLS, the sender refused); `outcome_unknown` when the server's reply
+    to the message never came (counted as sent)."""
+
+    id: int = 0
+    step: int = 0
+    credential_id: str | None = None
+    outcome: str = ""
+    reply_code: int | None = None
+    reply_text: str = ""
+    outcome_unknown: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: int | None = None
+
+
+@dataclass
 class ThreadStep(Model):
-    """A step of the sequence as it was sent to the contact."""
+    """A step of the sequence as it was sent to the contact, with the attempt that sent
+    it (None for a message sent before attempts were recorded)."""
 
     message_id: str = ""
     step: int = 0
@@ -404,18 +424,27 @@ class ThreadStep(Model):
     text: str = ""
     to: str = ""
     sent_at: datetime | None = None
+    attempt: SendAttempt | None = None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        step = super().from_api(data)
+        step.attempt = SendAttempt.from_api(data["attempt"]) if data.get("attempt") else None
+        return step
 
 
 @dataclass
 class ThreadEntry(Model):
-    """One message of an enrollment's conversation: `type` (`step`, `reply` or
-    `response`) says which of `step`, `reply` and `response` is set; `item` is that one."""
+    """One entry of an enrollment's conversation: `type` (`step`, `reply`, `response` or
+    `attempt`: an SMTP attempt that sent nothing) says which of `step`, `reply`,
+    `response` and `attempt` is set; `item` is that one."""
 
     type: str = ""
     at: datetime | None = None
     step: ThreadStep | None = None
     reply: Reply | None = None
     response: ReplyResponse | None = None
+    attempt: SendAttempt | None = None
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> Self:
@@ -424,11 +453,12 @@ class ThreadEntry(Model):
         entry.step = ThreadStep.from_api(data["step"]) if data.get("step") else None
         entry.reply = Reply.from_api(data["reply"]) if data.get("reply") else None
         entry.response = ReplyResponse.from_api(data["response"]) if data.get("response") else None
+        entry.attempt = SendAttempt.from_api(data["attempt"]) if data.get("attempt") else None
         return entry
 
     @property
-    def item(self) -> ThreadStep | Reply | ReplyResponse | None:
-        return self.step or self.reply or self.response
+    def item(self) -> ThreadStep | Reply | ReplyResponse | SendAttempt | None:
+        return self.step or self.reply or self.response or self.attempt
 
 
 @dataclass

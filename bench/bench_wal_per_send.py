@@ -1,0 +1,168 @@
+"""Benchmark: the database's cost of one send, in process: WAL bytes and commits.
+
+    DATABASE_URL=postgres://... REDIS_URL=redis://... \
+        .venv/bin/python bench/bench_wal_per_send.py [--sends 1000] [--mailboxes 100]
+
+The fleet's shape without its clock: `--mailboxes` mailboxes on a local SMTP sink
+(tests/support/smtp.py, its own process), one two-step campaign with one webhook (each
+send writes its event and a delivery job), `--sends` enrollments due at once, each
+mailbox sending its share. Scheduler runs claim them (claims of up to
+SENDING_BATCH_SIZE per transaction), then `batch_send` sends each batch, one after
+the other, in this process. Between the first run and the last record:
+
+- the bench database's own WAL, read with pg_walinspect (`pg_get_wal_records_info`
+  over the LSNs of the run): the records touching its relations and the records of the
+  transactions that wrote them (their commits), with and without full-page images (an
+  image follows a page's first change after a checkpoint, so it depends on when the
+  cluster's checkpoint falls); the cluster's WAL (`pg_current_wal_lsn`) is printed too
+  but counts the other databases of a shared server;
+- its writing commits (the commit records of those transactions) and every commit
+  (`pg_stat_database.xact_commit`, read-only autocommit statements included).
+
+Needs a superuser (pg_walinspect) and a database of its own.
+"""
+
+import argparse
+import os
+import sys
+import time
+from datetime import timedelta
+
+# Webhook delivery tasks go to the broker as in production, not run inline.
+os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
+os.environ["OUTBOUND_ALLOW_PRIVATE_NETWORKS"] = "true"  # the sink is on loopback
+
+from _peers import broker_purge, process_stop, smtp_sink_start  # noqa: E402
+from _setup import (  # noqa: E402
+    account_create,
+    account_drop,
+    contacts_create,
+    mailboxes_create,
+    prepare,
+    step_create,
+)
+
+# The records of the run's writing transactions, and of nothing else: those whose
+# blocks are in this database, and every record (the commit) of a transaction that
+# wrote one.
+_OWN_WAL = """
+WITH rec AS (
+    SELECT * FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+mine AS (
+    SELECT DISTINCT xid FROM rec WHERE block_ref LIKE %(db)s AND xid <> '0'
+)
+SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'),
+    coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0)
+FROM rec
+WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
+"""
+
+
+def _counters(cursor) -> tuple[str, int]:
+    cursor.execute("SELECT pg_stat_force_next_flush()")
+    cursor.execute(
+        "SELECT pg_current_wal_flush_lsn(), xact_commit FROM pg_stat_database "
+        "WHERE datname = current_database()"
+    )
+    return cursor.fetchone()
+
+
+def main(sends: int, mailbox_count: int) -> None:
+    # Long: set-up, the measured run and the report, read top to bottom.
+    prepare()
+    from django.db import connection
+    from django.utils import timezone
+
+    from outreach.models.campaigns import Campaign, CampaignStep
+    from outreach.models.sending import Enrollment, Message
+    from outreach.sending.batch import batch_send
+    from outreach.sending.scheduler import schedule_due
+    from tests.support.ports import free_port
+    from webhooks.models import Event, Webhook
+    from webhooks.secrets import secret_generate
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        db_oid = cursor.fetchone()[0]
+    port = free_port()
+    sink = smtp_sink_start(port=port)
+    account = account_create("wal", plan="scale")
+    try:
+        credentials = mailboxes_create(
+            account, mailbox_count, port=port, min_interval_seconds=0, max_interval_seconds=0
+        )
+        campaign = Campaign.objects.create(
+            account=account, name="bench", status=Campaign.Status.ACTIVE
+        )
+        campaign.credentials.add(*credentials)
+        step_create(campaign)
+        CampaignStep.objects.create(
+            campaign=campaign, position=2, delay_minutes=24 * 60, subject="", body_text="Bump"
+        )
+        Webhook.objects.create(
+            account=account,
+            url="http://127.0.0.1:9/never",
+            event_filters=["*"],
+            secret=secret_generate(),
+        )
+        contacts = contacts_create(account, sends)
+        due = timezone.now() - timedelta(seconds=1)
+        Enrollment.objects.bulk_create(
+            Enrollment(
+                campaign=campaign,
+                contact=c,
+                status=Enrollment.Status.SCHEDULED,
+                next_send_at=due,
+            )
+            for c in contacts
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        time.sleep(1)
+        with connection.cursor() as cursor:
+            start_lsn, start_commits = _counters(cursor)
+        started = time.perf_counter()
+        sent = 0
+        while True:
+            batches = schedule_due(now=timezone.now())
+            if not batches:
+                break
+            for batch in batches:
+                sent += batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id).sent
+        seconds = time.perf_counter() - started
+        time.sleep(1)  # the statistics of the last transactions reach pg_stat_database
+        with connection.cursor() as cursor:
+            end_lsn, end_commits = _counters(cursor)
+            cursor.execute("SELECT %s::pg_lsn - %s::pg_lsn", [end_lsn, start_lsn])
+            cluster = int(cursor.fetchone()[0])
+            cursor.execute(_OWN_WAL, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"})
+            commits, own, fpi = cursor.fetchone()
+        assert sent == sends, f"sent {sent} of {sends}"
+        assert Message.objects.filter(account=account).count() == sends
+        print(f"{sends} sends from {mailbox_count} mailboxes in {seconds:.1f} s")
+        print(
+            f"own WAL per send: {own / sends / 1024:.2f} KiB "
+            f"({(own - fpi) / sends / 1024:.2f} KiB without full-page images); "
+            f"cluster WAL per send: {cluster / sends / 1024:.2f} KiB"
+        )
+        print(
+            f"writing commits per send: {commits / sends:.2f}; "
+            f"xact_commit per send: {(end_commits - start_commits) / sends:.2f}"
+        )
+    finally:
+        process_stop(sink)
+        Event.objects.filter(account=account).delete()
+        Message.objects.filter(account=account).delete()
+        account_drop(account)
+        broker_purge()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sends", type=int, default=1000)
+    parser.add_argument("--mailboxes", type=int, default=100)
+    args = parser.parse_args()
+    main(args.sends, args.mailboxes)
+    sys.exit(0)
