@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from outreach.blocklist import api as blocklist_api
@@ -31,7 +31,13 @@ urlpatterns = [
     ),
     path("oauth/connect/<str:token>", views.oauth_connect, name="oauth-connect"),
     path("oauth/callback/<str:provider>", views.oauth_callback, name="oauth-callback"),
-    path("outreaches", contacts_api.OutreachView.as_view(), name="outreaches"),
+    path("outreaches", campaigns_api.OutreachView.as_view(), name="outreaches"),
+    # The thread of an enrollment, under its campaign's path (the router's pattern).
+    re_path(
+        r"^campaigns/(?P<pk>[^/.]+)/enrollments/(?P<enrollment_id>[^/]+)/thread$",
+        conversations_api.ThreadView.as_view(),
+        name="campaign-enrollment-thread",
+    ),
     path(
         "replies/<str:reply_id>/respond",
         respond_api.ReplyRespondView.as_view(),

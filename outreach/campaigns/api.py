@@ -1,6 +1,6 @@
-"""HTTP API of campaigns (docs/outreach.md): thin views over services."""
-
-from uuid import UUID
+"""HTTP API of campaigns (docs/outreach.md): thin views over services, and the one-call
+outreach (`POST /outreaches`: a contact upserted, enrolled and dispatched). The thread of
+an enrollment is conversations' API."""
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -13,7 +13,7 @@ from accounts.idempotency import idempotent
 from accounts.verification import email_verified_check
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
-from config.api.viewsets import AccountScopedViewSet, no_request_body
+from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet, no_request_body
 from outreach import enrollments
 from outreach.campaigns import dispatch, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
@@ -21,12 +21,13 @@ from outreach.campaigns.serializers import (
     CampaignSerializer,
     CampaignStatsSerializer,
     DispatchSerializer,
+    OutreachSerializer,
     SendingStatusSerializer,
 )
-from outreach.conversations import selectors as conversations_selectors
-from outreach.conversations.serializers import ThreadEntrySerializer
+from outreach.contacts import selectors as contacts_selectors
+from outreach.contacts.data import InvalidContactData, contact_data_clean
 from outreach.enrollments.serializers import EnrollmentSerializer
-from outreach.errors import CampaignNotFound, EnrollmentNotActive, EnrollmentNotFound
+from outreach.errors import CampaignNotFound, EnrollmentNotActive
 from outreach.models.campaigns import Campaign
 from outreach.models.sending import Enrollment
 
@@ -164,7 +165,7 @@ class CampaignViewSet(
     )
     def stop_enrollment(self, request, pk=None, enrollment_id=None):
         campaign = self.get_object()
-        enrollment = _campaign_enrollment(campaign, enrollment_id)
+        enrollment = selectors.campaign_enrollment(campaign=campaign, enrollment_id=enrollment_id)
         if not stopping.enrollment_stop(enrollment_id=enrollment.pk):
             enrollment.refresh_from_db(fields=["status"])
             raise EnrollmentNotActive(
@@ -173,23 +174,6 @@ class CampaignViewSet(
             )
         enrollment.refresh_from_db()
         return Response(EnrollmentSerializer(enrollment).data)
-
-    @extend_schema(
-        responses=ThreadEntrySerializer(many=True),
-        summary="The conversation of an enrollment",
-        description="Each step as sent, each reply and each response, oldest first.",
-    )
-    @action(
-        detail=True,
-        methods=["get"],
-        url_path=r"enrollments/(?P<enrollment_id>[^/]+)/thread",
-        url_name="enrollment-thread",
-    )
-    def enrollment_thread(self, request, pk=None, enrollment_id=None):
-        campaign = self.get_object()
-        enrollment = _campaign_enrollment(campaign, enrollment_id)
-        entries = conversations_selectors.enrollment_thread(enrollment=enrollment)
-        return Response(ThreadEntrySerializer(entries, many=True).data)
 
     @extend_schema(responses=CampaignStatsSerializer)
     @action(detail=True, methods=["get"])
@@ -205,13 +189,38 @@ class CampaignViewSet(
         )
 
 
-def _campaign_enrollment(campaign: Campaign, enrollment_id) -> Enrollment:
-    """One enrollment of the campaign (already scoped to the caller's account), or 404."""
-    try:
-        enrollment_id = UUID(str(enrollment_id))
-    except ValueError:
-        raise EnrollmentNotFound() from None
-    enrollment = selectors.campaign_enrollment(campaign=campaign, enrollment_id=enrollment_id)
-    if enrollment is None:
-        raise EnrollmentNotFound()
-    return enrollment
+class OutreachView(AccountScopedAPIView):
+    """The one-call path: upsert the contact, enroll it, dispatch that enrollment."""
+
+    queryset = Campaign.objects.all()
+    not_found_error = CampaignNotFound
+    serializer_class = OutreachSerializer
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method == "POST":
+            email_verified_check(request.user)  # 403 until the signup address is proven
+
+    @extend_schema(
+        request=OutreachSerializer,
+        responses={201: EnrollmentSerializer, 200: EnrollmentSerializer},
+    )
+    @idempotent
+    def post(self, request):
+        serializer = OutreachSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        campaign = contacts_selectors.requested_campaign(
+            account=request.user, campaign_id=serializer.validated_data["campaign_id"]
+        )
+        assert campaign is not None  # campaign_id is required
+        try:
+            contact = contact_data_clean(serializer.validated_data["contact"])
+        except InvalidContactData as exc:  # pragma: no cover - the serializer checked it
+            raise ValidationFailed({f"contact.{exc.field_name}": [exc.message]}) from None
+        enrollment, changed = dispatch.outreach_create(
+            account=request.user, campaign=campaign, contact=contact
+        )
+        return Response(
+            EnrollmentSerializer(enrollment).data,
+            status=status.HTTP_201_CREATED if changed else status.HTTP_200_OK,
+        )

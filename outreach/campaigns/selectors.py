@@ -4,8 +4,10 @@ per-step stats."""
 from django.db.models import Aggregate, JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
+from config.api.ids import is_uuid
 from outreach.campaigns.variants import step_letters
 from outreach.enrollments import STAT_NAMES, VARIANT_STAT_NAMES, variant_stats_read
+from outreach.errors import EnrollmentNotFound
 from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
@@ -103,10 +105,16 @@ def campaign_enrollments(*, campaign: Campaign, status: str = "") -> QuerySet[En
     return queryset
 
 
-def campaign_enrollment(*, campaign: Campaign, enrollment_id) -> Enrollment | None:
-    """One enrollment of the campaign, with its contact, or None."""
-    return (
-        Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
-        .select_related("contact")
-        .first()
-    )
+def campaign_enrollment(*, campaign: Campaign, enrollment_id) -> Enrollment:
+    """One enrollment of the campaign (already scoped to the caller's account), with its
+    contact, by the id a request gave; EnrollmentNotFound for any other id."""
+    enrollment = None
+    if is_uuid(enrollment_id):
+        enrollment = (
+            Enrollment.objects.filter(pk=enrollment_id, campaign=campaign)
+            .select_related("contact")
+            .first()
+        )
+    if enrollment is None:
+        raise EnrollmentNotFound()
+    return enrollment

@@ -10,11 +10,12 @@ from rest_framework import serializers
 
 from config.api.fields import StrictBooleanField, TimestampField
 from config.api.serializers import RepresentationMixin, StrictSerializer
-from outreach.api_fields import BlankAsNullChoiceField
+from outreach.api_fields import BlankAsNullChoiceField, TimezoneNameField, email_value_validate
 from outreach.campaigns.rendering import template_errors
 from outreach.campaigns.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
 from outreach.campaigns.windows import send_window_errors
 from outreach.contacts import selectors as contacts_selectors
+from outreach.contacts.serializers import CustomFieldsMixin
 from outreach.enrollments import STAT_NAMES
 from outreach.mailboxes import selectors
 from outreach.models.campaigns import Campaign
@@ -331,3 +332,22 @@ class SendingStatusSerializer(StrictSerializer):
     status = serializers.CharField()
     mailboxes = SendingMailboxSerializer(many=True)
     upcoming = UpcomingSendSerializer(many=True)
+
+
+# --- Outreaches ------------------------------------------------------------------------
+
+
+class OutreachContactSerializer(CustomFieldsMixin, StrictSerializer):
+    email = serializers.CharField(max_length=254)
+    first_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    last_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    company = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    timezone = TimezoneNameField()
+
+    def validate_email(self, value):
+        return email_value_validate(value)
+
+
+class OutreachSerializer(StrictSerializer):
+    campaign_id = serializers.UUIDField()
+    contact = OutreachContactSerializer()

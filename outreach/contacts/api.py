@@ -1,4 +1,5 @@
-"""API: contacts, contact imports and outreaches (a contact enrolled and dispatched in one call)."""
+"""API: contacts and contact imports (an outreach, a contact enrolled and dispatched in one
+call, is campaigns' API)."""
 
 import json
 
@@ -9,26 +10,20 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
-from accounts.verification import email_verified_check
-from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.parsers import RowsJSONParser
 from config.api.query import query_bool
-from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
+from config.api.viewsets import AccountScopedViewSet
 from outreach import enrollments
-from outreach.campaigns import dispatch
-from outreach.contacts import import_queue, services
-from outreach.contacts.data import InvalidContactData, contact_data_clean
+from outreach.contacts import import_queue, selectors, services
+from outreach.contacts.data import contact_data_clean
 from outreach.contacts.serializers import (
     ContactImportJsonSerializer,
     ContactImportSerializer,
     ContactImportUploadSerializer,
     ContactSerializer,
-    OutreachSerializer,
 )
-from outreach.enrollments.serializers import EnrollmentSerializer
-from outreach.errors import CampaignNotFound, ContactImportNotFound, ContactNotFound
-from outreach.models.campaigns import Campaign
+from outreach.errors import ContactImportNotFound, ContactNotFound
 from outreach.models.contacts import Contact, ContactImport
 
 
@@ -83,15 +78,6 @@ class ContactViewSet(
         return Response(ContactSerializer(contact).data)
 
 
-def _owned_campaign(account, campaign_id, field: str = "campaign_id"):
-    if campaign_id is None:
-        return None
-    campaign = Campaign.objects.filter(account=account, pk=campaign_id).first()
-    if campaign is None:
-        raise ValidationFailed({field: ["No such campaign."]})
-    return campaign
-
-
 class ContactImportViewSet(
     mixins.RetrieveModelMixin,
     AccountScopedViewSet,
@@ -128,7 +114,9 @@ class ContactImportViewSet(
             source_format = "json"
             data = json.dumps(serializer.validated_data["contacts"]).encode()
             filename = ""
-        campaign = _owned_campaign(request.user, serializer.validated_data.get("campaign_id"))
+        campaign = selectors.requested_campaign(
+            account=request.user, campaign_id=serializer.validated_data.get("campaign_id")
+        )
         contact_import = import_queue.contact_import_create(
             account=request.user,
             source_format=source_format,
@@ -138,38 +126,4 @@ class ContactImportViewSet(
         )
         return Response(
             ContactImportSerializer(contact_import).data, status=status.HTTP_201_CREATED
-        )
-
-
-class OutreachView(AccountScopedAPIView):
-    """The one-call path: upsert the contact, enroll it, dispatch that enrollment."""
-
-    queryset = Campaign.objects.all()
-    not_found_error = CampaignNotFound
-    serializer_class = OutreachSerializer
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        if request.method == "POST":
-            email_verified_check(request.user)  # 403 until the signup address is proven
-
-    @extend_schema(
-        request=OutreachSerializer,
-        responses={201: EnrollmentSerializer, 200: EnrollmentSerializer},
-    )
-    @idempotent
-    def post(self, request):
-        serializer = OutreachSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        campaign = _owned_campaign(request.user, serializer.validated_data["campaign_id"])
-        try:
-            contact = contact_data_clean(serializer.validated_data["contact"])
-        except InvalidContactData as exc:  # pragma: no cover - the serializer checked it
-            raise ValidationFailed({f"contact.{exc.field_name}": [exc.message]}) from None
-        enrollment, changed = dispatch.outreach_create(
-            account=request.user, campaign=campaign, contact=contact
-        )
-        return Response(
-            EnrollmentSerializer(enrollment).data,
-            status=status.HTTP_201_CREATED if changed else status.HTTP_200_OK,
         )

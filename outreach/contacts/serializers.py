@@ -1,5 +1,4 @@
-"""Serializers of the contacts API: contacts, contact imports and outreaches
-(docs/outreach.md)."""
+"""Serializers of the contacts API: contacts and contact imports (docs/outreach.md)."""
 
 from rest_framework import serializers
 
@@ -124,22 +123,3 @@ class ContactImportUploadSerializer(StrictSerializer):
                 "Save it as CSV UTF-8."
             ) from None
         return upload
-
-
-# --- Outreaches ------------------------------------------------------------------------
-
-
-class OutreachContactSerializer(CustomFieldsMixin, StrictSerializer):
-    email = serializers.CharField(max_length=254)
-    first_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    last_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    company = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    timezone = TimezoneNameField()
-
-    def validate_email(self, value):
-        return email_value_validate(value)
-
-
-class OutreachSerializer(StrictSerializer):
-    campaign_id = serializers.UUIDField()
-    contact = OutreachContactSerializer()

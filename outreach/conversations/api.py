@@ -1,6 +1,5 @@
-"""HTTP API of conversations (docs/conversations.md): `/replies`, thin views over the
-selectors and services. The thread of an enrollment is under its campaign
-(outreach.campaigns.api)."""
+"""HTTP API of conversations (docs/conversations.md): `/replies`, and the thread of an
+enrollment (under its campaign's path), thin views over the selectors and services."""
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -9,14 +8,17 @@ from rest_framework.response import Response
 
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
-from config.api.viewsets import AccountScopedViewSet
+from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
+from outreach.campaigns import selectors as campaigns_selectors
 from outreach.conversations import selectors, services
 from outreach.conversations.serializers import (
     ReplyFiltersSerializer,
     ReplySerializer,
     ReplyUpdateSerializer,
+    ThreadEntrySerializer,
 )
-from outreach.errors import ReplyNotFound
+from outreach.errors import CampaignNotFound, ReplyNotFound
+from outreach.models.campaigns import Campaign
 from outreach.models.conversations import Reply
 
 
@@ -56,3 +58,26 @@ class ReplyViewSet(mixins.RetrieveModelMixin, AccountScopedViewSet):
         serializer.is_valid(raise_exception=True)
         reply = services.reply_update(reply=reply, **serializer.validated_data)
         return Response(ReplySerializer(reply).data)
+
+
+class ThreadView(AccountScopedAPIView):
+    """`GET /campaigns/:id/enrollments/:enrollment_id/thread`: the conversation of one
+    enrollment of the caller's campaign (docs/conversations.md, "The thread")."""
+
+    queryset = Campaign.objects.all()
+    not_found_error = CampaignNotFound
+
+    @extend_schema(
+        operation_id="campaigns_enrollments_thread_list",
+        tags=["campaigns"],
+        responses=ThreadEntrySerializer(many=True),
+        summary="The conversation of an enrollment",
+        description="Each step as sent, each reply and each response, oldest first.",
+    )
+    def get(self, request, pk=None, enrollment_id=None):
+        campaign = self.get_object()
+        enrollment = campaigns_selectors.campaign_enrollment(
+            campaign=campaign, enrollment_id=enrollment_id
+        )
+        entries = selectors.enrollment_thread(enrollment=enrollment)
+        return Response(ThreadEntrySerializer(entries, many=True).data)

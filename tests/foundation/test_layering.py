@@ -54,16 +54,6 @@ OUTREACH = [
     "migrations",
     "apps",
 ]
-# Imports that still run up the order, each with its way out. The list may only shrink:
-# an entry whose import is gone fails test_every_known_upward_import_is_still_there.
-OUTREACH_KNOWN_UPWARD = {
-    # POST /outreaches serves an enrollment (campaigns.dispatch.outreach_create,
-    # campaigns' EnrollmentSerializer): its view belongs with campaigns' API.
-    ("outreach/contacts/api.py", "campaigns"),
-    # GET /campaigns/:id/enrollments/:enrollment_id/thread reads conversations'
-    # selectors and serializer: its view belongs with conversations' API.
-    ("outreach/campaigns/api.py", "conversations"),
-}
 
 
 def _imported_packages(path: Path) -> set[str]:
@@ -130,20 +120,11 @@ def test_every_part_of_outreach_has_its_place_in_the_order():
 def test_a_part_of_outreach_imports_nothing_of_outreach_above_it(part):
     above = set(OUTREACH[OUTREACH.index(part) + 1 :])
     offenders = {
-        str(path.relative_to(ROOT)): sorted(
-            unit
-            for unit in _imported_outreach_units(path) & above
-            if (str(path.relative_to(ROOT)), unit) not in OUTREACH_KNOWN_UPWARD
-        )
+        str(path.relative_to(ROOT)): sorted(_imported_outreach_units(path) & above)
         for path in _sources("outreach")
         if _outreach_unit(path) == part
     }
     assert {name: parts for name, parts in offenders.items() if parts} == {}
-
-
-@pytest.mark.parametrize(("name", "unit"), sorted(OUTREACH_KNOWN_UPWARD))
-def test_every_known_upward_import_is_still_there(name, unit):
-    assert unit in _imported_outreach_units(ROOT / name)
 
 
 def test_the_outreach_reader_sees_every_form_of_import(tmp_path):
