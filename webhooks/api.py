@@ -6,13 +6,12 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
-from config.api.ids import is_uuid
 from config.api.pagination import parse_limit
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request_body
 from webhooks import operations, selectors, services
 from webhooks.catalog import EVENT_CATALOG
 from webhooks.errors import WebhookDeliveryNotFound, WebhookNotFound
-from webhooks.models import Webhook, WebhookDelivery
+from webhooks.models import Webhook
 from webhooks.serializers import (
     RedeliveryResponse,
     SecretSerializer,
@@ -133,11 +132,7 @@ class WebhookViewSet(AccountScopedViewSet):
     )
     def redeliver(self, request, pk=None, delivery_id=None):
         webhook = self.get_object()
-        delivery = (
-            WebhookDelivery.objects.filter(id=delivery_id, webhook=webhook).first()
-            if is_uuid(delivery_id)
-            else None
-        )
+        delivery = selectors.delivery_of(webhook=webhook, delivery_id=delivery_id)
         if delivery is None:
             raise WebhookDeliveryNotFound()
         job = operations.delivery_redeliver(delivery=delivery)

@@ -10,7 +10,18 @@ description unnoticed. `example_data` is the `data` of a test delivery
 
 from typing import Any
 
-from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES
+from webhooks.models import (
+    CAMPAIGN_PAUSED,
+    CREDENTIAL_DISABLED,
+    ENROLLMENT_BOUNCED,
+    ENROLLMENT_CLICKED,
+    ENROLLMENT_OPENED,
+    ENROLLMENT_REPLIED,
+    ENROLLMENT_SENT,
+    ENROLLMENT_UNSUBSCRIBED,
+    EVENT_TYPES,
+    OPT_IN_EVENT_TYPES,
+)
 
 __all__ = ["EVENT_CATALOG", "EventType", "example_data"]
 
@@ -114,38 +125,38 @@ EVENT_CATALOG: dict[str, EventType] = {
     item.name: item
     for item in (
         EventType(
-            "enrollment.sent",
+            ENROLLMENT_SENT,
             "A step was accepted by the SMTP server. One event per step sent.",
             _ENROLLMENT_STATE,
             _enrollment_example("sent"),
         ),
         EventType(
-            "enrollment.opened",
+            ENROLLMENT_OPENED,
             "The open pixel of the enrollment was first loaded. Repeat opens do not fire.",
             _ENROLLMENT_STATE,
             _enrollment_example("sent"),
         ),
         EventType(
-            "enrollment.replied",
+            ENROLLMENT_REPLIED,
             "A reply from the contact was matched to the enrollment (auto-replies excluded).",
             _ENROLLMENT_STATE,
             _enrollment_example("replied", replied_at=_WHEN),
         ),
         EventType(
-            "enrollment.bounced",
+            ENROLLMENT_BOUNCED,
             "A permanent SMTP error, a relay provider bounce, or a bounce report in the mailbox.",
             _ENROLLMENT_STATE,
             _enrollment_example("bounced", bounce_reason="550 5.1.1 mailbox unavailable"),
         ),
         EventType(
-            "enrollment.unsubscribed",
+            ENROLLMENT_UNSUBSCRIBED,
             "The contact unsubscribed (link, one-click, or a spam complaint). One event per "
             "active enrollment of the contact.",
             _object({**_ENROLLMENT_BASE, "unsubscribed_at": _TIMESTAMP}),
             {**_IDS, "unsubscribed_at": _WHEN},
         ),
         EventType(
-            "enrollment.clicked",
+            ENROLLMENT_CLICKED,
             "A tracked link of the enrollment's email was first followed (campaigns with "
             "track_clicks). Opt-in: delivered only to webhooks whose event_filters name it.",
             _object(
@@ -163,7 +174,7 @@ EVENT_CATALOG: dict[str, EventType] = {
             opt_in=True,
         ),
         EventType(
-            "credential.disabled",
+            CREDENTIAL_DISABLED,
             "A mailbox was disabled because its bounce rate in a campaign exceeded the "
             "campaign's threshold.",
             _object(
@@ -184,7 +195,7 @@ EVENT_CATALOG: dict[str, EventType] = {
             },
         ),
         EventType(
-            "campaign.paused",
+            CAMPAIGN_PAUSED,
             "A campaign was paused by the service because all its mailboxes are disabled.",
             _object(
                 {
@@ -201,7 +212,7 @@ EVENT_CATALOG: dict[str, EventType] = {
         ),
     )
 }
-# The catalog covers exactly the types the service emits.
+# The catalog describes every type of the list, and no other.
 assert set(EVENT_CATALOG) == set(EVENT_TYPES + OPT_IN_EVENT_TYPES), (
     "webhooks.catalog is out of step with EVENT_TYPES and OPT_IN_EVENT_TYPES"
 )

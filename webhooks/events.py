@@ -88,8 +88,10 @@ def drains_publish(*, webhook_ids: list[str]) -> int:
     statement, as the sending engine does). Never raises: a message the broker
     refused clears the mark, so the next sweep rings again."""
     # By name, as the broker knows it: the drain task (webhooks.tasks) runs the drains
-    # (webhooks.delivery), which ring a fresh drain through here when they hand over.
-    webhook_drain = current_app.tasks[DRAIN_TASK]
+    # (webhooks.delivery), which ring a fresh drain through here when they hand over. A
+    # signature, not the registry: a process that never imported the task's module sends
+    # it by name.
+    webhook_drain = current_app.signature(DRAIN_TASK)
     sent = 0
     for webhook_id in webhook_ids:
         try:

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 
+from config.api.ids import is_uuid
 from webhooks.models import Webhook, WebhookDelivery
 
 if TYPE_CHECKING:
@@ -20,3 +21,10 @@ def delivery_list(*, webhook: Webhook, limit: int) -> list[WebhookDelivery]:
     return list(
         WebhookDelivery.objects.filter(webhook=webhook).order_by("-created_at", "-id")[:limit]
     )
+
+
+def delivery_of(*, webhook: Webhook, delivery_id: str) -> WebhookDelivery | None:
+    """One attempt row of the webhook, by the id a request gave (None for any other)."""
+    if not is_uuid(delivery_id):
+        return None
+    return WebhookDelivery.objects.filter(id=delivery_id, webhook=webhook).first()

@@ -140,9 +140,11 @@ def sends_schedule_soon() -> None:
         return
 
     # By name, as the broker knows it (outreach.sending.beat holds the task): sending
-    # sits above campaigns and reads them, so campaigns never import it.
+    # sits above campaigns and reads them, so campaigns never import it. A signature, not
+    # the registry: a web process never imports the task's module, and a signature of a
+    # task it does not know is sent by name.
     try:
-        current_app.tasks[SCHEDULE_SENDS_TASK].apply_async(
+        current_app.signature(SCHEDULE_SENDS_TASK).apply_async(
             retry=False, expires=settings.SENDING_SCHEDULE_INTERVAL_SECONDS
         )
     except Exception:

@@ -257,3 +257,35 @@ def test_the_import_batch_size_is_bounded(given, used):
     )
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) == used
+
+
+def test_a_process_that_never_imported_the_tasks_still_queues_them():
+    """The web process imports no task module of outreach (CELERY_IMPORTS is the worker's):
+    a dispatch's immediate scheduler run and a webhook's drain are queued by name."""
+    code = "\n".join(
+        [
+            "import sys, django",
+            "django.setup()",
+            "from celery import current_app",
+            "sent = []",
+            "current_app.send_task = lambda name, *args, **kwargs: sent.append(name)",
+            "from outreach.campaigns.dispatch import sends_schedule_soon",
+            "from webhooks.events import drains_publish",
+            "assert 'outreach.sending.beat' not in sys.modules",
+            "sends_schedule_soon()",
+            "drains_publish(webhook_ids=['00000000-0000-0000-0000-000000000001'])",
+            "print(sent)",
+        ]
+    )
+    out = _import_production_settings(
+        code,
+        **KEYS,
+        DJANGO_SETTINGS_MODULE="config.settings",
+        CELERY_TASK_ALWAYS_EAGER="false",
+        SENDING_SCHEDULE_ON_DISPATCH="true",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(
+        ["outreach.tasks.schedule_sends", "webhooks.tasks.webhook_drain"]
+    )
+    assert "not rung" not in out.stderr

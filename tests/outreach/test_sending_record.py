@@ -44,7 +44,9 @@ def statements(monkeypatch):
 def drains(monkeypatch):
     """The drain messages put on the broker (webhook ids), instead of running them."""
     sent = []
-    monkeypatch.setattr(webhook_drain, "apply_async", lambda args, **kw: sent.append(args[0]))
+    monkeypatch.setattr(
+        webhook_drain, "apply_async", lambda args, kwargs=None, **kw: sent.append(args[0])
+    )
     return sent
 
 

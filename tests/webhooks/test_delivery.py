@@ -312,7 +312,7 @@ def test_a_burst_rings_the_drain_once(
     from webhooks.tasks import webhook_drain as task
 
     sent = []
-    monkeypatch.setattr(task, "apply_async", lambda args, **kw: sent.append(args))
+    monkeypatch.setattr(task, "apply_async", lambda args, kwargs=None, **kw: sent.append(args))
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(3):
             event_emit(account=account, event_type="enrollment.sent", data=DATA)
