@@ -230,6 +230,12 @@ def test_receiver_script_mode_serves_several_ports_and_logs(tmp_path):
         for n, port in enumerate(ports):
             response = requests.post(f"http://127.0.0.1:{port}/e{n}", json={"id": f"id{n}"})
             assert response.status_code == 200
+        # A request's line is written once its answer is out (it records when): the
+        # client may read the answer before the line is there.
+        deadline = time.monotonic() + 10
+        while len(log.read_text().splitlines()) < len(ports):
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
         lines = [line.split() for line in log.read_text().splitlines()]
     finally:
         process.terminate()
