@@ -657,8 +657,9 @@ def report(run: Run) -> dict:
 
 
 def worker_log_report(path: Path, t0: float, end: float) -> None:
-    """send_batch and schedule_sends from the worker's log: runtimes, the pool's
-    occupancy (tasks running, from each `succeeded in` line's time and runtime)."""
+    """send_mailboxes and schedule_sends from the worker's log: runtimes, the tasks'
+    occupancy (tasks running, from each `succeeded in` line's time and runtime), the
+    mailboxes per task."""
     line_re = re.compile(
         r"^(\S+ \S+) INFO celery.app.trace Task outreach\.tasks\.(\w+)\[\S+\] "
         r"succeeded in ([\d.]+)s: (.*)$"
@@ -672,12 +673,15 @@ def worker_log_report(path: Path, t0: float, end: float) -> None:
             tasks[match[2]].append((when - float(match[3]), when, match[4]))
         elif " WARNING " in line or " ERROR " in line:
             warnings[re.sub(r"[0-9a-f-]{36}", "<id>", line.split(" ", 3)[-1])[:90]] += 1
-    batches = [t for t in tasks["send_batch"] if t0 <= t[1] <= end + 60]
+    batches = [t for t in tasks["send_mailboxes"] if t0 <= t[1] <= end + 60]
     runtimes = [b - a for a, b, _ in batches]
     if runtimes:
+        mailboxes = [int(m[1]) for *_, r in batches if (m := re.search(r"'mailboxes': (\d+)", r))]
         print(
-            f"  send_batch: {len(runtimes)} ended, runtime median {pct(runtimes, 0.5):.2f} s, "
-            f"p99 {pct(runtimes, 0.99):.2f} s, max {max(runtimes):.1f} s"
+            f"  send_mailboxes: {len(runtimes)} ended, runtime median "
+            f"{pct(runtimes, 0.5):.2f} s, p99 {pct(runtimes, 0.99):.2f} s, max "
+            f"{max(runtimes):.1f} s; mailboxes per task median {pct(mailboxes, 0.5):.0f}, "
+            f"max {max(mailboxes, default=0)}"
         )
     running = []
     for second in range(int(end - t0)):
@@ -686,7 +690,7 @@ def worker_log_report(path: Path, t0: float, end: float) -> None:
     if running:
         per10 = [max(running[i : i + 10]) for i in range(0, len(running), 10)]
         print(
-            f"  send_batch running (max per 10 s): peak {max(running)}, mean "
+            f"  send_mailboxes running (max per 10 s): peak {max(running)}, mean "
             f"{statistics.mean(running):.0f}: {' '.join(map(str, per10))}"
         )
     ticks = [t for t in tasks["schedule_sends"] if t0 - 1 <= t[1] <= end]
@@ -709,7 +713,7 @@ def worker_log_report(path: Path, t0: float, end: float) -> None:
                 waits.append(start - before[-1])
         if waits:
             print(
-                f"  send_batch start - end of its scheduler run: median "
+                f"  send_mailboxes start - end of its scheduler run: median "
                 f"{pct(waits, 0.5):.2f} s, p99 {pct(waits, 0.99):.2f} s, max {max(waits):.2f} s"
             )
         series = " ".join(f"{b - t0:.0f}:{b - a:.1f}s/{r}" for a, b, r in ticks)

@@ -41,8 +41,8 @@ def main(count: int) -> None:
     from outreach.models.campaigns import Campaign
     from outreach.models.mailboxes import SmtpCredential
     from outreach.models.sending import Enrollment, Message
-    from outreach.sending.batch import batch_send
     from outreach.sending.scheduler import schedule_due
+    from outreach.sending.send import batch_send
     from tests.support.ports import free_port
     from webhooks.models import Event, Webhook
     from webhooks.secrets import secret_generate

@@ -76,8 +76,8 @@ def main(sends: int, mailbox_count: int) -> None:
 
     from outreach.models.campaigns import Campaign, CampaignStep
     from outreach.models.sending import Enrollment, Message
-    from outreach.sending.batch import batch_send
     from outreach.sending.scheduler import schedule_due
+    from outreach.sending.send import batch_send
     from tests.support.ports import free_port
     from webhooks.models import Event, Webhook
     from webhooks.secrets import secret_generate

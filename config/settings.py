@@ -519,7 +519,8 @@ CELERY_BEAT_SCHEDULE["outreach-recipient-domain-counts-purge"] = {
 # A paced mailbox's next send waits for the first run after its gap: the interval is
 # added to its gaps (docs/sending.md, "Mailbox pace"), hence a short one.
 SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=1.0)
-# Enrollments claimed per scheduler transaction; also the most one sending task sends.
+# Enrollments claimed per scheduler transaction; also the most mailboxes one sending task
+# carries (a task sends its mailboxes' batches at once, each over its own connection).
 SENDING_BATCH_SIZE = env.int("SENDING_BATCH_SIZE", default=100)
 # A dispatch or outreach whose first step is due at once runs the scheduler right after
 # its commit instead of waiting for the next tick.
@@ -529,6 +530,9 @@ SENDING_MAX_PER_TICK = env.int("SENDING_MAX_PER_TICK", default=2000)
 # How long a sending task owns its claims. Must outlast a batch (SENDING_BATCH_SIZE sends
 # plus connection timeouts); a dead worker's unsent claims are due again after it.
 SENDING_LEASE_SECONDS = env.int("SENDING_LEASE_SECONDS", default=900)
+# SMTP sessions one worker process holds at once at most: its sending threads, shared by
+# every sending task it runs (outreach.sending.batch.sending_pool).
+SENDING_CONCURRENCY = env.int("SENDING_CONCURRENCY", default=CELERY_WORKER_CONCURRENCY)
 # Timeout of every SMTP connect and command.
 SENDING_SMTP_TIMEOUT_SECONDS = env.float("SENDING_SMTP_TIMEOUT_SECONDS", default=30.0)
 # Temporary failures (4xx, connection) an enrollment step may take before it is failed.

@@ -38,10 +38,8 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
-from outreach.campaigns.state import campaigns_complete_if_done
-from outreach.campaigns.variants import variants_assign
 from outreach.mailboxes.smtp import smtp_close, smtp_connect
-from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
 from outreach.sending.message import (
@@ -49,7 +47,6 @@ from outreach.sending.message import (
     first_subject,
     is_reply,
     message_build,
-    thread_messages,
 )
 from outreach.sending.record import (
     AttemptOutcome,
@@ -104,71 +101,33 @@ class BatchResult:
     mailbox_error: str = ""
 
 
-def batch_send(*, batch_id=None, batch_ids=None, credential_id, clock=timezone.now) -> BatchResult:
-    """Send the claims of one mailbox's batches (`batch_id`, or several `batch_ids` of
-    one scheduler run) over one connection (module docstring). `clock` gives "now" for
-    each step (tests pass a fixed clock)."""
-    batch = _Batch.load(list(batch_ids or [batch_id]), credential_id)
-    if batch is None:
-        return BatchResult()
-    batch.clock = clock
-    with smtp_sessions.track_inprogress():
-        try:
-            for index, claim in enumerate(batch.claims):
-                if not batch.send(index, claim, clock()):
-                    break
-        finally:
-            batch.close()
-            # Once per batch rather than per message: campaigns left without active work.
-            campaigns_complete_if_done(campaign_ids=batch.campaign_ids, at=clock())
-    return batch.result
-
-
 @dataclass
-class _Batch:
-    """What a batch's claims share, loaded once, and what carries from one claim to the
-    next: the SMTP connection (opened at the first message, reopened after it broke)
-    and the counts."""
+class MailboxBatch:
+    """One mailbox's claims, in order, with what they need, loaded with the other
+    mailboxes' of the same task, and what carries from one claim to the next: the SMTP
+    connection (opened at the first message, reopened after it broke) and the counts."""
 
     claims: list[SendClaim]
     credential: SmtpCredential
-    campaign_ids: set[UUID]
     steps: dict[UUID, dict[int, CampaignStep]]  # campaign -> position -> step
     variants: dict[UUID, str]  # enrollment -> variant letter
     threads: dict[UUID, list[Message]]  # enrollment -> earlier messages, for a reply
     result: BatchResult = field(default_factory=BatchResult)
     conn: smtplib.SMTP | None = None
     clock: Callable[[], datetime] = timezone.now
+    # Campaigns of which a message of this batch may have ended an enrollment.
+    ended: set[UUID] = field(default_factory=set)
 
-    @classmethod
-    def load(cls, batch_ids: list, credential_id: UUID) -> "_Batch | None":
-        """The batches' unstarted claims in order with what they need, or None if none."""
-        # One query for the claims, contacts, campaigns, accounts and the mailbox: a paced
-        # mailbox's batch is one message, so what a batch loads is paid per message.
-        claims = list(
-            SendClaim.objects.open()
-            .filter(batch_id__in=batch_ids, credential_id=credential_id, sending_at=None)
-            .select_related("enrollment__contact", "enrollment__campaign__account", "credential")
-            .order_by("claimed_at", "pk")
-        )
-        if not claims:
-            return None
-        credential = claims[0].credential
-        assert credential is not None  # filtered by it
-        # One object per campaign (with its account), shared by its enrollments.
-        campaigns: dict[UUID, Campaign] = {}
-        for claim in claims:
-            campaign = campaigns.setdefault(claim.enrollment.campaign_id, claim.enrollment.campaign)
-            claim.enrollment.campaign = campaign
-            claim.credential = credential
-        steps: dict = {cid: {} for cid in campaigns}
-        for step in CampaignStep.objects.filter(campaign_id__in=list(campaigns)):
-            steps[step.campaign_id][step.position] = step
-        # Drawn (and stored) before anything is built: a retry sends the same variant.
-        drawn = [(c.enrollment, steps[c.enrollment.campaign_id].get(c.step)) for c in claims]
-        variants = variants_assign(drawn)
-        threads = thread_messages(claims, steps, variants)
-        return cls(claims, credential, set(campaigns), steps, variants, threads)
+    def run(self) -> BatchResult:
+        """Send the claims in order over one connection; the result."""
+        with smtp_sessions.track_inprogress():
+            try:
+                for index, claim in enumerate(self.claims):
+                    if not self.send(index, claim, self.clock()):
+                        break
+            finally:
+                self.close()
+        return self.result
 
     def send(self, index: int, claim: SendClaim, now) -> bool:
         """Send the batch's claim at `index` and record its outcome; False when the rest
@@ -206,6 +165,11 @@ class _Batch:
         """A message's outcome, in the batch's result and the service's metrics."""
         name = _RESULT_FIELDS[outcome]
         setattr(self.result, name, getattr(self.result, name) + 1)
+        campaign_id = claim.enrollment.campaign_id
+        if name != "sent" or claim.step + 1 not in self.steps[campaign_id]:
+            # A bounce, a failure or a last step ends the enrollment; a deferral may
+            # (its last attempt): the campaign may be done.
+            self.ended.add(campaign_id)
         send_observe(
             outcome=outcome, auth_method=self.credential.auth_method, due_at=claim.due_at, now=now
         )

@@ -1,4 +1,4 @@
-"""Beat task of sending: the scheduler run (it queues outreach.sending.tasks.send_batch)."""
+"""Beat task of sending: the scheduler run (it queues outreach.sending.tasks.send_mailboxes)."""
 
 from celery import shared_task
 
@@ -7,6 +7,6 @@ from outreach.sending.scheduler import schedule_due
 
 @shared_task(name="outreach.tasks.schedule_sends", ignore_result=True)
 def schedule_sends() -> int:
-    """Beat (every SENDING_SCHEDULE_INTERVAL_SECONDS): claim due enrollments and queue a
-    send_batch per mailbox. Returns the number of batches queued."""
+    """Beat (every SENDING_SCHEDULE_INTERVAL_SECONDS): claim due enrollments and queue
+    the mailboxes' batches to sending tasks. Returns the number of batches queued."""
     return len(schedule_due(enqueue=True))

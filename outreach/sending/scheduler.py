@@ -34,10 +34,11 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    - a recipient domain cap in force (the campaign's, or the account's default) whose
      day's count is reached: next_send_at = the next UTC midnight, then the window's
      next opening; a claim reserves a unit of the count (outreach.domain_cap);
-4. after commit, queues one `outreach.tasks.send_batch` per (claim batch, mailbox): one
-   SMTP connection carries the batch. A paced mailbox's task is queued as soon as its
-   claim's transaction commits; an unpaced mailbox's once the whole run has (it may get
-   claims in several transactions of one run, all sent over one connection).
+4. after commit, queues `outreach.tasks.send_mailboxes` tasks, each carrying the batches
+   of up to SENDING_BATCH_SIZE mailboxes; the worker sends them at once, each mailbox's
+   over one SMTP connection. The paced mailboxes' batches of a claim transaction go in
+   one task as soon as it commits; the unpaced mailboxes' once the whole run has (one
+   may get claims in several transactions of one run, all sent over one connection).
 
 All waits are next_send_at values in the database; nothing waits on the broker. `now` is
 injectable, so tests drive the clock.
@@ -78,7 +79,7 @@ from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.blocked import blocked_stop
 from outreach.sending.recovery import claims_recover, suppressed_end
-from outreach.sending.tasks import send_batch
+from outreach.sending.tasks import send_mailboxes
 
 logger = logging.getLogger(__name__)
 
@@ -498,36 +499,42 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
         batches += claimed
         examined_total += examined
         if enqueue:
-            # A paced mailbox gets one claim per run: its task is queued as soon as the
-            # transaction that claimed it has committed, not after the whole run (a
-            # fleet's first run claims for thousands of mailboxes).
-            for batch in claimed:
-                if batch.paced:
-                    transaction.on_commit(
-                        functools.partial(
-                            batches_enqueue, batch.credential_id, [str(batch.batch_id)]
-                        )
-                    )
+            # A paced mailbox gets one claim per run: the transaction's paced batches are
+            # queued, as one task, as soon as it has committed, not after the whole run
+            # (a fleet's first run claims for thousands of mailboxes).
+            paced = [
+                (batch.credential_id, [str(batch.batch_id)]) for batch in claimed if batch.paced
+            ]
+            if paced:
+                transaction.on_commit(functools.partial(batches_enqueue, paced))
         if examined < batch_size:
             break
     if enqueue and batches:
-        # One task per unpaced mailbox for the whole run (one SMTP session), queued once
-        # every transaction of the run has committed.
+        # Each unpaced mailbox's batches of the whole run go in one task (one SMTP
+        # session), queued once every transaction of the run has committed.
         by_credential: dict = defaultdict(list)
         for batch in batches:
             if not batch.paced:
                 by_credential[batch.credential_id].append(str(batch.batch_id))
-        for credential_id, batch_ids in by_credential.items():
-            transaction.on_commit(functools.partial(batches_enqueue, credential_id, batch_ids))
+        mailboxes = list(by_credential.items())
+        for start in range(0, len(mailboxes), batch_size):
+            transaction.on_commit(
+                functools.partial(batches_enqueue, mailboxes[start : start + batch_size])
+            )
     return batches
 
 
-def batches_enqueue(credential_id, batch_ids: list[str]) -> None:
-    """Queue the sending task of a mailbox's committed batches. A failure only delays
-    them: the claims lapse after SENDING_LEASE_SECONDS and are claimed again."""
+def batches_enqueue(mailboxes: list[tuple]) -> None:
+    """Queue one sending task for mailboxes' committed batches, `[(credential id, [batch
+    id, ...]), ...]` (at most SENDING_BATCH_SIZE mailboxes: tasks spread over the
+    workers). A failure only delays them: the claims lapse after SENDING_LEASE_SECONDS
+    and are claimed again."""
+    groups = [[str(credential_id), batch_ids] for credential_id, batch_ids in mailboxes]
     try:
-        send_batch.apply_async((batch_ids, str(credential_id)), retry=False)
+        send_mailboxes.apply_async((groups,), retry=False)
     except Exception:
         logger.warning(
-            "send batches %s not queued; their claims lapse and retry", batch_ids, exc_info=True
+            "sending task for %d mailboxes not queued; their claims lapse and retry",
+            len(groups),
+            exc_info=True,
         )

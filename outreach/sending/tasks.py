@@ -1,16 +1,34 @@
-"""Celery task of sending: a mailbox's claimed batches over one SMTP connection. Names
-matter: outreach.tasks.send_* run on the `sending` queue (CELERY_TASK_ROUTES)."""
+"""Celery tasks of sending: mailboxes' claimed batches, each over one SMTP connection.
+Names matter: outreach.tasks.send_* run on the `sending` queue (CELERY_TASK_ROUTES)."""
+
+from dataclasses import asdict
 
 from celery import shared_task
 
-from outreach.sending.batch import batch_send
+from outreach.sending.batch import BatchResult
+from outreach.sending.send import mailboxes_send
+
+
+@shared_task(name="outreach.tasks.send_mailboxes", acks_late=True, ignore_result=True)
+def send_mailboxes(groups: list[list]) -> dict:
+    """Send the claimed batches of several mailboxes, `[[credential id, [batch id, ...]],
+    ...]`, each mailbox over its own connection, all at once (mailboxes_send). Safe to
+    run twice: a claim is marked started before its send, and only unstarted claims of
+    the batches are sent. Returns the counts summed over the mailboxes, and how many
+    mailboxes failed."""
+    results = mailboxes_send([(credential_id, batch_ids) for credential_id, batch_ids in groups])
+    total = {name: 0 for name in ("sent", "bounced", "retried", "failed", "skipped")}
+    for result in results:
+        for name in total:
+            total[name] += getattr(result, name)
+    failed_mailboxes = sum(1 for result in results if result.mailbox_error)
+    return {**total, "mailboxes": len(results), "mailbox_errors": failed_mailboxes}
 
 
 @shared_task(name="outreach.tasks.send_batch", acks_late=True, ignore_result=True)
 def send_batch(batch_ids: str | list[str], credential_id: str) -> dict:
-    """Send a mailbox's claimed batches (one id, or the ids of one scheduler run) over
-    one SMTP connection. Safe to run twice: a claim is marked started before its send,
-    and only unstarted claims of the batches are sent."""
+    """One mailbox's batches: the task an earlier release queued (send_mailboxes now
+    carries them), still run so that none queued across an upgrade is lost."""
     ids = [batch_ids] if isinstance(batch_ids, str) else batch_ids
-    result = batch_send(batch_ids=ids, credential_id=credential_id)
-    return result.__dict__
+    results = mailboxes_send([(credential_id, ids)])
+    return asdict(results[0]) if results else asdict(BatchResult())

@@ -47,7 +47,9 @@ WORKER_ENV = {
 # The Procfile's worker line.
 QUEUES = "celery,sending,imports,intake"
 SCHEDULED = re.compile(r"Task outreach\.tasks\.schedule_sends\[[^]]+\] succeeded in [^:]+: (\d+)")
-SUCCEEDED = re.compile(r"Task outreach\.tasks\.send_batch\[[^]]+\] succeeded in [^:]+: (\{.*\})")
+SUCCEEDED = re.compile(
+    r"Task outreach\.tasks\.send_mailboxes\[[^]]+\] succeeded in [^:]+: (\{.*\})"
+)
 
 
 def _mailboxes(account, sink, count: int, prefix: str):
@@ -103,8 +105,9 @@ class LocklessScheduler:
         monkeypatch.setattr(
             scheduler,
             "batches_enqueue",
-            lambda credential_id, batch_ids: send_task(
-                "outreach.tasks.send_batch", batch_ids, str(credential_id)
+            lambda mailboxes: send_task(
+                "outreach.tasks.send_mailboxes",
+                [[str(credential_id), batch_ids] for credential_id, batch_ids in mailboxes],
             ),
         )
 
@@ -132,7 +135,7 @@ class LocklessScheduler:
 
 
 def _sent_by(worker) -> int:
-    """Messages the worker's send_batch tasks sent, from the results its log reports."""
+    """Messages the worker's sending tasks sent, from the results its log reports."""
     return sum(ast.literal_eval(m)["sent"] for m in SUCCEEDED.findall(worker.log))
 
 

@@ -38,7 +38,7 @@ def test_a_worker_without_q_consumes_every_declared_queue():
 TASK_PER_QUEUE = {
     "celery": ("accounts.tasks.idempotency_prune", ()),
     "webhooks": ("webhooks.tasks.webhook_sweep", ()),
-    "sending": ("outreach.tasks.send_batch", (str(uuid.uuid4()), str(uuid.uuid4()))),
+    "sending": ("outreach.tasks.send_mailboxes", ([[str(uuid.uuid4()), [str(uuid.uuid4())]]],)),
     "imports": ("outreach.tasks.import_redrive_stale", ()),
     "intake": ("outreach.tasks.intake_poll_mailboxes", ()),
 }

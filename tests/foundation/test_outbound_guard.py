@@ -19,8 +19,8 @@ from outreach.intake.mailbox import mailbox_poll
 from outreach.models.campaigns import Campaign
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

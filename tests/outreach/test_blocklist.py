@@ -17,8 +17,8 @@ from outreach.models.blocklist import BlocklistEntry
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment, Message
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -71,8 +71,8 @@ def test_each_change_counts_once_and_matches_a_recount(api_client, account, smtp
     Enrollment.objects.filter(campaign=campaign).update(
         status=Enrollment.Status.SCHEDULED, next_send_at=timezone.now()
     )
-    from outreach.sending.batch import batch_send
     from outreach.sending.scheduler import schedule_due
+    from outreach.sending.send import batch_send
 
     for batch in schedule_due(now=timezone.now() + timedelta(seconds=1)):
         batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id)

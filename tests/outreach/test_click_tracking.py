@@ -18,8 +18,8 @@ from outreach.campaigns import clicks
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.sending import Enrollment
 from outreach.sending import tokens
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory

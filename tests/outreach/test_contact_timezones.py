@@ -11,8 +11,8 @@ from outreach.campaigns.dispatch import campaign_dispatch
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment, Message
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -15,8 +15,8 @@ from outreach.models.campaigns import Campaign
 from outreach.models.domain_cap import RecipientDomainCount
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending import scheduler
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.accounts.factories import AccountFactory
 from tests.outreach.factories import (
     CampaignFactory,

@@ -20,8 +20,8 @@ from outreach.mailboxes import oauth_tokens
 from outreach.models.campaigns import Campaign
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.conftest import client_for
 from tests.outreach.factories import (
     CampaignFactory,

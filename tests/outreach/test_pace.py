@@ -16,8 +16,8 @@ from outreach.models.campaigns import Campaign
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message, SendClaim
 from outreach.sending import scheduler
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import (
     CampaignFactory,
     ContactFactory,

@@ -19,9 +19,9 @@ from outreach.models.contacts import Contact
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending import message, tokens
-from outreach.sending.batch import batch_send
 from outreach.sending.record import INTERRUPTED_ERROR
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send, mailboxes_send
 from tests.conftest import client_for
 from tests.outreach.factories import (
     CampaignFactory,
@@ -195,7 +195,8 @@ def test_a_batch_reads_twice_and_then_a_fixed_number_of_statements_per_message(s
     """A batch loads what it sends with in two queries (the claims with their
     enrollment, contact, campaign, account and mailbox; the steps), then costs the same
     few statements per message: a paced mailbox's batch is one message, so whatever a
-    batch adds is paid per message by a fleet."""
+    batch adds is paid per message by a fleet. A batch that ended no enrollment does
+    not look for campaigns to complete."""
     from django.test.utils import CaptureQueriesContext
 
     campaign = _campaign(sink, steps=2)  # its step 2 is days away: it stays active
@@ -216,8 +217,96 @@ def test_a_batch_reads_twice_and_then_a_fixed_number_of_statements_per_message(s
     one, three = batch_queries(1), batch_queries(3)
     reads = [sql for sql in one if sql.lstrip().startswith("SELECT")]
     assert len(reads) == 2
-    assert len(one) == 2 + PER_MESSAGE + 1  # and the campaign's completion check, per batch
+    assert len(one) == 2 + PER_MESSAGE
     assert len(three) - len(one) == 2 * PER_MESSAGE
+
+
+def test_one_task_loads_its_mailboxes_batches_together_and_completes_once(sink):
+    """A sending task carries several mailboxes' batches: they are loaded in the same
+    queries, whatever their number, and the campaigns their last steps ended are
+    looked at once, after all of them."""
+    from django.test.utils import CaptureQueriesContext
+
+    campaign = _campaign(sink, steps=2)  # step 2 at once; it ends its enrollment
+    CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
+    first = campaign.credentials.get()
+    others = [
+        _point_at(
+            CredentialFactory(account=campaign.account, smtp_username="", smtp_password=""), sink
+        )
+        for _ in range(2)
+    ]
+    campaign.credentials.add(*others)
+    for _ in range(3):
+        _enroll(campaign)
+    # Step 1: the period's usage row, each mailbox's stats rows; step 2 is measured.
+    assert sum(r.sent for r in _run()) == 3
+    batches = schedule_due(now=NOW)
+    assert {b.credential_id for b in batches} == {first.pk, *(c.pk for c in others)}
+
+    with CaptureQueriesContext(connection) as queries:
+        results = mailboxes_send(
+            [(b.credential_id, [b.batch_id]) for b in batches], clock=lambda: NOW
+        )
+
+    assert [r.sent for r in results] == [1, 1, 1]
+    statements = [q["sql"] for q in queries.captured_queries]
+    # The claims, the steps, and the threads' earlier messages (step 2 replies in them).
+    assert len([sql for sql in statements if sql.lstrip().startswith("SELECT")]) == 3
+    assert len(statements) == 3 + 3 * PER_MESSAGE + 1  # and one completion, for the three
+    campaign.refresh_from_db()
+    assert campaign.status == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_sends_its_mailboxes_at_once_and_a_held_server_keeps_only_its_own(
+    smtp_sink, settings
+):
+    """The mailboxes of one task are sent at once, each over its own connection: a
+    server that holds the end of a message's DATA holds only its own mailbox, and the
+    others' messages are sent and recorded meanwhile."""
+    import threading
+
+    held, quick = smtp_sink(), smtp_sink()
+    campaign = CampaignFactory(with_steps=1, status=Campaign.Status.ACTIVE)
+    slow = _point_at(campaign.credentials.get(), held, smtp_username="", smtp_password="")
+    fast = [
+        _point_at(
+            CredentialFactory(account=campaign.account, smtp_username="", smtp_password=""), quick
+        )
+        for _ in range(2)
+    ]
+    campaign.credentials.add(*fast)
+    for _ in range(3):
+        _enroll(campaign)
+    batches = schedule_due(now=NOW)
+    by_credential = {b.credential_id: b for b in batches}
+    # The held mailbox first: one after the other, the others would wait for it.
+    order = [slow.pk, *(c.pk for c in fast)]
+    [held_rcpt] = [c.enrollment.contact.email for c in SendClaim.objects.filter(credential=slow)]
+    held.hold_data(held_rcpt)
+    results: list = []
+    task = threading.Thread(
+        target=lambda: results.extend(
+            mailboxes_send([(pk, [by_credential[pk].batch_id]) for pk in order], clock=lambda: NOW)
+        )
+    )
+    task.start()
+    try:
+        quick.wait_for(2)
+        held.wait_for(1)  # the held message came in whole; its reply is held
+        for _ in range(200):
+            if Message.objects.filter(credential__in=fast).count() == 2:
+                break
+            threading.Event().wait(0.05)
+        assert Message.objects.filter(credential__in=fast).count() == 2
+        assert not Message.objects.filter(credential=slow).exists()
+    finally:
+        held.release()
+        task.join(timeout=60)
+    # Released, the held server answered 421: that mailbox's message is retried later.
+    assert [(r.sent, r.retried) for r in results] == [(0, 1), (1, 0), (1, 0)]
+    assert not Message.objects.filter(credential=slow).exists()
 
 
 def test_one_batch_sends_for_several_campaigns_of_a_mailbox(sink):
@@ -975,11 +1064,38 @@ def test_tasks_route_and_beat_runs_the_scheduler(settings):
     def queue(name):
         return app.amqp.router.route({}, name)["queue"].name
 
-    assert queue("outreach.tasks.send_batch") == "sending"
+    assert queue("outreach.tasks.send_mailboxes") == "sending"
+    assert queue("outreach.tasks.send_batch") == "sending"  # queued by an earlier release
     assert queue("outreach.tasks.schedule_sends") == "celery"  # never behind SMTP batches
     entry = settings.CELERY_BEAT_SCHEDULE["outreach-send-schedule"]
     assert entry["task"] == "outreach.tasks.schedule_sends"
     assert entry["schedule"] == settings.SENDING_SCHEDULE_INTERVAL_SECONDS
+
+
+def test_the_tasks_send_what_the_scheduler_claimed_and_an_earlier_releases_still_runs(sink):
+    """The scheduler queues send_mailboxes (its counts summed over the mailboxes); a
+    send_batch an earlier release queued before an upgrade still sends its batch."""
+    from outreach.sending.tasks import send_batch, send_mailboxes
+
+    campaign = _campaign(sink, steps=2)
+    credential = campaign.credentials.get()
+    _enroll(campaign), _enroll(campaign)
+    [batch] = schedule_due(now=timezone.now())  # the tasks' clock
+    result = send_mailboxes.apply(args=([[str(credential.pk), [str(batch.batch_id)]]],)).get()
+    assert result == {
+        "sent": 2,
+        "bounced": 0,
+        "retried": 0,
+        "failed": 0,
+        "skipped": 0,
+        "mailboxes": 1,
+        "mailbox_errors": 0,
+    }
+    _enroll(campaign)
+    [batch] = schedule_due(now=timezone.now())  # the tasks' clock
+    old = send_batch.apply(args=(str(batch.batch_id), str(credential.pk))).get()
+    assert old["sent"] == 1
+    assert Message.objects.filter(credential=credential).count() == 3
 
 
 def test_a_message_that_cannot_be_built_fails_alone(sink, monkeypatch):

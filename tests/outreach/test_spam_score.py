@@ -12,8 +12,8 @@ import pytest
 
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.sending import Enrollment
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.support.spamassassin import spamassassin_path, spamassassin_score
 

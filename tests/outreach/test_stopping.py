@@ -9,8 +9,8 @@ import pytest
 from outreach.campaigns.stopping import enrollment_stop
 from outreach.models.campaigns import Campaign
 from outreach.models.sending import Enrollment, Message
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
 from webhooks.models import Event

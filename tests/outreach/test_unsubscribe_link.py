@@ -10,8 +10,8 @@ from outreach.campaigns.rendering import FOOTER_TEXT
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.sending import Enrollment
 from outreach.sending import tokens
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_fields
 

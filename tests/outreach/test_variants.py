@@ -12,9 +12,9 @@ from outreach.campaigns.variants import variants_assign
 from outreach.intake.services import enrollment_mark_opened, enrollment_mark_replied
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.sending import Enrollment, Message, SendClaim
-from outreach.sending.batch import batch_send
 from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error, assert_fields
 
