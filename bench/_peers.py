@@ -11,9 +11,10 @@
   or the embedded mode (neither: a fresh VAR_DIR, its PostgreSQL, the filesystem
   broker), and its broker's purge (`broker_purge`);
 * signed webhook bodies for the plain-client baselines (`signed_envelope`);
-* the service's HTTP API as a client calls it (`api_call`, `multipart_body`), for the
-  benchmarks that measure from outside (`--through-api`), against the web the Procfile
-  starts on a free port (`web_bind`).
+* the service's HTTP API as a client calls it (`api_call`, `multipart_body`), and its
+  public pages as a mail client loads them (`web_get`), for the benchmarks that measure
+  from outside (`--through-api`), against the web the Procfile starts on a free port
+  (`web_bind`).
 
 Nothing here imports Django: the benchmark sets it up first (bench/_setup.py).
 """
@@ -377,6 +378,28 @@ def web_bind() -> str:
     return os.environ["BIND"]
 
 
+def _web_open(request, *, timeout: float) -> tuple[int, bytes]:
+    """(HTTP status, body) of one request on a new connection; an error status is an
+    answer too."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def web_get(path: str, *, timeout: float = 30) -> tuple[int, bytes]:
+    """A GET of `path` at BIND as a mail client or a browser makes it: no API key, a new
+    connection. Returns (HTTP status, the body)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"http://{os.environ['BIND']}{path}", method="GET")
+    return _web_open(request, timeout=timeout)
+
+
 def api_call(
     method: str,
     path: str,
@@ -389,7 +412,6 @@ def api_call(
 ) -> tuple[int, dict]:
     """One request to the web at BIND with an API key, as a client makes it (urllib, a
     new connection each time). Returns (HTTP status, the decoded JSON answer)."""
-    import urllib.error
     import urllib.request
 
     if json_body is not None:
@@ -400,11 +422,7 @@ def api_call(
         headers={"Authorization": f"Bearer {key}", "Content-Type": content_type},
         method=method,
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as error:
-        status, raw = error.code, error.read()
+    status, raw = _web_open(request, timeout=timeout)
     try:
         return status, json.loads(raw or b"{}")
     except ValueError:

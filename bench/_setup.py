@@ -4,6 +4,7 @@ it against the embedded mode's PostgreSQL of VAR_DIR (started by `prepare`), mig
 import atexit
 import os
 import sys
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,6 +136,42 @@ def contacts_create(account, count: int, *, start: int = 0) -> list:
             for i in range(start, start + count)
         ]
     )
+
+
+def sent_create(campaign, contacts, *, credential, at, subject: str = "Hello") -> tuple:
+    """One enrollment of `campaign` per contact whose step 1 `credential` sent at `at`
+    (status sent, the next step three days later), and the Message row the sending
+    engine records for each: (enrollments, messages), in the contacts' order."""
+    from datetime import timedelta
+
+    from outreach.models.sending import Enrollment, Message
+
+    enrollments = Enrollment.objects.bulk_create(
+        Enrollment(
+            campaign=campaign,
+            contact=contact,
+            status="sent",
+            current_step=1,
+            credential=credential,
+            sent_at=at,
+            next_send_at=at + timedelta(days=3),
+        )
+        for contact in contacts
+    )
+    messages = Message.objects.bulk_create(
+        Message(
+            account_id=campaign.account_id,
+            enrollment=enrollment,
+            credential=credential,
+            step=1,
+            message_id=f"{uuid.uuid4().hex}@{credential.from_email.partition('@')[2]}",
+            to_email=contact.email,
+            subject=subject,
+            sent_at=at,
+        )
+        for enrollment, contact in zip(enrollments, contacts, strict=True)
+    )
+    return enrollments, messages
 
 
 def messages_render(enrollments, *, credential, now) -> list:

@@ -38,7 +38,7 @@ from datetime import timedelta
 
 os.environ["OUTBOUND_ALLOW_PRIVATE_NETWORKS"] = "true"  # Dovecot is on loopback
 
-from _setup import ROOT, account_create, account_drop, prepare  # noqa: E402
+from _setup import ROOT, account_create, account_drop, prepare, sent_create  # noqa: E402
 
 prepare()
 
@@ -50,7 +50,7 @@ from outreach.models.campaigns import Campaign  # noqa: E402
 from outreach.models.contacts import Contact  # noqa: E402
 from outreach.models.conversations import Reply  # noqa: E402
 from outreach.models.mailboxes import SmtpCredential  # noqa: E402
-from outreach.models.sending import Enrollment, Message  # noqa: E402
+from outreach.models.sending import Message  # noqa: E402
 from tests.intake.conftest import Dovecot  # noqa: E402
 
 MESSAGES = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
@@ -110,35 +110,8 @@ def world(account, dovecot: Dovecot, label: str):
             for i in range(MESSAGES)
         ]
     )
-    now = timezone.now()
-    enrollments = Enrollment.objects.bulk_create(
-        [
-            Enrollment(
-                campaign=campaign,
-                contact=contact,
-                status="sent",
-                current_step=1,
-                credential=credential,
-                sent_at=now - timedelta(hours=1),
-                next_send_at=now + timedelta(days=3),
-            )
-            for contact in contacts
-        ]
-    )
-    messages = Message.objects.bulk_create(
-        [
-            Message(
-                account=account,
-                enrollment=enrollment,
-                credential=credential,
-                step=1,
-                message_id=f"{uuid.uuid4().hex}@sender.example",
-                to_email=enrollment.contact.email,
-                subject="Hello",
-                sent_at=now - timedelta(hours=1),
-            )
-            for enrollment in enrollments
-        ]
+    _, messages = sent_create(
+        campaign, contacts, credential=credential, at=timezone.now() - timedelta(hours=1)
     )
     raws = [
         corpus_message(i, message.message_id, contacts[i].email)

@@ -5,6 +5,9 @@ worker and beat) against plain HTTP clients at the same concurrency, in the same
     REDIS_URL=redis://127.0.0.1:6379/6 \\
       .venv/bin/python bench/bench_latency_webhooks.py --timeout 300
     .venv/bin/python bench/bench_latency_webhooks.py --timeout 300   # the embedded mode
+    ... bench/bench_latency_webhooks.py --timeout 300 --through-api
+      (from outside: the Procfile's web too; the events caused by recipients' mail
+      clients loading the open pixel)
 
 The world: 50 healthy endpoints, each on its own port of one receiver process
 (tests/support/receiver.py), answering 200 after 200 ms; 2 dead endpoints (a second
@@ -30,19 +33,42 @@ the per-event latency is commit -> received by the endpoint, its p95 over the he
 endpoints' 500 events. The run stops waiting after --timeout seconds and reports what
 was delivered. WEBHOOK_TIMEOUT_SECONDS is the service's default unless set.
 
-Goals: the service's deliveries per second >= 50% of the baseline's; p95 < 2 s.
+Through the API (`--through-api`): the whole Procfile runs (its `web:` line too, on a
+free port: bench/_peers.py's Service(web=True)), and the events are what recipients
+cause: each account has one active campaign whose step 1 was sent an hour ago to 10
+contacts (enrollments `sent` and their Message rows, written in setup), and each
+contact's mail client loads the open pixel of its email (`GET /t/o/<token>.gif`, the
+URL taken from the HTML message_build renders for it; no API key, a new connection per
+request). The first load of a pixel records the open and emits `enrollment.opened`
+(docs/intake.md; a repeat load emits nothing), so every account gets exactly its 10
+events. The 520 loads go through a pool of --openers threads (many recipients opening
+at once), in the in-process mode's order (open 1 of every account, then open 2, ...);
+once the web is warmed (web_warm), the clock starts at the first request. Per event:
+the start of its pixel request -> received by the endpoint (the envelope id, a delivery
+job's, mapped to its enrollment through the job's event); p95 over the healthy
+endpoints' 500; deliveries per second from the first request until every healthy
+endpoint has received all 10 and was answered. Same baseline, same run.
+
+Goals: the service's deliveries per second >= 50% of the baseline's (from outside, issue
+32: >= 80%); p95 < 2 s.
 It migrates the database, empties the broker's queues and deletes the accounts it
 made (bench-latency-webhooks-...@example.com) before and after.
 """
 
 import argparse
+import email
+import email.policy
 import json
 import math
 import os
+import re
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from html import unescape
 from pathlib import Path
+from urllib.parse import urlsplit
 
 os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"  # drains go to the real broker
 os.environ["WEBHOOK_ALLOW_PRIVATE_NETWORKS"] = "true"  # the receivers are on loopback
@@ -58,15 +84,28 @@ from _peers import (  # noqa: E402
     service_env,
     signed_envelope,
     sigterm_exits,
+    web_bind,
+    web_get,
+    web_warm,
 )
 
 LABEL = "latency-webhooks"
 # production or embedded: its environment set before Django is (_setup).
 MODE = mode_environment(LABEL)
 
-from _setup import account_create, prepare  # noqa: E402
+from _setup import (  # noqa: E402
+    account_create,
+    api_keys_create,
+    contacts_create,
+    mailboxes_create,
+    messages_render,
+    prepare,
+    sent_create,
+    step_create,
+)
 
 GOAL_RATIO = 0.5
+GOAL_RATIO_API = 0.8  # from outside (issue 32)
 GOAL_P95 = 2.0
 
 
@@ -167,63 +206,160 @@ def baseline(endpoints: list[dict], events: int, log: LineLog) -> dict:
     }
 
 
-def service_run(args, endpoints, dead, healthy_log: LineLog, dead_log: LineLog, workdir):
-    from django.db import transaction
-    from django.db.models import Count
-
-    from webhooks.events import event_emit
-    from webhooks.models import DeliveryJob
-
-    # Dead endpoints' accounts spread evenly among the healthy ones.
+def interleaved(endpoints: list[dict], dead: list[dict]) -> list[dict]:
+    """Every account in the order its events are caused: the dead endpoints' accounts
+    spread evenly among the healthy ones."""
     everyone = list(endpoints)
     for k, endpoint in enumerate(dead):
         everyone.insert(round(k * len(endpoints) / len(dead)) + k, endpoint)
+    return everyone
+
+
+def emit_in_process(everyone: list[dict], events: int) -> float:
+    """The events emitted with event_emit in one transaction, account after account for
+    event 1, then event 2, ...; returns the time of the commit."""
+    from django.db import transaction
+
+    from webhooks.events import event_emit
+
+    committed: list[float] = []
+    with transaction.atomic():
+        transaction.on_commit(lambda: committed.append(time.time()))  # runs first
+        for n in range(events):
+            for endpoint in everyone:
+                event_emit(
+                    account=endpoint["account"],
+                    event_type="enrollment.sent",
+                    data={
+                        "enrollment_id": f"00000000-0000-0000-0000-{n:012d}",
+                        "contact_email": f"contact{n}@bench.example",
+                        "status": "sent",
+                        "n": n,
+                    },
+                )
+    return committed[0]
+
+
+# The open pixel in the HTML message_build renders (outreach/sending/message.py).
+PIXEL_URL = re.compile(r'background="([^"]*/t/o/[^"]+\.gif)"')
+
+
+def opens_prepare(account, count: int) -> list[tuple[str, str]]:
+    """An active campaign of `account` whose step 1 went out an hour ago to `count`
+    contacts (sent_create), and what each contact's mail client will load: (enrollment
+    id, the path of the open pixel in the email message_build renders for it)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from outreach.models.campaigns import Campaign
+
+    campaign = Campaign.objects.create(account=account, name="bench opens", status="active")
+    # Nothing is sent in the run (no enrollment is due): the mailbox is never connected to.
+    (credential,) = mailboxes_create(account, 1, port=25)
+    campaign.credentials.add(credential)
+    step_create(campaign)
+    contacts = contacts_create(account, count)
+    sent_at = timezone.now() - timedelta(hours=1)
+    enrollments, _ = sent_create(campaign, contacts, credential=credential, at=sent_at)
+    loads = []
+    for enrollment, outgoing in zip(
+        enrollments, messages_render(enrollments, credential=credential, now=sent_at), strict=True
+    ):
+        message = email.message_from_bytes(outgoing.data, policy=email.policy.default)
+        html = message.get_body(("html",)).get_content()
+        url = unescape(PIXEL_URL.search(html).group(1))
+        loads.append((str(enrollment.pk), urlsplit(url).path))
+    return loads
+
+
+class Opens:
+    """Recipients' mail clients loading the open pixels (`loads`: enrollment id, path),
+    in the order given, through a pool of `openers` threads, each load a GET on a new
+    connection to the web (web_get). Started on construction."""
+
+    def __init__(self, loads: list[tuple[str, str]], openers: int):
+        self.started: dict[str, float] = {}  # enrollment id -> its request's start
+        self.seconds: list[float] = []  # each load's, start to answer
+        self.failures: list[str] = []
+        self.pool = ThreadPoolExecutor(openers)
+        for enrollment_id, path in loads:
+            self.pool.submit(self._load, enrollment_id, path)
+
+    def _load(self, enrollment_id: str, path: str) -> None:
+        started = self.started[enrollment_id] = time.time()
+        try:
+            status, body = web_get(path)
+        except OSError as exc:
+            self.failures.append(f"{path}: {exc!r}")
+            return
+        self.seconds.append(time.time() - started)
+        if status != 200 or not body.startswith(b"GIF89a"):
+            self.failures.append(f"{path}: {status} {body[:80]!r}")
+
+    def first(self) -> float:
+        return min(self.started.values())
+
+    def wait(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def service_run(args, endpoints, dead, healthy_log: LineLog, dead_log: LineLog, workdir, key=""):
+    from django.db.models import Count
+
+    from webhooks.models import DeliveryJob
+
+    everyone = interleaved(endpoints, dead)
+    healthy_webhooks = [e["webhook_id"] for e in endpoints]
     broker_purge()
     workdir.mkdir(parents=True, exist_ok=True)
     result: dict = {}
-    with Service(workdir, service_env()) as service:
+    opens = None
+    with Service(workdir, service_env(), web=args.through_api) as service:
         service.start()
+        if args.through_api:
+            warm = web_warm("/campaigns", key=key)
+            print(f"  web warmed: slowest GET of each round {ms(warm)}")
         healthy_log.skip()
         dead_log.skip()
-        committed: list[float] = []
-        with transaction.atomic():
-            transaction.on_commit(lambda: committed.append(time.time()))  # runs first
-            for n in range(args.events):
-                for endpoint in everyone:
-                    event_emit(
-                        account=endpoint["account"],
-                        event_type="enrollment.sent",
-                        data={
-                            "enrollment_id": f"00000000-0000-0000-0000-{n:012d}",
-                            "contact_email": f"contact{n}@bench.example",
-                            "status": "sent",
-                            "n": n,
-                        },
-                    )
-        commit = committed[0]
-        expected = {
-            str(job_id)
-            for job_id in DeliveryJob.objects.filter(
-                webhook_id__in=[e["webhook_id"] for e in endpoints]
-            ).values_list("id", flat=True)
-        }
+        if args.through_api:
+            # Every envelope id on the healthy endpoints' log is then this run's.
+            expected = None
+            wanted = len(endpoints) * args.events
+            opens = Opens(
+                [endpoint["opens"][n] for n in range(args.events) for endpoint in everyone],
+                args.openers,
+            )
+            deadline = time.time() + args.timeout
+        else:
+            commit = emit_in_process(everyone, args.events)
+            expected = {
+                str(job_id)
+                for job_id in DeliveryJob.objects.filter(
+                    webhook_id__in=healthy_webhooks
+                ).values_list("id", flat=True)
+            }
+            wanted = len(expected)
+            deadline = commit + args.timeout
         first: dict[str, tuple[float, float | None]] = {}
         dead_attempts = 0
-        deadline = commit + args.timeout
         while True:
             for received, answered, event_id in parse_log(healthy_log.read()):
-                if event_id in expected and event_id not in first:
+                ours = event_id in expected if expected is not None else event_id != "-"
+                if ours and event_id not in first:
                     first[event_id] = (received, answered)
             dead_attempts += len(dead_log.read())
-            if len(first) == len(expected) and all(a for _, a in first.values()):
-                waited = max(a for _, a in first.values()) - commit
+            if len(first) >= wanted and all(a for _, a in first.values()):
+                end = max(a for _, a in first.values())
                 break
             if time.time() >= deadline or not service.alive():
-                waited = time.time() - commit
+                end = time.time()
                 if not service.alive():
                     print("  a service process exited early; see its log")
                 break
             time.sleep(0.05)
+        if opens is not None:
+            opens.wait()
         # What the service had recorded when the measurement ended (before the stop).
         result["states"] = {
             kind: dict(
@@ -234,17 +370,50 @@ def service_run(args, endpoints, dead, healthy_log: LineLog, dead_log: LineLog, 
             )
             for kind, group in (("healthy", endpoints), ("dead", dead))
         }
+    if opens is None:
+        latencies = [received - commit for received, _ in first.values()]
+        waited = end - commit
+    else:
+        # The envelope id is the delivery job's; its event names the enrollment opened.
+        opened = dict(
+            DeliveryJob.objects.filter(
+                id__in=list(first), webhook_id__in=healthy_webhooks
+            ).values_list("id", "event__data__enrollment_id")
+        )
+        if len(opened) != len(first):
+            print(f"  {len(first) - len(opened)} envelope ids are no healthy delivery job's")
+        latencies = [first[str(job)][0] - opens.started[owner] for job, owner in opened.items()]
+        waited = end - opens.first()
+        result["opens"] = opens
     result.update(
         stopped_cleanly=service.stopped_cleanly,
-        expected=len(expected),
-        delivered=len(first),
+        expected=wanted,
+        delivered=len(latencies),
         waited=waited,
-        complete=len(first) == len(expected),
-        latencies=[received - commit for received, _ in first.values()],
+        complete=len(latencies) == wanted,
+        latencies=latencies,
         dead_attempts=dead_attempts,
     )
     print(f"  logs: {workdir}")
     return result
+
+
+def ms(seconds: list[float]) -> str:
+    return ", ".join(f"{s * 1000:.0f} ms" for s in seconds)
+
+
+def opens_report(opens: Opens, total: int) -> None:
+    """The pixel loads as their clients saw them."""
+    ordered = sorted(opens.seconds)
+    print(
+        f"  pixel loads: {len(ordered)} of {total} answered"
+        + (f", {len(opens.failures)} failed, first: {opens.failures[0]}" if opens.failures else "")
+    )
+    if ordered:
+        print(
+            f"  pixel load times: median {ms([ordered[len(ordered) // 2]])}, "
+            f"p95 {ms([p95(ordered, len(ordered))])}, max {ms([ordered[-1]])}"
+        )
 
 
 def main() -> None:
@@ -254,10 +423,20 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10, help="per account")
     parser.add_argument("--delay", type=float, default=0.2, help="healthy answer delay (s)")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--through-api",
+        action="store_true",
+        help="the Procfile's web too; the events caused by loads of the open pixel",
+    )
+    parser.add_argument(
+        "--openers", type=int, default=50, help="pixel loads at once (with --through-api)"
+    )
     args = parser.parse_args()
     sigterm_exits()
     prepare()
     accounts_purge()
+    if args.through_api:
+        web_bind()
     from webhooks.services import webhook_create
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-latency-webhooks-"))
@@ -287,13 +466,23 @@ def main() -> None:
                         "webhook_id": issued.webhook.pk,
                     }
                 )
+                if args.through_api:
+                    bucket[-1]["opens"] = opens_prepare(account, args.events)
         total = args.endpoints * args.events
         print(
             f"{args.endpoints} endpoints answering 200 after {args.delay * 1000:.0f} ms, "
             f"{args.dead} that never answer; {args.events} events per account; "
-            f"timeout {args.timeout:.0f} s"
+            f"timeout {args.timeout:.0f} s; "
+            + (
+                f"events through the API: open pixel loads, {args.openers} at once"
+                if args.through_api
+                else "events emitted in process"
+            )
+            + f"; load {os.getloadavg()[0]:.2f} (1 min)"
         )
-        service_describe("WEBHOOK_TIMEOUT_SECONDS", "WEBHOOK_SWEEP_INTERVAL_SECONDS")
+        service_describe(
+            "WEBHOOK_TIMEOUT_SECONDS", "WEBHOOK_SWEEP_INTERVAL_SECONDS", web=args.through_api
+        )
 
         base = baseline(endpoints, args.events, healthy_log)
         print(
@@ -301,19 +490,26 @@ def main() -> None:
             f"({base['rate']:.1f}/s), p95 start -> received {fmt_seconds(base['p95'])}"
             + (f", {len(base['errors'])} errors" if base["errors"] else "")
         )
-        run = service_run(args, endpoints, dead, healthy_log, dead_log, workdir)
+        # An API key for warming the web (its account's address verified).
+        key = api_keys_create(endpoints[0]["account"])[0] if args.through_api else ""
+        run = service_run(args, endpoints, dead, healthy_log, dead_log, workdir, key=key)
         rate = run["delivered"] / run["waited"] if run["waited"] else 0.0
         ratio = rate / base["rate"]
+        goal_ratio = GOAL_RATIO_API if args.through_api else GOAL_RATIO
         latency_p95 = p95(run["latencies"], run["expected"])
+        start = "the first pixel request" if args.through_api else "the commit"
+        if args.through_api:
+            opens_report(run["opens"], (args.endpoints + args.dead) * args.events)
         print(
             f"  service: {run['delivered']} of {run['expected']} healthy deliveries in "
-            f"{run['waited']:.1f} s after the commit ({rate:.1f}/s)"
+            f"{run['waited']:.1f} s after {start} ({rate:.1f}/s)"
             + ("" if run["complete"] else " -- INCOMPLETE at the timeout")
         )
         if run["latencies"]:
             ordered = sorted(run["latencies"])
             print(
-                f"  latency commit -> received: first {ordered[0]:.2f} s, "
+                f"  latency {'pixel request' if args.through_api else 'commit'} -> received: "
+                f"first {ordered[0]:.2f} s, "
                 f"median {ordered[len(ordered) // 2]:.2f} s, p95 {fmt_seconds(latency_p95)}, "
                 f"last {ordered[-1]:.2f} s"
             )
@@ -324,8 +520,10 @@ def main() -> None:
         )
         print(f"  worker/beat stopped on SIGTERM: {run['stopped_cleanly']}")
         print(
-            f"\nmode: {MODE}; ratio service/baseline: {ratio:.3f} (goal >= {GOAL_RATIO}: "
-            f"{'met' if ratio >= GOAL_RATIO else 'MISSED'}); p95 {fmt_seconds(latency_p95)} "
+            f"\nmode: {MODE}"
+            + ("; events through the API (open pixel)" if args.through_api else "")
+            + f"; ratio service/baseline: {ratio:.3f} (goal >= {goal_ratio}: "
+            f"{'met' if ratio >= goal_ratio else 'MISSED'}); p95 {fmt_seconds(latency_p95)} "
             f"(goal < {GOAL_P95:.0f} s: {'met' if latency_p95 < GOAL_P95 else 'MISSED'})"
         )
     finally:
