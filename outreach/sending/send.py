@@ -61,6 +61,10 @@ def _run(batches: "list[MailboxBatch]") -> None:
         for batch in batches:
             batch.run()
         return
+    # The task's thread only waits from here: its database connection goes back to the
+    # worker's pool for the sending threads (holding it, a few waiting tasks would take
+    # every connection the threads need).
+    connection_release()
     futures = [sending_pool().submit(_run_in_pool, batch) for batch in batches]
     failures = [exc for future in futures if (exc := future.exception()) is not None]
     if failures:

@@ -208,3 +208,46 @@ def test_a_worker_killed_mid_batch_sends_nothing_twice(
     messages = Message.objects.filter(enrollment__campaign=campaign)
     assert messages.count() == 6
     assert [m.to_email for m in messages.filter(reply_seen=False)] == [held.email]
+
+
+def test_a_task_of_several_mailboxes_sends_them_all_over_a_one_connection_database_pool(
+    live_db, account, smtp_sink, celery_worker
+):
+    """A sending task hands its mailboxes to the worker's sending threads and waits for
+    them: while it waits it holds no database connection, or a worker whose pool is
+    smaller than its waiting tasks would starve its own sending threads. Here the pool
+    has one connection (no beat: nothing else takes it) and the task four mailboxes."""
+    from django.utils import timezone
+
+    from outreach.sending.scheduler import schedule_due
+    from tests.support.celery_worker import send_task
+
+    sink = smtp_sink()
+    campaign = _campaign_at(sink, account, steps=1)
+    first = campaign.credentials.get()
+    for n in range(3):  # four mailboxes in rotation
+        first.pk, first.from_email = None, f"rotation{n}@example.com"
+        first._state.adding = True
+        first.save()
+        campaign.credentials.add(first)
+    for n in range(8):
+        EnrollmentFactory(
+            campaign=campaign,
+            contact=ContactFactory(account=account, email=f"c{n}@example.org"),
+            status=Enrollment.Status.SCHEDULED,
+            next_send_at=timezone.now(),
+        )
+    Campaign.objects.filter(pk=campaign.pk).update(status=Campaign.Status.ACTIVE)
+    batches = schedule_due()
+    assert len({b.credential_id for b in batches}) == 4
+    worker = celery_worker(env={"DB_POOL_MAX_SIZE": "1", "DB_POOL_TIMEOUT_SECONDS": "5"})
+
+    send_task(
+        "outreach.tasks.send_mailboxes",
+        [[str(b.credential_id), [str(b.batch_id)]] for b in batches],
+    )
+
+    sink.wait_for(8, timeout=40)
+    _wait_until(lambda: Message.objects.filter(enrollment__campaign=campaign).count() == 8)
+    assert len({m.mail_from for m in sink.messages}) == 4
+    assert "couldn't get a connection" not in worker.log
