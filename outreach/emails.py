@@ -4,6 +4,7 @@ import re
 from functools import lru_cache
 
 from email_validator import EmailNotValidError, validate_email
+from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 
 
 class InvalidEmail(ValueError):
@@ -31,6 +32,8 @@ def email_clean(value: object) -> str:
         if normalized_domain is not None and len(local) + 1 + len(normalized_domain) <= (
             _ADDRESS_MAX
         ):
+            if local.lower() in CASE_INSENSITIVE_MAILBOX_NAMES:
+                local = local.lower()  # RFC 2142's role mailboxes (Postmaster, NOC, ...)
             return f"{local}@{normalized_domain}"
     # Anything else (quoted or international local parts, refused domains, lengths): the
     # library decides, and words the refusal.

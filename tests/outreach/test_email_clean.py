@@ -42,6 +42,8 @@ DOMAINS = [
 LOCALS = [
     "john",
     "John.Doe",
+    "PostMaster",  # RFC 2142's role mailboxes: lower case
+    "nOC",
     "x+tag",
     "o'reilly",
     "!#$%&'*+/=?^_`{|}~-",
