@@ -126,41 +126,80 @@ def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
     return free
 
 
-def _examinable(*, now: datetime, busy) -> Q:
-    """Due enrollments worth examining this run: the thread's mailbox may send now, or,
-    for a thread without a usable mailbox (new, or its mailbox disabled), the campaign
-    has a mailbox that may, or none enabled at all (the campaign is paused below).
-    Enrollments waiting for a paced or busy mailbox are left out here, in SQL, so a
-    backlog behind one mailbox never fills a run's scan (SENDING_MAX_PER_TICK).
+@dataclass
+class _RunView:
+    """What a scheduler run reads once, before its claim transactions, to choose what
+    they read: the mailboxes it may claim for (`_mailbox_free`: enabled, not paced, not
+    busy), the campaigns each of them serves, the active campaigns without any enabled
+    mailbox, and, per campaign met, which of its mailboxes are enabled. A transaction's
+    paced claims take their mailboxes out of `free`. Each claim is still decided under
+    its rows' locks (_credentials_lock re-reads the free mailboxes it locks): a view a
+    moment old only makes a transaction read a row that then gets nothing, or leaves a
+    mailbox freed meanwhile to the next run. At a fleet's size this is most of what a run
+    costs: read per transaction, the lists of thousands of mailboxes were read, sent
+    and parsed again and again (bench/README.md, "One task per claim transaction")."""
 
-    The free mailboxes and the campaigns they serve are read first, by themselves, and
-    the scan gets them as constant lists (hashed by PostgreSQL): no subquery per due row,
-    whatever the planner believes of how many rows are due. (Correlated subqueries
-    here were planned per row when the statistics said few rows were due, and a run over
-    a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)"""
-    free_ids = list(
-        SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=busy)).values_list(
-            "pk", flat=True
+    now: datetime
+    busy: set
+    free: set
+    serving: dict  # free mailbox -> the campaigns it serves
+    unsendable: list
+    enabled: dict = field(default_factory=dict)  # enabled mailbox -> its oauth_status
+    linked_seen: set = field(default_factory=set)  # campaigns whose mailboxes are in it
+
+    @classmethod
+    def read(cls, *, now: datetime, busy: set) -> "_RunView":
+        free = (
+            set(
+                SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=())).values_list(
+                    "pk", flat=True
+                )
+            )
+            - busy
         )
-    )
-    links = Campaign.credentials.through.objects
-    serving = list(
-        links.filter(smtpcredential_id__in=free_ids)
-        .values_list("campaign_id", flat=True)
-        .distinct()
-    )
-    # Active campaigns without any enabled mailbox: examined so that they are paused.
-    unsendable = list(
-        Campaign.objects.filter(status=Campaign.Status.ACTIVE)
-        .exclude(
-            pk__in=links.filter(smtpcredential__disabled_at__isnull=True).values("campaign_id")
+        links = Campaign.credentials.through.objects
+        serving: dict = defaultdict(set)
+        for credential_id, campaign_id in links.filter(smtpcredential_id__in=free).values_list(
+            "smtpcredential_id", "campaign_id"
+        ):
+            serving[credential_id].add(campaign_id)
+        # Active campaigns without any enabled mailbox: examined so that they are paused.
+        unsendable = list(
+            Campaign.objects.filter(status=Campaign.Status.ACTIVE)
+            .exclude(
+                pk__in=links.filter(smtpcredential__disabled_at__isnull=True).values("campaign_id")
+            )
+            .values_list("pk", flat=True)
         )
-        .values_list("pk", flat=True)
-    )
-    rotating = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
-    return Q(credential_id__in=free_ids) | (
-        rotating & (Q(campaign_id__in=serving) | Q(campaign_id__in=unsendable))
-    )
+        return cls(now, busy, free, serving, unsendable)
+
+    def examinable(self) -> Q:
+        """Due enrollments worth examining: the thread's mailbox may send now, or, for a
+        thread without a usable mailbox (new, or its mailbox disabled), the campaign has
+        a mailbox that may, or none enabled at all (the campaign is paused below).
+        Enrollments waiting for a paced or busy mailbox are left out here, in SQL, so a
+        backlog behind one mailbox never fills a run's scan (SENDING_MAX_PER_TICK).
+
+        The scan gets constant lists (hashed by PostgreSQL): no subquery per due row,
+        whatever the planner believes of how many rows are due. (Correlated subqueries
+        here were planned per row when the statistics said few rows were due, and a run
+        over a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)"""
+        serving = {c for pk in self.free for c in self.serving.get(pk, ())}
+        rotating = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
+        return Q(credential_id__in=list(self.free)) | (
+            rotating & (Q(campaign_id__in=list(serving)) | Q(campaign_id__in=self.unsendable))
+        )
+
+    def enabled_read(self, linked: dict) -> None:
+        """The enabled ones of the mailboxes of campaigns not met yet in this run."""
+        new = {pk for cid, ids in linked.items() if cid not in self.linked_seen for pk in ids}
+        self.linked_seen.update(linked)
+        if new:
+            self.enabled.update(
+                SmtpCredential.objects.filter(pk__in=new, disabled_at__isnull=True).values_list(
+                    "pk", "oauth_status"
+                )
+            )
 
 
 @dataclass
@@ -175,13 +214,14 @@ class _Plan:
     domain_counts: dict = field(default_factory=dict)
 
 
-def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[list[Batch], int]:
+def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
     """One transaction: select, decide, write. Returns (batches, enrollments examined).
-    Enrollments whose thread is on a `busy` mailbox wait for a later run."""
+    Enrollments whose thread is on a busy mailbox wait for a later run."""
+    now = view.now
     with transaction.atomic():
         due = (
             _due_queryset(now)
-            .filter(_examinable(now=now, busy=busy))
+            .filter(view.examinable())
             .annotate(
                 contact_timezone=F("contact__timezone"), contact_email=F("contact__email_lower")
             )
@@ -195,17 +235,20 @@ def _claim_once(*, now: datetime, batch_size: int, busy=frozenset()) -> tuple[li
         )
         if not enrollments:
             return [], 0
-        plan = _decide(enrollments, now=now, busy=busy)
+        plan = _decide(enrollments, view=view)
         batches = _write(plan, now=now)
+    # Paced, they may not send again in this run (a rolled back transaction raised).
+    view.free.difference_update(plan.paced)
     return batches, len(enrollments)
 
 
-def _decide(enrollments: list[Enrollment], *, now: datetime, busy=frozenset()) -> _Plan:
+def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     """Per due enrollment: complete, defer, pause its campaign, or claim (step 3 above)."""
     # Long: one decision per enrollment in the documented order (step 3 above), read top
     # to bottom; the rules it applies live in pace, domain_cap and blocklist.
+    now, busy = view.now, view.busy
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
-    enabled_ids, unauthorized, credentials = _credentials_lock(linked, now=now, busy=busy)
+    enabled_ids, unauthorized, credentials = _credentials_lock(linked, view=view)
     account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
     blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
     domain_caps = caps_lock(
@@ -336,34 +379,38 @@ def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
     return campaigns, positions, linked
 
 
-def _credentials_lock(linked: dict, *, now: datetime, busy) -> tuple[set, set, dict]:
+def _credentials_lock(linked: dict, *, view: _RunView) -> tuple[set, set, dict]:
     """The enabled and the unauthorized ones of the linked credentials, and the free ones
     (`_mailbox_free`: enabled, not paced, not busy), locked."""
-    credential_ids = {c for ids in linked.values() for c in ids}
-    rows = SmtpCredential.objects.filter(pk__in=credential_ids).order_by("pk")
-    # Which are enabled, read without locking: a campaign is paused only when none is.
-    # An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
+    # Which are enabled, as the run's view has them: a campaign is paused only when none
+    # is. An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
     # threads, and campaigns with no other mailbox, wait (never paused, never failed).
-    enabled_status = dict(rows.filter(disabled_at__isnull=True).values_list("pk", "oauth_status"))
+    view.enabled_read(linked)
+    credential_ids = {c for ids in linked.values() for c in ids}
+    enabled = {pk for pk in credential_ids if pk in view.enabled}
     unauthorized = {
         pk
-        for pk, oauth_status in enabled_status.items()
-        if oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
+        for pk in enabled
+        if view.enabled[pk] == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
     }
     # The mailboxes claims may be made for are locked, so the daily counters read next
     # cannot move until this transaction ends; concurrent schedulers never take the
-    # same one. Only the free ones: a paced or busy mailbox gets no claim anyway, and a
-    # campaign of thousands of paced mailboxes, of which a few are free at a time,
-    # would otherwise lock (and write a lock record for) every one of them in every
-    # claim transaction. The pace is checked again under the lock: a row whose
-    # next_send_earliest_at another run moved ahead since is re-read by FOR UPDATE
-    # and left out. A row another transaction holds is skipped: a sender
-    # recording a message holds its mailbox's row for a moment (and the account's
-    # usage row), and waiting for it here could close a cycle of waits with the other
-    # senders (a deadlock). Enrollments of a skipped mailbox wait for a later run.
-    free = rows.filter(_mailbox_free("", now=now, busy=busy))
-    credentials = {c.pk: c for c in free.select_for_update(skip_locked=True)}
-    return set(enabled_status), unauthorized, credentials
+    # same one. Only the free ones of the run's view: a paced or busy mailbox gets no
+    # claim anyway, and a campaign of thousands of paced mailboxes, of which a few are
+    # free at a time, would otherwise lock (and write a lock record for) every one of
+    # them in every claim transaction. Whether each is free is read again under the
+    # lock: a row whose next_send_earliest_at another run moved ahead since is re-read
+    # by FOR UPDATE and left out. A row another transaction holds is skipped: a sender
+    # recording a message holds its mailbox's row for a moment (and the account's usage
+    # row), and waiting for it here could close a cycle of waits with the other senders
+    # (a deadlock). Enrollments of a skipped mailbox wait for a later run.
+    candidates = sorted(credential_ids & view.free)
+    # (Not busy: the view's free ones are not.)
+    free = SmtpCredential.objects.filter(pk__in=candidates).filter(
+        _mailbox_free("", now=view.now, busy=())
+    )
+    credentials = {c.pk: c for c in free.order_by("pk").select_for_update(skip_locked=True)}
+    return enabled, unauthorized, credentials
 
 
 def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
@@ -490,9 +537,10 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
         .values_list("credential_id", flat=True)
         .distinct()
     )
+    view = _RunView.read(now=now, busy=busy)
     while examined_total < settings.SENDING_MAX_PER_TICK:
         try:
-            claimed, examined = _claim_once(now=now, batch_size=batch_size, busy=busy)
+            claimed, examined = _claim_once(view, batch_size=batch_size)
         except _LostRace:
             logger.info("send scheduler lost a claim race; the next tick retries")
             break
