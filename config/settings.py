@@ -531,8 +531,10 @@ SENDING_MAX_PER_TICK = env.int("SENDING_MAX_PER_TICK", default=2000)
 # plus connection timeouts); a dead worker's unsent claims are due again after it.
 SENDING_LEASE_SECONDS = env.int("SENDING_LEASE_SECONDS", default=900)
 # SMTP sessions one worker process holds at once at most: its sending threads, shared by
-# every sending task it runs (outreach.sending.batch.sending_pool).
-SENDING_CONCURRENCY = env.int("SENDING_CONCURRENCY", default=CELERY_WORKER_CONCURRENCY)
+# every sending task it runs (outreach.sending.send.sending_pool), started as needed. A
+# paced fleet holds messages a second x session time of them (about 2 s against servers
+# answering in 50-500 ms): 3,000 mailboxes paced 10-20 s hold about 450 (docs/scale.md).
+SENDING_CONCURRENCY = env.int("SENDING_CONCURRENCY", default=500)
 # Timeout of every SMTP connect and command.
 SENDING_SMTP_TIMEOUT_SECONDS = env.float("SENDING_SMTP_TIMEOUT_SECONDS", default=30.0)
 # Temporary failures (4xx, connection) an enrollment step may take before it is failed.
