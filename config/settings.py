@@ -519,7 +519,7 @@ CELERY_BEAT_SCHEDULE["outreach-recipient-domain-counts-purge"] = {
 # A paced mailbox's next send waits for the first run after its gap: the interval is
 # added to its gaps (docs/sending.md, "Mailbox pace"), hence a short one.
 SENDING_SCHEDULE_INTERVAL_SECONDS = env.float("SENDING_SCHEDULE_INTERVAL_SECONDS", default=1.0)
-# Enrollments claimed per scheduler transaction; also the most mailboxes one sending task
+# Enrollments claimed per scheduler transaction; also about the claims one sending task
 # carries (a task sends its mailboxes' batches at once, each over its own connection).
 SENDING_BATCH_SIZE = env.int("SENDING_BATCH_SIZE", default=100)
 # A dispatch or outreach whose first step is due at once runs the scheduler right after

@@ -35,8 +35,8 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
      day's count is reached: next_send_at = the next UTC midnight, then the window's
      next opening; a claim reserves a unit of the count (outreach.domain_cap);
 4. after commit, queues `outreach.tasks.send_mailboxes` tasks, each carrying the batches
-   of up to SENDING_BATCH_SIZE mailboxes; the worker sends them at once, each mailbox's
-   over one SMTP connection. The paced mailboxes' batches of a claim transaction go in
+   of about SENDING_BATCH_SIZE claims; the worker sends its mailboxes at once, each
+   mailbox's over one SMTP connection. The paced mailboxes' batches of a claim transaction go in
    one task as soon as it commits; the unpaced mailboxes' once the whole run has (one
    may get claims in several transactions of one run, all sent over one connection).
 
@@ -560,22 +560,39 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
     if enqueue and batches:
         # Each unpaced mailbox's batches of the whole run go in one task (one SMTP
         # session), queued once every transaction of the run has committed.
-        by_credential: dict = defaultdict(list)
-        for batch in batches:
-            if not batch.paced:
-                by_credential[batch.credential_id].append(str(batch.batch_id))
-        mailboxes = list(by_credential.items())
-        for start in range(0, len(mailboxes), batch_size):
-            transaction.on_commit(
-                functools.partial(batches_enqueue, mailboxes[start : start + batch_size])
-            )
+        for group in _unpaced_groups(batches, claims_per_task=batch_size):
+            transaction.on_commit(functools.partial(batches_enqueue, group))
     return batches
+
+
+def _unpaced_groups(batches: list[Batch], *, claims_per_task: int) -> list[list[tuple]]:
+    """The unpaced mailboxes' batches of a run as tasks of about `claims_per_task`
+    claims: a task loads all its claims before its first message, so a burst's tasks
+    stay small enough to load one while another's mailboxes send (a mailbox with more
+    claims goes alone, all of them over its one connection)."""
+    by_credential: dict = defaultdict(list)
+    sizes: Counter = Counter()
+    for batch in batches:
+        if not batch.paced:
+            by_credential[batch.credential_id].append(str(batch.batch_id))
+            sizes[batch.credential_id] += batch.size
+    groups: list[list[tuple]] = []
+    group: list[tuple] = []
+    claims = 0
+    for credential_id, batch_ids in by_credential.items():
+        if group and claims + sizes[credential_id] > claims_per_task:
+            groups.append(group)
+            group, claims = [], 0
+        group.append((credential_id, batch_ids))
+        claims += sizes[credential_id]
+    if group:
+        groups.append(group)
+    return groups
 
 
 def batches_enqueue(mailboxes: list[tuple]) -> None:
     """Queue one sending task for mailboxes' committed batches, `[(credential id, [batch
-    id, ...]), ...]` (at most SENDING_BATCH_SIZE mailboxes: tasks spread over the
-    workers). A failure only delays them: the claims lapse after SENDING_LEASE_SECONDS
+    id, ...]), ...]` (about SENDING_BATCH_SIZE claims: tasks spread over the workers). A failure only delays them: the claims lapse after SENDING_LEASE_SECONDS
     and are claimed again."""
     groups = [[str(credential_id), batch_ids] for credential_id, batch_ids in mailboxes]
     try:

@@ -1243,3 +1243,35 @@ def test_one_scheduler_run_at_a_time(smtp_sink):
         other_run.execute("SELECT pg_advisory_unlock(%s)", [SCHEDULER_LOCK])
     [batch] = schedule_due(now=NOW)
     assert batch.size == 1
+
+
+def test_a_run_queues_its_unpaced_mailboxes_in_tasks_of_about_a_batch_of_claims(
+    sink, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A task loads all its claims before its first message: a burst's mailboxes go in
+    tasks of about SENDING_BATCH_SIZE claims, each mailbox whole (one connection)."""
+    from outreach.sending import scheduler
+
+    settings.SENDING_BATCH_SIZE = 10
+    campaign = _campaign(sink)
+    campaign.credentials.add(
+        *[
+            _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
+            for _ in range(3)
+        ]
+    )
+    for _ in range(16):  # four a mailbox
+        _enroll(campaign)
+    queued: list = []
+    monkeypatch.setattr(scheduler, "batches_enqueue", queued.append)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        batches = schedule_due(now=NOW, enqueue=True)
+
+    assert sum(b.size for b in batches) == 16
+    claims = [
+        sum(b.size for b in batches for _, ids in group if str(b.batch_id) in ids)
+        for group in queued
+    ]
+    assert claims == [8, 8]  # two mailboxes of four claims each, twice
+    assert [len({credential for credential, _ in group}) for group in queued] == [2, 2]
