@@ -57,7 +57,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, Count, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
@@ -126,6 +126,10 @@ def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
     return free
 
 
+# A due enrollment whose thread has no mailbox to keep (new, or its mailbox disabled).
+_ROTATING = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
+
+
 @dataclass
 class _RunView:
     """What a scheduler run reads once, before its claim transactions, to choose what
@@ -144,6 +148,12 @@ class _RunView:
     free: set
     serving: dict  # free mailbox -> the campaigns it serves
     unsendable: list
+    # campaign -> its due enrollments without a thread's mailbox (they rotate), at the
+    # run's start: its mailboxes' fair share of them (`share`)
+    rotating_due: dict = field(default_factory=dict)
+    # (mailbox, campaign) -> its rotating claims in this run
+    claimed: Counter = field(default_factory=Counter)
+    capped: set = field(default_factory=set)  # campaigns whose mailboxes took their share
     enabled: dict = field(default_factory=dict)  # enabled mailbox -> its oauth_status
     linked_seen: set = field(default_factory=set)  # campaigns whose mailboxes are in it
 
@@ -171,7 +181,23 @@ class _RunView:
             )
             .values_list("pk", flat=True)
         )
-        return cls(now, busy, free, serving, unsendable)
+        campaigns = {c for ids in serving.values() for c in ids}
+        rotating_due = dict(
+            _due_queryset(now)
+            .filter(_ROTATING, campaign_id__in=list(campaigns))
+            .values("campaign_id")
+            .annotate(due=Count("pk"))
+            .values_list("campaign_id", "due")
+        )
+        return cls(now, busy, free, serving, unsendable, rotating_due)
+
+    def share(self, campaign_id, enabled: int) -> int:
+        """The most rotating claims one of the campaign's `enabled` mailboxes takes in
+        this run: its even share of what was due at the run's start. A burst larger
+        than a run (SENDING_MAX_PER_TICK) would otherwise pile, at the next run, onto the
+        few mailboxes already done with their part, one long session each, while the
+        others finish theirs and then wait: the rest waits for them instead."""
+        return max(1, -(-self.rotating_due.get(campaign_id, 0) // max(enabled, 1)))
 
     def examinable(self) -> Q:
         """Due enrollments worth examining: the thread's mailbox may send now, or, for a
@@ -185,9 +211,9 @@ class _RunView:
         here were planned per row when the statistics said few rows were due, and a run
         over a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)"""
         serving = {c for pk in self.free for c in self.serving.get(pk, ())}
-        rotating = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
+        serving -= self.capped
         return Q(credential_id__in=list(self.free)) | (
-            rotating & (Q(campaign_id__in=list(serving)) | Q(campaign_id__in=self.unsendable))
+            _ROTATING & (Q(campaign_id__in=list(serving)) | Q(campaign_id__in=self.unsendable))
         )
 
     def enabled_read(self, linked: dict) -> None:
@@ -209,6 +235,7 @@ class _Plan:
     claims: list = field(default_factory=list)  # (enrollment, credential id, step)
     pause: set = field(default_factory=set)  # campaign ids without an enabled credential
     paced: dict = field(default_factory=dict)  # credential id -> its new next_send_earliest_at
+    capped: set = field(default_factory=set)  # campaigns whose mailboxes took their share
     blocked: list = field(default_factory=list)  # enrollments whose address is blocked
     # enrollment id -> the recipient domain count its claim reserves a unit of
     domain_counts: dict = field(default_factory=dict)
@@ -237,8 +264,10 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
             return [], 0
         plan = _decide(enrollments, view=view)
         batches = _write(plan, now=now)
-    # Paced, they may not send again in this run (a rolled back transaction raised).
+    # Paced, they take no more claims in this run; a campaign whose mailboxes took their
+    # share gives its new threads no more (a rolled back transaction raised).
     view.free.difference_update(plan.paced)
+    view.capped.update(plan.capped)
     return batches, len(enrollments)
 
 
@@ -275,9 +304,21 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     # free at a time: the per-enrollment choice below looks at those few.
     enabled_of: dict = {}
     usable_of: dict = {}
+    share_of: dict = {}
     for campaign in campaigns.values():
         enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         enabled_of[campaign.pk] = (enabled, set(enabled))
+        # Its new threads' share per mailbox: over the mailboxes that may take claims
+        # (sending, paced or free), not those waiting to be re-authorized or held back.
+        share_of[campaign.pk] = view.share(
+            campaign.pk,
+            sum(
+                1
+                for pk in enabled
+                if pk not in unauthorized
+                and not (campaign.require_authenticated_domain and pk in unauthenticated)
+            ),
+        )
         usable_of[campaign.pk] = [
             pk
             for pk in enabled
@@ -318,8 +359,14 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             plan.defer[reauthorization_wait].append(enrollment.pk)
             continue
         usable = usable_of[campaign.pk]
+        rotating = not on_thread
         if on_thread:
             usable = [thread] if thread in usable else []
+        else:
+            share = share_of[campaign.pk]
+            usable = [pk for pk in usable if view.claimed[pk, campaign.pk] < share]
+            if not usable:
+                plan.capped.add(campaign.pk)
         candidates = [pk for pk in usable if pk not in paced]
         if not candidates:
             # Its mailboxes are all still sending, paced, or held for a moment: a later run.
@@ -340,6 +387,8 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             plan.domain_counts[enrollment.pk] = turn
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
+        if rotating:
+            view.claimed[chosen, campaign.pk] += 1
         if credentials[chosen].is_paced:
             paced.add(chosen)
             plan.paced[chosen] = now + pace_gap(credentials[chosen])

@@ -1275,3 +1275,36 @@ def test_a_run_queues_its_unpaced_mailboxes_in_tasks_of_about_a_batch_of_claims(
     ]
     assert claims == [8, 8]  # two mailboxes of four claims each, twice
     assert [len({credential for credential, _ in group}) for group in queued] == [2, 2]
+
+
+def test_a_burst_larger_than_a_run_is_not_piled_onto_the_mailboxes_done_first(sink, settings):
+    """A run takes its mailboxes' even share of what is due: the rest of a burst waits
+    for the mailboxes still sending their part, instead of going, all of it, to the
+    first ones done (one long session each)."""
+    settings.SENDING_BATCH_SIZE = 4
+    settings.SENDING_MAX_PER_TICK = 8
+    campaign = _campaign(sink)
+    campaign.credentials.add(
+        *[
+            _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
+            for _ in range(3)
+        ]
+    )
+    for _ in range(12):
+        _enroll(campaign)
+
+    first = schedule_due(now=NOW)
+    per_mailbox = {}
+    for batch in first:
+        per_mailbox[batch.credential_id] = per_mailbox.get(batch.credential_id, 0) + batch.size
+    assert sorted(per_mailbox.values()) == [2, 2, 2, 2]  # 8 of 12: the run's limit
+    done = first[0].credential_id
+    for batch in [b for b in first if b.credential_id == done]:
+        batch_send(batch_id=batch.batch_id, credential_id=done, clock=lambda: NOW)
+
+    later = NOW + timedelta(seconds=1)
+    second = schedule_due(now=later)
+
+    # 4 left for 4 mailboxes: the one done takes 1; 3 wait for the others.
+    assert [(b.credential_id, b.size) for b in second] == [(done, 1)]
+    assert Enrollment.objects.filter(next_send_at__lte=later, status="scheduled").count() == 3
