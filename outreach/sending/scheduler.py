@@ -91,9 +91,9 @@ class Batch:
     batch_id: uuid.UUID
     credential_id: uuid.UUID
     size: int
-    # The mailbox is paced: this run gives it no other claim, so its task may be queued
-    # as soon as this batch's transaction commits.
-    paced: bool = False
+    # This run gives the mailbox no other claim (paced, or its share of the run taken):
+    # its task may be queued as soon as this batch's transaction commits.
+    last: bool = False
 
 
 # --- 3. claims ------------------------------------------------------------------------------
@@ -236,6 +236,7 @@ class _Plan:
     pause: set = field(default_factory=set)  # campaign ids without an enabled credential
     paced: dict = field(default_factory=dict)  # credential id -> its new next_send_earliest_at
     capped: set = field(default_factory=set)  # campaigns whose mailboxes took their share
+    full: set = field(default_factory=set)  # mailboxes that took their share of the run
     blocked: list = field(default_factory=list)  # enrollments whose address is blocked
     # enrollment id -> the recipient domain count its claim reserves a unit of
     domain_counts: dict = field(default_factory=dict)
@@ -267,6 +268,7 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
     # Paced, they take no more claims in this run; a campaign whose mailboxes took their
     # share gives its new threads no more (a rolled back transaction raised).
     view.free.difference_update(plan.paced)
+    view.free.difference_update(plan.full)
     view.capped.update(plan.capped)
     return batches, len(enrollments)
 
@@ -371,7 +373,16 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         if not candidates:
             # Its mailboxes are all still sending, paced, or held for a moment: a later run.
             continue
-        chosen = max(candidates, key=lambda pk: room[pk])  # first in link order on a tie
+        if rotating:
+            # The one with room that has taken the most of its share in this run (its
+            # claims together, in one task), then the one with the most room left today;
+            # the first in link order on a tie.
+            chosen = max(
+                candidates,
+                key=lambda pk: (room[pk] > 0, view.claimed[pk, campaign.pk], room[pk]),
+            )
+        else:
+            chosen = candidates[0]
         if room[chosen] <= 0:
             tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
@@ -389,6 +400,8 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         plan.claims.append((enrollment, chosen, step))
         if rotating:
             view.claimed[chosen, campaign.pk] += 1
+            if view.claimed[chosen, campaign.pk] >= share:
+                plan.full.add(chosen)
         if credentials[chosen].is_paced:
             paced.add(chosen)
             plan.paced[chosen] = now + pace_gap(credentials[chosen])
@@ -488,8 +501,8 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     batches, rows = [], []
     for credential_id, items in by_credential.items():
         batch_id = uuid.uuid4()
-        paced = credential_id in plan.paced
-        batches.append(Batch(batch_id, credential_id, size=len(items), paced=paced))
+        last = credential_id in plan.paced or credential_id in plan.full
+        batches.append(Batch(batch_id, credential_id, size=len(items), last=last))
         rows += [
             SendClaim(
                 enrollment_id=enrollment.pk,
@@ -587,6 +600,7 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
         .distinct()
     )
     view = _RunView.read(now=now, busy=busy)
+    pending: dict = defaultdict(list)  # mailbox -> its batches of this run not queued yet
     while examined_total < settings.SENDING_MAX_PER_TICK:
         try:
             claimed, examined = _claim_once(view, batch_size=batch_size)
@@ -596,53 +610,59 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
         batches += claimed
         examined_total += examined
         if enqueue:
-            # A paced mailbox gets one claim per run: the transaction's paced batches are
-            # queued, as one task, as soon as it has committed, not after the whole run
-            # (a fleet's first run claims for thousands of mailboxes).
-            paced = [
-                (batch.credential_id, [str(batch.batch_id)]) for batch in claimed if batch.paced
-            ]
-            if paced:
-                transaction.on_commit(functools.partial(batches_enqueue, paced))
+            _queue_last(claimed, pending)
         if examined < batch_size:
             break
-    if enqueue and batches:
-        # Each unpaced mailbox's batches of the whole run go in one task (one SMTP
-        # session), queued once every transaction of the run has committed.
-        for group in _unpaced_groups(batches, claims_per_task=batch_size):
+    if enqueue and pending:
+        # The other mailboxes' batches of the whole run, queued once every transaction
+        # of the run has committed.
+        for group in _groups(list(pending.values()), claims_per_task=batch_size):
             transaction.on_commit(functools.partial(batches_enqueue, group))
     return batches
 
 
-def _unpaced_groups(batches: list[Batch], *, claims_per_task: int) -> list[list[tuple]]:
-    """The unpaced mailboxes' batches of a run as tasks of about `claims_per_task`
-    claims: a task loads all its claims before its first message, so a burst's tasks
-    stay small enough to load one while another's mailboxes send (a mailbox with more
-    claims goes alone, all of them over its one connection)."""
-    by_credential: dict = defaultdict(list)
-    sizes: Counter = Counter()
-    for batch in batches:
-        if not batch.paced:
-            by_credential[batch.credential_id].append(str(batch.batch_id))
-            sizes[batch.credential_id] += batch.size
-    groups: list[list[tuple]] = []
-    group: list[tuple] = []
+def _queue_last(claimed: list[Batch], pending: dict) -> None:
+    """A mailbox's batches of a run go in one task (one SMTP session). One that this run
+    gives no other claim (paced, or its share taken) is queued as soon as the
+    transaction that claimed its last batch has committed, with its earlier batches of
+    the run: a fleet's first run claims for thousands of mailboxes, and a burst's
+    first mailboxes need not wait for its last claims."""
+    ready = []
+    for batch in claimed:
+        pending[batch.credential_id].append(batch)
+        if batch.last:
+            ready.append(pending.pop(batch.credential_id))
+    if ready:
+        transaction.on_commit(functools.partial(batches_enqueue, _task_of(ready)))
+
+
+def _task_of(mailboxes: list[list[Batch]]) -> list[tuple]:
+    return [(batches[0].credential_id, [str(b.batch_id) for b in batches]) for batches in mailboxes]
+
+
+def _groups(mailboxes: list[list[Batch]], *, claims_per_task: int) -> list[list[tuple]]:
+    """Mailboxes' batches as tasks of about `claims_per_task` claims: a task loads all
+    its claims before its first message, so a burst's tasks stay small enough to load
+    one while another's mailboxes send (a mailbox with more claims goes alone, all of
+    them over its one connection)."""
+    groups: list[list[list[Batch]]] = []
     claims = 0
-    for credential_id, batch_ids in by_credential.items():
-        if group and claims + sizes[credential_id] > claims_per_task:
-            groups.append(group)
-            group, claims = [], 0
-        group.append((credential_id, batch_ids))
-        claims += sizes[credential_id]
-    if group:
-        groups.append(group)
-    return groups
+    for batches in mailboxes:
+        size = sum(b.size for b in batches)
+        if groups and groups[-1] and claims + size <= claims_per_task:
+            groups[-1].append(batches)
+            claims += size
+        else:
+            groups.append([batches])
+            claims = size
+    return [_task_of(group) for group in groups]
 
 
 def batches_enqueue(mailboxes: list[tuple]) -> None:
     """Queue one sending task for mailboxes' committed batches, `[(credential id, [batch
-    id, ...]), ...]` (about SENDING_BATCH_SIZE claims: tasks spread over the workers). A failure only delays them: the claims lapse after SENDING_LEASE_SECONDS
-    and are claimed again."""
+    id, ...]), ...]` (about SENDING_BATCH_SIZE claims: tasks spread over the workers).
+    A failure only delays them: the claims lapse after SENDING_LEASE_SECONDS and are
+    claimed again."""
     groups = [[str(credential_id), batch_ids] for credential_id, batch_ids in mailboxes]
     try:
         send_mailboxes.apply_async((groups,), retry=False)
