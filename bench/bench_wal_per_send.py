@@ -17,7 +17,11 @@ the other, in this process. Between the first run and the last record:
   cluster's checkpoint falls); the cluster's WAL (`pg_current_wal_lsn`) is printed too
   but counts the other databases of a shared server;
 - its writing commits (the commit records of those transactions) and every commit
-  (`pg_stat_database.xact_commit`, read-only autocommit statements included).
+  (`pg_stat_database.xact_commit`, read-only autocommit statements included);
+- the same own WAL per relation (each record counted under the relation of its first
+  block; commits under "(commit)"), per send, with its record types: where a send's
+  bytes go, e.g. a row LOCK, an UPDATE that wrote index entries, a HOT_UPDATE that did
+  not, an index's INSERT_LEAF.
 
 Needs a superuser (pg_walinspect) and a database of its own.
 """
@@ -57,6 +61,49 @@ SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type =
 FROM rec
 WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
 """
+
+
+# The own records above, per relation (of the record's first block; the relation's
+# name from its relfilenode) and record type: bytes with full-page images, images alone.
+_OWN_WAL_BY_RELATION = """
+WITH rec AS (
+    SELECT * FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+mine AS (
+    SELECT DISTINCT xid FROM rec WHERE block_ref LIKE %(db)s AND xid <> '0'
+),
+own AS (
+    SELECT *, substring(block_ref FROM 'rel \\d+/\\d+/(\\d+)')::oid AS node
+    FROM rec WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
+)
+SELECT coalesce(c.relname, CASE WHEN own.node IS NULL THEN '(commit)' ELSE '(other)' END),
+    own.resource_manager || ' ' || own.record_type, count(*), sum(own.record_length),
+    sum(own.fpi_length)
+FROM own LEFT JOIN pg_class AS c ON c.relfilenode = own.node AND own.node <> 0
+GROUP BY 1, 2
+"""
+
+
+def _by_relation(rows, sends: int) -> list[str]:
+    """Lines of the per-relation table: bytes per send (images apart), the record types
+    per send, largest first."""
+    relations: dict = {}
+    for relation, kind, records, total, fpi in rows:
+        entry = relations.setdefault(relation, [0, 0, []])
+        entry[0] += total
+        entry[1] += fpi
+        entry[2].append((records, kind))
+    lines = [f"{'relation':<44} {'B/send':>7} {'FPI':>6}  records per send"]
+    for relation, (total, fpi, kinds) in sorted(relations.items(), key=lambda r: -r[1][0]):
+        if total / sends < 1:
+            continue
+        kinds = ", ".join(
+            f"{kind.split(' ', 1)[1]} {records / sends:.2f}"
+            for records, kind in sorted(kinds, reverse=True)
+            if records / sends >= 0.01
+        )
+        lines.append(f"{relation:<44} {total / sends:>7.0f} {fpi / sends:>6.0f}  {kinds}")
+    return lines
 
 
 def _counters(cursor) -> tuple[str, int]:
@@ -139,6 +186,10 @@ def main(sends: int, mailbox_count: int) -> None:
             cluster = int(cursor.fetchone()[0])
             cursor.execute(_OWN_WAL, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"})
             commits, own, fpi = cursor.fetchone()
+            cursor.execute(
+                _OWN_WAL_BY_RELATION, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"}
+            )
+            by_relation = cursor.fetchall()
         assert sent == sends, f"sent {sent} of {sends}"
         assert Message.objects.filter(account=account).count() == sends
         print(f"{sends} sends from {mailbox_count} mailboxes in {seconds:.1f} s")
@@ -151,6 +202,8 @@ def main(sends: int, mailbox_count: int) -> None:
             f"writing commits per send: {commits / sends:.2f}; "
             f"xact_commit per send: {(end_commits - start_commits) / sends:.2f}"
         )
+        print("\nown WAL per relation (bytes per send, with full-page images; FPI alone):")
+        print("\n".join(_by_relation(by_relation, sends)))
     finally:
         process_stop(sink)
         Event.objects.filter(account=account).delete()
