@@ -5,12 +5,22 @@ send claims. See docs/outreach.md and docs/sending.md for the state rules."""
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
 from outreach.models.mailboxes import SmtpCredential
+
+
+class EnrollmentQuerySet(models.QuerySet["Enrollment"]):
+    def not_in_flight(self) -> "EnrollmentQuerySet":
+        """Enrollments without an open claim: none of their steps is handed to a sender.
+        A claimed enrollment keeps its next_send_at (the time its step was due) while it
+        is in flight, so every reader of due work asks this too (the scheduler's scan,
+        the backlog metric, the campaign's sending status). An anti-join answered by the
+        partial unique index of open claims (sendclaim_open_unique)."""
+        return self.exclude(Exists(SendClaim.objects.open().filter(enrollment_id=OuterRef("pk"))))
 
 
 class Enrollment(models.Model):
@@ -83,6 +93,8 @@ class Enrollment(models.Model):
     clicked_on = models.CharField(max_length=8, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = EnrollmentQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -219,9 +231,10 @@ class SendClaimQuerySet(models.QuerySet["SendClaim"]):
 class SendClaim(models.Model):
     """One enrollment step handed to a sending task, then the record of its SMTP attempt.
 
-    The scheduler creates it (with the enrollment's next_send_at moved to `lease_until`,
-    so it is not due meanwhile) and reserves a unit of the mailbox's daily limit; at most
-    one claim of an enrollment is open (unfinished) at a time. The sender sets
+    The scheduler creates it and reserves a unit of the mailbox's daily limit; at most
+    one claim of an enrollment is open (unfinished) at a time, and an open claim is what
+    keeps its enrollment out of the scheduler's scan (the enrollment row is not written:
+    its next_send_at stays the time the step was due, `due_at`). The sender sets
     `sending_at` (a conditional UPDATE) right before the SMTP transaction, and finishes
     the row in the transaction that records the outcome (`finished_at`, `outcome`, the
     server's reply): the row is kept as the attempt, as a webhook delivery keeps its
@@ -229,8 +242,9 @@ class SendClaim(models.Model):
     the lease's margin, a worker stopping, another claim of the batch hit a mailbox
     failure) was no attempt: it is deleted. A claim left behind by a dead worker is
     found when its lease lapses: never started, it is deleted and the enrollment is due
-    again; started (`sending_at` set), the outcome is unknown: it is recorded as sent
-    with its reply unseen and never sent again (docs/sending.md, "Unknown outcomes").
+    again at once, as it was; started (`sending_at` set), the outcome is unknown: it is
+    recorded as sent with its reply unseen and never sent again (docs/sending.md,
+    "Unknown outcomes").
     Attempts go with their enrollment; a deleted mailbox leaves them without one.
     """
 
