@@ -47,17 +47,22 @@ class Enrollment(models.Model):
     DUE_STATUSES = (Status.SCHEDULED, Status.SENT)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    # No index of its own: enrollment_unique and the page indexes lead with it, and each
-    # index more is written by every claim and send (bench/README.md, "Fleet").
+    # No index of its own: the page indexes lead with it, and each index more is written
+    # by every send (the record moves the enrollment: not a HOT update, so every index of
+    # the table gets an entry; bench/README.md, "WAL per send").
     campaign = models.ForeignKey(
         Campaign, on_delete=models.CASCADE, related_name="enrollments", db_index=False
     )
-    contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="enrollments")
+    # No index of its own either: enrollment_unique leads with it.
+    contact = models.ForeignKey(
+        Contact, on_delete=models.CASCADE, related_name="enrollments", db_index=False
+    )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
     # Number of steps sent; the next one is CampaignStep.position == current_step + 1.
     current_step = models.PositiveSmallIntegerField(default=0)
     next_send_at = models.DateTimeField(null=True, blank=True)
     # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
+    # Its index serves the SET NULL of a deleted mailbox (DELETE /smtp_credentials/:id).
     credential = models.ForeignKey(
         SmtpCredential,
         on_delete=models.SET_NULL,
@@ -98,12 +103,18 @@ class Enrollment(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Each index below (and the primary key, and the credential's) gets an entry at
+        # every send. What reads each:
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "contact"], name="enrollment_unique")
+            # A contact once per campaign; led by the contact, it also serves the
+            # contact's enrollments (unsubscribes, bounces, replies, a contact's deletion).
+            models.UniqueConstraint(fields=["contact", "campaign"], name="enrollment_unique")
         ]
         indexes = [
-            # Keyset pages (config.api.pagination), all and by status: the order,
-            # tie-breaker included.
+            # Keyset pages (config.api.pagination) of GET /campaigns/:id/enrollments, by
+            # status and all: the order, tie-breaker included. They also serve every
+            # read and write of a campaign's enrollments (dispatch, stats, completion,
+            # the campaign's deletion).
             models.Index(
                 fields=["campaign", "status", "created_at", "id"],
                 name="enrollment_status_page_idx",
@@ -111,7 +122,7 @@ class Enrollment(models.Model):
             models.Index(
                 fields=["campaign", "created_at", "id"], name="enrollment_campaign_page_idx"
             ),
-            # The scheduler's scan: due enrollments by next_send_at.
+            # The scheduler's scan, the backlog metric: due enrollments by next_send_at.
             models.Index(
                 fields=["next_send_at"],
                 name="enrollment_due_idx",
@@ -151,11 +162,19 @@ class Message(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    # No index: messages are read by enrollment or Message-ID (intake names the account
+    # beside the Message-ID, which the unique index finds); only an account's deletion
+    # looks its messages up by account (a rare staff action, reached through its
+    # enrollments anyway), and every send would write an entry.
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     # Indexed by message_enrollment_step_idx, which leads with it.
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
+    # Indexed: a mailbox's first send (its first IMAP poll), the SET NULL of a deleted
+    # mailbox.
     credential = models.ForeignKey(
         SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )
@@ -180,7 +199,9 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["-sent_at"]
+        # The thread (conversations), earlier messages of a reply, an enrollment's deletion.
         indexes = [models.Index(fields=["enrollment", "step"], name="message_enrollment_step_idx")]
+        # Replies, delivery reports and relay events are matched by Message-ID.
         constraints = [models.UniqueConstraint(fields=["message_id"], name="message_id_unique")]
 
     def __str__(self) -> str:
@@ -315,25 +336,29 @@ class SendClaim(models.Model):
     class Meta:
         verbose_name = "send attempt"
         constraints = [
-            # One claim in flight per enrollment: a second one fails its claim transaction.
+            # One claim in flight per enrollment: a second one fails its claim transaction
+            # (the scheduler's race guard). It also answers "in flight?" for the scan's
+            # anti-join (EnrollmentQuerySet.not_in_flight).
             models.UniqueConstraint(
                 fields=["enrollment"],
                 condition=Q(finished_at__isnull=True),
                 name="sendclaim_open_unique",
             )
         ]
+        # The three full indexes get an entry at the insert and another at the finish
+        # (finished_at is in the partial indexes' predicate: not a HOT update).
         indexes = [
+            # An enrollment's attempts (its thread), its deletion.
             models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
+            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox.
             models.Index(fields=["credential", "claimed_at"], name="sendclaim_credential_idx"),
-            # Claims in flight are read by batch and by lease; finished ones never are.
+            # A batch's claims (the sender's load). Claims in flight are few (at most a
+            # batch per mailbox): the recovery of lapsed leases and the busy mailboxes
+            # read them all each run through this index or sendclaim_open_unique, with
+            # no index of their own by lease.
             models.Index(
                 fields=["batch_id"],
                 name="sendclaim_batch_idx",
-                condition=Q(finished_at__isnull=True),
-            ),
-            models.Index(
-                fields=["lease_until"],
-                name="sendclaim_lease_idx",
                 condition=Q(finished_at__isnull=True),
             ),
         ]
