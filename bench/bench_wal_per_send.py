@@ -1,7 +1,8 @@
 """Benchmark: the database's cost of one send, in process: WAL bytes and commits.
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... \
-        .venv/bin/python bench/bench_wal_per_send.py [--sends 1000] [--mailboxes 100]
+        .venv/bin/python bench/bench_wal_per_send.py [--sends 1000] [--mailboxes 100] \
+        [--checkpoint]
 
 The fleet's shape without its clock: `--mailboxes` mailboxes on a local SMTP sink
 (tests/support/smtp.py, its own process), one two-step campaign with one webhook (each
@@ -23,7 +24,20 @@ the other, in this process. Between the first run and the last record:
   bytes go, e.g. a row LOCK, an UPDATE that wrote index entries, a HOT_UPDATE that did
   not, an index's INSERT_LEAF.
 
-Needs a superuser (pg_walinspect) and a database of its own.
+The tables a send writes are compacted first (VACUUM FULL; the bench's database holds
+nothing else): the run's rows go into fresh pages, as the new rows of a table that only
+grows do (the attempts, the messages, the outbox) and as enrollments created in bulk
+are. Without it, the space left by an earlier run's deleted rows lets updates stay on
+their page, and a run measured less than a service in production writes.
+
+`--checkpoint` runs a CHECKPOINT right before the measured run: every page's first
+change after it writes a full-page image, as in the minutes after each checkpoint of a
+server (checkpoint_timeout); the images' share is then the most a checkpoint adds.
+Without it, the images depend on when the server's own checkpoint falls. To see what
+wal_compression would do to them, set it for the run's own sessions (a superuser may):
+`PGOPTIONS='-c wal_compression=lz4'` (or pglz, zstd, as the server was built).
+
+Needs a superuser (pg_walinspect, VACUUM FULL, CHECKPOINT) and a database of its own.
 """
 
 import argparse
@@ -86,20 +100,20 @@ GROUP BY 1, 2
 
 def _by_relation(rows, sends: int) -> list[str]:
     """Lines of the per-relation table: bytes per send (images apart), the record types
-    per send, largest first."""
+    per send with their mean size without images, largest first."""
     relations: dict = {}
     for relation, kind, records, total, fpi in rows:
         entry = relations.setdefault(relation, [0, 0, []])
         entry[0] += total
         entry[1] += fpi
-        entry[2].append((records, kind))
-    lines = [f"{'relation':<44} {'B/send':>7} {'FPI':>6}  records per send"]
+        entry[2].append((records, kind, (total - fpi) / records))
+    lines = [f"{'relation':<44} {'B/send':>7} {'FPI':>6}  records per send x bytes each"]
     for relation, (total, fpi, kinds) in sorted(relations.items(), key=lambda r: -r[1][0]):
         if total / sends < 1:
             continue
         kinds = ", ".join(
-            f"{kind.split(' ', 1)[1]} {records / sends:.2f}"
-            for records, kind in sorted(kinds, reverse=True)
+            f"{kind.split(' ', 1)[1]} {records / sends:.2f}x{size:.0f}"
+            for records, kind, size in sorted(kinds, reverse=True)
             if records / sends >= 0.01
         )
         lines.append(f"{relation:<44} {total / sends:>7.0f} {fpi / sends:>6.0f}  {kinds}")
@@ -115,7 +129,22 @@ def _counters(cursor) -> tuple[str, int]:
     return cursor.fetchone()
 
 
-def main(sends: int, mailbox_count: int) -> None:
+# What a send writes (and the scheduler's reads lock): compacted before each run.
+_TABLES = (
+    "outreach_enrollment",
+    "outreach_sendclaim",
+    "outreach_message",
+    "outreach_smtpcredential",
+    "outreach_credentialcampaignstats",
+    "outreach_campaignstats",
+    "outreach_stepvariantstats",
+    "billing_usagerecord",
+    "webhooks_event",
+    "webhooks_deliveryjob",
+)
+
+
+def main(sends: int, mailbox_count: int, checkpoint: bool) -> None:
     # Long: set-up, the measured run and the report, read top to bottom.
     prepare()
     from django.db import connection
@@ -131,6 +160,10 @@ def main(sends: int, mailbox_count: int) -> None:
 
     with connection.cursor() as cursor:
         cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        for table in _TABLES:
+            cursor.execute(f"VACUUM FULL {table}")
+        cursor.execute("SHOW wal_compression")
+        compression = cursor.fetchone()[0]
         cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
         db_oid = cursor.fetchone()[0]
     port = free_port()
@@ -169,6 +202,8 @@ def main(sends: int, mailbox_count: int) -> None:
             cursor.execute("ANALYZE")
         time.sleep(1)
         with connection.cursor() as cursor:
+            if checkpoint:
+                cursor.execute("CHECKPOINT")
             start_lsn, start_commits = _counters(cursor)
         started = time.perf_counter()
         sent = 0
@@ -192,7 +227,10 @@ def main(sends: int, mailbox_count: int) -> None:
             by_relation = cursor.fetchall()
         assert sent == sends, f"sent {sent} of {sends}"
         assert Message.objects.filter(account=account).count() == sends
-        print(f"{sends} sends from {mailbox_count} mailboxes in {seconds:.1f} s")
+        print(
+            f"{sends} sends from {mailbox_count} mailboxes in {seconds:.1f} s "
+            f"(wal_compression {compression}{', after a CHECKPOINT' if checkpoint else ''})"
+        )
         print(
             f"own WAL per send: {own / sends / 1024:.2f} KiB "
             f"({(own - fpi) / sends / 1024:.2f} KiB without full-page images); "
@@ -216,6 +254,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=1000)
     parser.add_argument("--mailboxes", type=int, default=100)
+    parser.add_argument(
+        "--checkpoint", action="store_true", help="CHECKPOINT right before the measured run"
+    )
     args = parser.parse_args()
-    main(args.sends, args.mailboxes)
+    main(args.sends, args.mailboxes, args.checkpoint)
     sys.exit(0)
