@@ -77,6 +77,25 @@ WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
 """
 
 
+# The full-page images among the own records: how many, and the bytes compression saved
+# on them (each image's "compression saved" in its block reference; none without
+# wal_compression).
+_OWN_IMAGES = """
+WITH rec AS (
+    SELECT * FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+mine AS (
+    SELECT DISTINCT xid FROM rec WHERE block_ref LIKE %(db)s AND xid <> '0'
+),
+own AS (
+    SELECT block_ref FROM rec WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
+)
+SELECT (SELECT count(*) FROM own, regexp_matches(own.block_ref, 'FPW', 'g')),
+    (SELECT coalesce(sum(m[1]::bigint), 0)
+     FROM own, regexp_matches(own.block_ref, 'compression saved: (\\d+)', 'g') AS m)
+"""
+
+
 # The own records above, per relation (of the record's first block; the relation's
 # name from its relfilenode) and record type: bytes with full-page images, images alone.
 _OWN_WAL_BY_RELATION = """
@@ -225,6 +244,8 @@ def main(sends: int, mailbox_count: int, checkpoint: bool) -> None:
                 _OWN_WAL_BY_RELATION, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"}
             )
             by_relation = cursor.fetchall()
+            cursor.execute(_OWN_IMAGES, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"})
+            images, saved = cursor.fetchone()
         assert sent == sends, f"sent {sent} of {sends}"
         assert Message.objects.filter(account=account).count() == sends
         print(
@@ -236,6 +257,12 @@ def main(sends: int, mailbox_count: int, checkpoint: bool) -> None:
             f"({(own - fpi) / sends / 1024:.2f} KiB without full-page images); "
             f"cluster WAL per send: {cluster / sends / 1024:.2f} KiB"
         )
+        if images:
+            print(
+                f"full-page images: {images} ({fpi / images:.0f} B each as written, "
+                f"{(fpi + saved) / images:.0f} B before compression; "
+                f"{(fpi + saved) / sends / 1024:.2f} KiB per send before compression)"
+            )
         print(
             f"writing commits per send: {commits / sends:.2f}; "
             f"xact_commit per send: {(end_commits - start_commits) / sends:.2f}"
