@@ -1,7 +1,8 @@
 """Benchmark: the database's cost of one send, in process: WAL bytes and commits.
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... \
-        .venv/bin/python bench/bench_wal_per_send.py [--sends 1000] [--mailboxes 100]
+        .venv/bin/python bench/bench_wal_per_send.py [--sends 1000] [--mailboxes 100] \
+        [--checkpoint]
 
 The fleet's shape without its clock: `--mailboxes` mailboxes on a local SMTP sink
 (tests/support/smtp.py, its own process), one two-step campaign with one webhook (each
@@ -17,9 +18,26 @@ the other, in this process. Between the first run and the last record:
   cluster's checkpoint falls); the cluster's WAL (`pg_current_wal_lsn`) is printed too
   but counts the other databases of a shared server;
 - its writing commits (the commit records of those transactions) and every commit
-  (`pg_stat_database.xact_commit`, read-only autocommit statements included).
+  (`pg_stat_database.xact_commit`, read-only autocommit statements included);
+- the same own WAL per relation (each record counted under the relation of its first
+  block; commits under "(commit)"), per send, with its record types: where a send's
+  bytes go, e.g. a row LOCK, an UPDATE that wrote index entries, a HOT_UPDATE that did
+  not, an index's INSERT_LEAF.
 
-Needs a superuser (pg_walinspect) and a database of its own.
+The tables a send writes are compacted first (VACUUM FULL; the bench's database holds
+nothing else): the run's rows go into fresh pages, as the new rows of a table that only
+grows do (the attempts, the messages, the outbox) and as enrollments created in bulk
+are. Without it, the space left by an earlier run's deleted rows lets updates stay on
+their page, and a run measured less than a service in production writes.
+
+`--checkpoint` runs a CHECKPOINT right before the measured run: every page's first
+change after it writes a full-page image, as in the minutes after each checkpoint of a
+server (checkpoint_timeout); the images' share is then the most a checkpoint adds.
+Without it, the images depend on when the server's own checkpoint falls. To see what
+wal_compression would do to them, set it for the run's own sessions (a superuser may):
+`PGOPTIONS='-c wal_compression=lz4'` (or pglz, zstd, as the server was built).
+
+Needs a superuser (pg_walinspect, VACUUM FULL, CHECKPOINT) and a database of its own.
 """
 
 import argparse
@@ -59,6 +77,68 @@ WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
 """
 
 
+# The full-page images among the own records: how many, and the bytes compression saved
+# on them (each image's "compression saved" in its block reference; none without
+# wal_compression).
+_OWN_IMAGES = """
+WITH rec AS (
+    SELECT * FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+mine AS (
+    SELECT DISTINCT xid FROM rec WHERE block_ref LIKE %(db)s AND xid <> '0'
+),
+own AS (
+    SELECT block_ref FROM rec WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
+)
+SELECT (SELECT count(*) FROM own, regexp_matches(own.block_ref, 'FPW', 'g')),
+    (SELECT coalesce(sum(m[1]::bigint), 0)
+     FROM own, regexp_matches(own.block_ref, 'compression saved: (\\d+)', 'g') AS m)
+"""
+
+
+# The own records above, per relation (of the record's first block; the relation's
+# name from its relfilenode) and record type: bytes with full-page images, images alone.
+_OWN_WAL_BY_RELATION = """
+WITH rec AS (
+    SELECT * FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+),
+mine AS (
+    SELECT DISTINCT xid FROM rec WHERE block_ref LIKE %(db)s AND xid <> '0'
+),
+own AS (
+    SELECT *, substring(block_ref FROM 'rel \\d+/\\d+/(\\d+)')::oid AS node
+    FROM rec WHERE block_ref LIKE %(db)s OR xid IN (SELECT xid FROM mine)
+)
+SELECT coalesce(c.relname, CASE WHEN own.node IS NULL THEN '(commit)' ELSE '(other)' END),
+    own.resource_manager || ' ' || own.record_type, count(*), sum(own.record_length),
+    sum(own.fpi_length)
+FROM own LEFT JOIN pg_class AS c ON c.relfilenode = own.node AND own.node <> 0
+GROUP BY 1, 2
+"""
+
+
+def _by_relation(rows, sends: int) -> list[str]:
+    """Lines of the per-relation table: bytes per send (images apart), the record types
+    per send with their mean size without images, largest first."""
+    relations: dict = {}
+    for relation, kind, records, total, fpi in rows:
+        entry = relations.setdefault(relation, [0, 0, []])
+        entry[0] += total
+        entry[1] += fpi
+        entry[2].append((records, kind, (total - fpi) / records))
+    lines = [f"{'relation':<44} {'B/send':>7} {'FPI':>6}  records per send x bytes each"]
+    for relation, (total, fpi, kinds) in sorted(relations.items(), key=lambda r: -r[1][0]):
+        if total / sends < 1:
+            continue
+        kinds = ", ".join(
+            f"{kind.split(' ', 1)[1]} {records / sends:.2f}x{size:.0f}"
+            for records, kind, size in sorted(kinds, reverse=True)
+            if records / sends >= 0.01
+        )
+        lines.append(f"{relation:<44} {total / sends:>7.0f} {fpi / sends:>6.0f}  {kinds}")
+    return lines
+
+
 def _counters(cursor) -> tuple[str, int]:
     cursor.execute("SELECT pg_stat_force_next_flush()")
     cursor.execute(
@@ -68,7 +148,22 @@ def _counters(cursor) -> tuple[str, int]:
     return cursor.fetchone()
 
 
-def main(sends: int, mailbox_count: int) -> None:
+# What a send writes (and the scheduler's reads lock): compacted before each run.
+_TABLES = (
+    "outreach_enrollment",
+    "outreach_sendclaim",
+    "outreach_message",
+    "outreach_smtpcredential",
+    "outreach_credentialcampaignstats",
+    "outreach_campaignstats",
+    "outreach_stepvariantstats",
+    "billing_usagerecord",
+    "webhooks_event",
+    "webhooks_deliveryjob",
+)
+
+
+def main(sends: int, mailbox_count: int, checkpoint: bool) -> None:
     # Long: set-up, the measured run and the report, read top to bottom.
     prepare()
     from django.db import connection
@@ -84,6 +179,10 @@ def main(sends: int, mailbox_count: int) -> None:
 
     with connection.cursor() as cursor:
         cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        for table in _TABLES:
+            cursor.execute(f"VACUUM FULL {table}")
+        cursor.execute("SHOW wal_compression")
+        compression = cursor.fetchone()[0]
         cursor.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
         db_oid = cursor.fetchone()[0]
     port = free_port()
@@ -122,6 +221,8 @@ def main(sends: int, mailbox_count: int) -> None:
             cursor.execute("ANALYZE")
         time.sleep(1)
         with connection.cursor() as cursor:
+            if checkpoint:
+                cursor.execute("CHECKPOINT")
             start_lsn, start_commits = _counters(cursor)
         started = time.perf_counter()
         sent = 0
@@ -139,18 +240,35 @@ def main(sends: int, mailbox_count: int) -> None:
             cluster = int(cursor.fetchone()[0])
             cursor.execute(_OWN_WAL, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"})
             commits, own, fpi = cursor.fetchone()
+            cursor.execute(
+                _OWN_WAL_BY_RELATION, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"}
+            )
+            by_relation = cursor.fetchall()
+            cursor.execute(_OWN_IMAGES, {"start": start_lsn, "end": end_lsn, "db": f"%/{db_oid}/%"})
+            images, saved = cursor.fetchone()
         assert sent == sends, f"sent {sent} of {sends}"
         assert Message.objects.filter(account=account).count() == sends
-        print(f"{sends} sends from {mailbox_count} mailboxes in {seconds:.1f} s")
+        print(
+            f"{sends} sends from {mailbox_count} mailboxes in {seconds:.1f} s "
+            f"(wal_compression {compression}{', after a CHECKPOINT' if checkpoint else ''})"
+        )
         print(
             f"own WAL per send: {own / sends / 1024:.2f} KiB "
             f"({(own - fpi) / sends / 1024:.2f} KiB without full-page images); "
             f"cluster WAL per send: {cluster / sends / 1024:.2f} KiB"
         )
+        if images:
+            print(
+                f"full-page images: {images} ({fpi / images:.0f} B each as written, "
+                f"{(fpi + saved) / images:.0f} B before compression; "
+                f"{(fpi + saved) / sends / 1024:.2f} KiB per send before compression)"
+            )
         print(
             f"writing commits per send: {commits / sends:.2f}; "
             f"xact_commit per send: {(end_commits - start_commits) / sends:.2f}"
         )
+        print("\nown WAL per relation (bytes per send, with full-page images; FPI alone):")
+        print("\n".join(_by_relation(by_relation, sends)))
     finally:
         process_stop(sink)
         Event.objects.filter(account=account).delete()
@@ -163,6 +281,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=1000)
     parser.add_argument("--mailboxes", type=int, default=100)
+    parser.add_argument(
+        "--checkpoint", action="store_true", help="CHECKPOINT right before the measured run"
+    )
     args = parser.parse_args()
-    main(args.sends, args.mailboxes)
+    main(args.sends, args.mailboxes, args.checkpoint)
     sys.exit(0)

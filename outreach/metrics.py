@@ -16,10 +16,13 @@ from outreach.models.sending import Enrollment
 
 def outreach_state_read() -> Iterator[Metric]:
     now = timezone.now()
-    # The scheduler's partial index (enrollment_due_idx) answers both.
-    due = Enrollment.objects.filter(
-        status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
-    ).aggregate(count=Count("pk"), oldest=Min("next_send_at"))
+    # The scheduler's partial index (enrollment_due_idx) answers both; an enrollment in
+    # flight (an open claim) keeps its next_send_at but is handed to a sender already.
+    due = (
+        Enrollment.objects.not_in_flight()
+        .filter(status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now)
+        .aggregate(count=Count("pk"), oldest=Min("next_send_at"))
+    )
     family = GaugeMetricFamily(
         "outreach_send_backlog",
         "Enrollments whose next step is due now and not yet handed to a sender (those "

@@ -113,9 +113,15 @@ class Event(models.Model):
     """The outbox row: one per emitted event, written in the producer's transaction."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    # No index: events are read by id (a job's) and by age (the retention prune); only
+    # an account's deletion looks them up by account (a rare staff action), and every
+    # event (one per send) would write an entry.
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     type = models.CharField(max_length=64)
     data = WrittenJSONField(encoder=DjangoJSONEncoder)
+    # The retention prune (webhooks.operations).
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -143,7 +149,9 @@ class DeliveryJob(models.Model):
     ACTIVE_STATES = (State.PENDING, State.DELIVERING)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="jobs")
+    # No index of its own: deliveryjob_event_webhook leads with it.
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="jobs", db_index=False)
+    # Indexed: a webhook's deletion (its jobs go with it).
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="jobs")
     state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -154,6 +162,8 @@ class DeliveryJob(models.Model):
 
     class Meta:
         constraints = [
+            # One job per event and webhook; also an event's jobs (the retention prune
+            # keeps events that still have one, an event's deletion).
             models.UniqueConstraint(fields=["event", "webhook"], name="deliveryjob_event_webhook")
         ]
         indexes = [

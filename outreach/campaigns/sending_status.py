@@ -29,7 +29,7 @@ from outreach.mailboxes.pace import (
 )
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment, SendClaim
+from outreach.models.sending import Enrollment
 
 UPCOMING_MAX = 20
 # Enrollments the plan considers, oldest next_send_at first: enough for the first
@@ -245,9 +245,7 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         enabled=enabled,
     )
     # Claimed enrollments are in flight: not due, not planned.
-    waiting = _active_enrollments(campaign).exclude(
-        pk__in=SendClaim.objects.open().values("enrollment_id")
-    )
+    waiting = _active_enrollments(campaign).not_in_flight()
     _waiting_read(ctx, waiting)
     _domain_held_read(ctx, waiting)
     today = utc_day(now)

@@ -64,23 +64,41 @@ _TABLE = CampaignStats._meta.db_table
 
 # The record of a sent message (outreach.sending.record_sql) counts its first step in its own
 # statement. It runs after the statement's other locking writes (see the module's lock
-# order): `after` names CTEs of that statement to finish first.
+# order): `after` names CTEs of that statement to finish first. The row is updated, and
+# inserted (an upsert) only when the update found none: an upsert that finds the row
+# locks it first, a WAL record of its own on every send (bench/README.md, "WAL per
+# send"), where an UPDATE writes only the new version.
 STATS_SENT_CTE = """
+cstats_add AS (
+    UPDATE outreach_campaignstats AS s SET sent = s.sent + 1
+    WHERE s.campaign_id = %(campaign)s AND %(first)s AND EXISTS (SELECT FROM moved)
+        AND {after}
+    RETURNING 1
+),
 cstats AS (
     INSERT INTO outreach_campaignstats AS s (campaign_id, sent)
     SELECT %(campaign)s, 1
     WHERE %(first)s AND EXISTS (SELECT FROM moved) AND {after}
+        AND NOT EXISTS (SELECT FROM cstats_add)
     ON CONFLICT (campaign_id) DO UPDATE SET sent = s.sent + excluded.sent
     RETURNING 1
 ),"""
 
 
-# The message's step and variant, counted after the campaign's row (the lock order).
+# The message's step and variant, counted after the campaign's row (the lock order), as
+# the campaign's: updated, or inserted when missing.
 VARIANT_SENT_CTE = """
+vstats_add AS (
+    UPDATE outreach_stepvariantstats AS v SET sent = v.sent + 1
+    WHERE v.campaign_id = %(campaign)s AND v.step = %(step)s AND v.variant = %(variant)s
+        AND EXISTS (SELECT FROM msg) AND (SELECT count(*) FROM cstats) >= 0
+    RETURNING 1
+),
 vstats AS (
     INSERT INTO outreach_stepvariantstats AS v (campaign_id, step, variant, sent)
     SELECT %(campaign)s, %(step)s, %(variant)s, 1
     WHERE EXISTS (SELECT FROM msg) AND (SELECT count(*) FROM cstats) >= 0
+        AND NOT EXISTS (SELECT FROM vstats_add)
     ON CONFLICT (campaign_id, step, variant) DO UPDATE SET sent = v.sent + excluded.sent
     RETURNING 1
 ),"""

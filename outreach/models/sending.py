@@ -5,12 +5,22 @@ send claims. See docs/outreach.md and docs/sending.md for the state rules."""
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
 from outreach.models.mailboxes import SmtpCredential
+
+
+class EnrollmentQuerySet(models.QuerySet["Enrollment"]):
+    def not_in_flight(self) -> "EnrollmentQuerySet":
+        """Enrollments without an open claim: none of their steps is handed to a sender.
+        A claimed enrollment keeps its next_send_at (the time its step was due) while it
+        is in flight, so every reader of due work asks this too (the scheduler's scan,
+        the backlog metric, the campaign's sending status). An anti-join answered by the
+        partial unique index of open claims (sendclaim_open_unique)."""
+        return self.exclude(Exists(SendClaim.objects.open().filter(enrollment_id=OuterRef("pk"))))
 
 
 class Enrollment(models.Model):
@@ -37,17 +47,22 @@ class Enrollment(models.Model):
     DUE_STATUSES = (Status.SCHEDULED, Status.SENT)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    # No index of its own: enrollment_unique and the page indexes lead with it, and each
-    # index more is written by every claim and send (bench/README.md, "Fleet").
+    # No index of its own: the page indexes lead with it, and each index more is written
+    # by every send (the record moves the enrollment: not a HOT update, so every index of
+    # the table gets an entry; bench/README.md, "WAL per send").
     campaign = models.ForeignKey(
         Campaign, on_delete=models.CASCADE, related_name="enrollments", db_index=False
     )
-    contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="enrollments")
+    # No index of its own either: enrollment_unique leads with it.
+    contact = models.ForeignKey(
+        Contact, on_delete=models.CASCADE, related_name="enrollments", db_index=False
+    )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
     # Number of steps sent; the next one is CampaignStep.position == current_step + 1.
     current_step = models.PositiveSmallIntegerField(default=0)
     next_send_at = models.DateTimeField(null=True, blank=True)
     # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
+    # Its index serves the SET NULL of a deleted mailbox (DELETE /smtp_credentials/:id).
     credential = models.ForeignKey(
         SmtpCredential,
         on_delete=models.SET_NULL,
@@ -84,14 +99,22 @@ class Enrollment(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = EnrollmentQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
+        # Each index below (and the primary key, and the credential's) gets an entry at
+        # every send. What reads each:
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "contact"], name="enrollment_unique")
+            # A contact once per campaign; led by the contact, it also serves the
+            # contact's enrollments (unsubscribes, bounces, replies, a contact's deletion).
+            models.UniqueConstraint(fields=["contact", "campaign"], name="enrollment_unique")
         ]
         indexes = [
-            # Keyset pages (config.api.pagination), all and by status: the order,
-            # tie-breaker included.
+            # Keyset pages (config.api.pagination) of GET /campaigns/:id/enrollments, by
+            # status and all: the order, tie-breaker included. They also serve every
+            # read and write of a campaign's enrollments (dispatch, stats, completion,
+            # the campaign's deletion).
             models.Index(
                 fields=["campaign", "status", "created_at", "id"],
                 name="enrollment_status_page_idx",
@@ -99,7 +122,7 @@ class Enrollment(models.Model):
             models.Index(
                 fields=["campaign", "created_at", "id"], name="enrollment_campaign_page_idx"
             ),
-            # The scheduler's scan: due enrollments by next_send_at.
+            # The scheduler's scan, the backlog metric: due enrollments by next_send_at.
             models.Index(
                 fields=["next_send_at"],
                 name="enrollment_due_idx",
@@ -139,11 +162,19 @@ class Message(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    # No index: messages are read by enrollment or Message-ID (intake names the account
+    # beside the Message-ID, which the unique index finds); only an account's deletion
+    # looks its messages up by account (a rare staff action, reached through its
+    # enrollments anyway), and every send would write an entry.
+    account = models.ForeignKey(
+        "accounts.Account", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     # Indexed by message_enrollment_step_idx, which leads with it.
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
+    # Indexed: a mailbox's first send (its first IMAP poll), the SET NULL of a deleted
+    # mailbox.
     credential = models.ForeignKey(
         SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )
@@ -168,7 +199,9 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["-sent_at"]
+        # The thread (conversations), earlier messages of a reply, an enrollment's deletion.
         indexes = [models.Index(fields=["enrollment", "step"], name="message_enrollment_step_idx")]
+        # Replies, delivery reports and relay events are matched by Message-ID.
         constraints = [models.UniqueConstraint(fields=["message_id"], name="message_id_unique")]
 
     def __str__(self) -> str:
@@ -219,9 +252,10 @@ class SendClaimQuerySet(models.QuerySet["SendClaim"]):
 class SendClaim(models.Model):
     """One enrollment step handed to a sending task, then the record of its SMTP attempt.
 
-    The scheduler creates it (with the enrollment's next_send_at moved to `lease_until`,
-    so it is not due meanwhile) and reserves a unit of the mailbox's daily limit; at most
-    one claim of an enrollment is open (unfinished) at a time. The sender sets
+    The scheduler creates it and reserves a unit of the mailbox's daily limit; at most
+    one claim of an enrollment is open (unfinished) at a time, and an open claim is what
+    keeps its enrollment out of the scheduler's scan (the enrollment row is not written:
+    its next_send_at stays the time the step was due, `due_at`). The sender sets
     `sending_at` (a conditional UPDATE) right before the SMTP transaction, and finishes
     the row in the transaction that records the outcome (`finished_at`, `outcome`, the
     server's reply): the row is kept as the attempt, as a webhook delivery keeps its
@@ -229,8 +263,9 @@ class SendClaim(models.Model):
     the lease's margin, a worker stopping, another claim of the batch hit a mailbox
     failure) was no attempt: it is deleted. A claim left behind by a dead worker is
     found when its lease lapses: never started, it is deleted and the enrollment is due
-    again; started (`sending_at` set), the outcome is unknown: it is recorded as sent
-    with its reply unseen and never sent again (docs/sending.md, "Unknown outcomes").
+    again at once, as it was; started (`sending_at` set), the outcome is unknown: it is
+    recorded as sent with its reply unseen and never sent again (docs/sending.md,
+    "Unknown outcomes").
     Attempts go with their enrollment; a deleted mailbox leaves them without one.
     """
 
@@ -301,25 +336,29 @@ class SendClaim(models.Model):
     class Meta:
         verbose_name = "send attempt"
         constraints = [
-            # One claim in flight per enrollment: a second one fails its claim transaction.
+            # One claim in flight per enrollment: a second one fails its claim transaction
+            # (the scheduler's race guard). It also answers "in flight?" for the scan's
+            # anti-join (EnrollmentQuerySet.not_in_flight).
             models.UniqueConstraint(
                 fields=["enrollment"],
                 condition=Q(finished_at__isnull=True),
                 name="sendclaim_open_unique",
             )
         ]
+        # The three full indexes get an entry at the insert and another at the finish
+        # (finished_at is in the partial indexes' predicate: not a HOT update).
         indexes = [
+            # An enrollment's attempts (its thread), its deletion.
             models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
+            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox.
             models.Index(fields=["credential", "claimed_at"], name="sendclaim_credential_idx"),
-            # Claims in flight are read by batch and by lease; finished ones never are.
+            # A batch's claims (the sender's load). Claims in flight are few (at most a
+            # batch per mailbox): the recovery of lapsed leases and the busy mailboxes
+            # read them all each run through this index or sendclaim_open_unique, with
+            # no index of their own by lease.
             models.Index(
                 fields=["batch_id"],
                 name="sendclaim_batch_idx",
-                condition=Q(finished_at__isnull=True),
-            ),
-            models.Index(
-                fields=["lease_until"],
-                name="sendclaim_lease_idx",
                 condition=Q(finished_at__isnull=True),
             ),
         ]

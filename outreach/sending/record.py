@@ -51,8 +51,10 @@ def retry_delay(attempts_done: int) -> timedelta:
 
 def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | None) -> None:
     """Give back a claim that made no attempt (no SMTP command was sent for it), and its
-    reservation; a still-due enrollment is due at `next_send_at` (None: leave its
-    next_send_at alone)."""
+    reservation; a still-due enrollment is due at `next_send_at`. None, or a time not
+    after `now` (due again at once), leaves its next_send_at alone: a claim never moves
+    its enrollment, so it is due already, in its place in line (or wherever intake
+    moved it meanwhile, e.g. an out-of-office's postponement)."""
     with transaction.atomic():
         if SendClaim.objects.open().filter(pk=claim.pk).delete()[0]:
             _reservations_release(claim, now=now, next_send_at=next_send_at)
@@ -60,11 +62,12 @@ def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | N
 
 def _reservations_release(claim: SendClaim, *, now: datetime, next_send_at) -> None:
     """The claim's units of the mailbox's day and of the recipient domain's, given back;
-    its still-due enrollment due at `next_send_at` (None: left alone)."""
+    its still-due enrollment due at `next_send_at` (None, or not after `now`: left
+    alone, as claim_release says)."""
     if claim.credential_id is not None:
         reservation_release(credential_id=claim.credential_id, at=claim.claimed_at)
     counts_release([claim.domain_count_id])
-    if next_send_at is not None:
+    if next_send_at is not None and next_send_at > now:
         Enrollment.objects.filter(
             pk=claim.enrollment_id, status__in=Enrollment.DUE_STATUSES
         ).update(next_send_at=next_send_at, updated_at=now)

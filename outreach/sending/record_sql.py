@@ -68,12 +68,18 @@ cred AS (
         next_send_earliest_at = GREATEST(next_send_earliest_at, %(pace_floor)s)
     WHERE id = %(credential)s RETURNING 1
 ),
+stats_add AS (
+    UPDATE outreach_credentialcampaignstats SET sends = sends + 1
+    WHERE credential_id = %(credential)s AND campaign_id = %(campaign)s
+    RETURNING 1
+),
 stats AS (
     -- Created by the mailbox's first send in the campaign (the ORM path's savepoint
     -- INSERT, as one upsert): a fleet's first round would otherwise take that path once
-    -- per mailbox.
+    -- per mailbox. Only then: an upsert locks the row it finds (a WAL record), the
+    -- UPDATE above does not.
     INSERT INTO outreach_credentialcampaignstats AS s (credential_id, campaign_id, sends, bounces)
-    VALUES (%(credential)s, %(campaign)s, 1, 0)
+    SELECT %(credential)s, %(campaign)s, 1, 0 WHERE NOT EXISTS (SELECT FROM stats_add)
     ON CONFLICT (credential_id, campaign_id) DO UPDATE SET sends = s.sends + 1
     RETURNING 1
 ),{usage}{event}{campaign_stats}{variant_stats}
@@ -82,7 +88,8 @@ verdict AS MATERIALIZED (
     -- and of a bounce (the enrollment, the mailbox, its campaign row, the usage; the
     -- outbox and the campaign's stats after them, outreach.enrollments).
     SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM cred) AS cred,
-        (SELECT count(*) FROM stats) AS stats, (SELECT count(*) FROM usage) AS usage
+        (SELECT count(*) FROM stats) + (SELECT count(*) FROM stats_add) AS stats,
+        (SELECT count(*) FROM usage) AS usage
 )
 SELECT
     -- Not a constant, so PostgreSQL cannot fold the cast at planning time: it fails

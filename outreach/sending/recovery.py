@@ -21,7 +21,8 @@ SUPPRESSED_BOUNCE_REASON = "The address bounced earlier; the contact is suppress
 
 def claims_recover(*, now: datetime) -> int:
     """Open claims whose lease lapsed. Never started: deleted, the reservation given back;
-    the enrollment's next_send_at (the lease end) is already past, so it is due again.
+    the enrollment was never written by its claim (its next_send_at is still the time
+    its step was due), so without the claim it is due again at once, in its place.
     Started (`sending_at` set): the worker died during the SMTP transaction or before
     recording its outcome; the message is recorded as sent with its reply unseen
     (outreach.sending.record.claims_interrupted_record), never sent a second time. A
@@ -76,7 +77,11 @@ def suppressed_end(*, now: datetime) -> int:
     a bounce elsewhere) end without a send: unsubscribed or bounced, like their contact.
     The events for those changes were emitted where the suppression happened. A campaign
     left without an active enrollment is completed."""
-    due = Enrollment.objects.filter(status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now)
+    # Not those in flight: their sender checks the contact right before sending, and
+    # gives the claim back (then they end here, on a later run).
+    due = Enrollment.objects.not_in_flight().filter(
+        status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
+    )
     suppressed = Q(contact__unsubscribed_at__isnull=False) | Q(contact__bounced_at__isnull=False)
     # One read per tick; the common case (nothing suppressed) stops here.
     campaign_ids = set(due.filter(suppressed).values_list("campaign_id", flat=True).distinct())

@@ -5,10 +5,13 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
 1. recovers the claims of dead workers whose lease lapsed (`claims_recover`);
 2. ends due enrollments whose contact became suppressed meanwhile;
 3. claims due enrollments (status scheduled/sent, next_send_at <= now, campaign active,
-   contact not suppressed) in transactions of SENDING_BATCH_SIZE: `SELECT ... FOR UPDATE
-   SKIP LOCKED`, so several schedulers never take the same row; the claim is also a
-   conditional UPDATE of next_send_at whose row count must match, and a SendClaim row,
-   at most one open per enrollment (a partial unique index). Per enrollment it decides:
+   contact not suppressed, no open claim) in transactions of SENDING_BATCH_SIZE:
+   `SELECT ... FOR UPDATE SKIP LOCKED`, so several schedulers never take the same row.
+   The claim is a SendClaim row, at most one open per enrollment (a partial unique
+   index): it alone keeps the enrollment out of later scans while it is in flight (its
+   next_send_at stays the time it was due), and a scheduler whose scan read the
+   enrollment before another's claim committed fails on that index and rolls back (the
+   lost race). Per enrollment it decides:
    - the contact's address is on the account's blocklist: stopped (`blocked`);
    - no step left (steps were removed): completed;
    - the campaign's send window is closed now (in the contact's time zone when the
@@ -27,7 +30,7 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    - a paced mailbox (max_interval_seconds > 0) whose next_send_earliest_at is still
      ahead gets nothing: its enrollments stay due, untouched, and are not even read
      until it may send (the scan leaves them out in SQL);
-   - otherwise a claim: next_send_at moves to the lease's end, a unit of the mailbox's
+   - otherwise a claim (the enrollment row is not written), a unit of the mailbox's
      daily limit is reserved (daily_sent_count counts reserved and sent sends), and a
      paced mailbox's next_send_earliest_at moves a random gap (drawn from its [min, max]
      interval) ahead, so it gets at most one claim per run;
@@ -56,7 +59,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Case, Count, F, Q, Value, When
 from django.utils import timezone
 
@@ -100,11 +103,17 @@ class Batch:
 
 
 class _LostRace(Exception):
-    """Another scheduler changed a row this one selected (no SKIP LOCKED here)."""
+    """Another scheduler claimed an enrollment this one selected: its claim committed
+    after this scan's snapshot and before this transaction locked the row, so the scan
+    did not see it (the lock alone, released at its commit, is no change of the row)."""
+
+
+# The partial unique index of open claims (outreach.models.sending.SendClaim).
+_OPEN_CLAIM_UNIQUE = "sendclaim_open_unique"
 
 
 def _due_queryset(now: datetime):
-    return Enrollment.objects.filter(
+    return Enrollment.objects.not_in_flight().filter(
         status__in=Enrollment.DUE_STATUSES,
         next_send_at__lte=now,
         campaign__status=Campaign.Status.ACTIVE,
@@ -489,12 +498,6 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
         return []
 
     lease_until = now + timedelta(seconds=settings.SENDING_LEASE_SECONDS)
-    ids = [enrollment.pk for enrollment, _, _ in plan.claims]
-    moved = Enrollment.objects.filter(
-        pk__in=ids, status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
-    ).update(next_send_at=lease_until, updated_at=now)
-    if moved != len(ids):
-        raise _LostRace()
     by_credential = defaultdict(list)
     for enrollment, credential_id, step in plan.claims:
         by_credential[credential_id].append((enrollment, step))
@@ -516,7 +519,7 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
             )
             for enrollment, step in items
         ]
-    SendClaim.objects.bulk_create(rows)  # one open claim per enrollment: a duplicate fails
+    _claims_insert(rows)
     if plan.domain_counts:
         counts_reserve(Counter(plan.domain_counts.values()))
     today = utc_day(now)
@@ -534,6 +537,20 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
             changes["next_send_earliest_at"] = Case(*pace, default=F("next_send_earliest_at"))
         SmtpCredential.objects.filter(pk__in=credential_ids).update(**changes)
     return batches
+
+
+def _claims_insert(rows: list[SendClaim]) -> None:
+    """The claims, the enrollments' only write: one open claim per enrollment, so an
+    enrollment another scheduler claimed since this scan's snapshot fails the partial
+    unique index (at once: that claim has committed, or this transaction could not have
+    locked the row), and this transaction rolls back whole: the lost race."""
+    try:
+        SendClaim.objects.bulk_create(rows)
+    except IntegrityError as exc:
+        diag = getattr(exc.__cause__, "diag", None)
+        if getattr(diag, "constraint_name", None) == _OPEN_CLAIM_UNIQUE:
+            raise _LostRace() from exc
+        raise
 
 
 # Key of the PostgreSQL advisory lock one scheduler run holds (any constant of the

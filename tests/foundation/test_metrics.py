@@ -5,6 +5,7 @@ The counters across processes, from a live stack, are in tests/e2e/test_metrics_
 import os
 import shutil
 import subprocess
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -15,7 +16,7 @@ from config import metrics
 from config.procfile import multiprocess_dir_reset
 from outreach.models.contacts import ContactImport
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment
+from outreach.models.sending import Enrollment, SendClaim
 from tests.outreach.factories import CampaignFactory, CredentialFactory, EnrollmentFactory
 from tests.webhooks.factories import WebhookFactory
 from webhooks.events import event_emit
@@ -161,6 +162,21 @@ def test_the_state_gauges_count_what_the_database_holds(client, token):
         campaign=campaign,
         status=Enrollment.Status.REPLIED,
         next_send_at=now - timedelta(hours=1),
+    )
+    # Due longest, but in flight (its step handed to a sender, which keeps its due
+    # time): not backlog either.
+    in_flight = EnrollmentFactory(
+        campaign=campaign,
+        status=Enrollment.Status.SCHEDULED,
+        next_send_at=now - timedelta(hours=2),
+    )
+    SendClaim.objects.create(
+        enrollment=in_flight,
+        batch_id=uuid.uuid4(),
+        credential=campaign.credentials.first(),
+        step=1,
+        claimed_at=now,
+        lease_until=now + timedelta(minutes=15),
     )
     CredentialFactory(disabled_at=now)
     CredentialFactory(

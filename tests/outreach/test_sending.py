@@ -1161,9 +1161,12 @@ def test_a_batch_running_into_its_lease_gives_the_rest_back(sink, settings):
     assert SendClaim.objects.count() == 0
     credential.refresh_from_db()
     assert credential.daily_sent_count == 0
+    # Due again at once, in their place: a claim never moved them.
     for enrollment in enrollments:
         enrollment.refresh_from_db()
-        assert enrollment.next_send_at == late  # due again at once
+        assert enrollment.next_send_at == NOW
+    [again] = schedule_due(now=late)
+    assert again.size == 2
 
 
 # --- an outcome that is unknown ------------------------------------------------------------

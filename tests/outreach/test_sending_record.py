@@ -10,8 +10,10 @@ import pytest
 
 from billing.usage import usage_record_current
 from outreach.enrollments import stats_read
+from outreach.models.campaigns import StepVariantStats
 from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending import batch, record_sql, smtp
+from tests.outreach.factories import CampaignFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
 from webhooks.secrets import secret_generate
@@ -246,6 +248,35 @@ def test_a_send_of_a_new_period_falls_back_to_create_its_usage_record(sink, stat
     assert usage_record_current(account=campaign.account, at=NOW).sends_count == 1
     assert usage_record_current(account=campaign.account, at=later).sends_count == 1
     assert Message.objects.filter(enrollment__in=[first, second]).count() == 2
+
+
+def test_the_statement_makes_the_counters_a_first_send_needs_and_adds_to_them_after(
+    sink, statements
+):
+    """A mailbox's first send in a campaign (its per-campaign row) and a step variant's
+    first (its row) are made by the statement, as the ORM path would; later sends add
+    to those rows."""
+    first = _campaign(sink, steps=1)
+    credential = first.credentials.get()
+    _enroll(first, email="warm@example.org")
+    _run()  # the account's usage row, through the ORM path
+    second = CampaignFactory(
+        account=first.account, status="active", with_steps=1, with_credential=False
+    )
+    second.credentials.add(credential)
+    for name in ("a", "b"):
+        _enroll(second, email=f"{name}@example.org")
+    statements.clear()
+
+    _run()
+
+    assert statements == [True, True]
+    stats = CredentialCampaignStats.objects.get(credential=credential, campaign=second)
+    assert (stats.sends, stats.bounces) == (2, 0)
+    assert stats_read(campaign_ids=[second.pk])[second.pk]["sent"] == 2
+    sent = StepVariantStats.objects.filter(campaign=second).values_list("step", "variant", "sent")
+    assert list(sent) == [(1, "A", 2)]
+    assert CredentialCampaignStats.objects.get(campaign=first).sends == 1
 
 
 def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, drains):

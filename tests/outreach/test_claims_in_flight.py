@@ -1,0 +1,126 @@
+"""An enrollment in flight (docs/sending.md, "Scheduling"): its open claim alone keeps
+it from other scheduler runs; the enrollment itself is not written by the claim, so
+the API shows the time its step was due until the send is recorded, and a claim lost
+with its worker leaves it due at once, in its place."""
+
+from datetime import timedelta
+
+import pytest
+
+from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sending import SendClaim
+from outreach.sending import scheduler
+from outreach.sending.batch import batch_send
+from outreach.sending.scheduler import schedule_due
+from tests.outreach.factories import CredentialFactory
+from tests.outreach.test_sending import NOW, _campaign, _enroll, _point_at
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sink(smtp_sink, db):
+    return smtp_sink()
+
+
+def _owned(campaign, account) -> None:
+    type(campaign).objects.filter(pk=campaign.pk).update(account=account)
+    SmtpCredential.objects.filter(campaigns=campaign).update(account=account)
+    campaign.refresh_from_db()
+
+
+def _shown(client, enrollment) -> dict:
+    response = client.get(f"/campaigns/{enrollment.campaign_id}/enrollments")
+    assert response.status_code == 200, response.content
+    [shown] = [e for e in response.json() if e["id"] == str(enrollment.pk)]
+    return shown
+
+
+def test_an_enrollment_in_flight_shows_its_due_time_and_no_other_run_claims_it(
+    sink, api_client, account
+):
+    campaign = _campaign(sink, steps=2)
+    _owned(campaign, account)
+    # A second mailbox, free: a new thread could go to either.
+    campaign.credentials.add(
+        _point_at(CredentialFactory(account=account), sink, smtp_username="", smtp_password="")
+    )
+    enrollment = _enroll(campaign)
+
+    [batch] = schedule_due(now=NOW)
+
+    shown = _shown(api_client, enrollment)
+    assert (shown["status"], shown["next_send_at"]) == ("scheduled", "2026-03-02T10:00:00.000000Z")
+    # A minute later its mailbox is busy with it and the other one is free: the open
+    # claim alone keeps it out of the run.
+    assert schedule_due(now=NOW + timedelta(minutes=1)) == []
+    assert SendClaim.objects.filter(enrollment=enrollment).count() == 1
+
+    result = batch_send(
+        batch_id=batch.batch_id, credential_id=batch.credential_id, clock=lambda: NOW
+    )
+
+    assert result.sent == 1 and len(sink.messages) == 1
+    shown = _shown(api_client, enrollment)
+    assert (shown["status"], shown["current_step"]) == ("sent", 1)
+    assert shown["next_send_at"] == "2026-03-03T10:00:00.000000Z"  # step 2, a day later
+
+
+def test_a_claim_lost_with_its_worker_leaves_the_enrollment_due_at_once(
+    sink, api_client, account, settings
+):
+    settings.SENDING_LEASE_SECONDS = 60
+    campaign = _campaign(sink)
+    _owned(campaign, account)
+    enrollment = _enroll(campaign)
+    schedule_due(now=NOW)  # its batch is never sent: the worker died
+
+    assert schedule_due(now=NOW + timedelta(seconds=59)) == []
+    [batch] = schedule_due(now=NOW + timedelta(seconds=60))  # the lease lapsed
+
+    # Recovered and claimed again by the same run, still due at the time it was.
+    assert batch.size == 1
+    claim = SendClaim.objects.get(enrollment=enrollment)
+    assert (claim.batch_id, claim.due_at) == (batch.batch_id, NOW)
+    assert _shown(api_client, enrollment)["next_send_at"] == "2026-03-02T10:00:00.000000Z"
+    batch_send(
+        batch_id=batch.batch_id,
+        credential_id=batch.credential_id,
+        clock=lambda: NOW + timedelta(seconds=60),
+    )
+    assert [m.rcpt_tos for m in sink.messages] == [[enrollment.contact.email]]
+    assert _shown(api_client, enrollment)["status"] == "completed"
+
+
+def test_a_claim_transaction_that_meets_an_open_claim_rolls_back_whole(sink, monkeypatch):
+    """The race guard: a scan reads an enrollment before another run's claim of it
+    commits, and locks it after (a lock is no change of the row, so PostgreSQL does not
+    look again). Its claim then fails on the index of open claims, and everything the
+    transaction wrote is rolled back. Here the other run's claim is made in the
+    transaction itself, after its scan: the same state, without the timing."""
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    first, second = _enroll(campaign), _enroll(campaign)
+    real_decide = scheduler._decide
+
+    def decide_after_another_claim(enrollments, **kwargs):
+        plan = real_decide(enrollments, **kwargs)
+        SendClaim.objects.create(
+            enrollment=second,
+            batch_id=first.pk,  # any id: another run's batch
+            credential=credential,
+            step=1,
+            claimed_at=NOW,
+            lease_until=NOW + timedelta(minutes=15),
+        )
+        return plan
+
+    monkeypatch.setattr(scheduler, "_decide", decide_after_another_claim)
+    assert schedule_due(now=NOW) == []  # the lost race: nothing claimed
+    assert not SendClaim.objects.exists()
+    credential.refresh_from_db()
+    assert credential.daily_sent_count == 0  # its reservations rolled back too
+
+    monkeypatch.setattr(scheduler, "_decide", real_decide)
+    [batch] = schedule_due(now=NOW)  # the next run claims both
+    assert batch.size == 2
