@@ -10,8 +10,8 @@ import pytest
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import SendClaim
 from outreach.sending import scheduler
-from outreach.sending.batch import batch_send
 from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.outreach.factories import CredentialFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _point_at
 
