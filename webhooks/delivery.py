@@ -11,8 +11,12 @@ A drain owns its webhook while it runs (a lease on the Webhook row: `drain_token
 3. outcomes are recorded as soon as they come back, those that came back together in
    one transaction (the attempt rows, each job's next state, the webhook's failure
    count): a killed worker re-sends at most the requests that were in flight;
-4. it ends when nothing is due and nothing is in flight (it releases the lease, then
-   looks once more, so an event committed meanwhile is not left waiting), after
+4. when nothing is due and nothing is in flight it waits a moment for new jobs
+   (WEBHOOK_DRAIN_LINGER_SECONDS; the watch, webhooks.watch, wakes it when one comes),
+   so a trickle of events keeps one drain instead of a new drain task per event; a
+   failing webhook's drain does not wait;
+5. it ends when that moment passed with nothing new (it releases the lease, then looks
+   once more, so an event committed meanwhile is not left waiting), after
    DRAIN_TIME_BUDGET_SECONDS (a fresh drain message takes over), or when the worker
    shuts down (it stops claiming, finishes what is in flight and rings a drain for the
    rest).
@@ -45,6 +49,7 @@ from webhooks.jobs import (
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
+from webhooks.watch import watch
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 # The drain's lease on its webhook (30 s, or the claim lease when that is shorter);
@@ -120,15 +125,18 @@ def _due_exists(webhook_id) -> bool:
 # ---------------------------------------------------------------- the drain
 
 
-def webhook_drain(*, webhook_id, lanes: int | None = None) -> int:
+def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None = None) -> int:
     """Deliver every due job of one webhook (module docstring); returns how many jobs
-    were worked on. Returns 0 at once when another drain holds the webhook."""
+    were worked on. Returns 0 at once when another drain holds the webhook. `linger`:
+    seconds to wait for new jobs once out of them (WEBHOOK_DRAIN_LINGER_SECONDS)."""
     token = uuid.uuid4()
     worked = 0
+    if linger is None:
+        linger = settings.WEBHOOK_DRAIN_LINGER_SECONDS
     while _lease_take(webhook_id, token):
         try:
             done, handed_over = _drain_leased(
-                webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT
+                webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT, linger
             )
             worked += done
         finally:
@@ -143,6 +151,18 @@ def webhook_drain(*, webhook_id, lanes: int | None = None) -> int:
         # An event committed while the lease was held rang no drain (drains_enqueue
         # skips a webhook that has one): look again now that the lease is released.
     return worked
+
+
+def _may_linger(webhook: Webhook | None, attempt_failed: bool | None) -> bool:
+    """Whether a drain that ran out of jobs waits for new ones: only for a healthy
+    webhook, whose every due job it may claim at once. A failing one's new jobs wait
+    for its retries (jobs.claimable), so a job showing up would not be work."""
+    return (
+        webhook is not None
+        and webhook.is_enabled
+        and webhook.consecutive_failures == 0
+        and attempt_failed is False
+    )
 
 
 def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list:
@@ -165,9 +185,9 @@ def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list
     return unsent
 
 
-def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
+def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tuple[int, bool]:
     """The drain's loop, under its lease. Returns (jobs worked on, handed over)."""
-    started = renewed = time.monotonic()
+    started = renewed = idle_since = time.monotonic()
     in_flight: dict[Future, ClaimedJob] = {}
     webhook = None
     worked = 0
@@ -175,6 +195,7 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
     # failed, it needs to ask again only after one of its own fails.
     attempt_failed: bool | None = None if attempt_failing(webhook_id) else False
     handing_over = False
+    look = True  # whether to claim this time round (not after a linger nobody woke)
     while True:
         now = time.monotonic()
         if now - renewed > _drain_lease().total_seconds() / 3:
@@ -184,7 +205,7 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
         if now - started > DRAIN_TIME_BUDGET_SECONDS or stopping.is_set():
             handing_over = True
         claimed = []
-        if not handing_over and len(in_flight) < lanes:
+        if not handing_over and look and len(in_flight) < lanes:
             # Read before each claim: a rotated secret, a new URL or a disable applies
             # to the very next request.
             webhook = Webhook.objects.filter(id=webhook_id).first()
@@ -202,10 +223,26 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
         unsent = _requests_start(claimed, webhook, in_flight)
         if unsent:
             jobs_record(webhook_id=webhook_id, outcomes=unsent)
+        if claimed or in_flight:
+            idle_since = time.monotonic()
         if not in_flight:
             if claimed and not handing_over:
                 continue  # what it claimed needed no request: claim again
-            return worked, handing_over
+            if handing_over:
+                return worked, True
+            left = linger - (time.monotonic() - idle_since)
+            if left <= 0 or not _may_linger(webhook, attempt_failed):
+                return worked, False
+            # Nothing to do: wait a moment for new jobs (a trickle of events keeps one
+            # drain), woken by the watch, or leave when the moment has passed.
+            connection_release()
+            wake = watch.watch(webhook_id)
+            try:
+                look = bool(wait([wake], timeout=min(left, DRAIN_POLL_SECONDS)).done)
+            finally:
+                watch.forget(webhook_id, wake)
+            continue
+        look = True
         # Wait for responses without holding a database connection.
         connection_release()
         done, pending = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)

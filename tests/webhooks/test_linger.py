@@ -1,0 +1,114 @@
+"""A drain that runs out of jobs waits a moment for new ones (WEBHOOK_DRAIN_LINGER_SECONDS)
+before it leaves, and an event that comes while it waits or leaves is never stranded.
+Real threads on PostgreSQL: the drain in one, the producers in others."""
+
+import json
+import threading
+
+import pytest
+from django.db import connections, transaction
+
+from config.worker import stopping
+from tests.webhooks.factories import WebhookFactory
+from tests.webhooks.test_e2e_delivery import wait_until
+from webhooks import delivery
+from webhooks.delivery import webhook_drain
+from webhooks.events import event_emit
+from webhooks.models import DeliveryJob, Webhook
+
+pytestmark = [
+    pytest.mark.synthetic_events,  # made-up payloads (tests/support/event_schemas.py)
+    pytest.mark.usefixtures("live_db"),
+]
+
+
+def emit_committed(account, n: int) -> None:
+    """An event committed by another connection, its drain rung after the commit (eager
+    Celery: the drain task runs right there, and finds the lease held)."""
+
+    def run():
+        try:
+            with transaction.atomic():
+                event_emit(account=account, event_type="enrollment.sent", data={"n": n})
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+
+
+class Drain(threading.Thread):
+    """webhook_drain in a thread of its own, as a worker runs it."""
+
+    def __init__(self, webhook, **kwargs):
+        super().__init__()
+        self.webhook, self.kwargs, self.worked = webhook, kwargs, None
+
+    def run(self):
+        try:
+            self.worked = webhook_drain(webhook_id=self.webhook.id, **self.kwargs)
+        finally:
+            connections.close_all()
+
+
+def sent_numbers(receiver) -> list[int]:
+    return [json.loads(r.body)["data"]["n"] for r in receiver.requests]
+
+
+def test_a_trickle_of_events_is_delivered_by_one_drain(account, receiver):
+    webhook = WebhookFactory(account=account, url=receiver.url)
+    emit_committed(account, 1)  # its ring ran its drain (eager) at once
+    assert sent_numbers(receiver) == [1]
+
+    drain = Drain(webhook, linger=30)
+    drain.start()  # nothing to do: it waits
+    wait_until(lambda: Webhook.objects.get().drain_token)
+    # The next events are the waiting drain's (their rings find its lease), not new drains'.
+    for n in (2, 3, 4):
+        emit_committed(account, n)
+        receiver.wait_for(n)
+    assert Webhook.objects.get().drain_token is not None  # still held: waiting for more
+    stopping.set()  # a warm shutdown ends the wait at once
+    try:
+        drain.join(timeout=10)
+    finally:
+        stopping.clear()
+    assert not drain.is_alive()
+    assert drain.worked == 3  # events 2, 3 and 4, one drain
+    assert sorted(sent_numbers(receiver)) == [1, 2, 3, 4]
+    assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert Webhook.objects.get().drain_token is None  # the lease given back
+
+
+def test_a_drain_with_nothing_to_do_leaves_after_its_moment(account, receiver):
+    webhook = WebhookFactory(account=account, url=receiver.url)
+    emit_committed(account, 1)
+    drain = Drain(webhook, linger=0.2)
+    drain.start()
+    drain.join(timeout=10)
+    assert not drain.is_alive() and drain.worked == 0
+    webhook.refresh_from_db()
+    assert (webhook.drain_token, webhook.drain_until) == (None, None)
+
+
+def test_an_event_committed_as_the_drain_leaves_is_delivered(account, receiver, monkeypatch):
+    """The race: the drain finds nothing left, an event commits and rings, the ring sees
+    the lease still held and sends no drain, the drain gives its lease back. The drain
+    looks once more after that, so the event does not wait for the sweep."""
+    WebhookFactory(account=account, url=receiver.url)
+    release = delivery._lease_release
+    rung = []
+
+    def release_after_an_event(webhook_id, token):
+        if not rung:
+            rung.append(True)
+            emit_committed(account, 2)  # its ring finds the lease held: no drain sent
+            assert Webhook.objects.get().drain_enqueued_at is None
+        release(webhook_id, token)
+
+    monkeypatch.setattr(delivery, "_lease_release", release_after_an_event)
+    emit_committed(account, 1)  # the drain its ring ran delivers 1, then 2 as it leaves
+    assert rung
+    assert sorted(sent_numbers(receiver)) == [1, 2]
+    assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
