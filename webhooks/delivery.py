@@ -15,11 +15,17 @@ A drain owns its webhook while it runs (a lease on the Webhook row: `drain_token
    (WEBHOOK_DRAIN_LINGER_SECONDS; the watch, webhooks.watch, wakes it when one comes),
    so a trickle of events keeps one drain instead of a new drain task per event; a
    failing webhook's drain does not wait;
-5. it ends when that moment passed with nothing new (it releases the lease, then looks
-   once more, so an event committed meanwhile is not left waiting), after
-   DRAIN_TIME_BUDGET_SECONDS (a fresh drain message takes over), or when the worker
-   shuts down (it stops claiming, finishes what is in flight and rings a drain for the
-   rest).
+5. it ends when that moment passed with nothing new, after DRAIN_TIME_BUDGET_SECONDS (a
+   fresh drain message takes over), or when the worker shuts down (it stops claiming,
+   finishes what is in flight and rings a drain for the rest).
+
+Leaving, it never strands a job. A producer rings inside its transaction (webhooks.sql)
+and holds the drain's lock until it commits; a drain gives its lease back only while no
+producer holds that lock (`_lease_leave`), else it waits for those producers' jobs, so
+a producer that found the lease held can count on this drain. Rings made after a commit
+(the sweep, redeliveries: drains_enqueue) find the lease held and send nothing, so once
+the lease is given back the drain looks once more. A drain that must leave while a
+producer holds the lock (time budget, shutdown, a lost lease) rings a fresh drain.
 
 A slow or hanging endpoint holds only its own lanes. While FAILURES_BEFORE_DISABLE of
 its deliveries wait for a retry, a webhook starts no new delivery: a dead endpoint is
@@ -33,6 +39,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -49,6 +56,7 @@ from webhooks.jobs import (
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
+from webhooks.sql import DRAIN_LEAVE_SQL
 from webhooks.watch import watch
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
@@ -58,6 +66,9 @@ DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 DRAIN_LEASE_SECONDS = 30
 # The drain wakes at least this often to renew its lease and look for new jobs.
 DRAIN_POLL_SECONDS = 0.5
+# A drain that cannot leave yet (a producer that rang has not committed) tries again
+# after this long, or as soon as that producer's jobs are due.
+DRAIN_LEAVE_RETRY_SECONDS = 0.1
 # Once an answer is back, the drain waits this much longer for the rest of its requests
 # (sent together, they tend to come back together) and records them in one go.
 DRAIN_GATHER_SECONDS = 0.005
@@ -112,9 +123,20 @@ def _lease_renew(webhook_id, token: uuid.UUID) -> bool:
 
 
 def _lease_release(webhook_id, token: uuid.UUID) -> None:
+    """Give the lease back whatever producers are doing (the caller rings a drain)."""
     Webhook.objects.filter(id=webhook_id, drain_token=token).update(
         drain_token=None, drain_until=None
     )
+
+
+def _lease_leave(webhook_id, token: uuid.UUID) -> bool:
+    """Give the lease back unless a producer that rang while it was held has not
+    committed yet (webhooks.sql): whether it was given back. A drain that cannot leave
+    waits for that producer's jobs instead; one that could leave was the last to look
+    for them, so no producer's jobs are left without a drain."""
+    with connection.cursor() as cursor:
+        cursor.execute(DRAIN_LEAVE_SQL, [webhook_id, token])
+        return cursor.fetchone() is not None
 
 
 def _due_exists(webhook_id) -> bool:
@@ -135,22 +157,41 @@ def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None 
         linger = settings.WEBHOOK_DRAIN_LINGER_SECONDS
     while _lease_take(webhook_id, token):
         try:
-            done, handed_over = _drain_leased(
+            done, handing_over = _drain_leased(
                 webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT, linger
             )
-            worked += done
-        finally:
+        except BaseException:
+            _lease_release(webhook_id, token)  # the sweep rings what is left
+            raise
+        worked += done
+        if handing_over and not _lease_leave(webhook_id, token):
+            # A producer that rang while the lease was held has not committed: a fresh
+            # drain takes its jobs (and the rest), on any worker.
             _lease_release(webhook_id, token)
+            drains_enqueue(webhook_ids=[str(webhook_id)])
+            break
+        # The lease is given back. A job committed before it was, and rung after its
+        # commit (the sweep, a redelivery), found the lease held and rang no drain:
+        # look once more.
         if not _due_exists(webhook_id):
             break
-        if handed_over:
+        if handing_over:
             # Time budget spent, or the worker is stopping: a fresh message takes
             # over the rest, on any worker.
             drains_enqueue(webhook_ids=[str(webhook_id)])
             break
-        # An event committed while the lease was held rang no drain (drains_enqueue
-        # skips a webhook that has one): look again now that the lease is released.
     return worked
+
+
+def _jobs_wait(webhook_id, *, timeout: float) -> bool:
+    """Wait up to `timeout` for the watch to see due jobs of the webhook, without a
+    database connection; whether it did."""
+    connection_release()
+    wake = watch.watch(webhook_id)
+    try:
+        return bool(wait([wake], timeout=timeout).done)
+    finally:
+        watch.forget(webhook_id, wake)
 
 
 def _may_linger(webhook: Webhook | None, attempt_failed: bool | None) -> bool:
@@ -231,16 +272,19 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             if handing_over:
                 return worked, True
             left = linger - (time.monotonic() - idle_since)
-            if left <= 0 or not _may_linger(webhook, attempt_failed):
+            if left > 0 and _may_linger(webhook, attempt_failed):
+                # Nothing to do: wait a moment for new jobs (a trickle of events keeps
+                # one drain), woken by the watch.
+                look = _jobs_wait(webhook_id, timeout=min(left, DRAIN_POLL_SECONDS))
+                continue
+            if _lease_leave(webhook_id, token):
                 return worked, False
-            # Nothing to do: wait a moment for new jobs (a trickle of events keeps one
-            # drain), woken by the watch, or leave when the moment has passed.
-            connection_release()
-            wake = watch.watch(webhook_id)
-            try:
-                look = bool(wait([wake], timeout=min(left, DRAIN_POLL_SECONDS)).done)
-            finally:
-                watch.forget(webhook_id, wake)
+            if not _lease_renew(webhook_id, token):
+                return worked, True  # the lease lapsed and was taken
+            renewed = time.monotonic()
+            # A producer that rang while the lease was held has not committed yet: its
+            # jobs are this drain's. Wait for them, then try to leave again.
+            look = _jobs_wait(webhook_id, timeout=DRAIN_LEAVE_RETRY_SECONDS)
             continue
         look = True
         # Wait for responses without holding a database connection.

@@ -336,10 +336,11 @@ def test_a_lapsed_claim_is_taken_over_and_the_lost_attempt_recorded(
     emit, account, webhook, receiver
 ):
     emit(account, after_commit=False)
-    # As if a worker claimed attempt 1 and died: the lease ran out.
+    # As if a worker's drain claimed attempt 1 and died: the lease ran out.
     DeliveryJob.objects.update(
         state="delivering", attempts=1, next_attempt_at=timezone.now() - timedelta(seconds=1)
     )
+    Webhook.objects.update(drain_enqueued_at=None)  # that drain had taken its message
 
     assert jobs_sweep() == 1
     assert [(r.attempt, r.status_code, r.error) for r in rows(webhook)] == [
@@ -356,6 +357,7 @@ def test_a_lapsed_fifth_attempt_ends_the_delivery(emit, account, webhook, receiv
     DeliveryJob.objects.update(
         state="delivering", attempts=5, next_attempt_at=timezone.now() - timedelta(seconds=1)
     )
+    Webhook.objects.update(drain_enqueued_at=None)
     jobs_sweep()
     job = DeliveryJob.objects.get()
     assert (job.state, job.attempts) == ("failed", 5)

@@ -7,13 +7,15 @@ import threading
 
 import pytest
 from django.db import connections, transaction
+from django.utils import timezone
 
 from config.worker import stopping
+from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from tests.webhooks.test_e2e_delivery import wait_until
-from webhooks import delivery
+from webhooks import delivery, events
 from webhooks.delivery import webhook_drain
-from webhooks.events import event_emit
+from webhooks.events import drains_enqueue, event_emit
 from webhooks.models import DeliveryJob, Webhook
 
 pytestmark = [
@@ -93,22 +95,78 @@ def test_a_drain_with_nothing_to_do_leaves_after_its_moment(account, receiver):
 
 
 def test_an_event_committed_as_the_drain_leaves_is_delivered(account, receiver, monkeypatch):
-    """The race: the drain finds nothing left, an event commits and rings, the ring sees
-    the lease still held and sends no drain, the drain gives its lease back. The drain
-    looks once more after that, so the event does not wait for the sweep."""
+    """The race: the drain finds nothing left, an event commits and rings after its
+    commit (as the sweep and redeliveries do), the ring sees the lease still held and
+    sends no drain, the drain gives its lease back. The drain looks once more after
+    that, so the event does not wait for the next sweep."""
     WebhookFactory(account=account, url=receiver.url)
-    release = delivery._lease_release
+    leave = delivery._lease_leave
     rung = []
 
-    def release_after_an_event(webhook_id, token):
+    def leave_after_an_event(webhook_id, token):
         if not rung:
             rung.append(True)
-            emit_committed(account, 2)  # its ring finds the lease held: no drain sent
-            assert Webhook.objects.get().drain_enqueued_at is None
-        release(webhook_id, token)
+            job = DeliveryJob.objects.get()
+            DeliveryJob.objects.filter(pk=job.pk).update(
+                state="pending", next_attempt_at=timezone.now()
+            )  # due again, committed: as a redelivery makes it
+            assert drains_enqueue(webhook_ids=[str(job.webhook_id)]) == 0  # the lease is held
+        return leave(webhook_id, token)
 
-    monkeypatch.setattr(delivery, "_lease_release", release_after_an_event)
-    emit_committed(account, 1)  # the drain its ring ran delivers 1, then 2 as it leaves
+    monkeypatch.setattr(delivery, "_lease_leave", leave_after_an_event)
+    emit_committed(account, 1)  # its drain delivers 1, and 1 again as it leaves
     assert rung
-    assert sorted(sent_numbers(receiver)) == [1, 2]
+    assert sent_numbers(receiver) == [1, 1]
+    assert DeliveryJob.objects.get().state == "succeeded"
+
+
+def test_an_event_still_uncommitted_when_the_drain_would_leave_is_its_own(
+    account, receiver, monkeypatch
+):
+    """A producer rings inside its transaction: finding the lease held, it sends no
+    drain and counts on this one. The drain does not leave until that transaction has
+    ended, then delivers what it committed."""
+    webhook = WebhookFactory(account=account, url=receiver.url)
+    rang, commit = threading.Event(), threading.Event()
+    committed = []
+    leave, leaves = delivery._lease_leave, []
+
+    def leave_counted(webhook_id, token):
+        leaves.append(leave(webhook_id, token))
+        return leaves[-1]
+
+    def producer():
+        try:
+            with transaction.atomic():
+                transaction.on_commit(lambda: committed.append(True))
+                event_emit(account=account, event_type="enrollment.sent", data={"n": 1})
+                rang.set()
+                commit.wait(timeout=30)
+        finally:
+            connections.close_all()
+
+    monkeypatch.setattr(delivery, "_lease_leave", leave_counted)
+    with monkeypatch.context() as patch:
+        patch.setattr(events, "drains_publish", lambda **kwargs: 0)
+        emit_committed(account, 0)  # no drain message: the drain below takes it
+    receiver.script(Reply(200, hold=True))  # the drain holds its lease meanwhile
+    drain = Drain(webhook, linger=0.1)
+    drain.start()
+    receiver.wait_for(1)
+    thread = threading.Thread(target=producer)
+    thread.start()
+    rang.wait(timeout=10)
+    assert Webhook.objects.get().drain_enqueued_at is None  # the lease was held: no mark
+    receiver.release()
+    # Its request answered and its moment of waiting past, the drain tries to leave, and
+    # may not while the producer's transaction is open.
+    wait_until(lambda: leaves.count(False) >= 2)
+    assert drain.is_alive() and Webhook.objects.get().drain_token is not None
+    commit.set()
+    thread.join()
+    drain.join(timeout=10)
+    assert not drain.is_alive() and committed
+    assert drain.worked == 2 and sent_numbers(receiver) == [0, 1]
     assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert Webhook.objects.get().drain_token is None
+    assert leaves[-1] is True
