@@ -21,6 +21,7 @@ import ipaddress
 import re
 import smtplib
 import socket
+from http.cookiejar import DefaultCookiePolicy
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -332,16 +333,29 @@ class GuardedAdapter(HTTPAdapter):
         }
 
 
-def guarded_session(*, pool_connections: int = 32, pool_maxsize: int = 4) -> requests.Session:
-    """A requests session whose every connection passes the guard. OutboundRefused
-    comes out of its requests as is."""
+def guarded_adapter(*, pool_connections: int = 32, pool_maxsize: int = 4) -> GuardedAdapter:
+    """Connection pools whose every connection passes the guard: `pool_connections`
+    hosts kept, `pool_maxsize` idle connections kept per host. Thread-safe: sessions of
+    several threads may share one, and so its open connections."""
+    return GuardedAdapter(
+        max_retries=0, pool_connections=pool_connections, pool_maxsize=pool_maxsize
+    )
+
+
+def guarded_session(
+    *, adapter: GuardedAdapter | None = None, pool_connections: int = 32, pool_maxsize: int = 4
+) -> requests.Session:
+    """A requests session whose every connection passes the guard (through `adapter`, or
+    one of its own). OutboundRefused comes out of its requests as is. It keeps no
+    cookie: the service calls these hosts for many accounts, and a cookie one account's
+    receiver set must never go to another's."""
     session = requests.Session()
     # No proxies, .netrc or CA bundles from the environment: a proxy would make the
     # connect go somewhere the guard never checked.
     session.trust_env = False
-    adapter = GuardedAdapter(
-        max_retries=0, pool_connections=pool_connections, pool_maxsize=pool_maxsize
-    )
+    session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+    if adapter is None:
+        adapter = guarded_adapter(pool_connections=pool_connections, pool_maxsize=pool_maxsize)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

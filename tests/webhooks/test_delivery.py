@@ -15,6 +15,7 @@ from webhooks.events import event_emit, jobs_sweep
 from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
 from webhooks.posting import retry_delay
+from webhooks.transport import delivery_session
 
 # Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
 pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
@@ -304,6 +305,28 @@ def test_one_lane_delivers_a_burst_in_order(emit, account, webhook, receiver, se
         str(job.id) for job in DeliveryJob.objects.filter(event__in=events)
     }
     assert DeliveryJob.objects.filter(state="succeeded").count() == 3
+
+
+def test_deliveries_keep_their_connections_open_across_drains(emit, account, webhook, receiver):
+    for n in range(8):
+        emit(account, data={"n": n}, after_commit=False)
+    assert webhook_drain(webhook_id=webhook.id, linger=0) == 8
+    first = {r.peer for r in receiver.requests}
+    assert len(first) <= 4  # at most a connection per lane, each used again
+    for n in range(8, 12):
+        emit(account, data={"n": n}, after_commit=False)
+    assert webhook_drain(webhook_id=webhook.id, linger=0) == 4  # another drain
+    assert {r.peer for r in receiver.requests[8:]} <= first  # over the same connections
+
+
+def test_a_receivers_cookie_is_never_sent_back(receiver):
+    """Deliveries of every account share a worker's sessions: a cookie one receiver set
+    would go with another account's deliveries to the same host."""
+    receiver.default = Reply(200, headers={"Set-Cookie": "session=account-a; Path=/"})
+    session = delivery_session()
+    for _ in range(2):
+        session.post(receiver.url, data=b"{}", timeout=5).raise_for_status()
+    assert [r.headers.get("Cookie") for r in receiver.requests] == [None, None]
 
 
 def test_a_burst_rings_the_drain_once(
