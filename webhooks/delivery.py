@@ -50,14 +50,14 @@ from webhooks.jobs import (
     ClaimedJob,
     attempt_failing,
     claimable,
-    jobs_claim,
+    jobs_claim_fresh,
     jobs_record,
     outcome_of,
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
 from webhooks.sql import DRAIN_LEAVE_SQL
-from webhooks.watch import watch
+from webhooks.watch import watch, webhooks_with_due_jobs
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 # The drain's lease on its webhook (30 s, or the claim lease when that is shorter);
@@ -140,8 +140,12 @@ def _lease_leave(webhook_id, token: uuid.UUID) -> bool:
 
 
 def _due_exists(webhook_id) -> bool:
+    """Whether the webhook has a job a claim would take now."""
+    now = timezone.now()
+    if not webhooks_with_due_jobs([webhook_id], now=now):
+        return False  # nothing due at all: the common case, one query
     webhook = Webhook.objects.filter(id=webhook_id).first()
-    return webhook is not None and bool(claimable(webhook, now=timezone.now(), limit=1))
+    return webhook is not None and bool(claimable(webhook, now=now, limit=1))
 
 
 # ---------------------------------------------------------------- the drain
@@ -245,19 +249,16 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             renewed = now
         if now - started > DRAIN_TIME_BUDGET_SECONDS or stopping.is_set():
             handing_over = True
-        claimed = []
+        claimed: list[ClaimedJob] = []
         if not handing_over and look and len(in_flight) < lanes:
-            # Read before each claim: a rotated secret, a new URL or a disable applies
-            # to the very next request.
-            webhook = Webhook.objects.filter(id=webhook_id).first()
-            if webhook is not None:
-                claimed = jobs_claim(
-                    webhook_id=webhook_id,
-                    limit=lanes - len(in_flight),
-                    webhook=webhook,
-                    attempt_failed=attempt_failed,
-                    in_flight={item.job.id for item in in_flight.values()},
-                )
+            # The webhook read with each claim: a rotated secret, a new URL or a disable
+            # applies to the very next request.
+            webhook, claimed = jobs_claim_fresh(
+                webhook_id=webhook_id,
+                limit=lanes - len(in_flight),
+                attempt_failed=attempt_failed,
+                in_flight={item.job.id for item in in_flight.values()},
+            )
         worked += len(claimed)
         if any(item.lost_attempt is not None for item in claimed):
             attempt_failed = None

@@ -329,6 +329,21 @@ def test_a_receivers_cookie_is_never_sent_back(receiver):
     assert [r.headers.get("Cookie") for r in receiver.requests] == [None, None]
 
 
+def test_a_drain_costs_a_statement_per_claim_and_per_record(
+    emit, account, webhook, receiver, django_assert_num_queries
+):
+    for n in range(4):
+        emit(account, data={"n": n}, after_commit=False)
+    # The lease taken, the failing attempts looked for, the four claimed (the webhook
+    # read with them) and their answers recorded, one more claim finding nothing, the
+    # lease given back, and the look once more.
+    with django_assert_num_queries(7):
+        assert webhook_drain(webhook_id=webhook.id, linger=0) == 4
+    assert len(receiver.requests) == 4
+    assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert [(r.attempt, r.status_code, r.error) for r in rows(webhook)] == [(1, 200, None)] * 4
+
+
 def test_a_burst_rings_the_drain_once(
     account, webhook, monkeypatch, django_capture_on_commit_callbacks
 ):
