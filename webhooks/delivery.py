@@ -240,7 +240,10 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
     # failed, it needs to ask again only after one of its own fails.
     attempt_failed: bool | None = None if attempt_failing(webhook_id) else False
     handing_over = False
-    look = True  # whether to claim this time round (not after a linger nobody woke)
+    # Whether jobs may be due that this drain has not claimed: then it claims. After a
+    # claim that found fewer than it asked for it waits to hear of new ones (the watch)
+    # instead of asking again after each answer.
+    look = True
     while True:
         now = time.monotonic()
         if now - renewed > _drain_lease().total_seconds() / 3:
@@ -253,12 +256,15 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
         if not handing_over and look and len(in_flight) < lanes:
             # The webhook read with each claim: a rotated secret, a new URL or a disable
             # applies to the very next request.
+            limit = lanes - len(in_flight)
             webhook, claimed = jobs_claim_fresh(
                 webhook_id=webhook_id,
-                limit=lanes - len(in_flight),
+                limit=limit,
                 attempt_failed=attempt_failed,
                 in_flight={item.job.id for item in in_flight.values()},
             )
+            # A failing webhook's jobs come due by its retries' times: it looks each time.
+            look = len(claimed) >= limit or not _may_linger(webhook, attempt_failed)
         worked += len(claimed)
         if any(item.lost_attempt is not None for item in claimed):
             attempt_failed = None
@@ -269,6 +275,7 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             idle_since = time.monotonic()
         if not in_flight:
             if claimed and not handing_over:
+                look = True
                 continue  # what it claimed needed no request: claim again
             if handing_over:
                 return worked, True
@@ -287,12 +294,24 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             # jobs are this drain's. Wait for them, then try to leave again.
             look = _jobs_wait(webhook_id, timeout=DRAIN_LEAVE_RETRY_SECONDS)
             continue
-        look = True
-        # Wait for responses without holding a database connection.
+        # Wait for responses without holding a database connection, and with a lane free
+        # and no job known due, for the watch to see a new one.
         connection_release()
-        done, pending = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
-        if done and pending:
-            done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
+        waiting: set[Future] = set(in_flight)
+        wake = None
+        if not (look or handing_over) and len(in_flight) < lanes:
+            wake = watch.watch(webhook_id)
+            waiting.add(wake)
+        try:
+            done, pending = wait(waiting, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+            if done and pending:
+                done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
+        finally:
+            if wake is not None:
+                watch.forget(webhook_id, wake)
+        if wake is not None and wake in done:
+            done.discard(wake)
+            look = True
         # Everything that came back meanwhile is recorded together, then claimed for
         # together: the drain's database work is per wake-up, not per request.
         outcomes = []
@@ -304,3 +323,4 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             jobs_record(webhook_id=webhook_id, outcomes=outcomes)
         if any(outcome in ("retry", "failed") for _, _, outcome in outcomes):
             attempt_failed = None
+            look = True

@@ -6,7 +6,8 @@ import json
 import threading
 
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from config.worker import stopping
@@ -41,15 +42,19 @@ def emit_committed(account, n: int) -> None:
 
 
 class Drain(threading.Thread):
-    """webhook_drain in a thread of its own, as a worker runs it."""
+    """webhook_drain in a thread of its own, as a worker runs it; `statements`: the SQL
+    it ran."""
 
     def __init__(self, webhook, **kwargs):
         super().__init__()
         self.webhook, self.kwargs, self.worked = webhook, kwargs, None
+        self.statements: list[str] = []
 
     def run(self):
         try:
-            self.worked = webhook_drain(webhook_id=self.webhook.id, **self.kwargs)
+            with CaptureQueriesContext(connection) as queries:
+                self.worked = webhook_drain(webhook_id=self.webhook.id, **self.kwargs)
+            self.statements = [query["sql"] for query in queries.captured_queries]
         finally:
             connections.close_all()
 
@@ -78,6 +83,10 @@ def test_a_trickle_of_events_is_delivered_by_one_drain(account, receiver):
         stopping.clear()
     assert not drain.is_alive()
     assert drain.worked == 3  # events 2, 3 and 4, one drain
+    # Each event its claim and its record; besides, the lease taken, the failing attempts
+    # looked for, the first claim (nothing due yet, unless event 2 was already), the lease
+    # given back and the look once more.
+    assert len(drain.statements) <= 3 * 2 + 5, drain.statements
     assert sorted(sent_numbers(receiver)) == [1, 2, 3, 4]
     assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
     assert Webhook.objects.get().drain_token is None  # the lease given back
