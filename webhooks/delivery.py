@@ -50,13 +50,13 @@ from webhooks.jobs import (
     ClaimedJob,
     attempt_failing,
     claimable,
-    jobs_claim_fresh,
     jobs_record,
     outcome_of,
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
 from webhooks.sql import DRAIN_LEAVE_SQL
+from webhooks.statements import answers_record, jobs_claim_fresh
 from webhooks.watch import watch, webhooks_with_due_jobs
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
@@ -198,6 +198,36 @@ def _jobs_wait(webhook_id, *, timeout: float) -> bool:
         watch.forget(webhook_id, wake)
 
 
+def _answers_wait(
+    webhook_id, webhook, in_flight: dict[Future, ClaimedJob], *, watching: bool
+) -> tuple[list, bool]:
+    """Wait for answers without holding a database connection (DRAIN_POLL_SECONDS at
+    most), and once one is back a moment more for the others (sent together, they tend
+    to come back together); `watching`: for the watch to see a new job due, too.
+    Returns the outcomes of those back (taken out of `in_flight`) and whether a new job
+    is due."""
+    connection_release()
+    waiting: set[Future] = set(in_flight)
+    wake = watch.watch(webhook_id) if watching else None
+    if wake is not None:
+        waiting.add(wake)
+    try:
+        done, pending = wait(waiting, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        if done and pending:
+            done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
+    finally:
+        if wake is not None:
+            watch.forget(webhook_id, wake)
+    outcomes = []
+    for future in done:
+        if future is wake:
+            continue
+        item = in_flight.pop(future)
+        result = future.result()
+        outcomes.append((item, result, outcome_of(item, result, webhook)))
+    return outcomes, wake is not None and wake in done
+
+
 def _may_linger(webhook: Webhook | None, attempt_failed: bool | None) -> bool:
     """Whether a drain that ran out of jobs waits for new ones: only for a healthy
     webhook, whose every due job it may claim at once. A failing one's new jobs wait
@@ -232,6 +262,8 @@ def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list
 
 def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tuple[int, bool]:
     """The drain's loop, under its lease. Returns (jobs worked on, handed over)."""
+    # Long: one loop holds the drain's states (claim, answers, waiting for work, leaving);
+    # split up, they would pass its half-dozen variables back and forth.
     started = renewed = idle_since = time.monotonic()
     in_flight: dict[Future, ClaimedJob] = {}
     webhook = None
@@ -294,33 +326,14 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             # jobs are this drain's. Wait for them, then try to leave again.
             look = _jobs_wait(webhook_id, timeout=DRAIN_LEAVE_RETRY_SECONDS)
             continue
-        # Wait for responses without holding a database connection, and with a lane free
-        # and no job known due, for the watch to see a new one.
-        connection_release()
-        waiting: set[Future] = set(in_flight)
-        wake = None
-        if not (look or handing_over) and len(in_flight) < lanes:
-            wake = watch.watch(webhook_id)
-            waiting.add(wake)
-        try:
-            done, pending = wait(waiting, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
-            if done and pending:
-                done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
-        finally:
-            if wake is not None:
-                watch.forget(webhook_id, wake)
-        if wake is not None and wake in done:
-            done.discard(wake)
-            look = True
+        # With a lane free and no job known due, the watch may tell of a new one meanwhile.
+        watching = not (look or handing_over) and len(in_flight) < lanes
+        outcomes, woken = _answers_wait(webhook_id, webhook, in_flight, watching=watching)
+        look = look or woken
         # Everything that came back meanwhile is recorded together, then claimed for
         # together: the drain's database work is per wake-up, not per request.
-        outcomes = []
-        for future in done:
-            item = in_flight.pop(future)
-            result = future.result()
-            outcomes.append((item, result, outcome_of(item, result, webhook)))
         if outcomes:
-            jobs_record(webhook_id=webhook_id, outcomes=outcomes)
+            answers_record(webhook_id=webhook_id, outcomes=outcomes)
         if any(outcome in ("retry", "failed") for _, _, outcome in outcomes):
             attempt_failed = None
             look = True

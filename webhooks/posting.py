@@ -159,9 +159,7 @@ def http_post_signed(*, url: str, body: bytes, secret: str, message_id: str) -> 
         raw = response.read(RESPONSE_READ_CAP)
     except Exception:  # a body cut short does not change what the status said
         raw = b""
-    finally:
-        # Read to its end, the connection went back to the pool for the next delivery;
-        # with more left unread, it is closed (not reused with a body still on it).
+    finally:  # read to its end, the connection went back to the pool; else it is closed
         response.close()
         response.release_conn()
     excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")

@@ -8,8 +8,9 @@ from tests.accounts.factories import AccountFactory
 from tests.accounts.test_concurrency import run_together
 from tests.webhooks.factories import WebhookFactory
 from webhooks.events import event_emit
-from webhooks.jobs import jobs_claim, jobs_claim_fresh
+from webhooks.jobs import jobs_claim
 from webhooks.models import DeliveryJob
+from webhooks.statements import jobs_claim_fresh
 
 pytestmark = [
     pytest.mark.synthetic_events,  # made-up payloads (tests/support/event_schemas.py)

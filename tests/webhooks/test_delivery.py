@@ -466,14 +466,14 @@ def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
     settings.WEBHOOK_MAX_IN_FLIGHT = 1
     old_secret = webhook.secret
     new_secrets = []
-    real_record = delivery.jobs_record
+    real_record = delivery.answers_record
 
     def record_then_rotate(**kwargs):
         real_record(**kwargs)
         if not new_secrets:  # right after the first attempt
             new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
 
-    monkeypatch.setattr(delivery, "jobs_record", record_then_rotate)
+    monkeypatch.setattr(delivery, "answers_record", record_then_rotate)
     for _ in range(2):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
@@ -498,13 +498,13 @@ def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
     from webhooks import delivery, services
 
     settings.WEBHOOK_MAX_IN_FLIGHT = 1
-    real_record = delivery.jobs_record
+    real_record = delivery.answers_record
 
     def record_then_disable(**kwargs):
         real_record(**kwargs)
         services.webhook_update(webhook=webhook, disabled_at=timezone.now())
 
-    monkeypatch.setattr(delivery, "jobs_record", record_then_disable)
+    monkeypatch.setattr(delivery, "answers_record", record_then_disable)
     for _ in range(3):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
