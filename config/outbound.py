@@ -24,9 +24,9 @@ import socket
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import requests
 from django.conf import settings
-from requests.adapters import HTTPAdapter
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
+from urllib3 import PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
@@ -323,25 +323,18 @@ class _GuardedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = GuardedHTTPSConnection
 
 
-class GuardedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs):
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {
-            "http": _GuardedHTTPPool,
-            "https": _GuardedHTTPSPool,
-        }
-
-
-def guarded_session(*, pool_connections: int = 32, pool_maxsize: int = 4) -> requests.Session:
-    """A requests session whose every connection passes the guard. OutboundRefused
-    comes out of its requests as is."""
-    session = requests.Session()
-    # No proxies, .netrc or CA bundles from the environment: a proxy would make the
-    # connect go somewhere the guard never checked.
-    session.trust_env = False
-    adapter = GuardedAdapter(
-        max_retries=0, pool_connections=pool_connections, pool_maxsize=pool_maxsize
+def guarded_pool_manager(*, num_pools: int, maxsize: int) -> PoolManager:
+    """urllib3 connection pools whose every connection passes the guard: `num_pools`
+    hosts kept (the least recently used one's connections closed beyond that), `maxsize`
+    idle connections kept per host. Thread-safe: a process's threads share one, and so
+    its open connections. No proxy from the environment: it would make the connect go
+    somewhere the guard never checked. HTTPS is verified against certifi's CA bundle
+    (requests' own)."""
+    manager = PoolManager(
+        num_pools=num_pools,
+        maxsize=maxsize,
+        cert_reqs="CERT_REQUIRED",
+        ca_certs=DEFAULT_CA_BUNDLE_PATH,
     )
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
+    manager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+    return manager

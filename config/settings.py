@@ -688,6 +688,11 @@ WEBHOOK_CLAIM_LEASE_SECONDS = env.int("WEBHOOK_CLAIM_LEASE_SECONDS", default=300
 WEBHOOK_MAX_IN_FLIGHT = env.int("WEBHOOK_MAX_IN_FLIGHT", default=4)
 # Requests in flight per worker process at most, all webhooks together (its HTTP pool).
 WEBHOOK_MAX_CONCURRENT_REQUESTS = env.int("WEBHOOK_MAX_CONCURRENT_REQUESTS", default=200)
+# How long a drain that ran out of jobs waits for new ones before it leaves: a trickle
+# of events keeps one drain, its lease and its connections instead of a new drain task
+# per event. It holds one of the worker's threads meanwhile (no database connection).
+# 0: leave at once.
+WEBHOOK_DRAIN_LINGER_SECONDS = env.float("WEBHOOK_DRAIN_LINGER_SECONDS", default=0.5)
 # How often beat sweeps for due deliveries the fast path missed (and for retries).
 WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOK_SWEEP_INTERVAL_SECONDS", default=15.0)
 CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {

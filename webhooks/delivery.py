@@ -11,11 +11,21 @@ A drain owns its webhook while it runs (a lease on the Webhook row: `drain_token
 3. outcomes are recorded as soon as they come back, those that came back together in
    one transaction (the attempt rows, each job's next state, the webhook's failure
    count): a killed worker re-sends at most the requests that were in flight;
-4. it ends when nothing is due and nothing is in flight (it releases the lease, then
-   looks once more, so an event committed meanwhile is not left waiting), after
-   DRAIN_TIME_BUDGET_SECONDS (a fresh drain message takes over), or when the worker
-   shuts down (it stops claiming, finishes what is in flight and rings a drain for the
-   rest).
+4. when nothing is due and nothing is in flight it waits a moment for new jobs
+   (WEBHOOK_DRAIN_LINGER_SECONDS; the watch, webhooks.watch, wakes it when one comes),
+   so a trickle of events keeps one drain instead of a new drain task per event; a
+   failing webhook's drain does not wait;
+5. it ends when that moment passed with nothing new, after DRAIN_TIME_BUDGET_SECONDS (a
+   fresh drain message takes over), or when the worker shuts down (it stops claiming,
+   finishes what is in flight and rings a drain for the rest).
+
+Leaving, it never strands a job. A producer rings inside its transaction (webhooks.sql)
+and holds the drain's lock until it commits; a drain gives its lease back only while no
+producer holds that lock (`_lease_leave`), else it waits for those producers' jobs, so
+a producer that found the lease held can count on this drain. Rings made after a commit
+(the sweep, redeliveries: drains_enqueue) find the lease held and send nothing, so once
+the lease is given back the drain looks once more. A drain that must leave while a
+producer holds the lock (time budget, shutdown, a lost lease) rings a fresh drain.
 
 A slow or hanging endpoint holds only its own lanes. While FAILURES_BEFORE_DISABLE of
 its deliveries wait for a retry, a webhook starts no new delivery: a dead endpoint is
@@ -29,6 +39,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -39,12 +50,14 @@ from webhooks.jobs import (
     ClaimedJob,
     attempt_failing,
     claimable,
-    jobs_claim,
     jobs_record,
     outcome_of,
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
+from webhooks.sql import DRAIN_LEAVE_SQL
+from webhooks.statements import answers_record, jobs_claim_fresh
+from webhooks.watch import watch, webhooks_with_due_jobs
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 # The drain's lease on its webhook (30 s, or the claim lease when that is shorter);
@@ -53,6 +66,9 @@ DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 DRAIN_LEASE_SECONDS = 30
 # The drain wakes at least this often to renew its lease and look for new jobs.
 DRAIN_POLL_SECONDS = 0.5
+# A drain that cannot leave yet (a producer that rang has not committed) tries again
+# after this long, or as soon as that producer's jobs are due.
+DRAIN_LEAVE_RETRY_SECONDS = 0.1
 # Once an answer is back, the drain waits this much longer for the rest of its requests
 # (sent together, they tend to come back together) and records them in one go.
 DRAIN_GATHER_SECONDS = 0.005
@@ -107,42 +123,121 @@ def _lease_renew(webhook_id, token: uuid.UUID) -> bool:
 
 
 def _lease_release(webhook_id, token: uuid.UUID) -> None:
+    """Give the lease back whatever producers are doing (the caller rings a drain)."""
     Webhook.objects.filter(id=webhook_id, drain_token=token).update(
         drain_token=None, drain_until=None
     )
 
 
+def _lease_leave(webhook_id, token: uuid.UUID) -> bool:
+    """Give the lease back unless a producer that rang while it was held has not
+    committed yet (webhooks.sql): whether it was given back. A drain that cannot leave
+    waits for that producer's jobs instead; one that could leave was the last to look
+    for them, so no producer's jobs are left without a drain."""
+    with connection.cursor() as cursor:
+        cursor.execute(DRAIN_LEAVE_SQL, [webhook_id, token])
+        return cursor.fetchone() is not None
+
+
 def _due_exists(webhook_id) -> bool:
+    """Whether the webhook has a job a claim would take now."""
+    now = timezone.now()
+    if not webhooks_with_due_jobs([webhook_id], now=now):
+        return False  # nothing due at all: the common case, one query
     webhook = Webhook.objects.filter(id=webhook_id).first()
-    return webhook is not None and bool(claimable(webhook, now=timezone.now(), limit=1))
+    return webhook is not None and bool(claimable(webhook, now=now, limit=1))
 
 
 # ---------------------------------------------------------------- the drain
 
 
-def webhook_drain(*, webhook_id, lanes: int | None = None) -> int:
+def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None = None) -> int:
     """Deliver every due job of one webhook (module docstring); returns how many jobs
-    were worked on. Returns 0 at once when another drain holds the webhook."""
+    were worked on. Returns 0 at once when another drain holds the webhook. `linger`:
+    seconds to wait for new jobs once out of them (WEBHOOK_DRAIN_LINGER_SECONDS)."""
     token = uuid.uuid4()
     worked = 0
+    if linger is None:
+        linger = settings.WEBHOOK_DRAIN_LINGER_SECONDS
     while _lease_take(webhook_id, token):
         try:
-            done, handed_over = _drain_leased(
-                webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT
+            done, handing_over = _drain_leased(
+                webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT, linger
             )
-            worked += done
-        finally:
+        except BaseException:
+            _lease_release(webhook_id, token)  # the sweep rings what is left
+            raise
+        worked += done
+        if handing_over and not _lease_leave(webhook_id, token):
+            # A producer that rang while the lease was held has not committed: a fresh
+            # drain takes its jobs (and the rest), on any worker.
             _lease_release(webhook_id, token)
+            drains_enqueue(webhook_ids=[str(webhook_id)])
+            break
+        # The lease is given back. A job committed before it was, and rung after its
+        # commit (the sweep, a redelivery), found the lease held and rang no drain:
+        # look once more.
         if not _due_exists(webhook_id):
             break
-        if handed_over:
+        if handing_over:
             # Time budget spent, or the worker is stopping: a fresh message takes
             # over the rest, on any worker.
             drains_enqueue(webhook_ids=[str(webhook_id)])
             break
-        # An event committed while the lease was held rang no drain (drains_enqueue
-        # skips a webhook that has one): look again now that the lease is released.
     return worked
+
+
+def _jobs_wait(webhook_id, *, timeout: float) -> bool:
+    """Wait up to `timeout` for the watch to see due jobs of the webhook, without a
+    database connection; whether it did."""
+    connection_release()
+    wake = watch.watch(webhook_id)
+    try:
+        return bool(wait([wake], timeout=timeout).done)
+    finally:
+        watch.forget(webhook_id, wake)
+
+
+def _answers_wait(
+    webhook_id, webhook, in_flight: dict[Future, ClaimedJob], *, watching: bool
+) -> tuple[list, bool]:
+    """Wait for answers without holding a database connection (DRAIN_POLL_SECONDS at
+    most), and once one is back a moment more for the others (sent together, they tend
+    to come back together); `watching`: for the watch to see a new job due, too.
+    Returns the outcomes of those back (taken out of `in_flight`) and whether a new job
+    is due."""
+    connection_release()
+    waiting: set[Future] = set(in_flight)
+    wake = watch.watch(webhook_id) if watching else None
+    if wake is not None:
+        waiting.add(wake)
+    try:
+        done, pending = wait(waiting, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        if done and pending:
+            done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
+    finally:
+        if wake is not None:
+            watch.forget(webhook_id, wake)
+    outcomes = []
+    for future in done:
+        if future is wake:
+            continue
+        item = in_flight.pop(future)
+        result = future.result()
+        outcomes.append((item, result, outcome_of(item, result, webhook)))
+    return outcomes, wake is not None and wake in done
+
+
+def _may_linger(webhook: Webhook | None, attempt_failed: bool | None) -> bool:
+    """Whether a drain that ran out of jobs waits for new ones: only for a healthy
+    webhook, whose every due job it may claim at once. A failing one's new jobs wait
+    for its retries (jobs.claimable), so a job showing up would not be work."""
+    return (
+        webhook is not None
+        and webhook.is_enabled
+        and webhook.consecutive_failures == 0
+        and attempt_failed is False
+    )
 
 
 def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list:
@@ -165,9 +260,11 @@ def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list
     return unsent
 
 
-def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
+def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tuple[int, bool]:
     """The drain's loop, under its lease. Returns (jobs worked on, handed over)."""
-    started = renewed = time.monotonic()
+    # Long: one loop holds the drain's states (claim, answers, waiting for work, leaving);
+    # split up, they would pass its half-dozen variables back and forth.
+    started = renewed = idle_since = time.monotonic()
     in_flight: dict[Future, ClaimedJob] = {}
     webhook = None
     worked = 0
@@ -175,6 +272,10 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
     # failed, it needs to ask again only after one of its own fails.
     attempt_failed: bool | None = None if attempt_failing(webhook_id) else False
     handing_over = False
+    # Whether jobs may be due that this drain has not claimed: then it claims. After a
+    # claim that found fewer than it asked for it waits to hear of new ones (the watch)
+    # instead of asking again after each answer.
+    look = True
     while True:
         now = time.monotonic()
         if now - renewed > _drain_lease().total_seconds() / 3:
@@ -183,42 +284,56 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int) -> tuple[int, bool]:
             renewed = now
         if now - started > DRAIN_TIME_BUDGET_SECONDS or stopping.is_set():
             handing_over = True
-        claimed = []
-        if not handing_over and len(in_flight) < lanes:
-            # Read before each claim: a rotated secret, a new URL or a disable applies
-            # to the very next request.
-            webhook = Webhook.objects.filter(id=webhook_id).first()
-            if webhook is not None:
-                claimed = jobs_claim(
-                    webhook_id=webhook_id,
-                    limit=lanes - len(in_flight),
-                    webhook=webhook,
-                    attempt_failed=attempt_failed,
-                    in_flight={item.job.id for item in in_flight.values()},
-                )
+        claimed: list[ClaimedJob] = []
+        if not handing_over and look and len(in_flight) < lanes:
+            # The webhook read with each claim: a rotated secret, a new URL or a disable
+            # applies to the very next request.
+            limit = lanes - len(in_flight)
+            webhook, claimed = jobs_claim_fresh(
+                webhook_id=webhook_id,
+                limit=limit,
+                attempt_failed=attempt_failed,
+                in_flight={item.job.id for item in in_flight.values()},
+            )
+            # A failing webhook's jobs come due by its retries' times: it looks each time.
+            look = len(claimed) >= limit or not _may_linger(webhook, attempt_failed)
         worked += len(claimed)
         if any(item.lost_attempt is not None for item in claimed):
             attempt_failed = None
         unsent = _requests_start(claimed, webhook, in_flight)
         if unsent:
             jobs_record(webhook_id=webhook_id, outcomes=unsent)
+        if claimed or in_flight:
+            idle_since = time.monotonic()
         if not in_flight:
             if claimed and not handing_over:
+                look = True
                 continue  # what it claimed needed no request: claim again
-            return worked, handing_over
-        # Wait for responses without holding a database connection.
-        connection_release()
-        done, pending = wait(in_flight, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
-        if done and pending:
-            done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
+            if handing_over:
+                return worked, True
+            left = linger - (time.monotonic() - idle_since)
+            if left > 0 and _may_linger(webhook, attempt_failed):
+                # Nothing to do: wait a moment for new jobs (a trickle of events keeps
+                # one drain), woken by the watch.
+                look = _jobs_wait(webhook_id, timeout=min(left, DRAIN_POLL_SECONDS))
+                continue
+            if _lease_leave(webhook_id, token):
+                return worked, False
+            if not _lease_renew(webhook_id, token):
+                return worked, True  # the lease lapsed and was taken
+            renewed = time.monotonic()
+            # A producer that rang while the lease was held has not committed yet: its
+            # jobs are this drain's. Wait for them, then try to leave again.
+            look = _jobs_wait(webhook_id, timeout=DRAIN_LEAVE_RETRY_SECONDS)
+            continue
+        # With a lane free and no job known due, the watch may tell of a new one meanwhile.
+        watching = not (look or handing_over) and len(in_flight) < lanes
+        outcomes, woken = _answers_wait(webhook_id, webhook, in_flight, watching=watching)
+        look = look or woken
         # Everything that came back meanwhile is recorded together, then claimed for
         # together: the drain's database work is per wake-up, not per request.
-        outcomes = []
-        for future in done:
-            item = in_flight.pop(future)
-            result = future.result()
-            outcomes.append((item, result, outcome_of(item, result, webhook)))
         if outcomes:
-            jobs_record(webhook_id=webhook_id, outcomes=outcomes)
+            answers_record(webhook_id=webhook_id, outcomes=outcomes)
         if any(outcome in ("retry", "failed") for _, _, outcome in outcomes):
             attempt_failed = None
+            look = True

@@ -4,26 +4,36 @@
     event_emit(account, "enrollment.sent", {...})  # inside the state change's transaction
 
 `event_emit` writes an Event and one DeliveryJob per matching enabled webhook in
-the caller's transaction, then rings that webhook's drain task after commit
-(`drains_enqueue`). The drains themselves are in webhooks.delivery. The beat
-sweep (`jobs_sweep`) rings the drain of any webhook with due jobs the fast path
-missed.
+the caller's transaction, and rings those webhooks' drains in it (webhooks.sql); the
+drain messages go out after commit (`drains_publish`). The drains themselves are in
+webhooks.delivery. The beat sweep (`jobs_sweep`) rings the drain of any webhook with
+due jobs the fast path missed, after the fact (`drains_enqueue`), as redeliveries do.
 """
 
+import json
 import logging
+import uuid
 from datetime import timedelta
 
 from celery import current_app
 from django.conf import settings
-from django.db import transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config.db.prepared import prepared
 from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES, DeliveryJob, Event, Webhook
+from webhooks.sql import EVENT_EMIT_CTES
 
 logger = logging.getLogger(__name__)
 
 DRAIN_TASK = "webhooks.tasks.webhook_drain"
+
+# event_emit's one statement: the event, its jobs, the ring (webhooks.sql).
+EVENT_EMIT_SQL = prepared(
+    "WITH" + EVENT_EMIT_CTES.rstrip(",") + "\nSELECT ARRAY(SELECT id FROM rung)"  # noqa: S608
+)
 
 __all__ = ["EVENT_TYPES", "drains_enqueue", "drains_publish", "event_emit", "jobs_sweep"]
 
@@ -35,33 +45,42 @@ def event_emit(account, event_type: str, data: dict) -> Event:
     UUIDs and Decimals allowed). Raises ValueError for a type outside EVENT_TYPES and
     OPT_IN_EVENT_TYPES.
 
-    Call it inside the transaction that makes the state change: the event and
-    its jobs commit or roll back with it. After commit, each matching webhook's
-    drain task is rung (the fast path); if that fails (broker down, process
-    killed), the beat sweep finds the due jobs anyway.
+    Call it inside the transaction that makes the state change: the event, its jobs and
+    the ring of their webhooks' drains (webhooks.sql) are one statement of it and commit
+    or roll back with it. After commit, a drain message goes out for each webhook the
+    ring marked (the fast path); if that fails (broker down, process killed), the beat
+    sweep finds the due jobs anyway.
     """
     if event_type not in EVENT_TYPES and event_type not in OPT_IN_EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
     account_id = getattr(account, "pk", account)
     now = timezone.now()
-    event = Event.objects.create(account_id=account_id, type=event_type, data=data)
-    webhooks = Webhook.objects.filter(account_id=account_id, disabled_at__isnull=True).only(
-        "id", "event_filters"
-    )
-    jobs = [
-        DeliveryJob(event=event, webhook_id=w.id, next_attempt_at=now)
-        for w in webhooks
-        if w.wants(event_type)
-    ]
-    if jobs:
-        DeliveryJob.objects.bulk_create(jobs)
-        webhook_ids = [str(job.webhook_id) for job in jobs]
-        transaction.on_commit(lambda: drains_enqueue(webhook_ids=webhook_ids), robust=True)
+    event = Event(id=uuid.uuid4(), account_id=account_id, type=event_type, data=data)
+    event.created_at = now
+    with connection.cursor() as cursor:
+        cursor.execute(
+            EVENT_EMIT_SQL,
+            {
+                "event_pk": event.id,
+                "account": account_id,
+                "event_type": event_type,
+                "data": json.dumps(data, cls=DjangoJSONEncoder),
+                "created": now,
+                "stale": now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
+            },
+        )
+        (rung,) = cursor.fetchone()
+    event._state.adding = False  # as if read back: it is in the database
+    event._state.db = connection.alias
+    if rung:
+        webhook_ids = [str(pk) for pk in rung]
+        transaction.on_commit(lambda: drains_publish(webhook_ids=webhook_ids), robust=True)
     return event
 
 
 def drains_enqueue(*, webhook_ids: list[str]) -> int:
-    """Make sure a drain task is on its way for each webhook; returns how many
+    """Make sure a drain task is on its way for each webhook, for jobs already
+    committed (the sweep, redeliveries, a drain handing over); returns how many
     messages were sent.
 
     A webhook whose drain is already enqueued (and not stale), or running (its
@@ -84,8 +103,8 @@ def drains_enqueue(*, webhook_ids: list[str]) -> int:
 
 def drains_publish(*, webhook_ids: list[str]) -> int:
     """Put a drain message on the broker for each webhook whose enqueued mark the
-    caller has just set (drains_enqueue, or a producer that sets the mark in its own
-    statement, as the sending engine does). Never raises: a message the broker
+    caller has just set (drains_enqueue, or a producer's ring: event_emit, the sending
+    engine's statement), or whose ring found its row held (webhooks.sql). Never raises: a message the broker
     refused clears the mark, so the next sweep rings again."""
     # By name, as the broker knows it: the drain task (webhooks.tasks) runs the drains
     # (webhooks.delivery), which ring a fresh drain through here when they hand over. A

@@ -163,7 +163,8 @@ def outcome_of(item: ClaimedJob, result: AttemptResult | None, webhook: Webhook 
 def jobs_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | None, str]]):
     """The attempts that came back together: their attempt row(s), each job's next
     state and the webhook's failure count, in one transaction (one INSERT, one UPDATE
-    per kind of next state). Nothing is written when the webhook is gone."""
+    per kind of next state; webhooks.statements.answers_record does the common case in
+    one statement). Nothing is written when the webhook is gone."""
     now = timezone.now()
     rows = []
     # (outcome, attempt) -> the (id, claim token) pairs it applies to

@@ -7,16 +7,24 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-import requests
 from django.conf import settings
 from django.utils import timezone
-from urllib3.exceptions import NameResolutionError
+from urllib3 import Timeout
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+    SSLError,
+)
 
 from config.retry import schedule_delay
 from config.timestamps import utc_timestamp
 from webhooks.models import DeliveryJob, Event
 from webhooks.secrets import signature_header, standard_signature_header
-from webhooks.transport import UnsafeAddress, delivery_session
+from webhooks.transport import UnsafeAddress, delivery_pool
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +88,10 @@ def _is_retryable_status(code: int) -> bool:
     return code >= 500 or code in (408, 429)
 
 
-def _connection_error_text(exc: requests.ConnectionError) -> str:
-    reason = exc.args[0] if exc.args else exc
-    reason = getattr(reason, "reason", reason)  # urllib3's MaxRetryError wraps the cause
-    if isinstance(reason, NameResolutionError):
+def _connection_error_text(exc: Exception) -> str:
+    if isinstance(exc, NameResolutionError):
         return "connection failed: the host name does not resolve"
-    text = str(reason)
+    text = str(exc)
     marker = "Failed to establish a new connection: "
     if marker in text:
         text = text.split(marker, 1)[1]
@@ -125,30 +131,37 @@ def http_post_signed(*, url: str, body: bytes, secret: str, message_id: str) -> 
         return AttemptResult(started_at=started_at, ended_at=timezone.now(), **fields)
 
     try:
-        response = delivery_session().post(
+        # No retry and no redirect followed (a 3xx is an answer); the body read below.
+        response = delivery_pool().urlopen(
+            "POST",
             url,
-            data=body,
+            body=body,
             headers=headers,
-            timeout=(timeout, timeout),
-            allow_redirects=False,
-            stream=True,
+            timeout=Timeout(connect=timeout, read=timeout),
+            retries=False,
+            redirect=False,
+            preload_content=False,
+            decode_content=False,
         )
     except UnsafeAddress as e:
         return result(error=f"refused: {e}", duration_ms=elapsed())
-    except requests.Timeout:
-        return result(error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed())
-    except requests.ConnectionError as e:
+    except NewConnectionError as e:  # refused, unreachable, not resolved (a timeout's kin)
         return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
-    except requests.RequestException as e:
+    except (ConnectTimeoutError, ReadTimeoutError):
+        return result(error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed())
+    except (ProtocolError, SSLError, OSError) as e:  # reset, closed, TLS
+        return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
+    except (HTTPError, ValueError) as e:
         return result(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
 
-    code = response.status_code
+    code = response.status
     try:
-        raw = response.raw.read(RESPONSE_READ_CAP, decode_content=False)
+        raw = response.read(RESPONSE_READ_CAP)
     except Exception:  # a body cut short does not change what the status said
         raw = b""
-    finally:
+    finally:  # read to its end, the connection went back to the pool; else it is closed
         response.close()
+        response.release_conn()
     excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")
     if 200 <= code < 300:
         return result(status_code=code, excerpt=excerpt, duration_ms=elapsed())

@@ -5,10 +5,12 @@ from celery import shared_task
 from webhooks import delivery, events
 
 
-@shared_task(name=events.DRAIN_TASK, ignore_result=True)
-def webhook_drain(webhook_id: str) -> int:
-    """Deliver the webhook's due jobs (the fast path, rung after each emit's commit)."""
-    return delivery.webhook_drain(webhook_id=webhook_id)
+@shared_task(name=events.DRAIN_TASK, ignore_result=True, bind=True)
+def webhook_drain(self, webhook_id: str) -> int:
+    """Deliver the webhook's due jobs (the fast path, rung after each emit's commit).
+    Run eagerly (inside the producer's own thread) it does not wait for more."""
+    linger = 0.0 if self.request.is_eager else None
+    return delivery.webhook_drain(webhook_id=webhook_id, linger=linger)
 
 
 @shared_task(name="webhooks.tasks.webhook_sweep", ignore_result=True)

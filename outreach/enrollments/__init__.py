@@ -32,8 +32,8 @@ An enrollment deleted while its contact stays (by staff, or with its campaign) l
 tombstone (`DeletedEnrollment`) when it had sent email: the unsubscribe links in that
 email still find the contact.
 
-An open is not a change of status; it is counted where it is recorded
-(outreach.intake.services, `answer_count`).
+An open is not a change of status; it is recorded and counted in one statement,
+`enrollment_open` (stats), which outreach.intake.services calls.
 """
 
 from outreach.enrollments.stats import (
@@ -46,6 +46,7 @@ from outreach.enrollments.stats import (
     count,
     counted,
     counting,
+    enrollment_open,
     stats_check,
     stats_read,
     stats_recount,
@@ -91,6 +92,7 @@ __all__ = [
     "enroll",
     "enrollment_bounce",
     "enrollment_enroll",
+    "enrollment_open",
     "enrollment_postpone",
     "enrollment_reply",
     "enrollment_schedule",

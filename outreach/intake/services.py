@@ -15,8 +15,8 @@ from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.stopping import domain_reply_lock, enrollments_stop_same_domain
 from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import (
-    answer_count,
     counting,
+    enrollment_open,
     enrollment_reply,
     enrollments_unsubscribe,
 )
@@ -42,14 +42,12 @@ def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool
     # No savepoint: called from the pixel view outside any transaction, this is one
     # BEGIN/UPDATE/COMMIT for a repeat open.
     with transaction.atomic(savepoint=False), counting():
-        first = Enrollment.objects.filter(pk=enrollment_id, opened_at__isnull=True).update(
-            opened_at=at, updated_at=at
-        )
-        if not first:
+        # The open, what it answered and the enrollment as the event needs it: one
+        # statement that matches no row for a repeat open.
+        enrollment = enrollment_open(enrollment_id=enrollment_id, at=at)
+        if enrollment is None:
             return False
-        enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
         enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_OPENED)
-        answer_count(enrollment, "opened")
     return True
 
 

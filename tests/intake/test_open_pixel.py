@@ -11,6 +11,8 @@ from outreach.models.sending import Enrollment
 from outreach.sending import tokens
 from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
+from tests.webhooks.factories import WebhookFactory
+from webhooks.models import DeliveryJob
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +63,28 @@ def test_it_records_repeat_opens_once_with_one_query(django_assert_num_queries):
     enrollment.refresh_from_db()
     assert enrollment.opened_at == first_open
     assert len(events("enrollment.opened")) == 1
+
+
+def test_a_first_open_is_five_statements_its_drain_rung_among_them(
+    django_assert_num_queries, django_capture_on_commit_callbacks, monkeypatch
+):
+    from webhooks.tasks import webhook_drain
+
+    enrollment = sent_enrollment()
+    webhook = WebhookFactory(account=enrollment.campaign.account)
+    sent = []
+    monkeypatch.setattr(
+        webhook_drain, "apply_async", lambda args, kwargs=None, **kw: sent.append(args)
+    )
+    # The open with what it answered and the enrollment read, the event with its
+    # delivery job and its drain's ring, the campaign's and its variant's counts (and the
+    # foreign keys checked before those).
+    with django_capture_on_commit_callbacks(execute=True), django_assert_num_queries(5):
+        assert_pixel(Client().get(pixel_url(enrollment.pk)))
+    # After the commit, the drain's message: no statement of its own.
+    assert sent == [(str(webhook.pk),)]
+    [event] = events("enrollment.opened")
+    assert DeliveryJob.objects.get(event=event).webhook == webhook
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ Fixture `receiver`: a server on a free port, in a thread, for one test.
     receiver.script(Reply(200, hold=True))  # keep the request hanging until
                                       # receiver.release() (or the test ends)
     receiver.wait_for(3)              # block until 3 requests arrived, return them
-    receiver.requests                 # [Received(method, path, headers, body)]
+    receiver.requests                 # [Received(method, path, headers, body, peer)]
 
-Headers are a case-insensitive dict; `body` is the raw bytes as sent.
+Headers are a case-insensitive dict; `body` is the raw bytes as sent; `peer` the
+client's (host, port), the same for the requests of one kept-alive connection.
 
 A slow or dead peer, as real receivers are (also settable on a running receiver):
 
@@ -55,6 +56,7 @@ class Received:
     path: str
     headers: CaseInsensitiveDict
     body: bytes
+    peer: tuple[str, int] = ("", 0)  # the client's address: one per connection
 
 
 class _Server(ThreadingHTTPServer):
@@ -166,6 +168,7 @@ class Receiver:
                         path=self.path,
                         headers=CaseInsensitiveDict(self.headers.items()),
                         body=body,
+                        peer=self.client_address[:2],
                     )
                 reply = receiver._next_reply(received)
                 log = receiver._log

@@ -14,7 +14,7 @@ from webhooks.delivery import webhook_drain
 from webhooks.events import event_emit, jobs_sweep
 from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
-from webhooks.posting import retry_delay
+from webhooks.posting import http_post_signed, retry_delay
 
 # Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
 pytestmark = [pytest.mark.django_db, pytest.mark.synthetic_events]
@@ -306,6 +306,43 @@ def test_one_lane_delivers_a_burst_in_order(emit, account, webhook, receiver, se
     assert DeliveryJob.objects.filter(state="succeeded").count() == 3
 
 
+def test_deliveries_keep_their_connections_open_across_drains(emit, account, webhook, receiver):
+    for n in range(8):
+        emit(account, data={"n": n}, after_commit=False)
+    assert webhook_drain(webhook_id=webhook.id, linger=0) == 8
+    first = {r.peer for r in receiver.requests}
+    assert len(first) <= 4  # at most a connection per lane, each used again
+    for n in range(8, 12):
+        emit(account, data={"n": n}, after_commit=False)
+    assert webhook_drain(webhook_id=webhook.id, linger=0) == 4  # another drain
+    assert {r.peer for r in receiver.requests[8:]} <= first  # over the same connections
+
+
+def test_a_receivers_cookie_is_never_sent_back(receiver):
+    """Deliveries of every account share a worker's connections: a cookie one receiver
+    set must never go with another account's deliveries to the same host."""
+    receiver.default = Reply(200, headers={"Set-Cookie": "session=account-a; Path=/"})
+    for _ in range(2):
+        result = http_post_signed(url=receiver.url, body=b"{}", secret="whsec_x", message_id="m")
+        assert result.ok
+    assert [r.headers.get("Cookie") for r in receiver.requests] == [None, None]
+
+
+def test_a_drain_costs_a_statement_per_claim_and_per_record(
+    emit, account, webhook, receiver, django_assert_num_queries
+):
+    for n in range(3):
+        emit(account, data={"n": n}, after_commit=False)
+    # One lane: each delivery its claim (the webhook read with it) and its record.
+    # Besides: the lease taken, the failing attempts looked for, the claim that finds
+    # nothing left, the lease given back and the look once more.
+    with django_assert_num_queries(3 * 2 + 5):
+        assert webhook_drain(webhook_id=webhook.id, lanes=1, linger=0) == 3
+    assert [json.loads(r.body)["data"]["n"] for r in receiver.requests] == [0, 1, 2]
+    assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert [(r.attempt, r.status_code, r.error) for r in rows(webhook)] == [(1, 200, None)] * 3
+
+
 def test_a_burst_rings_the_drain_once(
     account, webhook, monkeypatch, django_capture_on_commit_callbacks
 ):
@@ -336,10 +373,11 @@ def test_a_lapsed_claim_is_taken_over_and_the_lost_attempt_recorded(
     emit, account, webhook, receiver
 ):
     emit(account, after_commit=False)
-    # As if a worker claimed attempt 1 and died: the lease ran out.
+    # As if a worker's drain claimed attempt 1 and died: the lease ran out.
     DeliveryJob.objects.update(
         state="delivering", attempts=1, next_attempt_at=timezone.now() - timedelta(seconds=1)
     )
+    Webhook.objects.update(drain_enqueued_at=None)  # that drain had taken its message
 
     assert jobs_sweep() == 1
     assert [(r.attempt, r.status_code, r.error) for r in rows(webhook)] == [
@@ -356,6 +394,7 @@ def test_a_lapsed_fifth_attempt_ends_the_delivery(emit, account, webhook, receiv
     DeliveryJob.objects.update(
         state="delivering", attempts=5, next_attempt_at=timezone.now() - timedelta(seconds=1)
     )
+    Webhook.objects.update(drain_enqueued_at=None)
     jobs_sweep()
     job = DeliveryJob.objects.get()
     assert (job.state, job.attempts) == ("failed", 5)
@@ -427,14 +466,14 @@ def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
     settings.WEBHOOK_MAX_IN_FLIGHT = 1
     old_secret = webhook.secret
     new_secrets = []
-    real_record = delivery.jobs_record
+    real_record = delivery.answers_record
 
     def record_then_rotate(**kwargs):
         real_record(**kwargs)
         if not new_secrets:  # right after the first attempt
             new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
 
-    monkeypatch.setattr(delivery, "jobs_record", record_then_rotate)
+    monkeypatch.setattr(delivery, "answers_record", record_then_rotate)
     for _ in range(2):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
@@ -459,13 +498,13 @@ def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
     from webhooks import delivery, services
 
     settings.WEBHOOK_MAX_IN_FLIGHT = 1
-    real_record = delivery.jobs_record
+    real_record = delivery.answers_record
 
     def record_then_disable(**kwargs):
         real_record(**kwargs)
         services.webhook_update(webhook=webhook, disabled_at=timezone.now())
 
-    monkeypatch.setattr(delivery, "jobs_record", record_then_disable)
+    monkeypatch.setattr(delivery, "answers_record", record_then_disable)
     for _ in range(3):
         emit(account, after_commit=False)
     webhook_drain(webhook_id=webhook.id)
