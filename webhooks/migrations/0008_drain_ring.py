@@ -48,7 +48,7 @@ RING_REVERSE = "DROP FUNCTION IF EXISTS webhooks_drain_ring(uuid[], timestamptz,
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("webhooks", "0006_test_deliveries_and_replay"),
+        ("webhooks", "0007_indexes_written_per_event"),
     ]
 
     operations = [migrations.RunSQL(RING_FORWARD, RING_REVERSE)]
