@@ -58,6 +58,16 @@ def _campaign(sink, *, steps=1, **kwargs) -> Campaign:
     return campaign
 
 
+def _more_mailboxes(campaign, sink, count: int) -> list[SmtpCredential]:
+    """`count` more mailboxes on the campaign, sending to `sink`."""
+    added = [
+        _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
+        for _ in range(count)
+    ]
+    campaign.credentials.add(*added)
+    return added
+
+
 def _enroll(campaign, *, at=NOW, **contact) -> Enrollment:
     return EnrollmentFactory(
         campaign=campaign,
@@ -230,13 +240,7 @@ def test_one_task_loads_its_mailboxes_batches_together_and_completes_once(sink):
     campaign = _campaign(sink, steps=2)  # step 2 at once; it ends its enrollment
     CampaignStep.objects.filter(campaign=campaign, position=2).update(delay_minutes=0)
     first = campaign.credentials.get()
-    others = [
-        _point_at(
-            CredentialFactory(account=campaign.account, smtp_username="", smtp_password=""), sink
-        )
-        for _ in range(2)
-    ]
-    campaign.credentials.add(*others)
+    others = _more_mailboxes(campaign, sink, 2)
     for _ in range(3):
         _enroll(campaign)
     # Step 1: the period's usage row, each mailbox's stats rows; step 2 is measured.
@@ -270,13 +274,7 @@ def test_a_task_sends_its_mailboxes_at_once_and_a_held_server_keeps_only_its_own
     held, quick = smtp_sink(), smtp_sink()
     campaign = CampaignFactory(with_steps=1, status=Campaign.Status.ACTIVE)
     slow = _point_at(campaign.credentials.get(), held, smtp_username="", smtp_password="")
-    fast = [
-        _point_at(
-            CredentialFactory(account=campaign.account, smtp_username="", smtp_password=""), quick
-        )
-        for _ in range(2)
-    ]
-    campaign.credentials.add(*fast)
+    fast = _more_mailboxes(campaign, quick, 2)
     for _ in range(3):
         _enroll(campaign)
     batches = schedule_due(now=NOW)
@@ -1257,12 +1255,7 @@ def test_a_run_queues_its_unpaced_mailboxes_in_tasks_of_about_a_batch_of_claims(
 
     settings.SENDING_BATCH_SIZE = 10
     campaign = _campaign(sink)
-    campaign.credentials.add(
-        *[
-            _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
-            for _ in range(3)
-        ]
-    )
+    _more_mailboxes(campaign, sink, 3)
     for _ in range(16):  # four a mailbox
         _enroll(campaign)
     queued: list = []
@@ -1287,12 +1280,7 @@ def test_a_burst_larger_than_a_run_is_not_piled_onto_the_mailboxes_done_first(si
     settings.SENDING_BATCH_SIZE = 4
     settings.SENDING_MAX_PER_TICK = 8
     campaign = _campaign(sink)
-    campaign.credentials.add(
-        *[
-            _point_at(CredentialFactory(account=campaign.account), sink, smtp_username="")
-            for _ in range(3)
-        ]
-    )
+    _more_mailboxes(campaign, sink, 3)
     for _ in range(12):
         _enroll(campaign)
 
