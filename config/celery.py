@@ -4,6 +4,7 @@ import os
 from celery import Celery
 from celery.signals import setup_logging
 
+import config.broker  # noqa: F401  (filesystem:// writes each message whole)
 from config.startup import settings_load_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
