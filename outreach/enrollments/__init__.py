@@ -33,9 +33,10 @@ tombstone (`DeletedEnrollment`) when it had sent email: the unsubscribe links in
 email still find the contact.
 
 An open is not a change of status; it is recorded and counted in one statement,
-`enrollment_open` (stats), which outreach.intake.services calls.
+`enrollment_open` (opens), which outreach.intake.services calls.
 """
 
+from outreach.enrollments.opens import enrollment_open
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -46,7 +47,6 @@ from outreach.enrollments.stats import (
     count,
     counted,
     counting,
-    enrollment_open,
     stats_check,
     stats_read,
     stats_recount,
