@@ -31,7 +31,9 @@ hanging> <port> <path> <the JSON body's "id", or ->`.
 """
 
 import argparse
+import contextlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,6 +64,30 @@ class Received:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a hanging request never holds up the process's exit
     request_queue_size = 1024  # hundreds of clients connecting at once (kernel-capped)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request, client_address):
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def connections_close(self) -> None:
+        """End the connections clients keep open (keep-alive), as a server that goes
+        away does: a client's next request there must not reach this receiver."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
 
 class _Log:
@@ -120,6 +146,7 @@ class Receiver:
         self._stopped.set()
         self._server.shutdown()
         self._server.server_close()
+        self._server.connections_close()
 
     def script(self, *replies: "Reply | int") -> None:
         with self._lock:
