@@ -60,7 +60,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
-from django.db.models import Case, Count, F, Q, Value, When
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
@@ -82,6 +82,7 @@ from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.blocked import blocked_stop
 from outreach.sending.recovery import claims_recover, suppressed_end
+from outreach.sending.rotation import Rotation, rotation_first
 from outreach.sending.tasks import send_mailboxes
 
 logger = logging.getLogger(__name__)
@@ -157,8 +158,12 @@ class _RunView:
     free: set
     serving: dict  # free mailbox -> the campaigns it serves
     unsendable: list
-    # campaign -> its due enrollments without a thread's mailbox (they rotate), at the
-    # run's start: its mailboxes' fair share of them (`share`)
+    # free mailbox -> its room left today (run start, less this run's claims): which of
+    # them a claim transaction locks for its new threads (_credentials_lock)
+    room: dict = field(default_factory=dict)
+    # campaign -> its new threads (due, without a thread's mailbox: they rotate) among the
+    # first SENDING_MAX_PER_TICK due, at the run's start: its unpaced mailboxes' fair
+    # share of them (`share`)
     rotating_due: dict = field(default_factory=dict)
     # (mailbox, campaign) -> its rotating claims in this run
     claimed: Counter = field(default_factory=Counter)
@@ -168,14 +173,15 @@ class _RunView:
 
     @classmethod
     def read(cls, *, now: datetime, busy: set) -> "_RunView":
-        free = (
-            set(
-                SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=())).values_list(
-                    "pk", flat=True
-                )
+        today = utc_day(now)
+        mailboxes = [
+            mailbox
+            for mailbox in SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=())).only(
+                "id", "max_interval_seconds", "daily_limit", "daily_sent_count", "daily_sent_on"
             )
-            - busy
-        )
+            if mailbox.pk not in busy
+        ]
+        free = {mailbox.pk for mailbox in mailboxes}
         links = Campaign.credentials.through.objects
         serving: dict = defaultdict(set)
         for credential_id, campaign_id in links.filter(smtpcredential_id__in=free).values_list(
@@ -190,22 +196,29 @@ class _RunView:
             )
             .values_list("pk", flat=True)
         )
-        campaigns = {c for ids in serving.values() for c in ids}
-        rotating_due = dict(
-            _due_queryset(now)
-            .filter(_ROTATING, campaign_id__in=list(campaigns))
-            .values("campaign_id")
-            .annotate(due=Count("pk"))
-            .values_list("campaign_id", "due")
-        )
-        return cls(now, busy, free, serving, unsendable, rotating_due)
+        # The share only bounds unpaced mailboxes (a paced one takes one claim a run): the
+        # new threads are counted for campaigns that one of them serves, and only among
+        # the first SENDING_MAX_PER_TICK due, what a run may examine (a count of a whole
+        # backlog read tens of thousands of rows a run, seconds at a fleet's size).
+        unpaced = {c for m in mailboxes if not m.is_paced for c in serving.get(m.pk, ())}
+        rotating_due: Counter = Counter()
+        if unpaced:
+            rotating_due.update(
+                _due_queryset(now)
+                .filter(_ROTATING, campaign_id__in=list(unpaced))
+                .order_by("next_send_at")
+                .values_list("campaign_id", flat=True)[: settings.SENDING_MAX_PER_TICK]
+            )
+        room = {m.pk: room_today(m, today) for m in mailboxes}
+        return cls(now, busy, free, serving, unsendable, room, rotating_due)
 
     def share(self, campaign_id, enabled: int) -> int:
         """The most rotating claims one of the campaign's `enabled` mailboxes takes in
-        this run: its even share of what was due at the run's start. A burst larger
-        than a run (SENDING_MAX_PER_TICK) would otherwise pile, at the next run, onto the
-        few mailboxes already done with their part, one long session each, while the
-        others finish theirs and then wait: the rest waits for them instead."""
+        this run: its even share of the new threads the run may examine. A burst larger
+        than a run (SENDING_MAX_PER_TICK) would otherwise go to the first mailboxes
+        filled, and then pile, at the next run, onto the few mailboxes already done with
+        their part, one long session each, while the others finish theirs and then wait:
+        each takes its part of a run, and the rest waits for the next."""
         return max(1, -(-self.rotating_due.get(campaign_id, 0) // max(enabled, 1)))
 
     def examinable(self) -> Q:
@@ -288,7 +301,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     # to bottom; the rules it applies live in pace, domain_cap and blocklist.
     now, busy = view.now, view.busy
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
-    enabled_ids, unauthorized, credentials = _credentials_lock(linked, view=view)
+    enabled_ids, unauthorized, credentials = _credentials_lock(linked, enrollments, view=view)
     account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
     blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
     domain_caps = caps_lock(
@@ -316,21 +329,23 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     enabled_of: dict = {}
     usable_of: dict = {}
     share_of: dict = {}
+    rotation_of: dict = {}
+    stuck_of: dict = {}
     for campaign in campaigns.values():
         enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         enabled_of[campaign.pk] = (enabled, set(enabled))
         # Its new threads' share per mailbox: over the mailboxes that may take claims
         # (sending, paced or free), not those waiting to be re-authorized or held back.
-        share_of[campaign.pk] = view.share(
-            campaign.pk,
-            sum(
-                1
-                for pk in enabled
-                if pk not in unauthorized
-                and not (campaign.require_authenticated_domain and pk in unauthenticated)
-            ),
+        takers = sum(
+            1
+            for pk in enabled
+            if pk not in unauthorized
+            and not (campaign.require_authenticated_domain and pk in unauthenticated)
         )
-        usable_of[campaign.pk] = [
+        share_of[campaign.pk] = view.share(campaign.pk, takers)
+        # None may: its new threads wait for a re-authorization (_reauthorization_only).
+        stuck_of[campaign.pk] = takers == 0
+        usable = [
             pk
             for pk in enabled
             if pk in credentials
@@ -339,6 +354,15 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             and credentials[pk].disabled_at is None
             and not (campaign.require_authenticated_domain and pk in unauthenticated)
         ]
+        usable_of[campaign.pk] = set(usable)
+        rotation_of[campaign.pk] = Rotation(
+            usable,
+            campaign_id=campaign.pk,
+            share=share_of[campaign.pk],
+            room=room,
+            claimed=view.claimed,
+            paced=paced,
+        )
     plan = _Plan()
     for enrollment in enrollments:
         campaign = campaigns[enrollment.campaign_id]
@@ -364,34 +388,24 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         # The thread keeps its mailbox; a new thread (or one whose mailbox is gone) rotates.
         thread = enrollment.credential_id
         on_thread = thread in enabled_set
-        if _reauthorization_only(
-            [thread] if on_thread else enabled, campaign, unauthenticated, unauthorized
+        if (
+            _reauthorization_only([thread], campaign, unauthenticated, unauthorized)
+            if on_thread
+            else stuck_of[campaign.pk]
         ):
             plan.defer[reauthorization_wait].append(enrollment.pk)
             continue
-        usable = usable_of[campaign.pk]
-        rotating = not on_thread
-        if on_thread:
-            usable = [thread] if thread in usable else []
+        rotation = None if on_thread else rotation_of[campaign.pk]
+        if rotation is None:
+            chosen = thread if thread in usable_of[campaign.pk] and thread not in paced else None
         else:
-            share = share_of[campaign.pk]
-            usable = [pk for pk in usable if view.claimed[pk, campaign.pk] < share]
-            if not usable:
+            chosen = rotation.best()
+            if rotation.shares_taken:
                 plan.capped.add(campaign.pk)
-        candidates = [pk for pk in usable if pk not in paced]
-        if not candidates:
-            # Its mailboxes are all still sending, paced, or held for a moment: a later run.
+        if chosen is None:
+            # Its mailboxes are all still sending, paced, held for a moment, or took their
+            # share of the run: a later run.
             continue
-        if rotating:
-            # The one with room that has taken the most of its share in this run (its
-            # claims together, in one task), then the one with the most room left today;
-            # the first in link order on a tie.
-            chosen = max(
-                candidates,
-                key=lambda pk: (room[pk] > 0, view.claimed[pk, campaign.pk], room[pk]),
-            )
-        else:
-            chosen = candidates[0]
         if room[chosen] <= 0:
             tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
@@ -407,13 +421,15 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             plan.domain_counts[enrollment.pk] = turn
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
-        if rotating:
-            view.claimed[chosen, campaign.pk] += 1
-            if view.claimed[chosen, campaign.pk] >= share:
-                plan.full.add(chosen)
         if credentials[chosen].is_paced:
             paced.add(chosen)
             plan.paced[chosen] = now + pace_gap(credentials[chosen])
+        if rotation is not None:
+            view.claimed[chosen, campaign.pk] += 1
+            if view.claimed[chosen, campaign.pk] >= share_of[campaign.pk]:
+                plan.full.add(chosen)
+            rotation.taken(chosen)
+    view.room.update(room)
     return plan
 
 
@@ -450,9 +466,16 @@ def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
     return campaigns, positions, linked
 
 
-def _credentials_lock(linked: dict, *, view: _RunView) -> tuple[set, set, dict]:
-    """The enabled and the unauthorized ones of the linked credentials, and the free ones
-    (`_mailbox_free`: enabled, not paced, not busy), locked."""
+# Mailboxes locked for a campaign's new threads beyond one each: room for rows found
+# held by another transaction (skipped) or no longer free under the lock.
+_LOCK_SPARE = 16
+
+
+def _credentials_lock(linked: dict, enrollments: list, *, view: _RunView) -> tuple[set, set, dict]:
+    """The enabled and the unauthorized ones of the linked credentials, and, locked, the
+    free ones (`_mailbox_free`: enabled, not paced, not busy) that the enrollments may
+    be claimed for: their threads' mailboxes, and for each campaign's new threads its
+    best mailboxes in the rotation's order, a few more than it has new threads."""
     # Which are enabled, as the run's view has them: a campaign is paused only when none
     # is. An OAuth mailbox waiting to be re-authorized is enabled but gets no claims: its
     # threads, and campaigns with no other mailbox, wait (never paused, never failed).
@@ -475,7 +498,23 @@ def _credentials_lock(linked: dict, *, view: _RunView) -> tuple[set, set, dict]:
     # recording a message holds its mailbox's row for a moment (and the account's usage
     # row), and waiting for it here could close a cycle of waits with the other senders
     # (a deadlock). Enrollments of a skipped mailbox wait for a later run.
-    candidates = sorted(credential_ids & view.free)
+    wanted = {e.credential_id for e in enrollments} & credential_ids & view.free
+    # A new thread, or one whose mailbox is gone (disabled, or no longer the campaign's).
+    kept = {cid: enabled.intersection(ids) for cid, ids in linked.items()}
+    new_threads = Counter(
+        e.campaign_id for e in enrollments if e.credential_id not in kept[e.campaign_id]
+    )
+    for campaign_id, count in new_threads.items():
+        wanted.update(
+            rotation_first(
+                [pk for pk in linked[campaign_id] if pk in view.free],
+                count + _LOCK_SPARE,
+                campaign_id=campaign_id,
+                room=view.room,
+                claimed=view.claimed,
+            )
+        )
+    candidates = sorted(wanted)
     # (Not busy: the view's free ones are not.)
     free = SmtpCredential.objects.filter(pk__in=candidates).filter(
         _mailbox_free("", now=view.now, busy=())
