@@ -385,10 +385,15 @@ def dispatch(bind: str, campaign_id: str, key: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+# The Procfile's process that runs the SMTP sessions (`-Q sending`).
+SENDER = "sending"
+
+
 class Profiler:
-    """py-spy on the sending worker: `record --gil` (where its Python time goes, only
-    the thread holding the interpreter lock sampled) for `seconds` from `at`, then
-    three `dump`s (every thread's stack: what waits on what), 5 s apart."""
+    """py-spy on the sending worker (the Procfile's sending: process, where the SMTP
+    sessions run): `record --gil` (where its Python time goes, only the thread holding
+    the interpreter lock sampled) for `seconds` from `at`, then three `dump`s (every
+    thread's stack: what waits on what), 5 s apart."""
 
     def __init__(self, pid: int, directory: Path, seconds: int, at: float):
         self.pid, self.directory, self.seconds, self.at = pid, directory, seconds, at
@@ -456,7 +461,7 @@ def measure(args, run: Run, port: int, sink_log: LineLog, workdir: Path, sink_pg
                 run.background_wal_rate = (wal_idle_end - wal_idle) / 10
                 profiler = None
                 if args.profile:
-                    pid = worker_pid(groups["worker"])
+                    pid = worker_pid(groups[SENDER if SENDER in groups else "worker"])
                     at = time.time() + max(5.0, (args.duration - args.profile) / 2)
                     profiler = Profiler(pid, workdir, args.profile, at)
                 cpu_before = {name: group_cpu(pgid) for name, pgid in groups.items()}
@@ -567,7 +572,9 @@ def report(run: Run) -> dict:
     series = [buckets.get(n, 0) for n in range(int((end - t0) // 10))]
     sent = len(window)
     rate = sent / (end - t0)
-    worker_cores = run.cpu.get("worker", 0.0) / (end - t0)
+    # The sending engine: the scheduler's process and the sessions' (one before the
+    # Procfile had a sending: line).
+    worker_cores = (run.cpu.get("worker", 0.0) + run.cpu.get(SENDER, 0.0)) / (end - t0)
     cores_per_100 = worker_cores / rate * 100 if rate else float("inf")
     commits_per_send = run.commits / sent if sent else float("inf")
     wal_per_send = run.wal / sent if sent else float("inf")
@@ -613,7 +620,7 @@ def report(run: Run) -> dict:
         f"{cpu}; PostgreSQL backends of the bench database {run.backends_cpu:.1f}"
     )
     print(
-        f"  worker: {worker_cores:.2f} cores at {rate:.1f} msg/s = {cores_per_100:.2f} cores "
+        f"  worker + {SENDER}: {worker_cores:.2f} cores at {rate:.1f} msg/s = {cores_per_100:.2f} cores "
         f"per 100 msg/s (goal <= {GOAL_CORES_PER_100:g}: "
         f"{goal(cores_per_100 <= GOAL_CORES_PER_100)})"
     )
@@ -656,8 +663,8 @@ def report(run: Run) -> dict:
     return {"gaps": gaps, "ratio": ratio}
 
 
-def worker_log_report(path: Path, t0: float, end: float) -> None:
-    """send_mailboxes and schedule_sends from the worker's log: runtimes, the tasks'
+def worker_log_report(paths: list[Path], t0: float, end: float) -> None:
+    """send_mailboxes and schedule_sends from the workers' logs: runtimes, the tasks'
     occupancy (tasks running, from each `succeeded in` line's time and runtime), the
     mailboxes per task."""
     line_re = re.compile(
@@ -666,7 +673,8 @@ def worker_log_report(path: Path, t0: float, end: float) -> None:
     )
     tasks: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
     warnings = Counter()
-    for line in path.read_text(errors="replace").splitlines():
+    lines = [line for path in paths for line in path.read_text(errors="replace").splitlines()]
+    for line in lines:
         match = line_re.match(line)
         if match:
             when = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
@@ -828,7 +836,8 @@ def main() -> None:
         process_stop(sink)
     print(f"\nmode: {MODE}")
     report(run)
-    worker_log_report(workdir / "service" / "worker.log", run.dispatched_at, run.run_end)
+    logs = [workdir / "service" / f"{name}.log" for name in ("worker", SENDER)]
+    worker_log_report([log for log in logs if log.exists()], run.dispatched_at, run.run_end)
     if args.profile:
         profile_report(workdir / "service" / "worker-gil.raw")
         print(f"  py-spy: {workdir / 'service'}/worker-gil.raw, worker-dump-*.txt")
