@@ -1,6 +1,7 @@
 """Mailbox models: SMTP/IMAP credentials and OAuth authorizations."""
 
 import uuid
+from typing import Any
 
 from django.core.validators import MaxValueValidator
 from django.db import models
@@ -168,6 +169,20 @@ class SmtpCredential(models.Model):
 
     def __str__(self) -> str:
         return self.from_email
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """The mailbox, with its threads' and its attempts' link to it (set null): those
+        rows have no index by mailbox, which a send would write an entry in, so the
+        deletion walks the account's rows instead (outreach.models.sending.
+        mailbox_references_clear). A queryset's delete() does not come here: the admin
+        deletes one by one, and an account's deletion takes those rows with it."""
+        from django.db import transaction
+
+        from outreach.models.sending import mailbox_references_clear
+
+        with transaction.atomic():
+            mailbox_references_clear(self)
+            return super().delete(*args, **kwargs)
 
     @property
     def is_enabled(self) -> bool:

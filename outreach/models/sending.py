@@ -62,13 +62,17 @@ class Enrollment(models.Model):
     current_step = models.PositiveSmallIntegerField(default=0)
     next_send_at = models.DateTimeField(null=True, blank=True)
     # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
-    # Its index serves the SET NULL of a deleted mailbox (DELETE /smtp_credentials/:id).
+    # No index: a send would write an entry in it (the record moves the enrollment). A
+    # deleted mailbox's threads are found through its account's campaigns
+    # (mailbox_references_clear, called by SmtpCredential.delete): the constraint stays,
+    # so a deletion that skipped it fails instead of leaving a dangling link.
     credential = models.ForeignKey(
         SmtpCredential,
-        on_delete=models.SET_NULL,
+        on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
         related_name="enrollments",
+        db_index=False,
     )
     dispatched_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)  # last step sent
@@ -287,10 +291,11 @@ class SendClaim(models.Model):
     )
     # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
     batch_id = models.UUIDField()
-    # Indexed by sendclaim_credential_idx (the mailbox's attempts, newest first).
+    # Indexed by sendclaim_credential_idx (the mailbox's finished attempts, newest
+    # first); set null by mailbox_references_clear when the mailbox is deleted.
     credential = models.ForeignKey(
         SmtpCredential,
-        on_delete=models.SET_NULL,
+        on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
         related_name="+",
@@ -345,13 +350,19 @@ class SendClaim(models.Model):
                 name="sendclaim_open_unique",
             )
         ]
-        # The three full indexes get an entry at the insert and another at the finish
+        # The two full indexes get an entry at the insert and another at the finish
         # (finished_at is in the partial indexes' predicate: not a HOT update).
         indexes = [
             # An enrollment's attempts (its thread), its deletion.
             models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
-            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox.
-            models.Index(fields=["credential", "claimed_at"], name="sendclaim_credential_idx"),
+            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox: the
+            # finished ones, so a claim writes its entry once, at the finish (the open
+            # ones are few, read whole through the open indexes below).
+            models.Index(
+                fields=["credential", "claimed_at"],
+                name="sendclaim_credential_done_idx",
+                condition=Q(finished_at__isnull=False),
+            ),
             # A batch's claims (the sender's load). Claims in flight are few (at most a
             # batch per mailbox): the recovery of lapsed leases and the busy mailboxes
             # read them all each run through this index or sendclaim_open_unique, with
@@ -365,3 +376,21 @@ class SendClaim(models.Model):
 
     def __str__(self) -> str:
         return f"attempt of {self.enrollment_id} step {self.step}"
+
+
+def mailbox_references_clear(credential: SmtpCredential) -> None:
+    """Before a mailbox's deletion: its threads (enrollments) and attempts (claims) lose
+    their link to it, as SET_NULL would; its messages keep theirs until the deletion
+    sets them null (Message.credential, indexed). Neither table has an index by mailbox
+    (each send would write its entries), so the enrollments are found through the
+    account's campaigns (the page indexes lead with the campaign), the finished attempts
+    through their partial index and the open ones among the few open claims
+    (bench/README.md, "WAL per send, the next kilobyte")."""
+    Enrollment.objects.filter(
+        campaign_id__in=Campaign.objects.filter(account_id=credential.account_id).values("pk"),
+        credential_id=credential.pk,
+    ).update(credential=None)
+    SendClaim.objects.filter(credential_id=credential.pk, finished_at__isnull=False).update(
+        credential=None
+    )
+    SendClaim.objects.open().filter(credential_id=credential.pk).update(credential=None)
