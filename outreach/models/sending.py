@@ -289,7 +289,8 @@ class SendClaim(models.Model):
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="send_claims", db_index=False
     )
-    # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
+    # Identifies one scheduler hand-off; a task only sends the claims of its own batch
+    # (found among the open claims: sendclaim_open_unique).
     batch_id = models.UUIDField()
     # Indexed by sendclaim_credential_idx (the mailbox's finished attempts, newest
     # first); set null by mailbox_references_clear when the mailbox is deleted.
@@ -343,34 +344,31 @@ class SendClaim(models.Model):
         constraints = [
             # One claim in flight per enrollment: a second one fails its claim transaction
             # (the scheduler's race guard). It also answers "in flight?" for the scan's
-            # anti-join (EnrollmentQuerySet.not_in_flight).
+            # anti-join (EnrollmentQuerySet.not_in_flight), and it is the index of the
+            # open claims: they are few (at most a batch per mailbox), and the sender's
+            # load of a task's batches, the recovery of lapsed leases and the busy
+            # mailboxes read them all through it, with no index of their own by batch
+            # or lease (each claim would write an entry).
             models.UniqueConstraint(
                 fields=["enrollment"],
                 condition=Q(finished_at__isnull=True),
                 name="sendclaim_open_unique",
             )
         ]
-        # The two full indexes get an entry at the insert and another at the finish
-        # (finished_at is in the partial indexes' predicate: not a HOT update).
+        # The primary key and the enrollment's index get an entry at the insert and
+        # another at the finish (finished_at is in the partial indexes' predicate: not a
+        # HOT update); the open claims' index one at the insert, the finished attempts'
+        # by mailbox one at the finish.
         indexes = [
             # An enrollment's attempts (its thread), its deletion.
             models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
             # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox: the
             # finished ones, so a claim writes its entry once, at the finish (the open
-            # ones are few, read whole through the open indexes below).
+            # ones are read whole through sendclaim_open_unique).
             models.Index(
                 fields=["credential", "claimed_at"],
                 name="sendclaim_credential_done_idx",
                 condition=Q(finished_at__isnull=False),
-            ),
-            # A batch's claims (the sender's load). Claims in flight are few (at most a
-            # batch per mailbox): the recovery of lapsed leases and the busy mailboxes
-            # read them all each run through this index or sendclaim_open_unique, with
-            # no index of their own by lease.
-            models.Index(
-                fields=["batch_id"],
-                name="sendclaim_batch_idx",
-                condition=Q(finished_at__isnull=True),
             ),
         ]
 
