@@ -94,6 +94,9 @@ class SmtpCredential(models.Model):
         max_length=32, choices=DisabledReason.choices, blank=True, default=""
     )
     sent_count = models.PositiveBigIntegerField(default=0)
+    # When its first message was sent (set by the record of a sent message: Message has
+    # no index by mailbox). A first IMAP poll looks at what arrived since then.
+    first_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
     bounced_count = models.PositiveBigIntegerField(default=0)
     # Last SMTP failure that is not a bounce (authentication, connection), for the API and admin.
     last_error = models.TextField(blank=True, default="")

@@ -107,8 +107,7 @@ class Enrollment(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # Each index below (and the primary key, and the credential's) gets an entry at
-        # every send. What reads each:
+        # Each index below (and the primary key) gets an entry at every send. What reads each:
         constraints = [
             # A contact once per campaign; led by the contact, it also serves the
             # contact's enrollments (unsubscribes, bounces, replies, a contact's deletion).
@@ -177,10 +176,16 @@ class Message(models.Model):
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
-    # Indexed: a mailbox's first send (its first IMAP poll), the SET NULL of a deleted
-    # mailbox.
+    # No index (a send would write an entry): a mailbox's first send is on the mailbox
+    # (first_sent_at), and a deleted mailbox's messages are found through the account's
+    # enrollments (mailbox_references_clear).
     credential = models.ForeignKey(
-        SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+        SmtpCredential,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="messages",
+        db_index=False,
     )
     # Step position (1-based) at send time; steps can be edited or removed later.
     step = models.PositiveSmallIntegerField()
@@ -292,7 +297,7 @@ class SendClaim(models.Model):
     # Identifies one scheduler hand-off; a task only sends the claims of its own batch
     # (found among the open claims: sendclaim_open_unique).
     batch_id = models.UUIDField()
-    # Indexed by sendclaim_credential_idx (the mailbox's finished attempts, newest
+    # Indexed by sendclaim_credential_done_idx (the mailbox's finished attempts, newest
     # first); set null by mailbox_references_clear when the mailbox is deleted.
     credential = models.ForeignKey(
         SmtpCredential,
@@ -377,17 +382,18 @@ class SendClaim(models.Model):
 
 
 def mailbox_references_clear(credential: SmtpCredential) -> None:
-    """Before a mailbox's deletion: its threads (enrollments) and attempts (claims) lose
-    their link to it, as SET_NULL would; its messages keep theirs until the deletion
-    sets them null (Message.credential, indexed). Neither table has an index by mailbox
-    (each send would write its entries), so the enrollments are found through the
-    account's campaigns (the page indexes lead with the campaign), the finished attempts
-    through their partial index and the open ones among the few open claims
-    (bench/README.md, "WAL per send, the next kilobyte")."""
-    Enrollment.objects.filter(
-        campaign_id__in=Campaign.objects.filter(account_id=credential.account_id).values("pk"),
-        credential_id=credential.pk,
+    """Before a mailbox's deletion: its threads, messages and attempts lose their link to
+    it, as SET_NULL would. No full index by mailbox (each send would write entries): the
+    enrollments are found through the account's campaigns (a campaign sends only from
+    its account's mailboxes), the messages through those enrollments, the finished
+    attempts through their partial index, the open ones among the few open claims."""
+    enrollments = Enrollment.objects.filter(
+        campaign_id__in=Campaign.objects.filter(account_id=credential.account_id).values("pk")
+    )
+    Message.objects.filter(
+        enrollment_id__in=enrollments.values("pk"), credential_id=credential.pk
     ).update(credential=None)
+    enrollments.filter(credential_id=credential.pk).update(credential=None)
     SendClaim.objects.filter(credential_id=credential.pk, finished_at__isnull=False).update(
         credential=None
     )

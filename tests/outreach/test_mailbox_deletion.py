@@ -3,6 +3,8 @@ it; the enrollments and the attempts have no index by mailbox (a send would writ
 entries), so the deletion finds them through the account's rows
 (outreach.models.sending.mailbox_references_clear). Deleting an account takes them all."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
@@ -109,3 +111,19 @@ def test_an_account_deletion_takes_its_mailboxes_and_every_row_of_theirs(sink, a
     _constraints_checked()
     for model in (SmtpCredential, Enrollment, Message, SendClaim):
         assert not model.objects.exists(), model
+
+
+def test_a_mailbox_keeps_the_time_of_its_first_send(sink):
+    # Messages have no index by mailbox: a first IMAP poll reads the mailbox's first
+    # send from the mailbox (outreach.intake.mailbox), which the record keeps.
+    campaign = _campaign(sink, steps=2)  # active after the first send
+    credential = campaign.credentials.get()
+    _enroll(campaign, email="first@example.org")
+    _run()  # the campaign's first send: the record through the ORM
+    later = NOW + timedelta(hours=1)
+    _enroll(campaign, email="second@example.org", at=later)
+    _run(later)  # then the one statement
+    sent = Message.objects.filter(credential=credential).values_list("to_email", "sent_at")
+    assert ("second@example.org", later) in set(sent)
+    credential.refresh_from_db()
+    assert credential.first_sent_at == NOW
