@@ -4,8 +4,8 @@ kilobyte"), both of the mailbox's:
 - the enrollment's index by mailbox goes: it served only the SET NULL of a deleted
   mailbox, and the record moves the enrollment at every send (not a HOT update: an
   entry in every index). A mailbox's deletion now finds its threads through the
-  account's campaigns (SmtpCredential.delete, outreach.models.sending.
-  mailbox_references_clear); the foreign key stays (on_delete is Django's only);
+  account's campaigns (SmtpCredential.delete, outreach.models.mailbox_unlink); the
+  foreign key stays (on_delete is Django's only);
 - the claims' index by mailbox keeps the finished ones only (the admin's latest
   attempts, the deletion's SET NULL): a claim wrote an entry at its insert and another
   at its finish, now one at the finish.

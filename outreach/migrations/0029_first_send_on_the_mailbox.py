@@ -3,7 +3,7 @@ the message's index by mailbox goes. It served a mailbox's first send (the first
 poll looks at what arrived since) and the SET NULL of a deleted mailbox: the first send
 is now kept on the mailbox (`first_sent_at`, set by the record of a sent message, filled
 here from the messages), and a deleted mailbox's messages are found through its
-account's enrollments (outreach.models.sending.mailbox_references_clear).
+account's enrollments (outreach.models.mailbox_unlink.mailbox_references_clear).
 
 Safe on a live database: the column is added without a default (no rewrite), filled by
 one UPDATE of the mailboxes (a scan of the messages), and the index dropped

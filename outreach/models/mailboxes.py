@@ -174,14 +174,14 @@ class SmtpCredential(models.Model):
         return self.from_email
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        """The mailbox, with its threads' and its attempts' link to it (set null): those
-        rows have no index by mailbox, which a send would write an entry in, so the
-        deletion walks the account's rows instead (outreach.models.sending.
-        mailbox_references_clear). A queryset's delete() does not come here: the admin
-        deletes one by one, and an account's deletion takes those rows with it."""
+        """The mailbox, with its threads', messages' and attempts' link to it set null:
+        those rows have no index by mailbox, which a send would write an entry in, so the
+        deletion walks the account's rows instead (outreach.models.mailbox_unlink). A
+        queryset's delete() does not come here: the admin deletes one by one, and an
+        account's deletion takes those rows with it."""
         from django.db import transaction
 
-        from outreach.models.sending import mailbox_references_clear
+        from outreach.models.mailbox_unlink import mailbox_references_clear
 
         with transaction.atomic():
             mailbox_references_clear(self)

@@ -379,22 +379,3 @@ class SendClaim(models.Model):
 
     def __str__(self) -> str:
         return f"attempt of {self.enrollment_id} step {self.step}"
-
-
-def mailbox_references_clear(credential: SmtpCredential) -> None:
-    """Before a mailbox's deletion: its threads, messages and attempts lose their link to
-    it, as SET_NULL would. No full index by mailbox (each send would write entries): the
-    enrollments are found through the account's campaigns (a campaign sends only from
-    its account's mailboxes), the messages through those enrollments, the finished
-    attempts through their partial index, the open ones among the few open claims."""
-    enrollments = Enrollment.objects.filter(
-        campaign_id__in=Campaign.objects.filter(account_id=credential.account_id).values("pk")
-    )
-    Message.objects.filter(
-        enrollment_id__in=enrollments.values("pk"), credential_id=credential.pk
-    ).update(credential=None)
-    enrollments.filter(credential_id=credential.pk).update(credential=None)
-    SendClaim.objects.filter(credential_id=credential.pk, finished_at__isnull=False).update(
-        credential=None
-    )
-    SendClaim.objects.open().filter(credential_id=credential.pk).update(credential=None)

@@ -1,7 +1,7 @@
 """Deleting a mailbox: its threads, attempts and messages stay, without their link to
 it; the enrollments and the attempts have no index by mailbox (a send would write its
 entries), so the deletion finds them through the account's rows
-(outreach.models.sending.mailbox_references_clear). Deleting an account takes them all."""
+(outreach.models.mailbox_unlink.mailbox_references_clear). Deleting an account takes them all."""
 
 from datetime import timedelta
 
