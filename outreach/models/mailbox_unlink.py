@@ -3,9 +3,10 @@ messages and attempts are found through its account's rows (bench/README.md, "WA
 send, the next kilobyte")."""
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
 
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import SendClaim
+from outreach.models.sending import Enrollment, SendClaim
 
 # The walk of mailbox_references_clear, campaign by campaign of the account: each LATERAL
 # subquery is fenced (OFFSET 0) so the planner walks the account's rows by index (the
@@ -14,19 +15,13 @@ from outreach.models.sending import SendClaim
 _ACCOUNT_THREADS = """
     SELECT e.id FROM outreach_campaign AS c CROSS JOIN LATERAL (
         SELECT id FROM outreach_enrollment WHERE campaign_id = c.id {mailbox} OFFSET 0) AS e
-    WHERE c.account_id = %(account)s
+    WHERE c.account_id = %s
 """
-_MAILBOX_UNLINK = f"""
-WITH messages AS (
-    UPDATE outreach_message SET credential_id = NULL WHERE id IN (
-        SELECT m.id FROM ({_ACCOUNT_THREADS.format(mailbox="")}) AS e CROSS JOIN LATERAL (
-            SELECT id FROM outreach_message
-            WHERE enrollment_id = e.id AND credential_id = %(credential)s OFFSET 0) AS m)
-    RETURNING 1
-)
-UPDATE outreach_enrollment SET credential_id = NULL
-WHERE id IN ({_ACCOUNT_THREADS.format(mailbox="AND credential_id = %(credential)s")})
-  AND (SELECT count(*) FROM messages) >= 0
+_MESSAGES_UNLINK = f"""
+UPDATE outreach_message SET credential_id = NULL WHERE id IN (
+    SELECT m.id FROM ({_ACCOUNT_THREADS.format(mailbox="")}) AS e CROSS JOIN LATERAL (
+        SELECT id FROM outreach_message
+        WHERE enrollment_id = e.id AND credential_id = %s OFFSET 0) AS m)
 """  # noqa: S608 - constants; every value is a parameter
 
 
@@ -37,9 +32,12 @@ def mailbox_references_clear(credential: SmtpCredential) -> None:
     campaign sends only from its account's mailboxes), the finished attempts through
     their partial index, the open ones among the few open claims."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            _MAILBOX_UNLINK, {"account": credential.account_id, "credential": credential.pk}
-        )
+        cursor.execute(_MESSAGES_UNLINK, [credential.account_id, credential.pk])
+    threads = RawSQL(  # noqa: S611 - a constant of the code; every value is a parameter
+        _ACCOUNT_THREADS.format(mailbox="AND credential_id = %s"),
+        [credential.pk, credential.account_id],
+    )
+    Enrollment.objects.filter(pk__in=threads).update(credential=None)
     SendClaim.objects.filter(credential_id=credential.pk, finished_at__isnull=False).update(
         credential=None
     )
