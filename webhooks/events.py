@@ -19,7 +19,7 @@ from celery import current_app
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from config.db.prepared import prepared
@@ -130,14 +130,17 @@ def drains_publish(*, webhook_ids: list[str]) -> int:
 def jobs_sweep(*, limit: int = 1000) -> int:
     """Ring the drain of every webhook with due jobs the fast path missed:
     never enqueued (broker down), lost on the broker, retries whose time has
-    come, and claims whose lease lapsed (a worker died)."""
-    due = (
-        DeliveryJob.objects.filter(
-            state__in=DeliveryJob.ACTIVE_STATES, next_attempt_at__lte=timezone.now()
-        )
-        .order_by()
-        .values_list("webhook_id", flat=True)
-        .distinct()
+    come, and claims whose lease lapsed (a worker died). One probe per webhook of
+    its due jobs (deliveryjob_webhook_due_idx, the drain's own index)."""
+    due = DeliveryJob.objects.filter(
+        webhook_id=OuterRef("pk"),
+        state__in=DeliveryJob.ACTIVE_STATES,
+        next_attempt_at__lte=timezone.now(),
     )
-    webhook_ids = [str(pk) for pk in due[:limit]]
+    webhook_ids = [
+        str(pk)
+        for pk in Webhook.objects.filter(Exists(due))
+        .order_by()
+        .values_list("pk", flat=True)[:limit]
+    ]
     return drains_enqueue(webhook_ids=webhook_ids) if webhook_ids else 0

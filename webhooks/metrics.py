@@ -14,7 +14,7 @@ from webhooks.models import DeliveryJob, Webhook
 
 def webhook_state_read() -> Iterator[Metric]:
     now = timezone.now()
-    # One pass over the sweep's partial index (deliveryjob_due_idx): the active jobs.
+    # One pass over the drains' partial index (deliveryjob_webhook_due_idx): the active jobs.
     jobs = DeliveryJob.objects.filter(state__in=DeliveryJob.ACTIVE_STATES).aggregate(
         pending=Count("pk", filter=Q(state=DeliveryJob.State.PENDING)),
         delivering=Count("pk", filter=Q(state=DeliveryJob.State.DELIVERING)),

@@ -167,13 +167,10 @@ class DeliveryJob(models.Model):
             models.UniqueConstraint(fields=["event", "webhook"], name="deliveryjob_event_webhook")
         ]
         indexes = [
-            # The sweep's query: due jobs that still need work.
-            models.Index(
-                fields=["next_attempt_at"],
-                name="deliveryjob_due_idx",
-                condition=Q(state__in=["pending", "delivering"]),
-            ),
-            # A drain's claim: one webhook's due jobs, oldest first.
+            # A drain's claim: one webhook's due jobs, oldest first. Also the sweep's
+            # (one probe per webhook: jobs_sweep) and the metrics' pass over the active
+            # jobs: no index of its own by due time, which every job (one per send)
+            # would write an entry in.
             models.Index(
                 fields=["webhook", "next_attempt_at"],
                 name="deliveryjob_webhook_due_idx",

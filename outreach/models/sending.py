@@ -62,13 +62,17 @@ class Enrollment(models.Model):
     current_step = models.PositiveSmallIntegerField(default=0)
     next_send_at = models.DateTimeField(null=True, blank=True)
     # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
-    # Its index serves the SET NULL of a deleted mailbox (DELETE /smtp_credentials/:id).
+    # No index: a send would write an entry in it (the record moves the enrollment). A
+    # deleted mailbox's threads are found through its account's campaigns
+    # (mailbox_references_clear, called by SmtpCredential.delete): the constraint stays,
+    # so a deletion that skipped it fails instead of leaving a dangling link.
     credential = models.ForeignKey(
         SmtpCredential,
-        on_delete=models.SET_NULL,
+        on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
         related_name="enrollments",
+        db_index=False,
     )
     dispatched_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)  # last step sent
@@ -103,8 +107,7 @@ class Enrollment(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # Each index below (and the primary key, and the credential's) gets an entry at
-        # every send. What reads each:
+        # Each index below (and the primary key) gets an entry at every send. What reads each:
         constraints = [
             # A contact once per campaign; led by the contact, it also serves the
             # contact's enrollments (unsubscribes, bounces, replies, a contact's deletion).
@@ -173,10 +176,16 @@ class Message(models.Model):
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
-    # Indexed: a mailbox's first send (its first IMAP poll), the SET NULL of a deleted
-    # mailbox.
+    # No index (a send would write an entry): a mailbox's first send is on the mailbox
+    # (first_sent_at), and a deleted mailbox's messages are found through the account's
+    # enrollments (mailbox_references_clear).
     credential = models.ForeignKey(
-        SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+        SmtpCredential,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="messages",
+        db_index=False,
     )
     # Step position (1-based) at send time; steps can be edited or removed later.
     step = models.PositiveSmallIntegerField()
@@ -285,12 +294,14 @@ class SendClaim(models.Model):
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="send_claims", db_index=False
     )
-    # Identifies one scheduler hand-off; a task only sends the claims of its own batch.
+    # Identifies one scheduler hand-off; a task only sends the claims of its own batch
+    # (found among the open claims: sendclaim_open_unique).
     batch_id = models.UUIDField()
-    # Indexed by sendclaim_credential_idx (the mailbox's attempts, newest first).
+    # Indexed by sendclaim_credential_done_idx (the mailbox's finished attempts, newest
+    # first); set null by mailbox_references_clear when the mailbox is deleted.
     credential = models.ForeignKey(
         SmtpCredential,
-        on_delete=models.SET_NULL,
+        on_delete=models.DO_NOTHING,
         null=True,
         blank=True,
         related_name="+",
@@ -338,28 +349,31 @@ class SendClaim(models.Model):
         constraints = [
             # One claim in flight per enrollment: a second one fails its claim transaction
             # (the scheduler's race guard). It also answers "in flight?" for the scan's
-            # anti-join (EnrollmentQuerySet.not_in_flight).
+            # anti-join (EnrollmentQuerySet.not_in_flight), and it is the index of the
+            # open claims: they are few (at most a batch per mailbox), and the sender's
+            # load of a task's batches, the recovery of lapsed leases and the busy
+            # mailboxes read them all through it, with no index of their own by batch
+            # or lease (each claim would write an entry).
             models.UniqueConstraint(
                 fields=["enrollment"],
                 condition=Q(finished_at__isnull=True),
                 name="sendclaim_open_unique",
             )
         ]
-        # The three full indexes get an entry at the insert and another at the finish
-        # (finished_at is in the partial indexes' predicate: not a HOT update).
+        # The primary key and the enrollment's index get an entry at the insert and
+        # another at the finish (finished_at is in the partial indexes' predicate: not a
+        # HOT update); the open claims' index one at the insert, the finished attempts'
+        # by mailbox one at the finish.
         indexes = [
             # An enrollment's attempts (its thread), its deletion.
             models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
-            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox.
-            models.Index(fields=["credential", "claimed_at"], name="sendclaim_credential_idx"),
-            # A batch's claims (the sender's load). Claims in flight are few (at most a
-            # batch per mailbox): the recovery of lapsed leases and the busy mailboxes
-            # read them all each run through this index or sendclaim_open_unique, with
-            # no index of their own by lease.
+            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox: the
+            # finished ones, so a claim writes its entry once, at the finish (the open
+            # ones are read whole through sendclaim_open_unique).
             models.Index(
-                fields=["batch_id"],
-                name="sendclaim_batch_idx",
-                condition=Q(finished_at__isnull=True),
+                fields=["credential", "claimed_at"],
+                name="sendclaim_credential_done_idx",
+                condition=Q(finished_at__isnull=False),
             ),
         ]
 

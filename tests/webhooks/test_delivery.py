@@ -630,3 +630,28 @@ def test_the_fifth_failure_in_a_batch_disables_the_webhook(emit, account, webhoo
         "failed",
         "succeeded",
     ]
+
+
+def test_the_sweep_rings_only_the_webhooks_with_due_jobs_in_one_query(
+    account, monkeypatch, django_assert_num_queries
+):
+    from webhooks import events
+
+    due, later, finished, idle = (WebhookFactory(account=account) for _ in range(4))
+    event = Event.objects.create(account=account, type="enrollment.sent", data={})
+    now = timezone.now()
+    for webhook, state, at in (
+        (due, "pending", now - timedelta(seconds=1)),
+        (later, "pending", now + timedelta(minutes=5)),
+        (finished, "succeeded", now - timedelta(minutes=5)),
+    ):
+        DeliveryJob.objects.create(event=event, webhook=webhook, state=state, next_attempt_at=at)
+    rung = []
+    monkeypatch.setattr(
+        events,
+        "drains_enqueue",
+        lambda *, webhook_ids: rung.extend(webhook_ids) or len(webhook_ids),
+    )
+    with django_assert_num_queries(1):
+        assert jobs_sweep() == 1
+    assert rung == [str(due.pk)]
