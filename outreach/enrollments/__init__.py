@@ -32,8 +32,8 @@ An enrollment deleted while its contact stays (by staff, or with its campaign) l
 tombstone (`DeletedEnrollment`) when it had sent email: the unsubscribe links in that
 email still find the contact.
 
-An open is not a change of status; it is recorded and counted in one statement,
-`enrollment_open` (opens), which outreach.intake.services calls.
+An open is not a change of status; it is read, then recorded, announced and counted in
+one statement, `enrollment_open` (opens), which outreach.intake.services calls.
 """
 
 from outreach.enrollments.opens import enrollment_open

@@ -62,46 +62,58 @@ _COUNTED = {
 
 _TABLE = CampaignStats._meta.db_table
 
-# The record of a sent message (outreach.sending.record_sql) counts its first step in its own
-# statement. It runs after the statement's other locking writes (see the module's lock
-# order): `after` names CTEs of that statement to finish first. The row is updated, and
-# inserted (an upsert) only when the update found none: an upsert that finds the row
-# locks it first, a WAL record of its own on every send (bench/README.md, "WAL per
-# send"), where an UPDATE writes only the new version.
-STATS_SENT_CTE = """
+
+def stats_ctes(name: str, *, when: str) -> str:
+    """CTEs `cstats_add` and `cstats`: 1 added to the campaign's `name` count (the
+    parameter `campaign`) when the SQL condition `when` holds: the row updated, and
+    inserted (an upsert) only when the update found none. An upsert that finds the row
+    locks it first, a WAL record of its own each time (bench/README.md, "WAL per send"),
+    where an UPDATE writes only the new version."""
+    return f"""
 cstats_add AS (
-    UPDATE outreach_campaignstats AS s SET sent = s.sent + 1
-    WHERE s.campaign_id = %(campaign)s AND %(first)s AND EXISTS (SELECT FROM moved)
-        AND {after}
+    UPDATE outreach_campaignstats AS s SET {name} = s.{name} + 1
+    WHERE s.campaign_id = %(campaign)s AND {when}
     RETURNING 1
 ),
 cstats AS (
-    INSERT INTO outreach_campaignstats AS s (campaign_id, sent)
+    INSERT INTO outreach_campaignstats AS s (campaign_id, {name})
     SELECT %(campaign)s, 1
-    WHERE %(first)s AND EXISTS (SELECT FROM moved) AND {after}
+    WHERE {when}
         AND NOT EXISTS (SELECT FROM cstats_add)
-    ON CONFLICT (campaign_id) DO UPDATE SET sent = s.sent + excluded.sent
+    ON CONFLICT (campaign_id) DO UPDATE SET {name} = s.{name} + excluded.{name}
     RETURNING 1
-),"""
+),"""  # noqa: S608 - a column of STAT_NAMES and the code's own condition
 
 
-# The message's step and variant, counted after the campaign's row (the lock order), as
-# the campaign's: updated, or inserted when missing.
-VARIANT_SENT_CTE = """
+def variant_ctes(name: str, *, when: str) -> str:
+    """CTEs `vstats_add` and `vstats`: 1 added to one step variant's `name` count (the
+    parameters `campaign`, `step`, `variant`) when `when` holds, as stats_ctes does.
+    Count the campaign's row first (the lock order): make `when` wait for `cstats`."""
+    return f"""
 vstats_add AS (
-    UPDATE outreach_stepvariantstats AS v SET sent = v.sent + 1
+    UPDATE outreach_stepvariantstats AS v SET {name} = v.{name} + 1
     WHERE v.campaign_id = %(campaign)s AND v.step = %(step)s AND v.variant = %(variant)s
-        AND EXISTS (SELECT FROM msg) AND (SELECT count(*) FROM cstats) >= 0
+        AND {when}
     RETURNING 1
 ),
 vstats AS (
-    INSERT INTO outreach_stepvariantstats AS v (campaign_id, step, variant, sent)
+    INSERT INTO outreach_stepvariantstats AS v (campaign_id, step, variant, {name})
     SELECT %(campaign)s, %(step)s, %(variant)s, 1
-    WHERE EXISTS (SELECT FROM msg) AND (SELECT count(*) FROM cstats) >= 0
+    WHERE {when}
         AND NOT EXISTS (SELECT FROM vstats_add)
-    ON CONFLICT (campaign_id, step, variant) DO UPDATE SET sent = v.sent + excluded.sent
+    ON CONFLICT (campaign_id, step, variant) DO UPDATE SET {name} = v.{name} + excluded.{name}
     RETURNING 1
-),"""
+),"""  # noqa: S608 - a column of VARIANT_STAT_NAMES and the code's own condition
+
+
+# The record of a sent message (outreach.sending.record_sql) counts its first step in its own
+# statement. It runs after the statement's other locking writes (see the module's lock
+# order): `after` names CTEs of that statement to finish first.
+STATS_SENT_CTE = stats_ctes("sent", when="%(first)s AND EXISTS (SELECT FROM moved) AND {after}")
+# The message's step and variant, counted after the campaign's row (the lock order).
+VARIANT_SENT_CTE = variant_ctes(
+    "sent", when="EXISTS (SELECT FROM msg) AND (SELECT count(*) FROM cstats) >= 0"
+)
 
 
 def _add(model, keys: dict, names: tuple[str, ...], deltas: dict[str, int]) -> None:

@@ -21,7 +21,6 @@ from outreach.enrollments import (
     enrollments_unsubscribe,
 )
 from outreach.events import (
-    ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
     ENROLLMENT_UNSUBSCRIBED,
     enrollment_emit,
@@ -35,20 +34,10 @@ logger = logging.getLogger(__name__)
 def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool:
     """Record the first open of an enrollment and fire enrollment.opened.
 
-    The pixel calls this on every load, so a repeat open is a single UPDATE that
-    matches no row. Returns whether this call was the first open.
+    The pixel calls this on every load, so a repeat open is a single read that writes
+    nothing (outreach.enrollments.opens). Returns whether this call was the first open.
     """
-    at = at or timezone.now()
-    # No savepoint: called from the pixel view outside any transaction, this is one
-    # BEGIN/UPDATE/COMMIT for a repeat open.
-    with transaction.atomic(savepoint=False), counting():
-        # The open, what it answered and the enrollment as the event needs it: one
-        # statement that matches no row for a repeat open.
-        enrollment = enrollment_open(enrollment_id=enrollment_id, at=at)
-        if enrollment is None:
-            return False
-        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_OPENED)
-    return True
+    return enrollment_open(enrollment_id=enrollment_id, at=at or timezone.now())
 
 
 def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enrollment | None:
