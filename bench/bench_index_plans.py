@@ -9,8 +9,8 @@ Fills the database (about 5 minutes): 20 accounts, 1,000 mailboxes of two of the
 campaigns of 10,000 enrollments, each with a sent message (200,000), 400,000 finished
 attempts and 2,000 open claims (20 batches), 10 webhooks, 200,000 events and jobs (5%
 pending); then prints EXPLAIN ANALYZE of each query (writes rolled back): the sweep and
-the metrics (the jobs' due index), a mailbox's deletion (the enrollments' and messages'
-indexes by mailbox), the reply fallback, a task's load, the busy mailboxes and the
+the metrics (the jobs' due index), a mailbox's deletion (its SET NULL updates and the
+foreign-key checks PostgreSQL runs when it commits), the reply fallback, a task's load, the busy mailboxes and the
 recovery (the claims' batch index), the admin's attempts of a mailbox. Run it on a
 database of its own: it keeps its rows."""
 
@@ -24,7 +24,6 @@ from django.utils import timezone
 import webhooks.events as events
 from outreach.intake.selectors import enrollment_sent_from
 from outreach.models.campaigns import Campaign
-from outreach.models.mailbox_unlink import mailbox_references_clear
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.send import batches_load
@@ -154,8 +153,17 @@ for sql in captured(lambda: jobs_sweep()):
     explain("jobs_sweep", sql)
 for sql in captured(lambda: list(webhook_state_read())):
     explain("webhook metrics", sql)
-for sql in captured(lambda: mailbox_references_clear(credential)):
-    explain("mailbox_references_clear", sql)
+for sql in captured(lambda: SmtpCredential.objects.get(pk=credential.pk).delete()):
+    if sql.startswith("UPDATE"):
+        explain("a mailbox's deletion: SET NULL", sql)
+# What PostgreSQL runs for each deleted mailbox when the deletion commits (the foreign
+# keys are deferred): an index by mailbox on each referencing table, or a scan of it.
+for table in ("outreach_message", "outreach_enrollment", "outreach_sendclaim"):
+    explain(
+        f"a mailbox's deletion: the foreign-key check of {table}",
+        f"SELECT 1 FROM ONLY {table} x WHERE credential_id = '{credential.pk}' "  # noqa: S608 - constants and a UUID of the bench's
+        "FOR KEY SHARE OF x",
+    )
 contact_email = Enrollment.objects.filter(credential=credential).values_list(
     "contact__email_lower", flat=True
 )[0]

@@ -241,7 +241,7 @@ def _groups_by_bytes(matched: list[tuple[int, object, int]], budget: int):
 def _start_uids(client: imaplib.IMAP4, credential: SmtpCredential) -> list[int]:
     """First poll, or a new UIDVALIDITY: the messages received since this mailbox's
     first send (a day's margin); none when it has sent nothing yet."""
-    first = credential.first_sent_at
+    first = Message.objects.filter(credential=credential).aggregate(first=Min("sent_at"))["first"]
     if first is None:
         return []
     since = (first - timedelta(days=1)).strftime("%d-%b-%Y")

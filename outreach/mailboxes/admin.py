@@ -85,11 +85,6 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     )
     editable = ("daily_limit", "from_name", "min_interval_seconds", "max_interval_seconds")
 
-    def delete_queryset(self, request, queryset):
-        # One by one: SmtpCredential.delete unlinks the mailbox's threads and attempts.
-        for credential in queryset:
-            credential.delete()
-
     @admin.display(description="Pace")
     def pace(self, obj):
         """The gap between two sends of the mailbox (outreach.sending.scheduler)."""

@@ -1,7 +1,6 @@
 """Mailbox models: SMTP/IMAP credentials and OAuth authorizations."""
 
 import uuid
-from typing import Any
 
 from django.core.validators import MaxValueValidator
 from django.db import models
@@ -94,9 +93,6 @@ class SmtpCredential(models.Model):
         max_length=32, choices=DisabledReason.choices, blank=True, default=""
     )
     sent_count = models.PositiveBigIntegerField(default=0)
-    # When its first message was sent (set by the record of a sent message: Message has
-    # no index by mailbox). A first IMAP poll looks at what arrived since then.
-    first_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
     bounced_count = models.PositiveBigIntegerField(default=0)
     # Last SMTP failure that is not a bounce (authentication, connection), for the API and admin.
     last_error = models.TextField(blank=True, default="")
@@ -172,20 +168,6 @@ class SmtpCredential(models.Model):
 
     def __str__(self) -> str:
         return self.from_email
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        """The mailbox, with its threads', messages' and attempts' link to it set null:
-        those rows have no index by mailbox, which a send would write an entry in, so the
-        deletion walks the account's rows instead (outreach.models.mailbox_unlink). A
-        queryset's delete() does not come here: the admin deletes one by one, and an
-        account's deletion takes those rows with it."""
-        from django.db import transaction
-
-        from outreach.models.mailbox_unlink import mailbox_references_clear
-
-        with transaction.atomic():
-            mailbox_references_clear(self)
-            return super().delete(*args, **kwargs)
 
     @property
     def is_enabled(self) -> bool:

@@ -62,17 +62,13 @@ class Enrollment(models.Model):
     current_step = models.PositiveSmallIntegerField(default=0)
     next_send_at = models.DateTimeField(null=True, blank=True)
     # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
-    # No index: a send would write an entry in it (the record moves the enrollment). A
-    # deleted mailbox's threads are found through its account's campaigns
-    # (mailbox_references_clear, called by SmtpCredential.delete): the constraint stays,
-    # so a deletion that skipped it fails instead of leaving a dangling link.
+    # Its index serves the SET NULL of a deleted mailbox (DELETE /smtp_credentials/:id).
     credential = models.ForeignKey(
         SmtpCredential,
-        on_delete=models.DO_NOTHING,
+        on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="enrollments",
-        db_index=False,
     )
     dispatched_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)  # last step sent
@@ -107,7 +103,8 @@ class Enrollment(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # Each index below (and the primary key) gets an entry at every send. What reads each:
+        # Each index below (and the primary key, and the credential's) gets an entry at
+        # every send. What reads each:
         constraints = [
             # A contact once per campaign; led by the contact, it also serves the
             # contact's enrollments (unsubscribes, bounces, replies, a contact's deletion).
@@ -176,16 +173,10 @@ class Message(models.Model):
     enrollment = models.ForeignKey(
         Enrollment, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
-    # No index (a send would write an entry): a mailbox's first send is on the mailbox
-    # (first_sent_at), and a deleted mailbox's messages are found through the account's
-    # enrollments (mailbox_references_clear).
+    # Indexed: a mailbox's first send (its first IMAP poll), the SET NULL of a deleted
+    # mailbox.
     credential = models.ForeignKey(
-        SmtpCredential,
-        on_delete=models.DO_NOTHING,
-        null=True,
-        blank=True,
-        related_name="messages",
-        db_index=False,
+        SmtpCredential, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
     )
     # Step position (1-based) at send time; steps can be edited or removed later.
     step = models.PositiveSmallIntegerField()
@@ -297,11 +288,10 @@ class SendClaim(models.Model):
     # Identifies one scheduler hand-off; a task only sends the claims of its own batch
     # (found among the open claims: sendclaim_open_unique).
     batch_id = models.UUIDField()
-    # Indexed by sendclaim_credential_done_idx (the mailbox's finished attempts, newest
-    # first); set null by mailbox_references_clear when the mailbox is deleted.
+    # Indexed by sendclaim_credential_idx (the mailbox's attempts, newest first).
     credential = models.ForeignKey(
         SmtpCredential,
-        on_delete=models.DO_NOTHING,
+        on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="+",
@@ -360,21 +350,17 @@ class SendClaim(models.Model):
                 name="sendclaim_open_unique",
             )
         ]
-        # The primary key and the enrollment's index get an entry at the insert and
-        # another at the finish (finished_at is in the partial indexes' predicate: not a
-        # HOT update); the open claims' index one at the insert, the finished attempts'
-        # by mailbox one at the finish.
+        # The primary key and the two full indexes get an entry at the insert and
+        # another at the finish (finished_at is in the open claims' index predicate: not
+        # a HOT update); the open claims' index one at the insert. A task's batches are
+        # found among the open claims (sendclaim_open_unique).
         indexes = [
             # An enrollment's attempts (its thread), its deletion.
             models.Index(fields=["enrollment", "step"], name="sendclaim_enrollment_idx"),
-            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox: the
-            # finished ones, so a claim writes its entry once, at the finish (the open
-            # ones are read whole through sendclaim_open_unique).
-            models.Index(
-                fields=["credential", "claimed_at"],
-                name="sendclaim_credential_done_idx",
-                condition=Q(finished_at__isnull=False),
-            ),
+            # A mailbox's latest attempts (admin), the SET NULL of a deleted mailbox and
+            # PostgreSQL's check of the foreign key then (without it, a scan of every
+            # attempt at the deletion's commit).
+            models.Index(fields=["credential", "claimed_at"], name="sendclaim_credential_idx"),
         ]
 
     def __str__(self) -> str:

@@ -223,10 +223,7 @@ def _sent_orm(sent: _Sent) -> None:
             note="" if sent.reply_seen else sent.attempt.text,
         )
         attempt_finish(claim, sent.attempt, now=sent.now)
-        credential_changes: dict[str, Any] = {
-            "sent_count": F("sent_count") + 1,
-            "first_sent_at": Coalesce("first_sent_at", Value(sent.now)),
-        }
+        credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
         if sent.pace_floor is not None:
             floor = Value(sent.pace_floor)
             credential_changes["next_send_earliest_at"] = Greatest(

@@ -65,7 +65,6 @@ claim AS (
 ),
 cred AS (
     UPDATE outreach_smtpcredential SET sent_count = sent_count + 1,
-        first_sent_at = COALESCE(first_sent_at, %(now)s),
         next_send_earliest_at = GREATEST(next_send_earliest_at, %(pace_floor)s)
     WHERE id = %(credential)s RETURNING 1
 ),

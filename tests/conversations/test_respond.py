@@ -459,7 +459,7 @@ def test_a_mailbox_that_cannot_send_is_409(api_client, account, sink, change, re
 
 def test_a_deleted_mailbox_is_409(api_client, account, sink):
     reply = _reply(account, sink)
-    SmtpCredential.objects.get(pk=reply.credential_id).delete()
+    SmtpCredential.objects.filter(pk=reply.credential_id).delete()
     body = assert_error(_respond(api_client, reply), 409, "credential_unavailable")
     assert body["details"] == {"reason": "deleted"}
     assert not ReplyResponse.objects.exists()

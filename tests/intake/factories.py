@@ -6,7 +6,6 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 
@@ -48,12 +47,6 @@ def sent_enrollment(
             to_email=contact.email,
             subject="Hello",
             sent_at=now - timedelta(hours=1, minutes=-step),
-        )
-    if steps_sent and credential.first_sent_at is None:
-        # As the record of its first sent message does.
-        credential.first_sent_at = now - timedelta(hours=1, minutes=-1)
-        SmtpCredential.objects.filter(pk=credential.pk).update(
-            first_sent_at=credential.first_sent_at
         )
     return enrollment
 

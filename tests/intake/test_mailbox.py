@@ -293,8 +293,6 @@ def test_the_first_poll_of_a_mailbox_that_sent_nothing_starts_at_the_newest(imap
     enrollment = sent_enrollment()
     credential = with_imap(enrollment, imap_mailbox)
     enrollment.messages.all().delete()
-    SmtpCredential.objects.filter(pk=credential.pk).update(first_sent_at=None)
-    credential.refresh_from_db()
     imap_mailbox.append(reply(sender=enrollment.contact.email, to=credential.from_email))
     assert poll(credential).outcomes == []
     credential.refresh_from_db()

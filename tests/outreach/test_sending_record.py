@@ -135,7 +135,6 @@ def _snapshot(campaign, hooks, enrollments) -> dict:
             for a in SendClaim.objects.filter(credential=credential)
         ),
         "sent_count": credential.sent_count,
-        "first_sent_at": credential.first_sent_at,
         "stats": list(
             CredentialCampaignStats.objects.filter(campaign=campaign).values_list(
                 "sends", "bounces"

@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("outreach", "0027_mailbox_indexes"),
+        ("outreach", "0026_room_for_hot_updates"),
     ]
 
     operations = [
