@@ -343,8 +343,10 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             and not (campaign.require_authenticated_domain and pk in unauthenticated)
         )
         share_of[campaign.pk] = view.share(campaign.pk, takers)
-        # None may: its new threads wait for a re-authorization (_reauthorization_only).
-        stuck_of[campaign.pk] = takers == 0
+        # Once per campaign for its new threads (it walks every enabled mailbox).
+        stuck_of[campaign.pk] = _reauthorization_only(
+            enabled, campaign, unauthenticated, unauthorized
+        )
         usable = [
             pk
             for pk in enabled
