@@ -229,6 +229,11 @@ DB_POOL_TIMEOUT_SECONDS = env.float("DB_POOL_TIMEOUT_SECONDS", default=30.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Counters that every send of one account or campaign adds to (usage, campaign and step
+# variant stats) are kept as this many rows per key at most, summed on read, so that
+# concurrent sends seldom wait for each other's row lock (config/db/counters.py).
+COUNTER_SHARDS = max(1, env.int("COUNTER_SHARDS", default=8))
+
 # Redis: Celery broker, cache and rate limits. Unset: no server is needed.
 REDIS_URL = env.str("REDIS_URL", default="")
 
