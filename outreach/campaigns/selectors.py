@@ -1,7 +1,7 @@
 """Reads for campaigns: campaigns with their steps and mailboxes, their enrollments,
 per-step stats."""
 
-from django.db.models import Aggregate, JSONField, OuterRef, QuerySet, Subquery
+from django.db.models import Aggregate, JSONField, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import JSONObject
 
 from config.api.ids import is_uuid
@@ -38,9 +38,11 @@ def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]
     once (config.api.pagination's `extend`)."""
     return queryset.annotate(
         stats_json=Subquery(
-            CampaignStats.objects.filter(pk=OuterRef("pk")).values(
-                json=JSONObject(**{name: name for name in STAT_NAMES})
-            ),
+            # The campaign's shards summed (outreach.enrollments.stats_read).
+            CampaignStats.objects.filter(campaign=OuterRef("pk"))
+            .order_by()
+            .values("campaign")
+            .values(json=JSONObject(**{name: Sum(name) for name in STAT_NAMES})),
             output_field=JSONField(),
         ),
         step_rows=_rows(

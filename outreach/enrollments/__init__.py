@@ -37,6 +37,7 @@ one statement, `enrollment_open` (opens), which outreach.intake.services calls.
 """
 
 from outreach.enrollments.opens import enrollment_open
+from outreach.enrollments.recount import stats_check, stats_recount, variant_stats_recount
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -47,12 +48,9 @@ from outreach.enrollments.stats import (
     count,
     counted,
     counting,
-    stats_check,
     stats_read,
-    stats_recount,
     variant_count,
     variant_stats_read,
-    variant_stats_recount,
 )
 from outreach.enrollments.transitions import (
     SENT_MOVE_CTE,

@@ -32,6 +32,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, connection, transaction
 from django.utils import timezone
 
+from config.db.counters import counter_shard
 from config.db.prepared import prepared
 from outreach.enrollments.stats import answered, stats_ctes, variant_ctes
 from outreach.events import enrollment_event_data
@@ -187,6 +188,8 @@ def _write(enrollment: Enrollment, at) -> list[str]:
                 "created": created,
                 "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
                 "marker": f"{MARKER}:",
+                # The counter rows' shard this statement adds to (config/db/counters.py).
+                "shard": counter_shard(),
             },
         )
         _ok, rung = cursor.fetchone()

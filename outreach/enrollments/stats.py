@@ -1,6 +1,8 @@
 """A campaign's stats, kept on write: every enrollment change that moves a count says so
-here, in its own transaction, and a campaign's stats are one row read (CampaignStats)
-however many enrollments it has.
+here, in its own transaction, and a campaign's stats are a few rows read (CampaignStats)
+however many enrollments it has: a count's shards (config/db/counters.py), up to
+COUNTER_SHARDS rows per campaign and per step variant, each write adding to one drawn
+at random, each read summing them.
 
 The counts (STAT_NAMES): enrolled (enrollments), sent (enrollments with a step sent),
 opened, clicked, replied, bounced, unsubscribed (enrollments where that happened): the same
@@ -26,11 +28,12 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Sum
 
+from config.db.counters import counter_shard
 from outreach.models.campaigns import CampaignStats, StepVariantStats
-from outreach.models.sending import Enrollment, Message
+from outreach.models.sending import Enrollment
 
 STAT_NAMES = (
     "enrolled",
@@ -48,60 +51,47 @@ STAT_NAMES = (
 VARIANT_STAT_NAMES = ("sent", "opened", "clicked", "replied", "bounced")
 ANSWERS = ("opened", "clicked", "replied", "bounced")
 
-# What each count counts, as a filter on enrollments (for recounts).
-_COUNTED = {
-    "enrolled": Q(),
-    "sent": Q(sent_at__isnull=False),
-    "opened": Q(opened_at__isnull=False),
-    "clicked": Q(clicked_at__isnull=False),
-    "replied": Q(replied_at__isnull=False),
-    "bounced": Q(bounced_at__isnull=False),
-    "unsubscribed": Q(unsubscribed_at__isnull=False),
-    "stopped": Q(stopped_at__isnull=False),
-}
-
-_TABLE = CampaignStats._meta.db_table
-
 
 def stats_ctes(name: str, *, when: str) -> str:
     """CTEs `cstats_add` and `cstats`: 1 added to the campaign's `name` count (the
-    parameter `campaign`) when the SQL condition `when` holds: the row updated, and
-    inserted (an upsert) only when the update found none. An upsert that finds the row
-    locks it first, a WAL record of its own each time (bench/README.md, "WAL per send"),
-    where an UPDATE writes only the new version."""
+    parameters `campaign` and `shard`, the shard's row: counter_shard()) when the SQL
+    condition `when` holds: the row updated, and inserted (an upsert) only when the update
+    found none. An upsert that finds the row locks it first, a WAL record of its own each
+    time (bench/README.md, "WAL per send"), where an UPDATE writes only the new version."""
     return f"""
 cstats_add AS (
     UPDATE outreach_campaignstats AS s SET {name} = s.{name} + 1
-    WHERE s.campaign_id = %(campaign)s AND {when}
+    WHERE s.campaign_id = %(campaign)s AND s.shard = %(shard)s AND {when}
     RETURNING 1
 ),
 cstats AS (
-    INSERT INTO outreach_campaignstats AS s (campaign_id, {name})
-    SELECT %(campaign)s, 1
+    INSERT INTO outreach_campaignstats AS s (campaign_id, shard, {name})
+    SELECT %(campaign)s, %(shard)s, 1
     WHERE {when}
         AND NOT EXISTS (SELECT FROM cstats_add)
-    ON CONFLICT (campaign_id) DO UPDATE SET {name} = s.{name} + excluded.{name}
+    ON CONFLICT (campaign_id, shard) DO UPDATE SET {name} = s.{name} + excluded.{name}
     RETURNING 1
 ),"""  # noqa: S608 - a column of STAT_NAMES and the code's own condition
 
 
 def variant_ctes(name: str, *, when: str) -> str:
     """CTEs `vstats_add` and `vstats`: 1 added to one step variant's `name` count (the
-    parameters `campaign`, `step`, `variant`) when `when` holds, as stats_ctes does.
+    parameters `campaign`, `step`, `variant`, `shard`) when `when` holds, as stats_ctes does.
     Count the campaign's row first (the lock order): make `when` wait for `cstats`."""
     return f"""
 vstats_add AS (
     UPDATE outreach_stepvariantstats AS v SET {name} = v.{name} + 1
     WHERE v.campaign_id = %(campaign)s AND v.step = %(step)s AND v.variant = %(variant)s
-        AND {when}
+        AND v.shard = %(shard)s AND {when}
     RETURNING 1
 ),
 vstats AS (
-    INSERT INTO outreach_stepvariantstats AS v (campaign_id, step, variant, {name})
-    SELECT %(campaign)s, %(step)s, %(variant)s, 1
+    INSERT INTO outreach_stepvariantstats AS v (campaign_id, step, variant, shard, {name})
+    SELECT %(campaign)s, %(step)s, %(variant)s, %(shard)s, 1
     WHERE {when}
         AND NOT EXISTS (SELECT FROM vstats_add)
-    ON CONFLICT (campaign_id, step, variant) DO UPDATE SET {name} = v.{name} + excluded.{name}
+    ON CONFLICT (campaign_id, step, variant, shard)
+        DO UPDATE SET {name} = v.{name} + excluded.{name}
     RETURNING 1
 ),"""  # noqa: S608 - a column of VARIANT_STAT_NAMES and the code's own condition
 
@@ -117,11 +107,12 @@ VARIANT_SENT_CTE = variant_ctes(
 
 
 def _add(model, keys: dict, names: tuple[str, ...], deltas: dict[str, int]) -> None:
-    """Add `deltas` to the counters of the `model` row with these `keys`, making the row
-    when it does not exist yet: one INSERT ... ON CONFLICT DO UPDATE."""
+    """Add `deltas` to the counters of one shard of the `model` row with these `keys`,
+    making the row when it does not exist yet: one INSERT ... ON CONFLICT DO UPDATE."""
     names = tuple(name for name in names if deltas.get(name))
     if not names:
         return
+    keys = {**keys, "shard": counter_shard()}
     columns = ", ".join([*keys, *names])
     placeholders = ", ".join(["%s"] * (len(keys) + len(names)))
     updates = ", ".join(f"{name} = t.{name} + excluded.{name}" for name in names)
@@ -258,101 +249,35 @@ def counted(enrollment: Enrollment) -> dict[str, int]:
 
 
 def stats_read(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]:
-    """The stats of these campaigns, one query for any number (zeros before any count)."""
+    """The stats of these campaigns, one query for any number (zeros before any count):
+    each campaign's shards summed."""
     ids = list(campaign_ids)
     stats = {campaign_id: dict.fromkeys(STAT_NAMES, 0) for campaign_id in ids}
     if ids:
-        for row in CampaignStats.objects.filter(pk__in=ids).values("campaign_id", *STAT_NAMES):
-            stats[row["campaign_id"]] = {name: row[name] for name in STAT_NAMES}
-    return stats
-
-
-def stats_recount(*, campaign_ids: Iterable[UUID]) -> dict[UUID, dict[str, int]]:
-    """The stats of these campaigns counted from their enrollments (one grouped query)."""
-    ids = list(campaign_ids)
-    stats = {campaign_id: dict.fromkeys(STAT_NAMES, 0) for campaign_id in ids}
-    rows = (
-        Enrollment.objects.filter(campaign_id__in=ids)
-        .values("campaign_id")
-        .annotate(**{name: Count("id", filter=rule) for name, rule in _COUNTED.items()})
-        .order_by()
-    )
-    for row in rows:
-        counts: dict[str, Any] = dict(row)  # one key per annotation, named at run time
-        stats[counts["campaign_id"]] = {name: counts[name] for name in STAT_NAMES}
+        rows = (
+            CampaignStats.objects.filter(campaign_id__in=ids)
+            .values("campaign_id")
+            .annotate(**{f"{name}_sum": Sum(name) for name in STAT_NAMES})
+            .order_by()
+        )
+        for row in rows:
+            counts: dict[str, Any] = dict(row)  # one key per annotation, named at run time
+            stats[counts["campaign_id"]] = {name: counts[f"{name}_sum"] for name in STAT_NAMES}
     return stats
 
 
 def variant_stats_read(*, campaign_id) -> dict[tuple[int, str], dict[str, int]]:
-    """The kept counts of a campaign's step variants: {(step, variant): {sent, ...}}."""
-    return {
-        (row["step"], row["variant"]): {name: row[name] for name in VARIANT_STAT_NAMES}
-        for row in StepVariantStats.objects.filter(campaign_id=campaign_id).values(
-            "step", "variant", *VARIANT_STAT_NAMES
-        )
-    }
-
-
-def variant_stats_recount(*, campaign_id) -> dict[tuple[int, str], dict[str, int]]:
-    """A campaign's step variant counts from its messages and enrollments."""
-    stats: defaultdict[tuple[int, str], dict[str, int]] = defaultdict(
-        lambda: dict.fromkeys(VARIANT_STAT_NAMES, 0)
-    )
-    sent = (
-        Message.objects.filter(enrollment__campaign_id=campaign_id)
-        .values_list("step", "variant")
-        .annotate(n=Count("id"))
+    """The kept counts of a campaign's step variants, each variant's shards summed:
+    {(step, variant): {sent, ...}}."""
+    rows = (
+        StepVariantStats.objects.filter(campaign_id=campaign_id)
+        .values("step", "variant")
+        .annotate(**{f"{name}_sum": Sum(name) for name in VARIANT_STAT_NAMES})
         .order_by()
     )
-    for step, variant, n in sent:
-        stats[(step, variant)]["sent"] = n
-    for name in ANSWERS:
-        answers = (
-            Enrollment.objects.filter(campaign_id=campaign_id)
-            .exclude(**{f"{name}_on": ""})
-            .values_list(f"{name}_on")
-            .annotate(n=Count("id"))
-            .order_by()
-        )
-        for code, n in answers:
-            stats[answer_split(code)][name] = n
-    return dict(stats)
-
-
-def stats_check(*, campaign_id, repair: bool = False) -> dict[str, tuple[int, int]]:
-    """Compare a campaign's kept stats with a recount: {name: (kept, counted)} for each
-    that differs (a step variant's as "2B sent"). With `repair`, the kept rows take the
-    recount. Exact beside writers: the campaign's rows are locked before the recount, so
-    a change still in flight (its stats write waits on the lock) is not in the recount
-    and adds itself after."""
-    with transaction.atomic():
-        CampaignStats.objects.get_or_create(campaign_id=campaign_id)
-        kept_row = CampaignStats.objects.select_for_update().get(pk=campaign_id)
-        list(StepVariantStats.objects.select_for_update().filter(campaign_id=campaign_id))
-        kept = {name: getattr(kept_row, name) for name in STAT_NAMES}
-        actual = stats_recount(campaign_ids=[campaign_id])[campaign_id]
-        drift = {
-            name: (kept[name], actual[name]) for name in STAT_NAMES if kept[name] != actual[name]
-        }
-        kept_variants = variant_stats_read(campaign_id=campaign_id)
-        actual_variants = variant_stats_recount(campaign_id=campaign_id)
-        zero = dict.fromkeys(VARIANT_STAT_NAMES, 0)
-        for key in sorted(set(kept_variants) | set(actual_variants)):
-            had, has = kept_variants.get(key, zero), actual_variants.get(key, zero)
-            for name in VARIANT_STAT_NAMES:
-                if had[name] != has[name]:
-                    drift[f"{key[0]}{key[1]} {name}"] = (had[name], has[name])
-        if repair and drift:
-            CampaignStats.objects.filter(pk=campaign_id).update(**actual)
-            for (step, variant), counts in actual_variants.items():
-                StepVariantStats.objects.update_or_create(
-                    campaign_id=campaign_id, step=step, variant=variant, defaults=counts
-                )
-            StepVariantStats.objects.filter(campaign_id=campaign_id).exclude(
-                pk__in=[
-                    row.pk
-                    for row in StepVariantStats.objects.filter(campaign_id=campaign_id)
-                    if (row.step, row.variant) in actual_variants
-                ]
-            ).delete()
-    return drift
+    kept = {}
+    for row in rows:
+        counts: dict[str, Any] = dict(row)  # one key per annotation, named at run time
+        key = (counts["step"], counts["variant"])
+        kept[key] = {name: counts[f"{name}_sum"] for name in VARIANT_STAT_NAMES}
+    return kept

@@ -94,17 +94,24 @@ class CampaignStep(models.Model):
 
 class CampaignStats(models.Model):
     """A campaign's enrollment counts, kept on write (outreach.enrollments): a campaign's
-    stats are one row read however many enrollments it has.
+    stats are a few rows read however many enrollments it has.
 
     enrolled: enrollments; sent: enrollments with at least one step sent; opened /
     clicked / replied / bounced / unsubscribed: enrollments where that happened; stopped: ended by a
     rule or by hand. Each changes in the transaction of the enrollment change it counts;
     `manage.py campaign_stats` recounts.
+
+    A campaign's counts are split into shards (config/db/counters.py): up to
+    COUNTER_SHARDS rows, each a part of every count, read as their sum
+    (outreach.enrollments.stats_read), so that the campaign's concurrent sends seldom
+    wait for one row's lock.
     """
 
-    campaign = models.OneToOneField(
-        Campaign, on_delete=models.CASCADE, primary_key=True, related_name="stats_row"
+    # Its index is the unique (campaign, shard) one.
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="+", db_index=False
     )
+    shard = models.PositiveSmallIntegerField(default=0, db_default=0)
     enrolled = models.IntegerField(default=0, db_default=0)
     sent = models.IntegerField(default=0, db_default=0)
     opened = models.IntegerField(default=0, db_default=0)
@@ -116,9 +123,14 @@ class CampaignStats(models.Model):
 
     class Meta:
         verbose_name_plural = "campaign stats"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "shard"], name="campaign_stats_shard_unique"
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"stats of {self.campaign_id}"
+        return f"stats of {self.campaign_id}, shard {self.shard}"
 
 
 class StepVariantStats(models.Model):
@@ -126,11 +138,13 @@ class StepVariantStats(models.Model):
     sent, the messages that carried it; opened / replied / bounced, the enrollments whose
     open, reply or bounce answered it (Enrollment.opened_on, ...: the last step sent when
     it arrived); clicked, the enrollments whose first click was on a link of its message
-    (Enrollment.clicked_on). GET /campaigns/:id/stats reads these rows."""
+    (Enrollment.clicked_on). GET /campaigns/:id/stats reads these rows, summed over their
+    shards (config/db/counters.py), as CampaignStats's."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
     step = models.PositiveSmallIntegerField()
     variant = models.CharField(max_length=1)
+    shard = models.PositiveSmallIntegerField(default=0, db_default=0)
     sent = models.IntegerField(default=0, db_default=0)
     opened = models.IntegerField(default=0, db_default=0)
     clicked = models.IntegerField(default=0, db_default=0)
@@ -141,7 +155,7 @@ class StepVariantStats(models.Model):
         verbose_name_plural = "step variant stats"
         constraints = [
             models.UniqueConstraint(
-                fields=["campaign", "step", "variant"], name="step_variant_stats_unique"
+                fields=["campaign", "step", "variant", "shard"], name="step_variant_stats_unique"
             )
         ]
 

@@ -38,6 +38,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
+from config.db.counters import counter_shard
 from config.db.prepared import prepared
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.models.sending import Enrollment
@@ -211,6 +212,8 @@ def record_sent(
         "created": created,
         "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
         "marker": f"{FALLBACK_MARKER}:",
+        # The counter rows' shard this statement adds to (config/db/counters.py).
+        "shard": counter_shard(),
     }
     # Alone, the statement is its own transaction (one round trip); inside a caller's
     # transaction, a savepoint keeps the fallback possible.

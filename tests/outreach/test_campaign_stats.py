@@ -158,7 +158,8 @@ def test_the_command_reports_drift_and_repairs_it(capsys):
     call_command("campaign_stats")
     assert "2 campaign(s) checked, 0 with drift." in capsys.readouterr().out
 
-    CampaignStats.objects.filter(pk=campaign.pk).update(sent=7, opened=-1)
+    CampaignStats.objects.filter(campaign=campaign).delete()
+    CampaignStats.objects.create(campaign=campaign, shard=3, enrolled=1, sent=7, opened=-1)
     with pytest.raises(CommandError, match="--repair"):
         call_command("campaign_stats", str(campaign.pk), str(quiet.pk))
     out = capsys.readouterr().out
@@ -352,3 +353,112 @@ def _delete_contact(contact_id):
     contact = Contact.objects.filter(pk=contact_id).first()
     if contact is not None:
         enrollments.contact_delete(contact=contact)
+
+
+# --- in shards (config/db/counters.py) --------------------------------------------------
+
+
+def _shard_rows(campaign) -> dict[int, dict]:
+    return {
+        row["shard"]: row
+        for row in CampaignStats.objects.filter(campaign=campaign).values(
+            "shard", *enrollments.STAT_NAMES
+        )
+    }
+
+
+def test_counts_spread_over_shards_and_read_as_their_sum(api_client, account, settings):
+    settings.COUNTER_SHARDS = 4
+    campaign = CampaignFactory(account=account)
+    for index in range(24):
+        outreach_create(
+            account=account,
+            campaign=campaign,
+            contact=contact_data_clean({"email": f"c{index}@example.org"}),
+        )
+    rows = _shard_rows(campaign)
+    # 24 writes over 4 shards: all in one shard has a chance of 4 ** -23.
+    assert 1 < len(rows) <= 4
+    assert sum(row["enrolled"] for row in rows.values()) == 24
+    expected = dict.fromkeys(enrollments.STAT_NAMES, 0) | {"enrolled": 24}
+    assert _stats(api_client, campaign) == expected == _recount(campaign)
+    assert api_client.get("/campaigns").json()[0]["stats"] == expected
+    assert api_client.get(f"/campaigns/{campaign.pk}/stats").json()["enrolled"] == 24
+    assert enrollments.stats_check(campaign_id=campaign.pk) == {}
+
+
+def test_a_repair_puts_the_recount_in_shard_zero(settings):
+    settings.COUNTER_SHARDS = 3
+    enrollment = EnrollmentFactory(sent_at=timezone.now())
+    campaign = enrollment.campaign
+    CampaignStats.objects.filter(campaign=campaign).delete()
+    CampaignStats.objects.create(campaign=campaign, shard=1, enrolled=5, sent=2)
+    CampaignStats.objects.create(campaign=campaign, shard=7, opened=4)  # from a wider setting
+    drift = enrollments.stats_check(campaign_id=campaign.pk, repair=True)
+    assert drift == {"enrolled": (5, 1), "sent": (2, 1), "opened": (4, 0)}
+    rows = _shard_rows(campaign)
+    # Every shard of the setting exists (the check locked them all), the ones beyond it
+    # are kept; the recount is in shard 0, every other shard is zero.
+    assert sorted(rows) == [0, 1, 2, 7]
+    assert rows[0] | {"shard": 0} == {"shard": 0, **_recount(campaign)}
+    zero = dict.fromkeys(enrollments.STAT_NAMES, 0)
+    assert all({n: rows[s][n] for n in enrollments.STAT_NAMES} == zero for s in (1, 2, 7))
+    assert enrollments.stats_check(campaign_id=campaign.pk) == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_repair_beside_concurrent_sends_loses_none_of_them():
+    """Sends recorded on 6 threads while `campaign_stats --repair` runs again and again,
+    each time on shards that do not all exist: the check makes every shard exist and
+    locks them before its recount, so a send either is in the recount or adds itself
+    after it; at the end the kept counts equal a recount."""
+    campaign = CampaignFactory(status=Campaign.Status.ACTIVE, with_steps=2)
+    contacts = [ContactFactory(account=campaign.account) for _ in range(120)]
+    enrollments.enroll(campaign_id=campaign.pk, contact_ids=[c.pk for c in contacts])
+    Enrollment.objects.update(status=Enrollment.Status.SCHEDULED, next_send_at=timezone.now())
+    record = _Record(campaign)
+    pending = list(Enrollment.objects.values_list("pk", flat=True))
+    errors = []
+    lock = threading.Lock()
+    sending = threading.Event()
+    sending.set()
+
+    def sender():
+        try:
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    enrollment_id = pending.pop()
+                try:
+                    record(enrollment_id)
+                except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                    errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    def repairer():
+        try:
+            while sending.is_set():
+                # Drift, and shards that do not exist yet (as in a campaign's first sends).
+                CampaignStats.objects.filter(campaign=campaign).exclude(shard=0).delete()
+                CampaignStats.objects.filter(campaign=campaign, shard=0).update(opened=9)
+                enrollments.stats_check(campaign_id=campaign.pk, repair=True)
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    senders = [threading.Thread(target=sender) for _ in range(6)]
+    repair = threading.Thread(target=repairer)
+    repair.start()
+    for thread in senders:
+        thread.start()
+    for thread in senders:
+        thread.join()
+    sending.clear()
+    repair.join()
+
+    assert errors == []
+    assert enrollments.stats_check(campaign_id=campaign.pk) == {}
+    assert enrollments.stats_read(campaign_ids=[campaign.pk])[campaign.pk]["sent"] == 120
