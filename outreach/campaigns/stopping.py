@@ -22,13 +22,9 @@ from django.utils import timezone
 
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.domains.consumer import is_consumer_domain
+from outreach.domains.recipients import email_domain
 from outreach.enrollments import counting, enrollments_stop
 from outreach.models.sending import Enrollment
-
-
-def email_domain(email: str) -> str:
-    """The domain of an address, lower case ("" when there is none)."""
-    return email.rpartition("@")[2].strip().lower()
 
 
 def enrollment_stop(*, enrollment_id, at: datetime | None = None) -> bool:

@@ -200,7 +200,12 @@ def domains_without_mail_server(domains: Iterable[str]) -> set[str]:
 
 
 def email_domain(email: str) -> str:
-    return email.rpartition("@")[2].lower()
+    """The domain of an address: what follows its last "@", stripped and in lower case.
+    The one definition for the recipient domain check and the stopping rules
+    (outreach.campaigns.stopping), so both see the same domain of a contact. Their
+    addresses are cleaned (outreach.emails.email_clean) or stored ones, where the strip
+    changes nothing; it keeps a stray space from making another domain."""
+    return email.rpartition("@")[2].strip().lower()
 
 
 def recipient_refusal(email: str) -> str | None:
