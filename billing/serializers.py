@@ -4,13 +4,16 @@
 from rest_framework import serializers
 
 from config.api.serializers import StrictSerializer
+from plans.serializers import PlanSerializer
 
 
-class PlanSummarySerializer(StrictSerializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    tier = serializers.IntegerField()
-    monthly_limit = serializers.IntegerField()
+# The account's plan as GET /billing/subscription shows it: the plans API's plan, its
+# fields defined there once, less psp_price_id, which the subscription's plan has never
+# shown. A comment, not a docstring: drf-spectacular would make a docstring the OpenAPI
+# component's description (StrictSerializer's, as for Plan).
+class PlanSummarySerializer(PlanSerializer):
+    # DRF's way to leave an inherited field out; the stubs type the name as the field.
+    psp_price_id = None  # type: ignore[assignment]
 
 
 class CurrentPeriodSerializer(StrictSerializer):
