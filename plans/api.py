@@ -1,3 +1,6 @@
+"""HTTP API of plans (docs/billing.md, "GET /plans"): `GET /plans`, public (no key), the
+plans a customer can buy, a thin view over plans.selectors."""
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
