@@ -36,7 +36,7 @@ class TemporaryError(SendFailure):
     """A 4xx reply or a broken connection: this step is retried later."""
 
 
-def smtp_reply_text(code: int, message) -> str:
+def smtp_reply_text(code: int, message: bytes | str) -> str:
     if isinstance(message, bytes):
         message = message.decode("utf-8", "replace")
     return f"{code} {message}".strip()[:ERROR_MAX_CHARS]
@@ -136,7 +136,7 @@ def _smtp_login(conn: smtplib.SMTP, credential: SmtpCredential, access_token: st
         conn.login(credential.smtp_username, credential.smtp_password)
 
 
-def smtp_close(conn) -> None:
+def smtp_close(conn: smtplib.SMTP) -> None:
     try:
         conn.quit()
     except (OSError, smtplib.SMTPException):

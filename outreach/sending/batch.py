@@ -340,6 +340,7 @@ class MailboxBatch:
             temporary_record(claim=claim, enrollment=claim.enrollment, attempt=attempt, now=now)
             self._counted("deferred", claim, now)
             if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
+                assert self.conn is not None  # the connection _transact's failure was on
                 smtp_close(self.conn)
                 self.conn = None  # reconnect for the next message
         return True
