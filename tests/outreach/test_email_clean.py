@@ -76,8 +76,14 @@ def _ours(value: str) -> str:
         return "refused"
 
 
+# The random local parts and domains drawn: the same on every run, so a failure
+# reproduces (as the suite's property and fuzz tests are derandomized). Another seed
+# draws another 1,500 locals.
+SEED = 20261105
+
+
 def test_the_same_verdict_and_form_as_the_library():
-    rng = random.Random()
+    rng = random.Random(SEED)
     atext = string.ascii_letters + string.digits + "!#$%&'*+/=?^_`{|}~-"
     locals_ = LOCALS + [
         "".join(rng.choice(atext + "..") for _ in range(rng.randint(1, 14))) for _ in range(1500)
