@@ -6,7 +6,7 @@ EVENT_EMIT_CTES is the whole of webhooks.events.event_emit (tests/outreach/
 test_sending_record.py compares the sending engine's two paths row for row): the Event
 row; one pending DeliveryJob per enabled webhook of the account whose filters name the
 type, or hold `*` and the type is not opt-in (Webhook.wants); and the ring of those
-webhooks' drains, `webhooks_drain_ring` (migration 0007), whose ids (`rung`) the caller
+webhooks' drains, `webhooks_drain_ring` (migration 0008), whose ids (`rung`) the caller
 publishes a drain message for after its commit (webhooks.events.drains_publish).
 Parameters: event_pk, account, event_type, data (JSON text), created, stale.
 
@@ -28,7 +28,8 @@ the mark skips a row held by another.
 from webhooks.models import EVENT_TYPES
 
 # Class (first key) of the drains' advisory locks; the second is hashtext(webhook id).
-# "WHDR" in ASCII. Keep in step with migration 0007.
+# "WHDR" in ASCII. Also a literal in webhooks_drain_ring (migration 0008), which cannot
+# import it: tests/webhooks/test_drain_lock_class.py fails when the two differ.
 DRAIN_LOCK_CLASS = 0x57484452
 
 _STARRED = ", ".join(f"'{event_type}'" for event_type in EVENT_TYPES)

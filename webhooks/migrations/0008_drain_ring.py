@@ -3,7 +3,8 @@ producer rings inside its own transaction, holding the drain's lock until it com
 
 from django.db import migrations
 
-# Keep in step with webhooks.sql.DRAIN_LOCK_CLASS.
+# Keep in step with webhooks.sql.DRAIN_LOCK_CLASS (1464353874, "WHDR"):
+# tests/webhooks/test_drain_lock_class.py fails when the two differ.
 RING_FORWARD = """
 CREATE OR REPLACE FUNCTION webhooks_drain_ring(
     webhook_ids uuid[], rung_at timestamptz, stale timestamptz
