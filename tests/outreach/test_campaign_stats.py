@@ -245,7 +245,8 @@ def test_a_thousand_concurrent_changes_keep_the_counts_exact():
     """Sends (both record paths), opens, replies (one campaign stopping the replier's
     colleagues), bounces, unsubscribes, stops, enrollments and deleted contacts, 1,000 in all on 8 threads over three campaigns sharing contacts:
     no deadlock, and every campaign's kept stats equal a recount."""
-    rng = random.Random()
+    # The mix of operations is drawn from a fixed seed (the threads' interleaving is not).
+    rng = random.Random(20261127)
     campaigns = [CampaignFactory(status=Campaign.Status.ACTIVE, with_steps=2)]
     account = campaigns[0].account
     credential = campaigns[0].credentials.get()
