@@ -38,6 +38,7 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
+from config.db.counters import counter_shard
 from config.db.prepared import prepared
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.models.sending import Enrollment
@@ -205,6 +206,8 @@ def record_sent(
         "due": [str(s) for s in Enrollment.DUE_STATUSES],
         "period_start": period[0],
         "period_end": period[1],
+        # The shard of the period's usage count this send adds to (billing/sql.py).
+        "shard": counter_shard(),
         "event_pk": uuid.uuid4(),
         "event_type": event_type,
         "data": json.dumps(event_data, cls=DjangoJSONEncoder),
