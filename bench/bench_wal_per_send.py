@@ -158,6 +158,7 @@ _TABLES = (
     "outreach_campaignstats",
     "outreach_stepvariantstats",
     "billing_usagerecord",
+    "billing_usagecount",
     "webhooks_event",
     "webhooks_deliveryjob",
 )

@@ -2,8 +2,10 @@
 senders, against the floor of a bare single-row UPDATE ... + 1 by primary key (a
 prepared statement, no ORM) in the same run.
 
-Goal: metering costs at most ~1.5x the bare UPDATE (it is one conditional
-UPDATE per send), and no increment is lost.
+Goal: metering costs at most ~1.5x the bare UPDATE (it is one statement per send: an
+UPDATE of one of the period's count shards, found through the period's record), and no
+increment is lost. The floor is one row, as the count was before it had shards: its
+senders queue on its lock, where the service's sends spread over COUNTER_SHARDS rows.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/outreach_bench \
       .venv/bin/python bench/billing_metering.py
@@ -58,25 +60,24 @@ def main() -> None:
     config = setup_databases(verbosity=0, interactive=False)
     try:
         from accounts.models import Account
-        from billing.models import UsageRecord
+        from billing.models import UsageCount, UsageRecord
         from billing.usage import usage_record_current, usage_record_increment
         from plans.models import Plan
 
         free = Plan.objects.get(slug="free")
         baseline_account = Account.objects.create(email="floor@bench.example", plan=free)
         floor_record = usage_record_current(account=baseline_account)
+        floor_row = UsageCount.objects.create(record=floor_record, shard=0)
         service_account = Account.objects.create(email="metered@bench.example", plan=free)
 
         # The floor: the cheapest way to count a send, one prepared single-row UPDATE by
         # primary key with no period to work out (the ORM's UPDATE costs more Python
         # than the statement itself).
-        floor_sql = prepared(
-            "UPDATE billing_usagerecord SET sends_count = sends_count + 1 WHERE id = %s"
-        )
+        floor_sql = prepared("UPDATE billing_usagecount SET sends = sends + 1 WHERE id = %s")
 
         def bare_update():
             with connection.cursor() as cursor:
-                cursor.execute(floor_sql, [floor_record.pk])
+                cursor.execute(floor_sql, [floor_row.pk])
 
         def metered():
             usage_record_increment(account=service_account)

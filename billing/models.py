@@ -1,8 +1,26 @@
 import uuid
 
 from django.db import models
+from django.db.models.functions import Coalesce
 
 from accounts.models import Account
+
+
+class UsageRecordManager(models.Manager["UsageRecord"]):
+    """Every record read with its `sends_count`: the sum of its UsageCount shards (0
+    before any), in the same SELECT."""
+
+    def get_queryset(self) -> models.QuerySet["UsageRecord"]:
+        shards = (
+            UsageCount.objects.filter(record=models.OuterRef("pk"))
+            .order_by()
+            .values("record")
+            .annotate(total=models.Sum("sends"))
+            .values("total")
+        )
+        total = Coalesce(models.Subquery(shards), 0, output_field=models.PositiveIntegerField())
+        # The model declares the attribute (for its readers): the stubs take it for a clash.
+        return super().get_queryset().annotate(sends_count=total)  # type: ignore[no-redef]
 
 
 class UsageRecord(models.Model):
@@ -10,6 +28,10 @@ class UsageRecord(models.Model):
 
     An account's records never overlap: each send is counted in exactly one
     record (see billing.usage.usage_record_current and docs/billing.md).
+
+    The count is kept in UsageCount rows (shards) and read as their sum: every read
+    of a record (the manager, also the base manager: related objects, deletions)
+    carries it as `sends_count`.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -18,11 +40,16 @@ class UsageRecord(models.Model):
     )
     period_start = models.DateTimeField()
     period_end = models.DateTimeField()
-    sends_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    # The sum of the record's shards, read with it (UsageRecordManager).
+    sends_count: int
+
+    objects = UsageRecordManager()
 
     class Meta:
         ordering = ["-period_start"]
+        base_manager_name = "objects"
         constraints = [
             models.UniqueConstraint(
                 fields=["account", "period_start"], name="usage_account_period_unique"
@@ -35,6 +62,28 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.period_start:%Y-%m-%d}: {self.sends_count}"
+
+
+class UsageCount(models.Model):
+    """A part of a usage record's count: a send adds 1 to one of COUNTER_SHARDS rows
+    of its record, drawn at random, so that concurrent sends of one account seldom wait
+    on each other's row lock until their commit (config/db/counters.py). A shard's row
+    is made by the first send that draws it."""
+
+    record = models.ForeignKey(
+        UsageRecord, on_delete=models.CASCADE, related_name="counts", db_index=False
+    )
+    shard = models.PositiveSmallIntegerField()
+    sends = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # Also the index of the foreign key (it leads with record).
+            models.UniqueConstraint(fields=["record", "shard"], name="usage_count_record_shard")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record_id} shard {self.shard}: {self.sends}"
 
 
 class PspEvent(models.Model):

@@ -5,7 +5,7 @@ import logging
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Max, Min
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from accounts.models import Account
@@ -13,18 +13,18 @@ from billing.errors import PlanLimitReached
 from billing.locks import account_lock
 from billing.models import UsageRecord
 from billing.periods import period_bounds
+from billing.sql import USAGE_SHARD_ADD, usage_increment_ctes
+from config.db.counters import counter_shard
 from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
 
-# usage_record_increment's statement, run once per metered send: the ORM's
-# filter(...).update(sends_count=F(...) + by), written out once so that it can be a
-# prepared statement on PostgreSQL.
+# usage_record_increment's statement, run once per metered send: `by` added to one shard of
+# the period's record (billing/sql.py), one prepared statement; how many rows of `usage`
+# (1, or 0 when the period's record does not exist yet).
 USAGE_INCREMENT = prepared(
-    "UPDATE billing_usagerecord SET sends_count = sends_count + %s"
-    " WHERE account_id = %s AND period_start <= %s"
-    " AND period_start >= %s AND period_end = %s"
+    f"WITH{usage_increment_ctes(by='%(by)s').rstrip(',')}\nSELECT count(*) FROM usage"
 )
 
 
@@ -47,24 +47,35 @@ def usage_record_current(*, account, at: datetime | None = None) -> UsageRecord:
 def usage_record_increment(*, account, at: datetime | None = None, by: int = 1) -> None:
     """Meter `by` sends in the current period.
 
-    One atomic UPDATE in the common case, so concurrent sends are never lost;
-    only the first send of a period goes through usage_record_current to create
-    the record.
+    One atomic statement in the common case, so concurrent sends are never lost: it adds
+    to one shard of the period's record, drawn at random (config/db/counters.py), and
+    makes that shard's row if it is the shard's first send. Only the first send of a
+    period goes through usage_record_current to create the record.
     """
     at = at or timezone.now()
     start, end = period_bounds(account, at)
-    # The ORM's filter(account, period_start__lte=at, period_start__gte=start,
-    # period_end=end).update(sends_count=F(...) + by), written out once (USAGE_INCREMENT):
-    # it runs once per metered send.
+    shard = counter_shard()
     adapt = connection.ops.adapt_datetimefield_value
     account_id = Account._meta.pk.get_db_prep_value(account.pk, connection)
     with connection.cursor() as cursor:
-        cursor.execute(USAGE_INCREMENT, [by, account_id, adapt(at), adapt(start), adapt(end)])
-        updated = cursor.rowcount
-    if updated:
+        cursor.execute(
+            USAGE_INCREMENT,
+            {
+                "by": by,
+                "account": account_id,
+                "now": adapt(at),
+                "period_start": adapt(start),
+                "period_end": adapt(end),
+                "shard": shard,
+            },
+        )
+        (counted,) = cursor.fetchone()
+    if counted:
         return
     record = usage_record_current(account=account, at=at)
-    UsageRecord.objects.filter(pk=record.pk).update(sends_count=F("sends_count") + by)
+    record_id = UsageRecord._meta.pk.get_db_prep_value(record.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(USAGE_SHARD_ADD, {"record": record_id, "shard": shard, "by": by})
 
 
 def plan_limit_enforce(*, account) -> None:
@@ -127,11 +138,20 @@ def _record_settle_locked(*, account, at: datetime, start: datetime, end: dateti
         # The record began before this period: it ends where this period starts.
         current.period_end = start
         current.save(update_fields=["period_end"])
-        return UsageRecord.objects.create(account=account, period_start=start, period_end=end)
+        return _record_create(account=account, start=start, end=end)
 
     # No record covers `at`: start where the latest earlier record ended, if
     # that is inside this period (the tail of a cancelled subscription's period).
     previous_end = records.filter(period_end__lte=at).aggregate(v=Max("period_end"))["v"]
     if previous_end is not None and previous_end > start:
         start = previous_end
-    return UsageRecord.objects.create(account=account, period_start=start, period_end=end)
+    return _record_create(account=account, start=start, end=end)
+
+
+def _record_create(*, account, start: datetime, end: datetime) -> UsageRecord:
+    """A new record, with its `sends_count` (0), which a created row is not read back
+    with: no send has counted in it yet, as no other transaction sees it before this one
+    (which holds the account's lock) commits."""
+    record = UsageRecord.objects.create(account=account, period_start=start, period_end=end)
+    record.sends_count = 0
+    return record

@@ -206,6 +206,8 @@ def record_sent(
         "due": [str(s) for s in Enrollment.DUE_STATUSES],
         "period_start": period[0],
         "period_end": period[1],
+        # The shard of the period's usage count this send adds to (billing/sql.py).
+        "shard": counter_shard(),
         "event_pk": uuid.uuid4(),
         "event_type": event_type,
         "data": json.dumps(event_data, cls=DjangoJSONEncoder),

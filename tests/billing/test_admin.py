@@ -5,7 +5,7 @@ import pytest
 
 from accounts.models import Account
 from billing.models import PspEvent, UsageRecord
-from billing.usage import usage_record_increment
+from billing.usage import usage_record_current, usage_record_increment
 from tests.accounts.factories import AccountFactory
 from tests.plans.factories import PlanFactory
 
@@ -51,6 +51,17 @@ def test_usage_records_are_visible_per_account(admin_client):
     assert listing.context["cl"].result_count == 1
     [record] = listing.context["cl"].result_list
     assert record == UsageRecord.objects.get(account=account)
+
+
+def test_an_accounts_deletion_page_lists_its_usage_records_with_their_count(admin_client):
+    account = AccountFactory()
+    usage_record_increment(account=account, by=37)
+    record = usage_record_current(account=account)
+
+    page = admin_client.get(f"/admin/accounts/account/{account.pk}/delete/")
+
+    assert page.status_code == 200
+    assert str(record) in page.content.decode()  # "<account> <period start>: 37"
 
 
 def test_the_events_received_are_listed(admin_client):

@@ -14,6 +14,7 @@ from tests.accounts.factories import AccountFactory
 from tests.conftest import client_for
 from tests.foundation.test_errors import assert_envelope
 from tests.plans.factories import PlanFactory
+from tests.support.usage import usage_set
 
 pytestmark = pytest.mark.django_db
 
@@ -95,12 +96,10 @@ def test_usage_current_history_and_by_client_kind(
         cursor = calendar_month(cursor - timedelta(days=1))[0]
         month_starts.append(cursor)
     for index, start in enumerate(month_starts):
-        UsageRecord.objects.create(
-            account=account,
-            period_start=start,
-            period_end=calendar_month(start)[1],
-            sends_count=index + 1,
+        record = UsageRecord.objects.create(
+            account=account, period_start=start, period_end=calendar_month(start)[1]
         )
+        usage_set(record, index + 1)
     usage_record_increment(account=account, by=42)
     # Requests of an earlier period are not this period's traffic.
     ApiRequestCount.objects.create(

@@ -1,15 +1,17 @@
 """Usage periods and metering: calendar months without a subscription, the
 subscription's period with one, the switch between the two mid-period without
-double counting or overlap, atomic increments, and the plan-limit check."""
+double counting or overlap, atomic increments kept in shards (billing.models.UsageCount),
+and the plan-limit check."""
 
 import threading
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
+from django.db.migrations.executor import MigrationExecutor
 
 from billing.errors import PlanLimitReached
-from billing.models import UsageRecord
+from billing.models import UsageCount, UsageRecord
 from billing.usage import plan_limit_enforce, usage_record_current, usage_record_increment
 from config.api.handlers import exception_handler
 from plans.models import Plan
@@ -167,8 +169,47 @@ def test_a_subscription_notified_late_shrinks_the_calendar_record(account):
     ]
 
 
+def test_increments_spread_over_shards_sum_to_the_exact_count(account, settings):
+    settings.COUNTER_SHARDS = 4
+    for _ in range(40):
+        usage_record_increment(account=account, at=utc(2026, 11, 2))
+    usage_record_increment(account=account, at=utc(2026, 11, 3), by=5)
+
+    record = usage_record_current(account=account, at=utc(2026, 11, 3))
+    assert record.sends_count == 45
+    shards = list(UsageCount.objects.filter(record=record).values_list("shard", flat=True))
+    assert 1 < len(shards) <= 4  # 40 sends on one shard of 4: a chance of 4 in 4**40
+    assert set(shards) <= {0, 1, 2, 3}
+
+
+def test_lowering_the_shard_count_keeps_the_higher_shards_counted(account, settings):
+    settings.COUNTER_SHARDS = 8
+    for _ in range(30):
+        usage_record_increment(account=account, at=utc(2026, 11, 2))
+    settings.COUNTER_SHARDS = 1
+    usage_record_increment(account=account, at=utc(2026, 11, 2), by=2)
+
+    assert periods(account) == [(utc(2026, 11, 1), utc(2026, 12, 1), 32)]
+
+
+def test_an_increment_is_one_statement_once_the_period_has_its_record(
+    account, settings, django_assert_num_queries
+):
+    settings.COUNTER_SHARDS = 2
+    usage_record_increment(account=account, at=utc(2026, 11, 2))  # creates the record
+    # Each shard's first send makes its row, in the same statement.
+    for _ in range(6):
+        with django_assert_num_queries(1):
+            usage_record_increment(account=account, at=utc(2026, 11, 2))
+    assert periods(account) == [(utc(2026, 11, 1), utc(2026, 12, 1), 7)]
+
+
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_increments_are_never_lost():
+@pytest.mark.parametrize("shards", [1, 8])
+def test_concurrent_increments_are_never_lost(settings, shards):
+    """On one shard (every sender on one row) or spread: the record's creation, each
+    shard row's creation and the adds race, and nothing is lost."""
+    settings.COUNTER_SHARDS = shards
     account = AccountFactory()
     threads_count, per_thread = 8, 25
     barrier = threading.Barrier(threads_count)
@@ -233,3 +274,50 @@ def test_plan_limit_follows_the_accounts_plan(account):
 def test_the_limit_counts_the_current_period_only(account):
     usage_record_increment(account=account, at=utc(2020, 1, 5), by=500)
     plan_limit_enforce(account=account)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_to_shards_keeps_each_records_count(account):
+    """0004 copies each record's count into its shard 0 (none for a record without
+    sends), and going back puts the sum in the column again."""
+    before = [("billing", "0003_checkout_session")]
+    after = [("billing", "0004_usage_count_shards")]
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        OldRecord = executor.loader.project_state(before).apps.get_model("billing", "UsageRecord")
+        used = OldRecord.objects.create(
+            account_id=account.pk,
+            period_start=utc(2026, 10, 1),
+            period_end=utc(2026, 11, 1),
+            sends_count=4980,
+        )
+        unused = OldRecord.objects.create(
+            account_id=account.pk,
+            period_start=utc(2026, 11, 1),
+            period_end=utc(2026, 12, 1),
+            sends_count=0,
+        )
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        assert list(UsageCount.objects.values_list("record_id", "shard", "sends")) == [
+            (used.pk, 0, 4980)
+        ]
+        assert periods(account) == [
+            (utc(2026, 10, 1), utc(2026, 11, 1), 4980),
+            (utc(2026, 11, 1), utc(2026, 12, 1), 0),
+        ]
+        usage_record_increment(account=account, at=utc(2026, 10, 20), by=20)
+        usage_record_increment(account=account, at=utc(2026, 11, 20))
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        OldRecord = executor.loader.project_state(before).apps.get_model("billing", "UsageRecord")
+        assert dict(OldRecord.objects.values_list("pk", "sends_count")) == {
+            used.pk: 5000,
+            unused.pk: 1,
+        }
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())

@@ -25,6 +25,7 @@ from tests.outreach.factories import CampaignFactory, ContactFactory, Enrollment
 from tests.outreach.helpers import assert_error, assert_fields
 from tests.support.oauth_provider import credential_connect
 from tests.support.ports import free_port
+from tests.support.usage import usage_set
 
 pytestmark = pytest.mark.django_db
 
@@ -542,7 +543,7 @@ def test_a_response_is_counted_and_not_blocked_by_the_soft_cap(
 ):
     record = usage_record_current(account=account)
     limit = account.plan.monthly_limit
-    type(record).objects.filter(pk=record.pk).update(sends_count=limit)
+    usage_set(record, limit)
     reply = _reply(account, sink)
 
     with django_capture_on_commit_callbacks(execute=True):

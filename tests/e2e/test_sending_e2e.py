@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from billing.models import UsageRecord
 from billing.usage import usage_record_current
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
 from tests.outreach.factories import CampaignFactory, ContactFactory, EnrollmentFactory
 from tests.outreach.helpers import assert_error
+from tests.support.usage import usage_set
 from webhooks.services import webhook_create
 
 pytestmark = [pytest.mark.e2e]
@@ -80,7 +80,7 @@ def test_a_three_step_campaign_sends_three_emails_and_events_per_contact(
     # Two sends short of the free plan's cap: the dispatch passes, and steps 2 and 3
     # still go out after the cap is reached (a soft cap).
     record = usage_record_current(account=account)
-    UsageRecord.objects.filter(pk=record.pk).update(sends_count=account.plan.monthly_limit - 2)
+    usage_set(record, account.plan.monthly_limit - 2)
     celery_worker(beat=True, env=WORKER_ENV)
 
     response = _dispatch(api_client, campaign, contacts)

@@ -16,6 +16,7 @@ from tests.outreach.factories import (
     EnrollmentFactory,
 )
 from tests.outreach.helpers import assert_error, assert_fields
+from tests.support.usage import usage_set
 
 pytestmark = pytest.mark.django_db
 
@@ -32,8 +33,7 @@ def pending(campaign, count, **contact_kwargs):
 
 def reach_limit(account):
     record = usage_record_current(account=account)
-    record.sends_count = account.plan.monthly_limit
-    record.save()
+    usage_set(record, account.plan.monthly_limit)
 
 
 # --- dispatch --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from tests.outreach.factories import (
     EnrollmentFactory,
 )
 from tests.outreach.helpers import assert_error
+from tests.support.usage import usage_set
 from webhooks.models import Event
 
 # A Monday, 10:00 UTC.
@@ -488,7 +489,7 @@ def test_sends_already_scheduled_fire_past_the_plan_limit(sink, api_client, acco
     now = timezone.now()  # the usage period is the real one: dispatch checks it
     enrollment = _enroll(campaign, at=now)
     record = usage_record_current(account=account)
-    UsageRecord.objects.filter(pk=record.pk).update(sends_count=account.plan.monthly_limit - 1)
+    usage_set(record, account.plan.monthly_limit - 1)
     _run(now)
     _run(now)  # step 2 goes out with the period already at the limit
 
