@@ -206,15 +206,14 @@ def record_sent(
         "due": [str(s) for s in Enrollment.DUE_STATUSES],
         "period_start": period[0],
         "period_end": period[1],
-        # The shard of the period's usage count this send adds to (billing/sql.py).
-        "shard": counter_shard(),
         "event_pk": uuid.uuid4(),
         "event_type": event_type,
         "data": json.dumps(event_data, cls=DjangoJSONEncoder),
         "created": created,
         "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
         "marker": f"{FALLBACK_MARKER}:",
-        # The counter rows' shard this statement adds to (config/db/counters.py).
+        # The shard of each counter this statement adds to (config/db/counters.py): the
+        # period's usage (billing/sql.py), the campaign's and the step variant's stats.
         "shard": counter_shard(),
     }
     # Alone, the statement is its own transaction (one round trip); inside a caller's
