@@ -12,6 +12,7 @@ import pytest
 from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from outreach import enrollments
@@ -25,7 +26,7 @@ from outreach.intake.services import (
     enrollment_mark_opened,
     enrollment_mark_replied,
 )
-from outreach.models.campaigns import Campaign, CampaignStats
+from outreach.models.campaigns import Campaign, CampaignStats, StepVariantStats
 from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending import message
@@ -463,3 +464,52 @@ def test_a_repair_beside_concurrent_sends_loses_none_of_them():
     assert errors == []
     assert enrollments.stats_check(campaign_id=campaign.pk) == {}
     assert enrollments.stats_read(campaign_ids=[campaign.pk])[campaign.pk]["sent"] == 120
+
+
+def test_the_migration_to_shards_keeps_every_count():
+    """0028 makes each campaign's and step variant's row its shard 0 in place, and going
+    back sums a key's shards into one row again."""
+    enrollment = EnrollmentFactory(sent_at=timezone.now(), opened_at=timezone.now())
+    campaign_id = enrollment.campaign_id
+    before = [("outreach", "0027_claims_without_batch_index")]
+    after = [("outreach", "0028_stats_in_shards")]
+    # Foreign keys checked as rows are written: ALTER TABLE refuses a table with checks
+    # still pending in the transaction.
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        old = executor.loader.project_state(before).apps
+        OldStats = old.get_model("outreach", "CampaignStats")
+        OldVariant = old.get_model("outreach", "StepVariantStats")
+        OldStats.objects.filter(campaign_id=campaign_id).delete()
+        OldStats.objects.create(campaign_id=campaign_id, enrolled=7, sent=5, opened=2)
+        OldVariant.objects.create(campaign_id=campaign_id, step=1, variant="B", sent=3)
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        assert list(
+            CampaignStats.objects.filter(campaign_id=campaign_id).values_list(
+                "shard", "enrolled", "sent", "opened"
+            )
+        ) == [(0, 7, 5, 2)]
+        assert enrollments.variant_stats_read(campaign_id=campaign_id)[(1, "B")]["sent"] == 3
+        # Counts added in other shards...
+        CampaignStats.objects.create(campaign_id=campaign_id, shard=5, enrolled=1, sent=1)
+        StepVariantStats.objects.create(
+            campaign_id=campaign_id, step=1, variant="B", shard=2, sent=4
+        )
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        old = executor.loader.project_state(before).apps
+        stats = old.get_model("outreach", "CampaignStats").objects.get(campaign_id=campaign_id)
+        assert (stats.enrolled, stats.sent, stats.opened) == (8, 6, 2)
+        variant = old.get_model("outreach", "StepVariantStats").objects.get(
+            campaign_id=campaign_id, step=1, variant="B"
+        )
+        assert variant.sent == 7  # ...are summed into one row again
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
