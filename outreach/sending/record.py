@@ -104,13 +104,17 @@ def sent_record(
     accepted_at: datetime | None = None,
     reply: tuple[int, str] | None = None,
     duration_ms: int | None = None,
+    finished_at: datetime | None = None,
 ) -> None:
     """An accepted message (or one whose reply never came, `reply_seen=False`), in one
     transaction: the Message, the attempt finished, the enrollment moved on, the
     counters, the period's usage and `enrollment.sent`. `accepted_at` (default `now`,
     the send's start) is when the server took the message, or when its reply was given
     up on: a paced mailbox's next send is at least min_interval_seconds after it, as the
-    server sees them. `reply`: the server's (code, text) to the end of DATA."""
+    server sees them. `reply`: the server's (code, text) to the end of DATA.
+    `finished_at` (default `accepted_at`) ends the attempt's record: a lost worker's
+    attempt ends when its recovery gave it up, while its pace still counts from the
+    send."""
     next_step = steps.get(claim.step + 1)
     next_send_at = None
     if next_step is not None:
@@ -123,7 +127,7 @@ def sent_record(
             window=SendWindow.from_json(campaign.send_window),
         )
     paced = credential.is_paced
-    attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, accepted_at or now)
+    attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, finished_at or accepted_at or now)
     sent = _Sent(
         claim=claim,
         enrollment=enrollment,
@@ -327,10 +331,11 @@ def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> b
     )
 
 
-def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
+def claims_interrupted_record(*, claims: list[SendClaim], now: datetime) -> int:
     """Claims marked started whose worker was lost (their lease lapsed): the message
-    may have reached the server. Each is recorded as sent, as it was built, with its
-    reply unseen: the sequence goes on, and the step is never sent again. Claims
+    may have reached the server. Each is recorded as sent when it started, as it was
+    built, with its reply unseen: the sequence goes on, and the step is never sent
+    again. Its attempt ends `now`, when the recovery gave it up. Claims
     started before their message was kept (none since this field exists) end failed,
     as they used to. Returns how many were recorded as sent."""
     recorded = 0
@@ -376,6 +381,7 @@ def claims_interrupted_record(*, claims: list[SendClaim]) -> int:
             ),
             now=claim.sending_at,
             reply_seen=False,
+            finished_at=now,
         )
         recorded += 1
     logger.warning(

@@ -58,7 +58,7 @@ def claims_recover(*, now: datetime) -> int:
         # The recipient domain units too, each to the day it was taken on.
         counts_release(c.domain_count_id for c in dropped)
         if interrupted:
-            claims_interrupted_record(claims=interrupted)
+            claims_interrupted_record(claims=interrupted, now=now)
             campaign_ids = set(
                 Enrollment.objects.filter(
                     pk__in=[c.enrollment_id for c in interrupted]

@@ -955,6 +955,9 @@ def test_lapsed_claims_are_recovered(sink, settings):
         True,
         interrupted.last_error,
     )
+    # Sent when it started; its attempt ended when the recovery gave it up.
+    assert (message.sent_at, lost.sending_at) == (NOW, NOW)
+    assert lost.finished_at == NOW + timedelta(seconds=60)
     assert SendClaim.objects.get(enrollment=legacy).reply_text == INTERRUPTED_ERROR
     batch_send(
         batch_id=batch.batch_id,
