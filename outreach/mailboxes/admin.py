@@ -5,6 +5,7 @@ from django.utils.html import format_html
 
 from config.admin_base import ReadOnlyAdmin
 from outreach.admin_base import html_table
+from outreach.mailboxes.services import credential_update
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import CredentialCampaignStats, SendClaim
 
@@ -84,6 +85,16 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "latest_attempts",
     )
     editable = ("daily_limit", "from_name", "min_interval_seconds", "max_interval_seconds")
+
+    def save_model(self, request, obj, form, change):
+        """A staff edit goes through the API's update (outreach.mailboxes.services): the
+        fields changed, written on the row as it is now (the engine's counters, pace and
+        reservations moved since the page was read), the pace rebased as a PATCH's is."""
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        data = {name: form.cleaned_data[name] for name in form.changed_data}
+        credential_update(credential=obj, data=data)
 
     @admin.display(description="Pace")
     def pace(self, obj):

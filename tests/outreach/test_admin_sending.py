@@ -84,3 +84,33 @@ def test_credential_pages_show_the_pace_and_the_next_send(admin_client):
     assert (credential.min_interval_seconds, credential.max_interval_seconds) == (60, 90)
     listing = admin_client.get(reverse("admin:outreach_smtpcredential_changelist"))
     assert "60-90 s" in listing.content.decode()
+
+
+def test_a_staff_edit_keeps_what_the_engine_wrote_since_the_page_read_the_row(
+    admin_client, monkeypatch
+):
+    """The sender writes the mailbox's counters and its next send between the admin's
+    read of the row and its save: the save writes only the fields the form changed."""
+    from outreach.mailboxes.admin import SmtpCredentialAdmin
+
+    campaign = CampaignFactory()
+    credential = campaign.credentials.get()
+    engine = {"sent_count": 41, "daily_sent_count": 17, "next_send_earliest_at": AT}
+    read = SmtpCredentialAdmin.get_object
+
+    def read_then_a_send(self, request, object_id, from_field=None):
+        obj = read(self, request, object_id, from_field)
+        SmtpCredential.objects.filter(pk=object_id).update(**engine)
+        return obj
+
+    monkeypatch.setattr(SmtpCredentialAdmin, "get_object", read_then_a_send)
+    url = reverse("admin:outreach_smtpcredential_change", args=[credential.pk])
+    form = {"from_name": "Ops", "daily_limit": 75}
+    form |= {"min_interval_seconds": credential.min_interval_seconds}
+    form |= {"max_interval_seconds": credential.max_interval_seconds}
+    saved = admin_client.post(url, form)
+
+    assert saved.status_code == 302, saved.content[:2000]
+    credential.refresh_from_db()
+    assert (credential.from_name, credential.daily_limit) == ("Ops", 75)
+    assert {name: getattr(credential, name) for name in engine} == engine

@@ -1,9 +1,11 @@
 """/smtp_credentials: CRUD, write-only encrypted secrets, re-enabling."""
 
 import logging
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from config.crypto import text_decrypt as secret_decrypt
 from outreach.models.mailboxes import SmtpCredential
@@ -152,6 +154,76 @@ def test_read_only_fields_are_refused_when_changed_and_accepted_unchanged(api_cl
     body = response.json()
     assert body["sent_count"] == 0 and body["bounced_count"] == 0
     assert body["relay_webhook_url"].startswith("http://testserver/inbound/relay/")
+
+
+ENGINE_WRITES = {
+    "sent_count": 41,
+    "bounced_count": 2,
+    "daily_sent_count": 17,
+    "imap_uidvalidity": 7,
+    "imap_last_uid": 1234,
+    "last_error": "535 authentication failed",
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"from_name": "Team"},
+        {"daily_limit": 80, "smtp_password": "rotated"},
+        {"min_interval_seconds": 30, "max_interval_seconds": 60},
+        {"disabled_at": "2026-02-03T04:05:06Z"},
+    ],
+    ids=["a-name", "limit-and-secret", "the-pace", "disabled"],
+)
+def test_a_patch_keeps_what_the_engine_wrote_since_it_read_the_row(
+    api_client, account, monkeypatch, change
+):
+    """The sender, the scheduler and the reply poll write the mailbox's counters, its
+    next send and its IMAP place while a PATCH runs: the PATCH writes only what it
+    changes, so none of theirs goes back to what the request first read."""
+    credential = CredentialFactory(
+        account=account,
+        imap_host="imap.example.com",
+        imap_username="sales@example.com",
+        imap_password="s3cret-imap",
+        min_interval_seconds=120,
+        max_interval_seconds=300,
+    )
+    from outreach.mailboxes import services
+
+    update = services.credential_update
+    next_send = timezone.now() + timedelta(minutes=4)
+
+    def update_after_the_engine_wrote(*, credential, data):
+        # Between the request's read of the row and its write: a send, a poll.
+        SmtpCredential.objects.filter(pk=credential.pk).update(
+            **ENGINE_WRITES, next_send_earliest_at=next_send
+        )
+        return update(credential=credential, data=data)
+
+    monkeypatch.setattr(services, "credential_update", update_after_the_engine_wrote)
+    response = api_client.patch(f"/smtp_credentials/{credential.pk}", change, format="json")
+
+    assert response.status_code == 200, response.content
+    assert {name: response.json()[name] for name in ("sent_count", "bounced_count")} == {
+        "sent_count": 41,
+        "bounced_count": 2,
+    }
+    credential.refresh_from_db()
+    assert {name: getattr(credential, name) for name in ENGINE_WRITES} == ENGINE_WRITES
+    if "min_interval_seconds" in change:
+        # Rebased from the time the row held (4 minutes away), not from the one the
+        # request read (none: it may send now).
+        assert credential.next_send_earliest_at is not None
+        assert credential.next_send_earliest_at <= timezone.now() + timedelta(seconds=60)
+    else:
+        assert credential.next_send_earliest_at == next_send
+    for name, value in change.items():
+        if name == "disabled_at":
+            assert credential.disabled_reason == "manual"
+        else:
+            assert getattr(credential, name) == value
 
 
 def test_patch_disabled_at_null_re_enables(api_client, account):
