@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.models import Account
+from config.db.rows import row_change
 from outreach.models.campaigns import Campaign, CampaignStep
 
 # --- Campaigns -----------------------------------------------------------------------
@@ -70,8 +71,9 @@ def campaign_create(*, account: Account, data: dict[str, Any]) -> Campaign:
 
 @transaction.atomic
 def campaign_update(*, campaign: Campaign, data: dict[str, Any]) -> Campaign:
-    _settings_set(campaign, data)
-    campaign.save()
+    # On the row as it is now (config.db.rows): a completion or an automatic pause the
+    # engine recorded since the request read it stays.
+    campaign = row_change(campaign, lambda current: _settings_set(current, data))
     if "steps" in data:
         _steps_replace(campaign=campaign, steps=data["steps"])
     if "credentials" in data:

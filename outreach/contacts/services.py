@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Account
 from config.api.errors import ValidationFailed
+from config.db.rows import row_change
 from outreach.contacts.data import ContactData
 from outreach.contacts.suppression import Suppressed, contact_suppression_apply, suppressions_for
 from outreach.models.contacts import Contact
@@ -66,18 +67,21 @@ def contact_update(*, contact: Contact, changes: dict[str, Any]) -> Contact:
     ):
         raise _duplicate_email()
     new_key = changes["email"].lower() if "email" in changes else None
-    for name, value in changes.items():
-        setattr(contact, name, value)
-    if new_key is not None and new_key != contact.email_lower:
-        # A new address brings its own suppression with it.
-        found = suppressions_for(account_id=contact.account_id, keys=[new_key])
-        contact_suppression_apply(contact, found.get(new_key))
+
+    def change(current: Contact) -> None:
+        for name, value in changes.items():
+            setattr(current, name, value)
+        if new_key is not None and new_key != current.email_lower:
+            # A new address brings its own suppression with it.
+            found = suppressions_for(account_id=current.account_id, keys=[new_key])
+            contact_suppression_apply(current, found.get(new_key))
+
+    # On the row as it is now (config.db.rows): an unsubscribe or a bounce recorded
+    # since the request read it stays.
     try:
-        with transaction.atomic():
-            contact.save()
+        return row_change(contact, change)
     except IntegrityError:
         raise _duplicate_email() from None
-    return contact
 
 
 def contact_merge_into(contact: Contact, data: ContactData) -> None:

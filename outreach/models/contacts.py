@@ -47,6 +47,9 @@ class Contact(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.email_lower = self.email.lower()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "email" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "email_lower"}
         super().save(*args, **kwargs)
 
     @property

@@ -1,0 +1,107 @@
+"""A PATCH of a row the engine writes too (a contact, a campaign; the mailbox's in
+test_credentials.py): what the engine recorded between the request's read of the row and
+its write stays (config.db.rows.row_change)."""
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from config.db.rows import row_change
+from outreach.campaigns.api import CampaignViewSet
+from outreach.contacts.api import ContactViewSet
+from outreach.models.campaigns import Campaign
+from outreach.models.contacts import Contact, Suppression
+from tests.outreach.factories import CampaignFactory, ContactFactory
+
+pytestmark = pytest.mark.django_db
+
+AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def engine_writes_after_the_read(monkeypatch, viewset, model, **columns):
+    """The view reads its row, then the engine writes `columns` to it, then the view
+    goes on (the race a real request runs)."""
+    read = viewset.get_object
+
+    def read_then_write(self):
+        obj = read(self)
+        model.objects.filter(pk=obj.pk).update(**columns)
+        return obj
+
+    monkeypatch.setattr(viewset, "get_object", read_then_write)
+
+
+def test_a_contact_unsubscribed_meanwhile_stays_unsubscribed(api_client, account, monkeypatch):
+    contact = ContactFactory(account=account, first_name="Ada")
+    engine_writes_after_the_read(monkeypatch, ContactViewSet, Contact, unsubscribed_at=AT)
+
+    response = api_client.patch(f"/contacts/{contact.pk}", {"first_name": "Grace"}, format="json")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["first_name"] == "Grace"
+    assert response.json()["unsubscribed_at"].startswith("2026-03-02T10:00:00")
+    contact.refresh_from_db()
+    assert (contact.first_name, contact.unsubscribed_at) == ("Grace", AT)
+
+
+def test_a_new_address_brings_its_suppression_and_keeps_a_bounce_recorded_meanwhile(
+    api_client, account, monkeypatch
+):
+    contact = ContactFactory(account=account, email="ada@example.com")
+    Suppression.objects.create(
+        account=account, email_lower="grace@example.com", reason="unsubscribed", at=AT
+    )
+    engine_writes_after_the_read(monkeypatch, ContactViewSet, Contact, bounced_at=AT)
+
+    response = api_client.patch(
+        f"/contacts/{contact.pk}", {"email": "Grace@Example.com"}, format="json"
+    )
+
+    assert response.status_code == 200, response.content
+    contact.refresh_from_db()
+    assert (contact.email, contact.email_lower) == ("Grace@example.com", "grace@example.com")
+    assert (contact.unsubscribed_at, contact.bounced_at) == (AT, AT)
+
+
+def test_a_campaign_paused_meanwhile_stays_paused(api_client, account, monkeypatch):
+    campaign = CampaignFactory(account=account, status=Campaign.Status.ACTIVE, name="Spring")
+    engine_writes_after_the_read(
+        monkeypatch,
+        CampaignViewSet,
+        Campaign,
+        status=Campaign.Status.PAUSED,
+        paused_reason=Campaign.PausedReason.ALL_CREDENTIALS_DISABLED,
+        paused_at=AT,
+    )
+
+    response = api_client.patch(f"/campaigns/{campaign.pk}", {"name": "Summer"}, format="json")
+
+    assert response.status_code == 200, response.content
+    assert (response.json()["name"], response.json()["status"]) == ("Summer", "paused")
+    campaign.refresh_from_db()
+    assert (campaign.name, campaign.status, campaign.paused_at) == ("Summer", "paused", AT)
+    assert campaign.paused_reason == Campaign.PausedReason.ALL_CREDENTIALS_DISABLED
+
+
+def test_row_change_writes_the_columns_changed_and_nothing_when_none_did(account):
+    contact = ContactFactory(account=account, fields={"plan": "pro"})
+
+    def change(current):
+        current.fields["plan"] = "team"  # a JSON value changed in place counts
+        current.company = "Analytical Engines"
+
+    with CaptureQueriesContext(connection) as queries:
+        changed = row_change(contact, change)
+    select = next(q["sql"] for q in queries if q["sql"].startswith("SELECT"))
+    assert select.endswith("FOR NO KEY UPDATE")
+    update = next(q["sql"] for q in queries if q["sql"].startswith("UPDATE"))
+    set_clause = update.split(" SET ", 1)[1].split(" WHERE ", 1)[0]
+    assert set(re.findall(r'"(\w+)" = ', set_clause)) == {"company", "fields", "updated_at"}
+    assert changed.fields == {"plan": "team"} and changed.company == "Analytical Engines"
+
+    with CaptureQueriesContext(connection) as queries:
+        row_change(changed, lambda current: setattr(current, "company", "Analytical Engines"))
+    assert not [q for q in queries if q["sql"].startswith("UPDATE")]
