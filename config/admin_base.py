@@ -8,9 +8,17 @@ Stripe's notifications. What else a page lets staff do it says by attributes:
                 (pages that list no `fields` name their read-only ones instead)
     can_change  False: a view page, no Save button (webhooks, stored requests, keys)
     can_delete  False: no Delete (Django's own attribute on inlines, the same here)
+
+A save writes only the fields the form changed, on the row read again under its lock
+(config.db.rows.row_change): the engine, the API and Stripe's notifications write the
+other columns of the same rows while the page is open, and a save of the whole row as
+the page read it would put their older values back (a contact's unsubscribe, a
+campaign's pause, an account's subscription).
 """
 
 from django.contrib.admin.options import BaseModelAdmin
+
+from config.db.rows import row_change
 
 
 class ReadOnlyAdmin(BaseModelAdmin):
@@ -28,6 +36,18 @@ class ReadOnlyAdmin(BaseModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return self.can_delete and super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            super().save_model(request, obj, form, change)  # type: ignore[misc]
+            return
+        changes = {name: form.cleaned_data[name] for name in form.changed_data}
+
+        def apply(current):
+            for name, value in changes.items():
+                setattr(current, name, value)
+
+        row_change(obj, apply)
 
     def get_readonly_fields(self, request, obj=None):
         if self.fields is None:  # no form layout: the page names its read-only fields

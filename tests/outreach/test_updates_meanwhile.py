@@ -6,9 +6,12 @@ import re
 from datetime import UTC, datetime
 
 import pytest
+from django.contrib import admin
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
+from accounts.models import Account
 from config.db.rows import row_change
 from outreach.campaigns.api import CampaignViewSet
 from outreach.contacts.api import ContactViewSet
@@ -105,3 +108,62 @@ def test_row_change_writes_the_columns_changed_and_nothing_when_none_did(account
     with CaptureQueriesContext(connection) as queries:
         row_change(changed, lambda current: setattr(current, "company", "Analytical Engines"))
     assert not [q for q in queries if q["sql"].startswith("UPDATE")]
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "edit", "meanwhile"),
+    [
+        (
+            "contact",
+            Contact,
+            {"first_name": "Grace", "last_name": "Hopper", "company": ""},
+            {"unsubscribed_at": AT, "bounced_at": AT},
+        ),
+        (
+            "campaign",
+            Campaign,
+            {"name": "Summer"},
+            {"status": "paused", "paused_reason": "all_credentials_disabled", "paused_at": AT},
+        ),
+        (
+            "account",
+            Account,
+            {"email": "grace@example.com", "name": "Grace"},
+            {"psp_subscription_status": "past_due", "psp_customer_id": "cus_123"},
+        ),
+    ],
+)
+def test_a_staff_edit_keeps_what_was_recorded_since_the_page_read_the_row(
+    admin_client, account, monkeypatch, name, model, edit, meanwhile
+):
+    """The admin's save writes only the fields its form changed (config.admin_base)."""
+    if model is Contact:
+        row = ContactFactory(account=account)
+    elif model is Campaign:
+        row = CampaignFactory(account=account, status=Campaign.Status.ACTIVE)
+    else:
+        row = account
+    model_admin = admin.site._registry[model]
+    read = type(model_admin).get_object
+
+    def read_then_write(self, request, object_id, from_field=None):
+        obj = read(self, request, object_id, from_field)
+        model.objects.filter(pk=object_id).update(**meanwhile)
+        return obj
+
+    monkeypatch.setattr(type(model_admin), "get_object", read_then_write)
+    app = model._meta.app_label
+    url = reverse(f"admin:{app}_{model._meta.model_name}_change", args=[row.pk])
+
+    # The inlines' empty management forms; the account's plan as it is.
+    inlines = {"contact": [], "campaign": ["steps"], "account": ["api_keys"]}[name]
+    form = {f"{prefix}-{part}_FORMS": "0" for prefix in inlines for part in ("TOTAL", "INITIAL")}
+    if model is Account:
+        form["plan"] = account.plan.pk
+    saved = admin_client.post(url, {**form, **edit})
+
+    assert saved.status_code == 302, saved.content[:3000]
+    row.refresh_from_db()
+    assert {field: getattr(row, field) for field in meanwhile} == meanwhile
+    changed = {field: value for field, value in edit.items() if value}
+    assert {field: getattr(row, field) for field in changed} == changed
