@@ -1,4 +1,5 @@
 import uuid
+from collections.abc import Iterable
 
 from django.db import models
 from django.db.models.functions import Coalesce
@@ -62,6 +63,22 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.period_start:%Y-%m-%d}: {self.sends_count}"
+
+    def refresh_from_db(
+        self,
+        using: str | None = None,
+        fields: Iterable[str] | None = None,
+        from_queryset: "models.QuerySet[UsageRecord] | None" = None,
+    ) -> None:
+        """Django reads the columns again; the count, not one, is read here as well (when
+        all of the row is asked for, or `sends_count` by name)."""
+        names = None if fields is None else list(fields)
+        columns = None if names is None else [name for name in names if name != "sends_count"]
+        if columns is None or columns:
+            super().refresh_from_db(using=using, fields=columns, from_queryset=from_queryset)
+        if names is None or "sends_count" in names:
+            records = UsageRecord.objects.using(using or self._state.db)
+            self.sends_count = records.get(pk=self.pk).sends_count
 
 
 class UsageCount(models.Model):

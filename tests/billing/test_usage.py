@@ -321,3 +321,19 @@ def test_the_migration_to_shards_keeps_each_records_count(account):
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_a_record_read_again_reads_its_count_again(account):
+    """refresh_from_db: the count is the shards' sum, not a column; it is read again
+    with the row, or alone when named, and a refresh of other columns leaves it."""
+    usage_record_increment(account=account, at=utc(2026, 11, 2), by=2)
+    record = UsageRecord.objects.get(account=account)
+    usage_record_increment(account=account, at=utc(2026, 11, 3), by=3)
+
+    record.refresh_from_db(fields=["period_end"])
+    assert record.sends_count == 2
+    record.refresh_from_db()
+    assert record.sends_count == 5
+    usage_record_increment(account=account, at=utc(2026, 11, 4))
+    record.refresh_from_db(fields=["sends_count"])
+    assert record.sends_count == 6
