@@ -141,7 +141,10 @@ class StepVariantStats(models.Model):
     (Enrollment.clicked_on). GET /campaigns/:id/stats reads these rows, summed over their
     shards (config/db/counters.py), as CampaignStats's."""
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: step_variant_stats_unique leads with it.
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     step = models.PositiveSmallIntegerField()
     variant = models.CharField(max_length=1)
     shard = models.PositiveSmallIntegerField(default=0, db_default=0)
