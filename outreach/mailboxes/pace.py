@@ -2,6 +2,7 @@
 
 import random
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -74,3 +75,17 @@ def reservation_release(*, credential_id: UUID, at: datetime, count: int = 1) ->
     SmtpCredential.objects.filter(pk=credential_id, daily_sent_on=utc_day(at)).update(
         daily_sent_count=Greatest(F("daily_sent_count") - count, 0)
     )
+
+
+def pace_errors(attrs: dict[str, Any], credential: SmtpCredential | None) -> dict[str, list[str]]:
+    """The pace pair checked: min_interval_seconds at most max_interval_seconds, each from
+    the request or else the mailbox (or the defaults). The error is named after the field
+    the request changed (min when it changed both)."""
+    low, high = (
+        attrs.get(name, getattr(credential or SmtpCredential(), name))
+        for name in ("min_interval_seconds", "max_interval_seconds")
+    )
+    if low <= high:
+        return {}
+    field = "min_interval_seconds" if "min_interval_seconds" in attrs else "max_interval_seconds"
+    return {field: [f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."]}

@@ -8,6 +8,7 @@ from config.api.fields import TimestampField
 from config.api.serializers import StrictModelSerializer, StrictSerializer
 from config.outbound import host_normalize, host_refusal
 from outreach.api_fields import BlankAsNullChoiceField, email_value_validate
+from outreach.mailboxes.pace import pace_errors
 from outreach.models.mailboxes import (
     MAX_INTERVAL_SECONDS,
     OAuthAuthorization,
@@ -42,20 +43,6 @@ def _mailbox_host(value: str, port: int) -> str:
     if refusal:
         raise serializers.ValidationError(refusal)
     return host
-
-
-def pace_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
-    """The pace pair checked: min_interval_seconds at most max_interval_seconds, each from
-    the request or else the mailbox (or the defaults). The error is named after the field
-    the request changed (min when it changed both)."""
-    low, high = (
-        attrs.get(name, getattr(credential or SmtpCredential(), name))
-        for name in ("min_interval_seconds", "max_interval_seconds")
-    )
-    if low <= high:
-        return {}
-    field = "min_interval_seconds" if "min_interval_seconds" in attrs else "max_interval_seconds"
-    return {field: [f"min_interval_seconds ({low}) must not exceed max_interval_seconds ({high})."]}
 
 
 DAILY_LIMIT_HELP = (

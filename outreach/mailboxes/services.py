@@ -5,8 +5,9 @@ from typing import Any
 from django.utils import timezone
 
 from accounts.models import Account
+from config.api.errors import ValidationFailed
 from config.db.rows import row_change
-from outreach.mailboxes.pace import next_send_rebased
+from outreach.mailboxes.pace import next_send_rebased, pace_errors
 from outreach.models.mailboxes import SmtpCredential
 
 # --- SMTP credentials ------------------------------------------------------------------
@@ -32,6 +33,11 @@ def credential_update(*, credential: SmtpCredential, data: dict[str, Any]) -> Sm
     under their lease), and only the columns the change moves are written."""
 
     def change(current: SmtpCredential) -> None:
+        # The request was checked against the row it read: a pace changed since (another
+        # request's) is checked again here, a 422 rather than the constraint's error.
+        errors = pace_errors(data, current)
+        if errors:
+            raise ValidationFailed(errors)
         pace_before = (current.min_interval_seconds, current.max_interval_seconds)
         _settings_set(current, data)
         if (current.min_interval_seconds, current.max_interval_seconds) != pace_before:

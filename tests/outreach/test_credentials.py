@@ -421,3 +421,37 @@ def test_the_schema_names_the_maximum(api_client):
     schema = api_client.get("/schema", HTTP_ACCEPT="application/json").json()
     field = schema["components"]["schemas"]["Credential"]["properties"]["daily_limit"]
     assert "DAILY_LIMIT_MAX" in field["description"]
+
+
+def test_a_pace_changed_by_another_request_meanwhile_is_checked_again(
+    api_client, account, monkeypatch
+):
+    """A PATCH of min_interval_seconds alone was checked against the max the request
+    read; another request lowered the max since: a 422 naming the field, not the
+    database constraint's error, and nothing written."""
+    credential = CredentialFactory(
+        account=account, min_interval_seconds=10, max_interval_seconds=300
+    )
+    from outreach.mailboxes import services
+
+    update = services.credential_update
+
+    def update_after_another_request(*, credential, data):
+        SmtpCredential.objects.filter(pk=credential.pk).update(max_interval_seconds=30)
+        return update(credential=credential, data=data)
+
+    monkeypatch.setattr(services, "credential_update", update_after_another_request)
+    response = api_client.patch(
+        f"/smtp_credentials/{credential.pk}",
+        {"min_interval_seconds": 60, "from_name": "Ops"},
+        format="json",
+    )
+
+    assert_error(response, 422, "validation_failed")
+    assert response.json()["details"]["fields"] == {
+        "min_interval_seconds": [
+            "min_interval_seconds (60) must not exceed max_interval_seconds (30)."
+        ]
+    }
+    credential.refresh_from_db()
+    assert credential.min_interval_seconds == 10 and credential.from_name != "Ops"
