@@ -14,20 +14,29 @@ import copy
 from collections.abc import Callable
 from typing import TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models, transaction
 
 Row = TypeVar("Row", bound=models.Model)
 
 
-def row_change(instance: Row, change: Callable[[Row], None]) -> Row:
+def row_change(
+    instance: Row, change: Callable[[Row], None], *, missing: type[Exception] | None = None
+) -> Row:
     """Apply `change` to the row of `instance` as it is now, under its lock (FOR NO KEY
     UPDATE: rows that only reference it are not held up), and write the columns it
     changed, with the model's auto_now columns. Returns the fresh copy; inside the
-    caller's transaction if there is one."""
+    caller's transaction if there is one. A row deleted since it was read raises
+    `missing()` (an API's not-found error), else ObjectDoesNotExist: a save would
+    have inserted it again."""
     model = type(instance)
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     with transaction.atomic():
-        current = model._base_manager.select_for_update(no_key=True).get(pk=instance.pk)
+        current = model._base_manager.select_for_update(no_key=True).filter(pk=instance.pk).first()
+        if current is None:
+            if missing is not None:
+                raise missing()
+            raise ObjectDoesNotExist(f"{model.__name__} {instance.pk} was deleted")
         # A copy: a change may replace a JSON value's contents in place.
         before = copy.deepcopy({f.attname: getattr(current, f.attname) for f in fields})
         change(current)

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from accounts.models import Account
 from config.db.rows import row_change
+from outreach.errors import CampaignNotFound
 from outreach.models.campaigns import Campaign, CampaignStep
 
 # --- Campaigns -----------------------------------------------------------------------
@@ -73,7 +74,9 @@ def campaign_create(*, account: Account, data: dict[str, Any]) -> Campaign:
 def campaign_update(*, campaign: Campaign, data: dict[str, Any]) -> Campaign:
     # On the row as it is now (config.db.rows): a completion or an automatic pause the
     # engine recorded since the request read it stays.
-    campaign = row_change(campaign, lambda current: _settings_set(current, data))
+    campaign = row_change(
+        campaign, lambda current: _settings_set(current, data), missing=CampaignNotFound
+    )
     if "steps" in data:
         _steps_replace(campaign=campaign, steps=data["steps"])
     if "credentials" in data:

@@ -9,6 +9,7 @@ from config.api.errors import ValidationFailed
 from config.db.rows import row_change
 from outreach.contacts.data import ContactData
 from outreach.contacts.suppression import Suppressed, contact_suppression_apply, suppressions_for
+from outreach.errors import ContactNotFound
 from outreach.models.contacts import Contact
 
 # --- Contacts ------------------------------------------------------------------------
@@ -79,7 +80,7 @@ def contact_update(*, contact: Contact, changes: dict[str, Any]) -> Contact:
     # On the row as it is now (config.db.rows): an unsubscribe or a bounce recorded
     # since the request read it stays.
     try:
-        return row_change(contact, change)
+        return row_change(contact, change, missing=ContactNotFound)
     except IntegrityError:
         raise _duplicate_email() from None
 

@@ -7,6 +7,7 @@ from django.utils import timezone
 from accounts.models import Account
 from config.api.errors import ValidationFailed
 from config.db.rows import row_change
+from outreach.errors import CredentialNotFound
 from outreach.mailboxes.pace import next_send_rebased, pace_errors
 from outreach.models.mailboxes import SmtpCredential
 
@@ -57,4 +58,4 @@ def credential_update(*, credential: SmtpCredential, data: dict[str, Any]) -> Sm
             current.imap_uidvalidity = None
             current.imap_last_uid = None
 
-    return row_change(credential, change)
+    return row_change(credential, change, missing=CredentialNotFound)

@@ -15,9 +15,12 @@ from accounts.models import Account
 from config.db.rows import row_change
 from outreach.campaigns.api import CampaignViewSet
 from outreach.contacts.api import ContactViewSet
+from outreach.mailboxes.api import CredentialViewSet
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact, Suppression
-from tests.outreach.factories import CampaignFactory, ContactFactory
+from outreach.models.mailboxes import SmtpCredential
+from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory
+from tests.outreach.helpers import assert_error
 
 pytestmark = pytest.mark.django_db
 
@@ -167,3 +170,39 @@ def test_a_staff_edit_keeps_what_was_recorded_since_the_page_read_the_row(
     assert {field: getattr(row, field) for field in meanwhile} == meanwhile
     changed = {field: value for field, value in edit.items() if value}
     assert {field: getattr(row, field) for field in changed} == changed
+
+
+@pytest.mark.parametrize(
+    ("path", "model", "code", "body"),
+    [
+        ("contacts", Contact, "contact_not_found", {"first_name": "Grace"}),
+        ("campaigns", Campaign, "campaign_not_found", {"name": "Summer"}),
+        ("smtp_credentials", SmtpCredential, "credential_not_found", {"from_name": "Ops"}),
+    ],
+)
+def test_a_row_deleted_meanwhile_is_not_found_and_not_inserted_again(
+    api_client, account, monkeypatch, path, model, code, body
+):
+    """The DELETE of another request lands between the PATCH's read and its write: the
+    PATCH answers the resource's 404 (a save of the row it read would have inserted it
+    again)."""
+    if model is Contact:
+        row = ContactFactory(account=account)
+    elif model is Campaign:
+        row = CampaignFactory(account=account)
+    else:
+        row = CredentialFactory(account=account)
+    viewset = {Contact: ContactViewSet, Campaign: CampaignViewSet}.get(model, CredentialViewSet)
+    read = viewset.get_object
+
+    def read_then_deleted(self):
+        obj = read(self)
+        model.objects.filter(pk=obj.pk).delete()
+        return obj
+
+    monkeypatch.setattr(viewset, "get_object", read_then_deleted)
+
+    response = api_client.patch(f"/{path}/{row.pk}", body, format="json")
+
+    assert_error(response, 404, code)
+    assert not model.objects.filter(pk=row.pk).exists()
