@@ -132,13 +132,10 @@ def reply_keep(
     if recorded.reply is None:
         return Outcome(uid, IGNORED, str(enrollment.pk), "message already kept")
     if not match.sender_verified:
-        detail = "sender not verified: kept, changes nothing"
-        return Outcome(
-            uid,
-            UNVERIFIED,
-            str(enrollment.pk),
-            f"{detail} ({recorded.label})" if recorded.label else detail,
-        )
+        detail = "sender not verified, kept, changes nothing"
+        if recorded.label:
+            detail += f"; label {recorded.label}"
+        return Outcome(uid, UNVERIFIED, str(enrollment.pk), detail)
     if recorded.label in (labels.OUT_OF_OFFICE, labels.AUTO_REPLY):
         return Outcome(uid, AUTO_REPLY, str(enrollment.pk), recorded.label)
     if recorded.replied:

@@ -246,6 +246,7 @@ def test_a_forged_remove_me_is_kept_unverified_and_unsubscribes_no_one(
 
     [outcome] = poll(credential).outcomes
     assert outcome.kind == "unverified"
+    assert outcome.detail == "sender not verified, kept, changes nothing; label unsubscribe_request"
     enrollment.contact.refresh_from_db()
     assert enrollment.contact.unsubscribed_at is None
     for each in (enrollment, elsewhere):
