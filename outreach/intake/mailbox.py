@@ -41,7 +41,7 @@ from config.outbound import OutboundRefused
 from outreach.conversations import labels
 from outreach.intake.authentication import dmarc_aligned_pass, mailbox_authserv_id
 from outreach.intake.replies import received_at_of, reply_record
-from outreach.intake.reports import delivery_report_parse, is_delivery_report
+from outreach.intake.reports import DeliveryReport, delivery_report_parse, is_delivery_report
 from outreach.intake.selectors import (
     enrollment_sent_from,
     message_find,
@@ -184,12 +184,16 @@ def message_match(
     return Match(enrollment, sender_verified=verified)
 
 
-def _delivery_report_apply(credential: SmtpCredential, uid: int, report) -> Outcome:
+def _delivery_report_apply(
+    credential: SmtpCredential, uid: int, report: DeliveryReport | None
+) -> Outcome:
     """A permanent failure the report gives for the recipient of the message it names
     bounces that enrollment; a report about anyone else changes nothing."""
-    permanent = [f for f in report.failures if f.permanent] if report is not None else []
+    if report is None:
+        return Outcome(uid, IGNORED, detail="delivery report, not permanent (no status)")
+    permanent = [f for f in report.failures if f.permanent]
     if not permanent:
-        status = report.failures[0].status if report is not None else "no status"
+        status = report.failures[0].status
         return Outcome(uid, IGNORED, detail=f"delivery report, not permanent ({status})")
     sent = message_find(account_id=credential.account_id, message_ids=report.original_message_ids)
     if sent is None:
