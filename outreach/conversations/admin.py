@@ -44,7 +44,7 @@ class ReplyAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "campaign",
         "account_replies",
     )
-    list_filter = ("label", "read", "label_source")
+    list_filter = ("label", "read", "label_source", "sender_verified")
     search_fields = ("from_email", "subject")
     list_select_related = ("campaign", "account")
     show_full_result_count = False
@@ -58,6 +58,7 @@ class ReplyAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "thread",
         "label",
         "label_source",
+        "sender_verified",
         "read",
         "returns_on",
         "from_email",

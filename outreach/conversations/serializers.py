@@ -29,6 +29,13 @@ class ReplySerializer(StrictModelSerializer):
     attachments = AttachmentSerializer(many=True, read_only=True)
     label = BlankAsNullChoiceField(choices=Reply.Label.choices, read_only=True)  # type: ignore[assignment]  # the metaclass takes fields off the class
     label_source = BlankAsNullChoiceField(choices=Reply.LabelSource.choices, read_only=True)
+    sender_verified = serializers.BooleanField(
+        read_only=True,
+        help_text="Whether the sender was verified: the message answers one the service sent "
+        "(In-Reply-To/References), or the receiving server's DMARC passed for its From "
+        "domain. False: matched by its From address alone; kept and shown, but it changed "
+        "nothing (no enrollment.replied, no stop, no unsubscribe, no out-of-office delay).",
+    )
 
     class Meta:
         model = Reply
@@ -53,6 +60,7 @@ class ReplySerializer(StrictModelSerializer):
             "attachments",
             "label",
             "label_source",
+            "sender_verified",
             "returns_on",
             "read",
             "body_purged_at",

@@ -39,8 +39,9 @@ from django.utils import timezone
 
 from config.outbound import OutboundRefused
 from outreach.conversations import labels
+from outreach.intake.authentication import dmarc_aligned_pass, mailbox_authserv_id
 from outreach.intake.replies import received_at_of, reply_record
-from outreach.intake.reports import delivery_report_parse, is_delivery_report
+from outreach.intake.reports import DeliveryReport, delivery_report_parse, is_delivery_report
 from outreach.intake.selectors import (
     enrollment_sent_from,
     message_find,
@@ -49,7 +50,7 @@ from outreach.intake.selectors import (
 )
 from outreach.mailboxes.imap import MailboxUnreachable, imap_connect
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Message
+from outreach.models.sending import Enrollment, Message
 from outreach.sending.bounces import enrollment_mark_bounced
 
 logger = logging.getLogger(__name__)
@@ -58,9 +59,10 @@ REPLIED = "replied"  # a reply, recorded as the enrollment's reply
 KEPT = "kept"  # a further reply in a thread whose reply was already recorded
 BOUNCED = "bounced"
 AUTO_REPLY = "auto_reply"  # an auto-reply or out-of-office notice, kept, not a reply
-UNMATCHED = "unmatched"
+UNVERIFIED = "unverified"  # matched by its From alone, not authenticated: kept, changes nothing
+UNMATCHED = "unmatched"  # also: a delivery report about another recipient than our message's
 IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports, repeats
-KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNMATCHED, IGNORED)
+KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNVERIFIED, UNMATCHED, IGNORED)
 
 _DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
 
@@ -71,6 +73,16 @@ class Outcome:
     kind: str
     enrollment_id: str | None = None
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class Match:
+    """A message matched to an enrollment, and whether its sender is verified: it names
+    a message the service sent, or the receiving server's DMARC passed for its From
+    domain (docs/intake.md, "Who may change state by mail")."""
+
+    enrollment: Enrollment
+    sender_verified: bool
 
 
 @dataclass
@@ -100,23 +112,30 @@ def message_handle(
     if isinstance(matched, Outcome):
         return matched
     return reply_keep(
-        credential=credential, uid=uid, enrollment=matched, raw=fetch_full(), validity=validity
+        credential=credential, uid=uid, match=matched, raw=fetch_full(), validity=validity
     )
 
 
 def reply_keep(
-    *, credential: SmtpCredential, uid: int, enrollment, raw: bytes, validity, cut=False
+    *, credential: SmtpCredential, uid: int, match: Match, raw: bytes, validity, cut=False
 ) -> Outcome:
-    """Keep a message matched to `enrollment` as a reply (outreach.intake.replies)."""
+    """Keep a matched message as a reply (outreach.intake.replies)."""
+    enrollment = match.enrollment
     recorded = reply_record(
         credential=credential,
         enrollment=enrollment,
         raw=raw,
         fallback_id=f"imap-{validity or 0}-{uid}@{credential.pk}",
         cut=cut,
+        sender_verified=match.sender_verified,
     )
     if recorded.reply is None:
         return Outcome(uid, IGNORED, str(enrollment.pk), "message already kept")
+    if not match.sender_verified:
+        detail = "sender not verified, kept, changes nothing"
+        if recorded.label:
+            detail += f"; label {recorded.label}"
+        return Outcome(uid, UNVERIFIED, str(enrollment.pk), detail)
     if recorded.label in (labels.OUT_OF_OFFICE, labels.AUTO_REPLY):
         return Outcome(uid, AUTO_REPLY, str(enrollment.pk), recorded.label)
     if recorded.replied:
@@ -124,9 +143,12 @@ def reply_keep(
     return Outcome(uid, KEPT, str(enrollment.pk), "reply already recorded; kept in the thread")
 
 
-def message_match(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_full):
-    """The enrollment a mailbox message answers, or the Outcome of a message that is
-    not a reply (a delivery report is applied here: it needs `fetch_full()`)."""
+def message_match(
+    *, credential: SmtpCredential, uid: int, raw: bytes, fetch_full
+) -> Match | Outcome:
+    """The enrollment a mailbox message answers (a Match that says whether its sender is
+    verified), or the Outcome of a message that is not a reply (a delivery report is
+    applied here: it needs `fetch_full()`)."""
     message = email.message_from_bytes(raw, policy=email.policy.compat32)
     account_id = credential.account_id
 
@@ -134,24 +156,7 @@ def message_match(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_ful
         if not is_delivery_report(message):
             return Outcome(uid, IGNORED, detail="report that is not a delivery status")
         full = email.message_from_bytes(fetch_full(), policy=email.policy.compat32)
-        failure = delivery_report_parse(full)
-        if failure is None or not failure.permanent:
-            status = failure.status if failure else "no status"
-            return Outcome(uid, IGNORED, detail=f"delivery report, not permanent ({status})")
-        sent = message_find(account_id=account_id, message_ids=failure.original_message_ids)
-        if sent is None:
-            return Outcome(uid, UNMATCHED, detail="delivery report for an unknown message")
-        changed = enrollment_mark_bounced(
-            enrollment=sent.enrollment,
-            reason=failure.reason,
-            credential=sent.credential,
-        )
-        return Outcome(
-            uid,
-            BOUNCED if changed else IGNORED,
-            str(sent.enrollment_id),
-            failure.reason if changed else "already bounced",
-        )
+        return _delivery_report_apply(credential, uid, delivery_report_parse(full))
 
     sender = _address(message.get("From"))
     if sender == credential.from_email.lower() or message_ids_known(
@@ -165,14 +170,52 @@ def message_match(*, credential: SmtpCredential, uid: int, raw: bytes, fetch_ful
         message.get("References")
     )
     sent = message_find(account_id=account_id, message_ids=referenced)
-    enrollment = sent.enrollment if sent else None
-    if enrollment is None:
-        enrollment = enrollment_sent_from(credential=credential, email=sender)
-        if enrollment is not None and not _after_first_send(message, enrollment):
-            enrollment = None
-    if enrollment is None:
+    if sent is not None:
+        return Match(sent.enrollment, sender_verified=True)
+    # The From fallback: anyone can write a From, so it finds the thread but proves
+    # nothing unless the receiving server's DMARC passed for that From's domain.
+    enrollment = enrollment_sent_from(credential=credential, email=sender)
+    if enrollment is None or not _after_first_send(message, enrollment):
         return Outcome(uid, UNMATCHED, detail=f"from {sender or 'unknown'}")
-    return enrollment
+    authserv_id = mailbox_authserv_id(
+        imap_authserv_id=credential.imap_authserv_id, imap_host=credential.imap_host
+    )
+    verified = dmarc_aligned_pass(message, authserv_id=authserv_id)
+    return Match(enrollment, sender_verified=verified)
+
+
+def _delivery_report_apply(
+    credential: SmtpCredential, uid: int, report: DeliveryReport | None
+) -> Outcome:
+    """A permanent failure the report gives for the recipient of the message it names
+    bounces that enrollment; a report about anyone else changes nothing."""
+    if report is None:
+        return Outcome(uid, IGNORED, detail="delivery report, not permanent (no status)")
+    permanent = [f for f in report.failures if f.permanent]
+    if not permanent:
+        status = report.failures[0].status
+        return Outcome(uid, IGNORED, detail=f"delivery report, not permanent ({status})")
+    sent = message_find(account_id=credential.account_id, message_ids=report.original_message_ids)
+    if sent is None:
+        return Outcome(uid, UNMATCHED, detail="delivery report for an unknown message")
+    failure = report.permanent_failure_of(sent.to_email)
+    if failure is None:
+        named = ", ".join(r for f in permanent for r in f.recipients) or "no recipient"
+        return Outcome(
+            uid,
+            UNMATCHED,
+            str(sent.enrollment_id),
+            f"delivery report names {named}, not the message's recipient: not counted",
+        )
+    changed = enrollment_mark_bounced(
+        enrollment=sent.enrollment, reason=failure.reason, credential=sent.credential
+    )
+    return Outcome(
+        uid,
+        BOUNCED if changed else IGNORED,
+        str(sent.enrollment_id),
+        failure.reason if changed else "already bounced",
+    )
 
 
 def _received_at(message: EmailMessage):
@@ -221,11 +264,11 @@ def _fetch_sized(client: imaplib.IMAP4, uids: list[int], item: str) -> dict[int,
     return found
 
 
-def _groups_by_bytes(matched: list[tuple[int, object, int]], budget: int):
+def _groups_by_bytes(matched: list[tuple[int, Match, int]], budget: int):
     """The matched messages in groups whose bytes to read (each message's size, capped
     at IMAP_MAX_MESSAGE_BYTES) stay within `budget` (a group holds one message at least)."""
     cap = settings.IMAP_MAX_MESSAGE_BYTES
-    group: list[tuple[int, object, int]] = []
+    group: list[tuple[int, Match, int]] = []
     total = 0
     for entry in matched:
         size = min(entry[2] or cap, cap)
@@ -335,7 +378,7 @@ def _batch_handle(
     whole in groups within IMAP_FETCH_MAX_BYTES and kept. Outcomes in UID order."""
     headers = _fetch_sized(client, batch, "RFC822.SIZE BODY.PEEK[HEADER]")
     outcomes: list[Outcome] = []
-    matched: list[tuple[int, object, int]] = []  # (uid, enrollment, size)
+    matched: list[tuple[int, Match, int]] = []  # (uid, match, size)
     for uid in batch:
         if uid not in headers:
             continue  # expunged meanwhile
@@ -354,14 +397,14 @@ def _batch_handle(
     limit = settings.IMAP_MAX_MESSAGE_BYTES
     for group in _groups_by_bytes(matched, settings.IMAP_FETCH_MAX_BYTES):
         bodies = _fetch(client, [uid for uid, _, _ in group], f"BODY.PEEK[]<0.{limit}>")
-        for uid, enrollment, size in group:
+        for uid, match, size in group:
             if uid not in bodies:
                 continue  # expunged meanwhile
             outcomes.append(
                 reply_keep(
                     credential=credential,
                     uid=uid,
-                    enrollment=enrollment,
+                    match=match,
                     raw=bodies.pop(uid),
                     validity=validity,
                     cut=size > limit,

@@ -12,6 +12,10 @@
   next step waits until the day after it (00:00 in the zone its send window is read in);
 - `auto_reply`: not a reply; kept, nothing else changes.
 
+A message whose sender is not verified (matched by its From alone, with no aligned
+DMARC pass: outreach.intake.mailbox.Match) is kept and labelled, and none of this
+applies: anyone can write a From.
+
 The Reply and its effects are written in one transaction, and a message seen twice (a
 poll that crashed before it remembered the UID) finds its Reply and changes nothing
 more. The body is never logged.
@@ -65,13 +69,15 @@ def reply_record(
     enrollment: Enrollment,
     raw: bytes,
     fallback_id: str,
+    sender_verified: bool,
     cut: bool = False,
     parsed: ParsedMessage | None = None,
 ) -> Recorded:
     """Keep one inbound message matched to `enrollment`, label it, and apply what its
     label means (module docstring). `raw`: the message as read (at most
     IMAP_MAX_MESSAGE_BYTES; `cut` when the mailbox holds more); `fallback_id`: a stable
-    stand-in for a missing Message-ID (the mailbox, UIDVALIDITY and UID)."""
+    stand-in for a missing Message-ID (the mailbox, UIDVALIDITY and UID);
+    `sender_verified`: false keeps and labels the message but applies nothing."""
     now = timezone.now()
     parsed = parsed or message_parse_bounded(raw)
     received_at = received_at_of(parsed.date, now=now)
@@ -99,10 +105,13 @@ def reply_record(
                     returns_on=classification.returns_on,
                     defects=[d[:300] for d in defects[:20]],
                     size=len(raw),
+                    sender_verified=sender_verified,
                 )
         except IntegrityError:
             return Recorded(reply=None, label=label, replied=False)  # kept before
-        replied = _label_apply(enrollment, classification, received_at=received_at, now=now)
+        replied = sender_verified and _label_apply(
+            enrollment, classification, received_at=received_at, now=now
+        )
     if defects:
         logger.info(
             "mailbox %s: reply %s kept with defects: %s",

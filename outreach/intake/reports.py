@@ -1,5 +1,6 @@
-"""Delivery status reports (RFC 3464) in a mailbox: which of our messages failed, and
-how (docs/intake.md, "Mailbox polling")."""
+"""Delivery status reports (RFC 3464) in a mailbox: which of our messages failed, for
+which recipient, and how (docs/intake.md, "Mailbox polling"). A report is mail like any
+other, anyone can write one: it counts only for the recipient of the message it names."""
 
 import email
 import email.policy
@@ -17,9 +18,21 @@ def is_delivery_report(message: EmailMessage) -> bool:
     return report_type.lower() == "delivery-status"
 
 
+def _recipient(value: str | None) -> str:
+    """The address of a `Final-Recipient` / `Original-Recipient` field
+    (`rfc822; bob@example.org`, RFC 3464 section 2.3), lower-cased."""
+    text = " ".join(str(value or "").split())
+    if ";" in text:
+        text = text.split(";", 1)[1]
+    return text.strip().strip("<>").strip().lower()
+
+
 @dataclass(frozen=True)
 class DeliveryFailure:
-    original_message_ids: list[str]
+    """One recipient the report says failed: the addresses it names for it (its
+    Final-Recipient and Original-Recipient, lower-cased), its status and diagnostic."""
+
+    recipients: tuple[str, ...]
     status: str
     reason: str
 
@@ -28,12 +41,29 @@ class DeliveryFailure:
         return self.status.startswith("5")
 
 
-def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
-    """The referenced Message-IDs, the first failed recipient's status and diagnostic
-    of an RFC 3464 report; None when it reports no failure."""
+@dataclass(frozen=True)
+class DeliveryReport:
+    original_message_ids: list[str]
+    failures: list[DeliveryFailure]  # per failed recipient, in the report's order
+
+    def permanent_failure_of(self, address: str) -> DeliveryFailure | None:
+        """The permanent failure the report gives for `address` (the recipient of the
+        message it names), if any: a report about someone else bounces no one."""
+        address = address.strip().lower()
+        return next((f for f in self.failures if f.permanent and address in f.recipients), None)
+
+
+def _reason(status: str, diagnostic: str) -> str:
+    if diagnostic.lower().startswith(("smtp;", "x-postfix;", "x-unix;")):
+        diagnostic = diagnostic.split(";", 1)[1].strip()
+    return f"{status} {diagnostic}".strip() if diagnostic else status
+
+
+def delivery_report_parse(message: EmailMessage) -> DeliveryReport | None:
+    """The referenced Message-IDs and the failed recipients (status, diagnostic and the
+    addresses named) of an RFC 3464 report; None when it reports no failure."""
     ids: list[str] = []
-    status = ""
-    diagnostic = ""
+    failures: list[DeliveryFailure] = []
     for part in message.walk():
         content_type = part.get_content_type()
         if content_type == "message/delivery-status":
@@ -46,10 +76,20 @@ def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
                     if block.get(name):
                         ids.append(message_id_normalize(block.get(name)))
                 action = (block.get("Action") or "").strip().lower()
-                block_status = block.get("Status")
-                if block_status and not status and action in ("", "failed"):
-                    status = block_status.split()[0].strip()
+                block_status = (block.get("Status") or "").split()
+                if block_status and action in ("", "failed"):
+                    recipients = (
+                        _recipient(block.get(name))
+                        for name in ("Final-Recipient", "Original-Recipient")
+                    )
                     diagnostic = " ".join(str(block.get("Diagnostic-Code") or "").split())
+                    failures.append(
+                        DeliveryFailure(
+                            recipients=tuple(r for r in recipients if r),
+                            status=block_status[0].strip(),
+                            reason=_reason(block_status[0].strip(), diagnostic),
+                        )
+                    )
         elif content_type in ("message/rfc822", "message/global"):
             payload = part.get_payload()
             inner = payload[0] if isinstance(payload, list) and payload else None
@@ -64,12 +104,6 @@ def delivery_report_parse(message: EmailMessage) -> DeliveryFailure | None:
     # Some servers also thread the report to the original message.
     ids += message_ids_in_header(message.get("In-Reply-To"))
     ids += message_ids_in_header(message.get("References"))
-    if not status:
+    if not failures:
         return None
-    if diagnostic.lower().startswith(("smtp;", "x-postfix;", "x-unix;")):
-        diagnostic = diagnostic.split(";", 1)[1].strip()
-    return DeliveryFailure(
-        original_message_ids=[i for i in ids if i],
-        status=status,
-        reason=f"{status} {diagnostic}".strip() if diagnostic else status,
-    )
+    return DeliveryReport(original_message_ids=[i for i in ids if i], failures=failures)

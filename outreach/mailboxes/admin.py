@@ -59,6 +59,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "imap_port",
         "imap_username",
         "imap_security",
+        "imap_authserv_id",
         "imap_password_set",
         "imap_uidvalidity",
         "imap_last_uid",

@@ -99,6 +99,18 @@ class CredentialSerializer(StrictModelSerializer):
         min_value=1, max_value=65535, required=False, allow_null=True
     )
     imap_password = _secret_field(1000)
+    imap_authserv_id = serializers.RegexField(
+        r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$",
+        max_length=255,
+        required=False,
+        allow_blank=True,
+        help_text="The authserv-id the mailbox server writes in its own Authentication-Results "
+        "header (e.g. `mx.google.com`; a parent domain names its hosts: `messagingengine.com`). "
+        "Set, a reply matched by its From alone counts only when the topmost "
+        "Authentication-Results header names it. Empty: the topmost header, whatever it names "
+        "(docs/intake.md).",
+        error_messages={"invalid": "A host name, such as mx.google.com."},
+    )
     relay_provider = BlankAsNullChoiceField(
         choices=SmtpCredential.RelayProvider.choices, required=False
     )
@@ -192,6 +204,9 @@ class CredentialSerializer(StrictModelSerializer):
 
     def validate_smtp_host(self, value):
         return _mailbox_host(value, 25)
+
+    def validate_imap_authserv_id(self, value):
+        return value.lower()
 
     def validate_imap_host(self, value):
         return _mailbox_host(value, 993) if value else value

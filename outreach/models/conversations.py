@@ -67,6 +67,11 @@ class Reply(models.Model):
         max_length=8, choices=LabelSource.choices, blank=True, default=""
     )
     read = models.BooleanField(default=False)
+    # The sender was verified: the message names one the service sent (In-Reply-To,
+    # References), or the receiving server's DMARC passed for its From domain. An
+    # unverified reply is kept and shown, and changes nothing (docs/intake.md). Replies
+    # kept before the check existed say true: they acted as replies.
+    sender_verified = models.BooleanField(default=True)
     # out_of_office: the return date the notice gives; the next step waits until the day
     # after it.
     returns_on = models.DateField(null=True, blank=True)

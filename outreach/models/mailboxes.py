@@ -58,6 +58,9 @@ class SmtpCredential(models.Model):
     imap_username = models.CharField(max_length=255, blank=True, default="")
     imap_password = EncryptedTextField(blank=True, default="")
     imap_security = models.CharField(max_length=10, choices=Security.choices, default="ssl")
+    # The authserv-id of the mailbox server's own Authentication-Results header
+    # (outreach.intake.authentication); "" trusts the topmost header, whatever it names.
+    imap_authserv_id = models.CharField(max_length=255, blank=True, default="")
     # IMAP polling state (intake): UIDs are only comparable under one UIDVALIDITY.
     imap_uidvalidity = models.BigIntegerField(null=True, blank=True)
     imap_last_uid = models.BigIntegerField(null=True, blank=True)
@@ -132,6 +135,7 @@ class SmtpCredential(models.Model):
         "imap_username",
         "imap_password",
         "imap_security",
+        "imap_authserv_id",
         "daily_limit",
         "min_interval_seconds",
         "max_interval_seconds",

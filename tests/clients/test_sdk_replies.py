@@ -47,6 +47,7 @@ def test_a_reply_comes_back_typed(client, sdk_account):
         label="out_of_office",
         label_source="auto",
         returns_on=back_on,
+        sender_verified=False,
     )
 
     reply = client.replies.get(str(made.pk))
@@ -66,6 +67,7 @@ def test_a_reply_comes_back_typed(client, sdk_account):
         models.Attachment(filename="deck.pdf", content_type="application/pdf", size=1200)
     ]
     assert (reply.label, reply.label_source, reply.read) == ("out_of_office", "auto", False)
+    assert reply.sender_verified is False
     assert reply.returns_on == back_on and isinstance(reply.returns_on, date)
     assert reply.received_at == made.received_at and reply.received_at.tzinfo is not None
     assert reply.in_reply_to == made.in_reply_to

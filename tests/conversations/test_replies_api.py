@@ -51,6 +51,7 @@ def test_a_reply_shows_every_field_of_the_contract(api_client, enrollment):
         "attachments",
         "label",
         "label_source",
+        "sender_verified",
         "returns_on",
         "read",
         "body_purged_at",
@@ -69,6 +70,7 @@ def test_a_reply_shows_every_field_of_the_contract(api_client, enrollment):
     assert body["read"] is False and body["truncated"] is False
     assert body["received_at"].endswith("Z")
     assert body["cc"] == [] and body["body_purged_at"] is None
+    assert body["sender_verified"] is True
 
 
 def test_the_list_is_newest_first_with_cursor_pages(api_client, enrollment):

@@ -33,6 +33,16 @@ def reply(
     return bytes(message)
 
 
+def delivered(raw: bytes, *, authentication_results: str | None = None) -> bytes:
+    """`raw` as the receiving server leaves it in the INBOX: its Received header and (when
+    given) its Authentication-Results prepended above everything the sender wrote."""
+    added = "Received: from mail-sor-f41.google.com (mail-sor-f41.google.com. [209.85.220.41])\n"
+    added += "        by mx.google.com with SMTPS id a1sor; Sat, 28 Nov 2026 10:00:00 -0800\n"
+    if authentication_results is not None:
+        added += f"Authentication-Results: {authentication_results}\n"
+    return added.encode() + raw
+
+
 def delivery_report(
     *,
     to: str,
@@ -41,9 +51,15 @@ def delivery_report(
     status: str = "5.1.1",
     diagnostic: str = "smtp; 550 5.1.1 <{recipient}>: Recipient address rejected: User unknown",
     attach: str = "headers",
+    final_recipient: str | None = None,
+    original_recipient: str | None = None,
 ) -> bytes:
     """An RFC 3464 report as Postfix writes it: a human part, message/delivery-status,
-    and the original's headers (text/rfc822-headers) or whole message (message/rfc822)."""
+    and the original's headers (text/rfc822-headers) or whole message (message/rfc822).
+    `recipient` is the original's To and, unless given apart, the report's
+    Final-Recipient and Original-Recipient."""
+    final_recipient = final_recipient or recipient
+    original_recipient = original_recipient or recipient
     boundary = "=_report_boundary_42"
     action = "failed" if status.startswith("5") else "delayed"
     diagnostic = diagnostic.format(recipient=recipient)
@@ -70,8 +86,8 @@ def delivery_report(
         "Content-Type: message/delivery-status\r\n\r\n"
         "Reporting-MTA: dns; mx.receiver.example\r\n"
         "Arrival-Date: Sat, 21 Nov 2026 10:00:00 +0000\r\n\r\n"
-        f"Final-Recipient: rfc822; {recipient}\r\n"
-        f"Original-Recipient: rfc822;{recipient}\r\n"
+        f"Final-Recipient: rfc822; {final_recipient}\r\n"
+        f"Original-Recipient: rfc822;{original_recipient}\r\n"
         f"Action: {action}\r\n"
         f"Status: {status}\r\n"
         f"Remote-MTA: dns; mx.receiver.example\r\n"
@@ -81,3 +97,41 @@ def delivery_report(
         f"{attached}\r\n"
         f"--{boundary}--\r\n"
     ).encode()
+
+
+# Authentication-Results values as the big mailbox providers write them (folded as they
+# fold them), for a message whose From domain is `domain`.
+
+
+def gmail_results(domain: str, *, dmarc: str = "pass", authserv_id: str = "mx.google.com") -> str:
+    spf = "pass" if dmarc == "pass" else "fail"
+    return (
+        f"{authserv_id};\n"
+        f"       dkim=pass header.i=@{domain} header.s=20230601 header.b=Zx9kQ2ab;\n"
+        f"       spf={spf} (google.com: domain of ada@{domain} designates 209.85.220.41 as "
+        f"permitted sender) smtp.mailfrom=ada@{domain};\n"
+        f"       dmarc={dmarc} (p=NONE sp=NONE dis=NONE) header.from={domain}"
+    )
+
+
+def outlook_results(domain: str, *, dmarc: str = "pass") -> str:
+    """Microsoft 365 and Outlook.com write no authserv-id."""
+    return (
+        "spf=pass (sender IP is 209.85.220.41)\n"
+        f" smtp.mailfrom={domain}; dkim=pass (signature was verified)\n"
+        f" header.d={domain};dmarc={dmarc} action=none\n"
+        f" header.from={domain};compauth=pass reason=100"
+    )
+
+
+def fastmail_results(domain: str, *, dmarc: str = "pass") -> str:
+    return (
+        "mx6.messagingengine.com;\n"
+        f"    dkim=pass (2048-bit rsa key sha256) header.d={domain} header.i=@{domain}\n"
+        "      header.b=Kx2a9ZQe header.a=rsa-sha256 header.s=google x-bits=2048;\n"
+        f"    dmarc={dmarc} policy.published-domain-policy=none\n"
+        "      policy.applied-disposition=none policy.evaluated-disposition=none\n"
+        f"      (p=none,d=none,d.eval=none) policy.policy-from=p header.from={domain};\n"
+        "    iprev=pass smtp.remote-ip=209.85.128.52 (mail-wm1-f52.google.com);\n"
+        f"    spf=pass smtp.mailfrom=ada@{domain} smtp.helo=mail-wm1-f52.google.com"
+    )

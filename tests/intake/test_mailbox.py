@@ -14,7 +14,7 @@ from outreach.models.sending import Enrollment
 from tests.intake.conftest import requires_dovecot
 from tests.intake.factories import first_message, sent_enrollment
 from tests.intake.helpers import events
-from tests.intake.mail import delivery_report, reply
+from tests.intake.mail import delivered, delivery_report, gmail_results, reply
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.django_db, requires_dovecot]
@@ -95,10 +95,15 @@ def test_it_matches_references_and_fires_replied_once(imap_mailbox):
     assert poll(credential).outcomes == []
 
 
-def test_it_falls_back_to_the_sender_address(thread):
+def test_it_falls_back_to_the_sender_address_authenticated_by_dmarc(thread):
     enrollment, credential, mailbox = thread
+    SmtpCredential.objects.filter(pk=credential.pk).update(imap_authserv_id="mx.google.com")
+    domain = enrollment.contact.email.split("@")[1]
     mailbox.append(
-        reply(sender=enrollment.contact.email.upper(), to=credential.from_email, subject="Hi")
+        delivered(
+            reply(sender=enrollment.contact.email.upper(), to=credential.from_email, subject="Hi"),
+            authentication_results=gmail_results(domain.upper()),
+        )
     )
     assert [o.kind for o in poll(credential).outcomes] == ["replied"]
     enrollment.refresh_from_db()
@@ -391,8 +396,8 @@ def test_the_command_polls_one_mailbox_and_prints_the_matches(thread):
     assert f"uid 1: replied enrollment {enrollment.pk}" in text
     assert "uid 2: unmatched (from stranger@else.example)" in text
     assert (
-        "2 new message(s): 1 replied, 0 kept, 0 bounced, 0 auto_reply, 1 unmatched, 0 ignored."
-        in text
+        "2 new message(s): 1 replied, 0 kept, 0 bounced, 0 auto_reply, 0 unverified, "
+        "1 unmatched, 0 ignored." in text
     )
 
 

@@ -298,6 +298,29 @@ def test_patch_imap_host_needs_credentials_unless_stored(api_client, account):
     assert credential.imap_last_uid is None and credential.imap_uidvalidity is None
 
 
+@pytest.mark.parametrize("value", ["mx.google.com; dmarc=pass", "mx google", ".example", "x" * 256])
+def test_a_malformed_authserv_id_is_refused(api_client, account, value):
+    credential = CredentialFactory(account=account)
+    assert_fields(
+        api_client.patch(
+            f"/smtp_credentials/{credential.pk}", {"imap_authserv_id": value}, format="json"
+        ),
+        "imap_authserv_id",
+    )
+    credential.refresh_from_db()
+    assert credential.imap_authserv_id == ""
+
+
+def test_the_authserv_id_is_set_shown_and_cleared(api_client, account):
+    credential = CredentialFactory(account=account)
+    url = f"/smtp_credentials/{credential.pk}"
+    assert api_client.get(url).json()["imap_authserv_id"] == ""
+    set_ = api_client.patch(url, {"imap_authserv_id": "MX.Example.NET"}, format="json")
+    assert set_.status_code == 200 and set_.json()["imap_authserv_id"] == "mx.example.net"
+    cleared = api_client.patch(url, {"imap_authserv_id": ""}, format="json")
+    assert cleared.status_code == 200 and cleared.json()["imap_authserv_id"] == ""
+
+
 # --- SMTP_REQUIRE_LOGIN: a mailbox that may send logs in --------------------------------------
 
 

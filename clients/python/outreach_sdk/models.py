@@ -339,7 +339,9 @@ class Reply(Model):
     or an out-of-office notice. `text` is the plain text (an HTML-only message rendered
     as text), `new_text` the same without the quoted earlier message and signature, and
     `html` the sanitized HTML. `label` is None until the intake or someone sets one;
-    `label_source` says which (`auto`, `manual`)."""
+    `label_source` says which (`auto`, `manual`). `sender_verified` False: matched by its
+    From address alone, not authenticated; it changed nothing (no reply recorded, no
+    unsubscribe, no delay)."""
 
     id: str = ""
     enrollment_id: str = ""
@@ -361,6 +363,7 @@ class Reply(Model):
     attachments: list[Attachment] = field(default_factory=list)
     label: str | None = None
     label_source: str | None = None
+    sender_verified: bool = True
     returns_on: date | None = None  # out_of_office: the return date the notice gave
     read: bool = False
     body_purged_at: datetime | None = None  # the bodies were deleted for retention
