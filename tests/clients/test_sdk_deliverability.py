@@ -243,9 +243,13 @@ def test_the_tracking_domain_is_set_checked_and_removed(dns_service, dns_server)
     none = client.tracking_domain.retrieve()
     assert isinstance(none, models.TrackingDomain)
     assert (none.domain, none.status, none.cname_target) == (None, None, SERVICE_HOST)
+    assert none.txt_name is None and none.txt_value.startswith("outreach-verification=")
+    for name in ("track", "links", "slow"):  # the proof this account owns them
+        dns_server.add(f"_outreach-verify.{name}.example.com", "TXT", none.txt_value)
 
     verified = client.tracking_domain.set("Track.Example.com")
     assert (verified.domain, verified.status) == ("track.example.com", "verified")
+    assert verified.txt_name == "_outreach-verify.track.example.com"
     assert verified.checked_at is not None
     assert client.tracking_domain.get() == verified
 
