@@ -28,7 +28,7 @@ import base64
 import hashlib
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef
 from django.http.request import split_domain_port, validate_host
 
 from accounts.models import Account
@@ -97,11 +97,23 @@ def service_host() -> str:
     return split_domain_port(_service_netloc())[0]
 
 
+def _named_host(host: str) -> bool:
+    """Whether ALLOWED_HOSTS names `host` itself (not through a wildcard): one of the
+    service's own names (a proxy's upstream name, 127.0.0.1 behind it, ...)."""
+    return any(
+        pattern.lower() == host
+        for pattern in settings.ALLOWED_HOSTS
+        if "*" not in pattern and not pattern.startswith(".")
+    )
+
+
 def tracking_host_serves(request, enrollment_id) -> bool:
     """Whether a pixel or click token of `enrollment_id` may be answered on the host it
-    was requested on: the service's own host (no query), or the verified tracking domain
-    of the enrollment's account (one query on indexed keys). Any other host, another account's
-    verified domain included, is not where that token was sent: the caller answers 404."""
+    was requested on: the service's own host (BASE_URL's: no query); the verified
+    tracking domain of the enrollment's account; or another of the service's own names,
+    one ALLOWED_HOSTS names literally and no account holds as its verified domain (one
+    query on indexed keys for both). Any other host, another account's verified domain
+    included, is not where that token was sent: the caller answers 404."""
     host = getattr(request, "tracking_host", None)
     if host is None:
         host, _ = split_domain_port(request.META.get("HTTP_HOST", ""))
@@ -114,13 +126,17 @@ def tracking_host_serves(request, enrollment_id) -> bool:
     tombstone = Exists(
         DeletedEnrollment.objects.filter(pk=enrollment_id, contact__account=OuterRef("pk"))
     )
-    return (
+    holder = (
         Account.objects.filter(
             tracking_domain=host, tracking_domain_status=Account.TrackingDomainStatus.VERIFIED
         )
-        .filter(mine | tombstone)
-        .exists()
+        .annotate(serves=ExpressionWrapper(mine | tombstone, output_field=BooleanField()))
+        .values_list("serves", flat=True)
+        .first()
     )
+    if holder is not None:
+        return holder
+    return _named_host(host)
 
 
 class TrackingHostMiddleware:

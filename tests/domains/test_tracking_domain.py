@@ -284,6 +284,9 @@ def test_a_token_answers_on_its_accounts_domain_and_the_service_host_only(
     # The service's own host answers every account's tokens (links sent before the domain).
     assert client.get(click).status_code == 302
     assert client.get(pixel).content == PIXEL_GIF
+    # So does another of its names that ALLOWED_HOSTS lists (not through a wildcard).
+    named = client.get(click, HTTP_HOST="127.0.0.1:8000").status_code
+    assert named == (302 if allowed is None else 404)
     # A repeat click on the account's domain: the host's account, the token's, the UPDATE.
     with django_assert_num_queries(3 if allowed is None else 2):
         assert client.get(click, HTTP_HOST="track.acme.test").status_code == 302
