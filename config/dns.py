@@ -89,10 +89,11 @@ _lock = threading.Lock()
 _resolvers: dict[tuple, dns.resolver.Resolver] = {}
 
 
-def resolver() -> dns.resolver.Resolver:
+def resolver(*, cached: bool = True) -> dns.resolver.Resolver:
     """The resolver for the current settings (one per configuration, shared by threads:
-    dnspython's resolver and its cache are thread-safe)."""
-    key = (settings.DNS_RESOLVERS, settings.DNS_TIMEOUT_SECONDS)
+    dnspython's resolver and its cache are thread-safe); `cached` False: one without a
+    cache, for checks that must see a record just published."""
+    key = (settings.DNS_RESOLVERS, settings.DNS_TIMEOUT_SECONDS, cached)
     found = _resolvers.get(key)
     if found is not None:
         return found
@@ -106,19 +107,21 @@ def resolver() -> dns.resolver.Resolver:
                 ]
             made.lifetime = settings.DNS_TIMEOUT_SECONDS
             made.timeout = settings.DNS_TIMEOUT_SECONDS
-            made.cache = dns.resolver.LRUCache(CACHE_SIZE)
+            made.cache = dns.resolver.LRUCache(CACHE_SIZE) if cached else None
             _resolvers[key] = made
         return _resolvers[key]
 
 
-def lookup(name: str, rdtype: str) -> Lookup:
-    """One question (`rdtype`: "MX", "TXT", "A", "AAAA", "CNAME"), its answer classified."""
+def lookup(name: str, rdtype: str, *, cached: bool = True) -> Lookup:
+    """One question (`rdtype`: "MX", "TXT", "A", "AAAA", "CNAME"), its answer classified;
+    `cached` False asks the servers whatever this process heard before (the tracking
+    domain check: a person who just published a record and asks again must see it)."""
     try:
         qname = dns.name.from_unicode(name.rstrip(".") + ".")
     except (dns.exception.DNSException, UnicodeError, ValueError) as exc:
         return Lookup(name, rdtype, FAILED, error=f"not a domain name ({exc})")
     try:
-        answer = resolver().resolve(qname, rdtype, raise_on_no_answer=False)
+        answer = resolver(cached=cached).resolve(qname, rdtype, raise_on_no_answer=False)
     except dns.resolver.NXDOMAIN:
         return Lookup(name, rdtype, NXDOMAIN)
     except dns.resolver.LifetimeTimeout:

@@ -103,4 +103,4 @@ class ContactBlocked(ServiceError):
     code = "contact_blocked"
     status = 422
     message = "This address is on the account's blocklist; it is never sent to."
-    description = "`POST /outreaches` for an address the account's blocklist names (the address, or its domain or a parent domain). `details.entry` is the entry that blocks it; delete it (`DELETE /blocklist/:id`) to reach the address again."
+    description = "`POST /outreaches` for an address the account's blocklist names (the address, or its domain or a parent domain), or `POST /replies/:id/respond` when it names the address the reply came from or its contact's. `details.entry` is the entry that blocks it; nothing was sent or written. Delete the entry (`DELETE /blocklist/:id`) to reach the address again."

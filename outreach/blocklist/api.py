@@ -2,16 +2,13 @@
 (filters `kind`, `value`), `POST /blocklist` `{entries: [...], reason?}` (up to 10,000),
 `DELETE /blocklist/:id`, and `GET /blocklist.csv`."""
 
-import csv
-from collections.abc import Iterator
-
-from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from config.api.csv_export import csv_response
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
@@ -67,25 +64,10 @@ class BlocklistViewSet(mixins.DestroyModelMixin, AccountScopedViewSet):
         services.blocklist_entry_delete(entry=instance)
 
 
-# A cell a spreadsheet would run as a formula starts with one of these (OWASP, "CSV
-# injection"): such a cell is written with a leading quote.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _cell(text: str) -> str:
-    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
-
-
-class _Echo:
-    """A file whose write returns what it was given: csv.writer's rows, one by one."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 class BlocklistCsvView(ServiceAPIView):
     """`GET /blocklist.csv`: every entry of the account, newest first, as CSV with a
-    header row (`value,kind,reason,created_at`), streamed."""
+    header row (`value,kind,reason,created_at`), streamed; a cell a spreadsheet would run
+    as a formula is written as text (config.api.csv_export)."""
 
     def perform_content_negotiation(self, request, force=False):
         # The body is CSV whatever Accept says; an error is the JSON envelope.
@@ -96,13 +78,10 @@ class BlocklistCsvView(ServiceAPIView):
         rows = selectors.entries_of(account=request.user).values_list(
             "value", "kind", "reason", "created_at"
         )
-
-        def lines() -> Iterator[str]:
-            writer = csv.writer(_Echo())
-            yield writer.writerow(["value", "kind", "reason", "created_at"])
-            for value, kind, reason, created_at in rows.iterator(chunk_size=2000):
-                yield writer.writerow([value, kind, _cell(reason), utc_timestamp(created_at)])
-
-        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = 'attachment; filename="blocklist.csv"'
-        return response
+        cells = (
+            (value, kind, reason, utc_timestamp(created_at))
+            for value, kind, reason, created_at in rows.iterator(chunk_size=2000)
+        )
+        return csv_response(
+            filename="blocklist.csv", header=["value", "kind", "reason", "created_at"], rows=cells
+        )

@@ -7,6 +7,7 @@ lower case, an internationalised domain in its Unicode form, so `ADA@Exämple.co
 `ada@xn--exmple-cua.com` are the same entry.
 """
 
+from config.api.csv_export import csv_cell_read
 from outreach.emails import InvalidEmail, email_clean
 from outreach.models.blocklist import BlocklistEntry
 
@@ -21,7 +22,8 @@ def entry_clean(raw: object) -> tuple[str, str]:
     """(value, kind) of one entry as given; InvalidEntry with a message otherwise."""
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidEntry("An entry is an email address or a domain; this one is empty.")
-    text = raw.strip()
+    # An exported `value` cell reads back as the entry it was (config.api.csv_export).
+    text = csv_cell_read(raw.strip())
     if len(text) > VALUE_MAX:
         raise InvalidEntry(f"An entry has at most {VALUE_MAX} characters.")
     if "@" in text.lstrip("@"):

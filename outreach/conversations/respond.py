@@ -23,12 +23,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from outreach.conversations.response_sending import (
-    contact_suppressed_reason,
     credential_unavailable_reason,
+    recipient_blocked_entry,
+    recipient_suppressed_reason,
     sent_record,
 )
 from outreach.conversations.tasks import send_response
-from outreach.errors import ContactSuppressed, CredentialUnavailable
+from outreach.errors import ContactBlocked, ContactSuppressed, CredentialUnavailable
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.sending.message import message_id_make, reply_subject
 
@@ -64,15 +65,22 @@ def response_create(
     """A response to `reply`, queued: its send starts once the row is committed.
 
     CredentialUnavailable when the reply's mailbox was deleted, is disabled or needs
-    re-authorization; ContactSuppressed when the contact unsubscribed or bounced. Not
+    re-authorization; ContactSuppressed when the contact, or the address the reply came
+    from, unsubscribed or bounced; ContactBlocked when the account's blocklist names
+    either (the checks of a step's send, outreach.sending.scheduler). Not
     subject to the plan's soft cap (it is not a new dispatch), nor to pace or send
     windows; counted in the period's sends once the server has it."""
     reason = credential_unavailable_reason(reply.credential)
     if reason is not None:
         raise CredentialUnavailable(details={"reason": reason})
-    reason = contact_suppressed_reason(reply.contact)
+    to_email = reply.from_email or reply.contact.email
+    recipient = {"account_id": account.pk, "contact": reply.contact, "to_email": to_email}
+    reason = recipient_suppressed_reason(**recipient)
     if reason is not None:
         raise ContactSuppressed(details={"reason": reason})
+    entry = recipient_blocked_entry(**recipient)
+    if entry is not None:
+        raise ContactBlocked(details={"reason": "blocked", "entry": entry})
     credential = reply.credential
     assert credential is not None  # credential_unavailable_reason
     now = now or timezone.now()
@@ -85,7 +93,7 @@ def response_create(
             contact_id=reply.contact_id,
             credential=credential,
             message_id=message_id_make(credential),
-            to_email=reply.from_email or reply.contact.email,
+            to_email=to_email,
             # One line: a subject read from a message cannot add a header.
             subject=reply_subject(" ".join(reply.subject.split()))[:998],
             body_text=body_text,

@@ -30,6 +30,9 @@ from django.utils import timezone
 
 from billing.usage import usage_record_increment
 from config.db import connection_release
+from outreach.blocklist.selectors import blocked_among
+from outreach.contacts.suppression import suppressions_for
+from outreach.emails import InvalidEmail, email_clean
 from outreach.mailboxes.pace import daily_used, utc_day
 from outreach.mailboxes.smtp import smtp_close, smtp_connect
 from outreach.models.conversations import ReplyResponse
@@ -50,6 +53,7 @@ from outreach.sending.smtp import (
 logger = logging.getLogger(__name__)
 
 SUPPRESSED_ERROR = "The contact unsubscribed or bounced since the response was written."
+BLOCKED_ERROR = "The address was put on the account's blocklist since the response was written."
 
 
 def credential_unavailable_reason(credential: SmtpCredential | None) -> str | None:
@@ -72,6 +76,40 @@ def contact_suppressed_reason(contact) -> str | None:
     return None
 
 
+def _address_key(address: str) -> str:
+    """An address in the form contacts, suppressions and blocklist entries compare it in
+    (lower case, an internationalised domain in Unicode)."""
+    try:
+        return email_clean(address).lower()
+    except InvalidEmail:
+        return address.strip().lower()
+
+
+def recipient_suppressed_reason(*, account_id, contact, to_email: str) -> str | None:
+    """Why a response may not go to `to_email`, the address the reply came from, as a
+    step may not go to a suppressed contact: the contact unsubscribed or bounced, or the
+    address itself is on the account's suppression list (a colleague of the contact who
+    unsubscribed). `unsubscribed`, `bounced` or None; a query only when the address is
+    not the contact's."""
+    reason = contact_suppressed_reason(contact)
+    key = _address_key(to_email)
+    if reason is not None or key == contact.email_lower:
+        return reason
+    suppressed = suppressions_for(account_id=account_id, keys=[key]).get(key)
+    if suppressed is None:
+        return None
+    return "unsubscribed" if suppressed.unsubscribed_at is not None else "bounced"
+
+
+def recipient_blocked_entry(*, account_id, contact, to_email: str) -> str | None:
+    """The account's blocklist entry that names the response's recipient or its contact
+    (the address, its domain or a parent domain), as the send scheduler checks a step's;
+    None when neither is blocked. One query."""
+    keys = [_address_key(to_email), contact.email_lower]
+    blocked = blocked_among(account_id=account_id, emails=keys)
+    return next((blocked[key] for key in keys if key in blocked), None)
+
+
 def response_send(*, response_id, now: datetime | None = None) -> str:
     """Send one queued response and record the outcome (module docstring). Returns what
     happened: `sent`, `unseen` (sent, its reply never seen), `failed`, `retry`, or
@@ -84,8 +122,11 @@ def response_send(*, response_id, now: datetime | None = None) -> str:
     )
     if response is None:
         return "skipped"
-    if contact_suppressed_reason(response.contact) is not None:
+    recipient = {"account_id": response.account_id, "contact": response.contact}
+    if recipient_suppressed_reason(**recipient, to_email=response.to_email) is not None:
         return _failed(response, SUPPRESSED_ERROR, now, started=False)
+    if recipient_blocked_entry(**recipient, to_email=response.to_email) is not None:
+        return _failed(response, BLOCKED_ERROR, now, started=False)
     reason = credential_unavailable_reason(response.credential)
     if reason is not None:
         error = f"The mailbox cannot send ({reason.replace('_', ' ')})."

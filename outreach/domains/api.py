@@ -7,7 +7,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
 from config.api.viewsets import AccountScopedMixin, RateLimitHeadersMixin, ServiceAPIView
-from outreach.domains import services
+from outreach.domains import services, tracking
 from outreach.domains.serializers import (
     DomainCheckRunSerializer,
     DomainCheckSerializer,
@@ -78,11 +78,14 @@ class DomainCheckView(AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView)
 
 
 def _tracking_body(account) -> dict:
+    txt_name, txt_value = tracking.verification_record(account.pk, account.tracking_domain)
     return {
         "domain": account.tracking_domain or None,
         "status": account.tracking_domain_status or None,
         "checked_at": account.tracking_domain_checked_at,
         "cname_target": settings.TRACKING_DOMAIN_CNAME_TARGET,
+        "txt_name": txt_name,
+        "txt_value": txt_value,
     }
 
 
@@ -98,7 +101,10 @@ class TrackingDomainView(ServiceAPIView):
         responses=TrackingDomainSerializer,
         summary="Set or remove the account's tracking domain",
         description="Sets the host of the account's open pixels and click links, and checks "
-        "its CNAME at once; it is used only once `verified` (beat checks again hourly).",
+        "its CNAME and its TXT record (`txt_name`, `txt_value`: the proof the domain is this "
+        "account's) at once; it is used only once `verified` (beat checks again hourly). "
+        "Another account's verified domain, or one another account claimed while this "
+        "account's TXT record is not there yet: 422.",
     )
     def put(self, request):
         serializer = TrackingDomainSetSerializer(data=request.data)

@@ -70,11 +70,23 @@ class TrackingDomainSerializer(StrictSerializer):
         allow_null=True,
         read_only=True,
         help_text="`verified`: pixels and click links use it; `failed`: DNS shows no CNAME to "
-        "the service's host (links use the service's host); `pending`: not known yet.",
+        "the service's host, or no TXT record naming this account (links use the service's "
+        "host); `pending`: not known yet.",
     )
     checked_at = TimestampField(allow_null=True, read_only=True)
     cname_target = serializers.CharField(
         read_only=True, help_text="The name the domain must be a CNAME to."
+    )
+    txt_name = serializers.CharField(
+        allow_null=True,
+        read_only=True,
+        help_text="The name of the TXT record that proves the domain is this account's "
+        "(`_outreach-verify.<domain>`); null without a domain.",
+    )
+    txt_value = serializers.CharField(
+        read_only=True,
+        help_text="The value of that TXT record (`outreach-verification=<token>`), the "
+        "same for every domain of the account.",
     )
 
 
@@ -84,7 +96,7 @@ class TrackingDomainSetSerializer(StrictSerializer):
         allow_blank=True,
         max_length=253,
         help_text="A host of the account's (e.g. track.example.com), a CNAME to "
-        "`cname_target`; null or empty removes it.",
+        "`cname_target` with a TXT record `txt_name` = `txt_value`; null or empty removes it.",
     )
 
     def validate_domain(self, value):

@@ -4,6 +4,7 @@ account's tracking domain (set, verified)."""
 import time
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -105,9 +106,29 @@ def sender_domains_check_due(*, now: datetime | None = None, budget_seconds: flo
 # --- tracking domain -----------------------------------------------------------------------
 
 
+def _taken(domain: str) -> ValidationFailed:
+    return ValidationFailed(
+        {
+            "domain": [
+                "This domain is another account's verified tracking domain; that account "
+                "must remove it (or its DNS records) before another may use it."
+            ]
+        }
+    )
+
+
 def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
-    """Set (and verify at once) or clear the account's tracking domain. Another account's
-    domain is refused (422)."""
+    """Set (and verify at once) or clear the account's tracking domain.
+
+    A domain is the one account's whose TXT record it carries (outreach.domains.tracking):
+    - held by no other account: it is the account's claim, `verified` once both records
+      are there, else `failed` (or `pending` when DNS did not answer);
+    - claimed by another account that has not proven it (`pending`, `failed`): taken over
+      when its DNS names this account (that claim is cleared), else 422 saying which TXT
+      record to publish;
+    - another account's `verified` domain: 422 until that account removes it, or beat
+      finds its records gone.
+    """
     domain = (domain or "").strip().lower().rstrip(".")
     if not domain:
         Account.objects.filter(pk=account.pk).update(
@@ -117,30 +138,61 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
         account.tracking_domain_status = ""
         account.tracking_domain_checked_at = None
         return account
-    if Account.objects.filter(tracking_domain=domain).exclude(pk=account.pk).exists():
-        raise ValidationFailed({"domain": ["This domain is another account's tracking domain."]})
-    status, now = tracking.tracking_domain_verify(domain), timezone.now()
+    holder = Account.objects.filter(tracking_domain=domain).exclude(pk=account.pk).first()
+    if (
+        holder is not None
+        and holder.tracking_domain_status == Account.TrackingDomainStatus.VERIFIED
+    ):
+        raise _taken(domain)
+    status, now = tracking.tracking_domain_verify(domain, account.pk), timezone.now()
+    status = status or Account.TrackingDomainStatus.PENDING
+    if holder is not None and status != Account.TrackingDomainStatus.VERIFIED:
+        name, value = tracking.verification_record(account.pk, domain)
+        raise ValidationFailed(
+            {
+                "domain": [
+                    "Another account has claimed this domain without proving it. To show "
+                    f"it is yours, publish a TXT record {name} with the value {value} (and "
+                    f"the CNAME to {settings.TRACKING_DOMAIN_CNAME_TARGET}), then set it again."
+                ]
+            }
+        )
     try:
         with transaction.atomic():
+            if holder is not None:
+                # Proven here, unproven there: the claim without the token is cleared,
+                # unless it was verified meanwhile.
+                cleared = (
+                    Account.objects.filter(pk=holder.pk, tracking_domain=domain)
+                    .exclude(tracking_domain_status=Account.TrackingDomainStatus.VERIFIED)
+                    .update(
+                        tracking_domain="",
+                        tracking_domain_status="",
+                        tracking_domain_checked_at=None,
+                    )
+                )
+                if (
+                    not cleared
+                    and Account.objects.filter(pk=holder.pk, tracking_domain=domain).exists()
+                ):
+                    raise _taken(domain)
             Account.objects.filter(pk=account.pk).update(
                 tracking_domain=domain,
-                tracking_domain_status=status or Account.TrackingDomainStatus.PENDING,
+                tracking_domain_status=status,
                 tracking_domain_checked_at=now,
             )
     except IntegrityError:  # another account took it meanwhile
-        raise ValidationFailed(
-            {"domain": ["This domain is another account's tracking domain."]}
-        ) from None
+        raise _taken(domain) from None
     account.tracking_domain = domain
-    account.tracking_domain_status = status or Account.TrackingDomainStatus.PENDING
+    account.tracking_domain_status = status
     account.tracking_domain_checked_at = now
     return account
 
 
 def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000) -> int:
     """Beat (hourly): verify again every tracking domain not verified yet, and the
-    verified ones checked more than a day ago (a CNAME removed since stops their use). A
-    lookup that fails keeps the status it had. Returns the number checked."""
+    verified ones checked more than a day ago (a CNAME or TXT record removed since stops
+    their use). A lookup that fails keeps the status it had. Returns the number checked."""
     now = now or timezone.now()
     due = (
         Account.objects.exclude(tracking_domain="")
@@ -153,7 +205,7 @@ def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000
     )
     checked = 0
     for pk, domain in due:
-        status = tracking.tracking_domain_verify(domain)
+        status = tracking.tracking_domain_verify(domain, pk)
         changes: dict = {"tracking_domain_checked_at": now}
         if status is not None:
             changes["tracking_domain_status"] = status

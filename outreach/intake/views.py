@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from config.api.errors import COMPACT, InvalidJson, error_body
 from outreach.campaigns.clicks import click_token_read
+from outreach.domains.tracking import tracking_host_serves
 from outreach.errors import InvalidRelaySignature
 from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.relay import RelayMalformed, RelayUnverified, relay_webhook_receive
@@ -47,10 +48,14 @@ def _method_not_allowed(allowed: list[str]) -> JsonResponse:
 
 def open_pixel(request, token: str):
     """GET /t/o/<token>.gif: always the same GIF; the first load of a valid token
-    records the open. Cost of a repeat or a bad token: no query, or one UPDATE."""
+    records the open. Cost of a repeat or a bad token: no query, or one UPDATE (and one
+    read on a tracking domain: its token must be of the domain's account, else 404)."""
     if request.method not in ("GET", "HEAD"):
         return _method_not_allowed(["GET", "HEAD"])
     enrollment_id = tokens.token_read(purpose=tokens.OPEN, token=token)
+    if enrollment_id is not None and not tracking_host_serves(request, enrollment_id):
+        # Another account's host, or one the token was never sent on: nothing here.
+        return HttpResponse(status=404)
     # HEAD is what link scanners and proxies probe with: it answers, never records.
     if enrollment_id is not None and request.method == "GET":
         try:
@@ -69,11 +74,13 @@ def open_pixel(request, token: str):
 def click_redirect(request, token: str):
     """GET /t/c/<token>: a tracked link (docs/deliverability.md). A redirect (302) to the
     URL the token carries, and only to it; the first GET of an enrollment's links records
-    its click. A tampered token: a 404 page, nowhere to go."""
+    its click. A tampered token, or one asked for on a host that is neither the service's
+    nor its account's verified tracking domain: a 404 page, nowhere to go."""
     if request.method not in ("GET", "HEAD"):
         return _method_not_allowed(["GET", "HEAD"])
     target = click_token_read(token)
-    if target is None:
+    if target is None or not tracking_host_serves(request, target.enrollment_id):
+        # A tampered token, or one asked for on a host its account does not own.
         return render(request, "outreach/click_invalid.html", status=404)
     # HEAD is what link scanners and proxies probe with: it answers, never records.
     if request.method == "GET":

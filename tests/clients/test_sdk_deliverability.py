@@ -115,7 +115,8 @@ def test_the_csv_export_comes_whole_or_in_chunks(client, service_url):
     rows = list(csv.reader(io.StringIO(body.decode())))
     assert rows[0] == ["value", "kind", "reason", "created_at"]
     assert len(rows) == 302
-    [formula] = [row for row in rows if row[0] == "=cmd@formula.example"]
+    # Both cells a spreadsheet would run are quoted (config.api.csv_export).
+    [formula] = [row for row in rows if row[0] == "'=cmd@formula.example"]
     assert formula[1:3] == ["email", "'=HYPERLINK(1)"]
     chunks = list(client.blocklist.stream_csv(chunk_size=1024))
     assert len(chunks) > 1 and all(len(chunk) <= 1024 for chunk in chunks)
@@ -243,9 +244,13 @@ def test_the_tracking_domain_is_set_checked_and_removed(dns_service, dns_server)
     none = client.tracking_domain.retrieve()
     assert isinstance(none, models.TrackingDomain)
     assert (none.domain, none.status, none.cname_target) == (None, None, SERVICE_HOST)
+    assert none.txt_name is None and none.txt_value.startswith("outreach-verification=")
+    for name in ("track", "links", "slow"):  # the proof this account owns them
+        dns_server.add(f"_outreach-verify.{name}.example.com", "TXT", none.txt_value)
 
     verified = client.tracking_domain.set("Track.Example.com")
     assert (verified.domain, verified.status) == ("track.example.com", "verified")
+    assert verified.txt_name == "_outreach-verify.track.example.com"
     assert verified.checked_at is not None
     assert client.tracking_domain.get() == verified
 

@@ -8,13 +8,19 @@ from email.utils import formataddr
 import pytest
 
 from billing.usage import usage_record_current
+from outreach.blocklist.services import blocklist_add
+from outreach.contacts.suppression import suppression_record
 from outreach.conversations.respond import (
     REFERENCES_MAX,
     response_create,
     responses_recover,
     thread_references,
 )
-from outreach.conversations.response_sending import SUPPRESSED_ERROR, response_send
+from outreach.conversations.response_sending import (
+    BLOCKED_ERROR,
+    SUPPRESSED_ERROR,
+    response_send,
+)
 from outreach.models.contacts import Contact
 from outreach.models.conversations import ReplyResponse
 from outreach.models.mailboxes import SmtpCredential
@@ -480,6 +486,47 @@ def test_a_suppressed_contact_is_409(api_client, account, sink, field, reason):
 
 
 @pytest.mark.parametrize(
+    ("entry", "from_email"),
+    [
+        ("ada@example.org", None),  # the address
+        ("example.org", None),  # its domain
+        ("EU.Example.org", "ada@eu.example.org"),  # a subdomain's, the reply from there
+        ("ada@example.org", "assistant@other.example"),  # the contact's, the reply elsewhere
+    ],
+)
+def test_a_blocked_recipient_is_422_and_gets_nothing(api_client, account, sink, entry, from_email):
+    """The blocklist holds for a person's answer as for a step: never sent to."""
+    reply = _reply(account, sink, **({"from_email": from_email} if from_email else {}))
+    assert api_client.post("/blocklist", {"entries": [entry]}, format="json").status_code == 201
+    body = assert_error(_respond(api_client, reply), 422, "contact_blocked")
+    assert body["details"] == {"reason": "blocked", "entry": entry.lower()}
+    assert not ReplyResponse.objects.exists() and sink.messages == []
+
+
+def test_an_address_suppressed_though_not_the_contacts_is_409(api_client, account, sink):
+    """The reply came from a colleague who unsubscribed from another campaign."""
+    reply = _reply(account, sink, from_email="Bob@Example.org")
+    suppression_record(
+        account_id=account.pk, email="bob@example.org", reason="unsubscribed", at=NOW
+    )
+    body = assert_error(_respond(api_client, reply), 409, "contact_suppressed")
+    assert body["details"] == {"reason": "unsubscribed"}
+    assert not ReplyResponse.objects.exists() and sink.messages == []
+
+
+def test_an_address_blocked_after_the_response_was_written_gets_nothing(account, sink):
+    reply = _reply(account, sink)
+    response = response_create(account=account, reply=reply, body_text="Hi.")
+    blocklist_add(account=account, values=["example.org"])
+
+    assert response_send(response_id=response.pk) == "failed"
+
+    response.refresh_from_db()
+    assert (response.status, response.error) == ("failed", BLOCKED_ERROR)
+    assert sink.messages == []
+
+
+@pytest.mark.parametrize(
     ("body", "fields"),
     [
         ({}, {"body_text"}),
@@ -557,7 +604,7 @@ def test_the_endpoint_costs_a_fixed_number_of_queries(
     api_client, account, sink, auth_queries, django_assert_num_queries
 ):
     reply = _reply(account, sink)
-    # The reply with its mailbox and contact (one read), the response's INSERT, inside
-    # a savepoint pair.
-    with django_assert_num_queries(auth_queries + 4):
+    # The reply with its mailbox and contact (one read), the blocklist (one read), the
+    # response's INSERT, inside a savepoint pair.
+    with django_assert_num_queries(auth_queries + 5):
         assert _respond(api_client, reply).status_code == 201

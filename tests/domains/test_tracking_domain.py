@@ -1,5 +1,6 @@
-"""GET/PUT /tracking_domain, its CNAME verification against a real DNS server, beat's
-re-check, the pixel of sent emails on the verified host, and requests for that host."""
+"""GET/PUT /tracking_domain, its CNAME and TXT verification against a real DNS server,
+which account a domain is, beat's re-check, the pixel of sent emails on the verified
+host, and requests for that host (a token answers on its own account's host only)."""
 
 from datetime import timedelta
 
@@ -7,11 +8,16 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Account
+from outreach.campaigns.clicks import click_token_make
 from outreach.campaigns.tracking import tracking_base_url
 from outreach.domains.beat import tracking_domains_check
+from outreach.domains.tracking import verification_token
+from outreach.enrollments.transitions import enrollments_delete
+from outreach.intake.views import PIXEL_GIF
 from outreach.models.campaigns import CampaignStep
 from outreach.sending import tokens
 from tests.accounts.factories import AccountFactory
+from tests.intake.factories import sent_enrollment
 from tests.outreach.helpers import assert_fields
 from tests.outreach.test_sending import _campaign, _enroll, _run
 
@@ -32,24 +38,52 @@ def put(client, domain):
     return client.put("/tracking_domain", {"domain": domain}, format="json")
 
 
-def test_none_at_first(api_client):
+def prove(zone, client, domain):
+    """Publish the TXT record the API names for `client`'s account and `domain`."""
+    body = client.get("/tracking_domain").json()
+    zone.add(f"_outreach-verify.{domain}", "TXT", body["txt_value"])
+    return body["txt_value"]
+
+
+def test_none_at_first(api_client, account):
+    token = verification_token(account.pk)
+    assert len(token) == 32 and token != verification_token(AccountFactory().pk)
     assert api_client.get("/tracking_domain").json() == {
         "domain": None,
         "status": None,
         "checked_at": None,
         "cname_target": "testserver",
+        "txt_name": None,
+        "txt_value": f"outreach-verification={token}",
     }
 
 
-def test_a_cname_to_the_service_is_verified_and_used(api_client, account, zone):
+def test_a_cname_and_the_accounts_txt_record_are_verified_and_used(api_client, account, zone):
+    # Another service's TXT value beside ours does not matter.
+    zone.add("_outreach-verify.track.acme.test", "TXT", "some-other-verification=abc")
+    prove(zone, api_client, "track.acme.test")
     response = put(api_client, "Track.Acme.test.")
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["domain"], body["status"]) == ("track.acme.test", "verified")
+    assert body["txt_name"] == "_outreach-verify.track.acme.test"
     assert body["checked_at"] is not None
     assert api_client.get("/tracking_domain").json() == body
     account.refresh_from_db()
     assert tracking_base_url(account) == "https://track.acme.test"
+
+
+def test_a_cname_without_the_accounts_txt_record_is_not_used(
+    api_client, other_client, account, zone, settings
+):
+    """The CNAME alone proves nothing: every account's domain points at the service."""
+    body = put(api_client, "track.acme.test").json()
+    assert (body["domain"], body["status"]) == ("track.acme.test", "failed")
+    # Another account's token there is no proof for this one.
+    prove(zone, other_client, "track.acme.test")
+    assert put(api_client, "track.acme.test").json()["status"] == "failed"
+    account.refresh_from_db()
+    assert tracking_base_url(account) == settings.BASE_URL
 
 
 @pytest.mark.parametrize(
@@ -62,6 +96,7 @@ def test_a_cname_to_the_service_is_verified_and_used(api_client, account, zone):
     ],
 )
 def test_anything_else_is_not_used(api_client, account, zone, domain, status, settings):
+    prove(zone, api_client, domain)
     body = put(api_client, domain).json()
     assert (body["domain"], body["status"]) == (domain, status)
     account.refresh_from_db()
@@ -90,9 +125,40 @@ def test_unknown_and_missing_fields(api_client):
     assert_fields(api_client.put("/tracking_domain", {}, format="json"), "domain")
 
 
-def test_another_accounts_domain_is_refused(api_client, other_client, zone):
+def test_another_accounts_verified_domain_is_refused_until_it_lets_go(
+    api_client, other_client, account, zone
+):
+    prove(zone, other_client, "track.acme.test")
     assert put(other_client, "track.acme.test").json()["status"] == "verified"
-    assert_fields(put(api_client, "track.acme.test"), "domain")
+    # Even with this account's record published beside it, a verified claim stands.
+    prove(zone, api_client, "track.acme.test")
+    fields = assert_fields(put(api_client, "track.acme.test"), "domain")
+    assert "another account's verified tracking domain" in fields["domain"][0]
+    assert put(other_client, None).status_code == 200
+    assert put(api_client, "track.acme.test").json()["status"] == "verified"
+
+
+def test_the_account_that_proves_the_domain_takes_it_from_an_unproven_claim(
+    api_client, other_client, account, other_account, zone, settings
+):
+    """First come is not first served: a claim without the TXT record holds nothing."""
+    squatter = put(other_client, "track.acme.test").json()
+    assert (squatter["domain"], squatter["status"]) == ("track.acme.test", "failed")
+    # The owner, before publishing its record, is told which one.
+    (message,) = assert_fields(put(api_client, "track.acme.test"), "domain")["domain"]
+    value = f"outreach-verification={verification_token(account.pk)}"
+    assert "_outreach-verify.track.acme.test" in message and value in message
+    account.refresh_from_db()
+    assert account.tracking_domain == ""
+
+    prove(zone, api_client, "track.acme.test")
+    body = put(api_client, "track.acme.test").json()
+    assert (body["domain"], body["status"]) == ("track.acme.test", "verified")
+    assert other_client.get("/tracking_domain").json()["domain"] is None
+    other_account.refresh_from_db()
+    assert tracking_base_url(other_account) == settings.BASE_URL
+    # And the squatter cannot take it back.
+    assert_fields(put(other_client, "track.acme.test"), "domain")
 
 
 def test_needs_a_key(anon_client):
@@ -100,11 +166,27 @@ def test_needs_a_key(anon_client):
     assert anon_client.put("/tracking_domain", {"domain": "x.acme.test"}).status_code == 401
 
 
+def _txt(zone, account, domain):
+    zone.add(
+        f"_outreach-verify.{domain}",
+        "TXT",
+        f"outreach-verification={verification_token(account.pk)}",
+    )
+
+
 def test_beat_checks_again(zone):
     now = timezone.now()
     pending = AccountFactory(tracking_domain="track.acme.test", tracking_domain_status="pending")
+    _txt(zone, pending, "track.acme.test")
     gone = AccountFactory(
         tracking_domain="elsewhere.acme.test",
+        tracking_domain_status="verified",
+        tracking_domain_checked_at=now - timedelta(hours=25),
+    )
+    _txt(zone, gone, "elsewhere.acme.test")
+    zone.add("untxt.acme.test", "CNAME", "testserver.")
+    unproven = AccountFactory(
+        tracking_domain="untxt.acme.test",
         tracking_domain_status="verified",
         tracking_domain_checked_at=now - timedelta(hours=25),
     )
@@ -115,10 +197,11 @@ def test_beat_checks_again(zone):
     )
     unknown = AccountFactory(tracking_domain="slow.acme.test", tracking_domain_status="failed")
     AccountFactory()
-    assert tracking_domains_check() == 3
+    assert tracking_domains_check() == 4
     status = dict(Account.objects.values_list("pk", "tracking_domain_status"))
     assert status[pending.pk] == "verified"
     assert status[gone.pk] == "failed"  # its CNAME moved away: no longer used
+    assert status[unproven.pk] == "failed"  # verified by its CNAME alone: no longer used
     assert status[recent.pk] == "verified"  # checked an hour ago: left for now
     assert status[unknown.pk] == "failed"  # the lookup failed: the status stays
 
@@ -151,3 +234,69 @@ def test_the_verified_host_serves_tracking_paths_only(client, account):
     assert client.get("/docs", HTTP_HOST="track.acme.test").status_code == 400
     assert client.get("/t/o/whatever.gif", HTTP_HOST="wait.acme.test").status_code == 400
     assert client.get("/t/o/whatever.gif", HTTP_HOST="evil.test").status_code == 400
+
+
+# --- a token answers on its own account's host ---------------------------------------------
+
+
+def _verified(account, domain):
+    Account.objects.filter(pk=account.pk).update(
+        tracking_domain=domain, tracking_domain_status="verified"
+    )
+
+
+def _paths(enrollment):
+    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+    click = click_token_make(
+        enrollment_id=enrollment.pk, step=1, variant="A", url="https://acme.example/pricing"
+    )
+    return f"/t/o/{pixel}.gif", f"/t/c/{click}"
+
+
+@pytest.mark.parametrize("allowed", [None, ["*"]])
+def test_a_token_answers_on_its_accounts_domain_and_the_service_host_only(
+    client, settings, allowed, django_assert_num_queries
+):
+    """A's links asked for on B's tracking domain (or any host that is neither) are 404
+    and record nothing, whatever ALLOWED_HOSTS admits."""
+    if allowed is not None:
+        settings.ALLOWED_HOSTS = allowed
+    enrollment = sent_enrollment()
+    _verified(enrollment.campaign.account, "track.acme.test")
+    _verified(AccountFactory(), "b.acme.test")
+    pixel, click = _paths(enrollment)
+
+    hosts = ["b.acme.test", "b.acme.test:443"] + (["evil.test"] if allowed else [])
+    for host in hosts:
+        for path in (pixel, click):
+            response = client.get(path, HTTP_HOST=host)
+            assert response.status_code == 404, (host, path)
+            assert "Location" not in response and response.content != PIXEL_GIF
+    enrollment.refresh_from_db()
+    assert (enrollment.opened_at, enrollment.clicked_at) == (None, None)
+
+    response = client.get(pixel, HTTP_HOST="track.acme.test")
+    assert (response.status_code, response.content) == (200, PIXEL_GIF)
+    response = client.get(click, HTTP_HOST="Track.Acme.test")
+    assert (response.status_code, response["Location"]) == (302, "https://acme.example/pricing")
+    enrollment.refresh_from_db()
+    assert enrollment.opened_at is not None and enrollment.clicked_at is not None
+    # The service's own host answers every account's tokens (links sent before the domain).
+    assert client.get(click).status_code == 302
+    assert client.get(pixel).content == PIXEL_GIF
+    # So does another of its names that ALLOWED_HOSTS lists (not through a wildcard).
+    named = client.get(click, HTTP_HOST="127.0.0.1:8000").status_code
+    assert named == (302 if allowed is None else 404)
+    # A repeat click on the account's domain: the host's account, the token's, the UPDATE.
+    with django_assert_num_queries(3 if allowed is None else 2):
+        assert client.get(click, HTTP_HOST="track.acme.test").status_code == 302
+
+
+def test_a_deleted_enrollments_link_still_leads_on_its_accounts_domain(client):
+    enrollment = sent_enrollment()
+    _verified(enrollment.campaign.account, "track.acme.test")
+    _verified(AccountFactory(), "b.acme.test")
+    _, click = _paths(enrollment)
+    enrollments_delete(enrollment_ids=[enrollment.pk])
+    assert client.get(click, HTTP_HOST="track.acme.test").status_code == 302
+    assert client.get(click, HTTP_HOST="b.acme.test").status_code == 404

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from config.api.csv_export import csv_cell, csv_cell_read
 from outreach.blocklist.entries import address_keys
 from outreach.models.blocklist import BlocklistEntry
 from outreach.models.campaigns import Campaign
@@ -166,6 +167,47 @@ def test_csv_export(api_client, anon_client):
     assert by_value["a@one.example"][2] == '\'=HYPERLINK("http://evil")'
     assert by_value["a@one.example"][3].endswith("Z")
     assert_error(anon_client.get("/blocklist.csv"), 401, "authentication_required")
+
+
+def test_csv_export_neutralizes_formulas_in_every_cell_and_reads_back(api_client, other_client):
+    formulas = ["=1+2@one.example", "+3@one.example", "-4@one.example"]
+    add(api_client, [*formulas, "plain-1@one.example"], reason="@SUM(A1:A9)")
+    rows = _csv(api_client.get("/blocklist.csv"))
+    values = {row[0] for row in rows[1:]}
+    # A formula's start is quoted; a plain address (a "-" inside it too) is unchanged.
+    assert values == {
+        "'=1+2@one.example",
+        "'+3@one.example",
+        "'-4@one.example",
+        "plain-1@one.example",
+    }
+    assert {row[2] for row in rows[1:]} == {"'@SUM(A1:A9)"}
+    # The value column, given back to POST /blocklist, is the same list.
+    assert add(other_client, [row[0] for row in rows[1:]]).json()["added"] == 4
+    assert {e["value"] for e in other_client.get("/blocklist").json()} == {
+        e["value"] for e in api_client.get("/blocklist").json()
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ('=HYPERLINK("http://evil.test","x")', '\'=HYPERLINK("http://evil.test","x")'),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@x", "'@x"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        ("plain", "plain"),
+        ("a=b", "a=b"),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_csv_cell(value, cell):
+    assert csv_cell(value) == cell
+    if value:
+        assert csv_cell_read(cell) == value
 
 
 def test_address_keys_name_the_address_its_domain_and_parent_domains():

@@ -648,9 +648,10 @@ class TrackingDomain(_Resource):
     get = retrieve
 
     def set(self, domain: str) -> models.TrackingDomain:
-        """Name the account's tracking domain and check its CNAME at once (`status`
-        `verified`, `failed` or `pending`); setting the same domain again checks it
-        again. Another account's domain raises ValidationFailed."""
+        """Name the account's tracking domain and check its CNAME and TXT record at once
+        (`status` `verified`, `failed` or `pending`); setting the same domain again checks
+        it again. Another account's verified domain, or one another account claimed
+        while this account's TXT record is not published, raises ValidationFailed."""
         return self._one(
             models.TrackingDomain, "PUT", "/tracking_domain", json_body={"domain": domain}
         )

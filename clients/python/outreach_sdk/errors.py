@@ -249,8 +249,8 @@ class CredentialUnavailable(ConflictError):
 
 
 class ContactSuppressed(ConflictError):
-    """A response to a reply: the contact unsubscribed or bounced (`details.reason`).
-    Nothing was sent."""
+    """A response to a reply: the contact, or the address the reply came from,
+    unsubscribed or bounced (`details.reason`). Nothing was sent."""
 
     code = "contact_suppressed"
 
@@ -288,8 +288,9 @@ class OauthNotConfigured(UnprocessableError):
 
 
 class ContactBlocked(UnprocessableError):
-    """`POST /outreaches` for an address the account's blocklist names
-    (`details.entry`). Nothing was written."""
+    """`POST /outreaches` for an address the account's blocklist names, or a response to
+    a reply whose address (or its contact's) the blocklist names (`details.entry`).
+    Nothing was sent or written."""
 
     code = "contact_blocked"
 

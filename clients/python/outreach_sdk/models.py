@@ -535,9 +535,12 @@ class DomainCheck(Model):
 class TrackingDomain(Model):
     """The account's tracking domain: `status` `verified` (open pixels and click links
     use it), `failed` or `pending`; `domain` and `status` are None when none is set. The
-    domain must be a CNAME to `cname_target`."""
+    domain must be a CNAME to `cname_target`, and carry a TXT record named `txt_name`
+    whose value is `txt_value` (the proof it is this account's)."""
 
     domain: str | None = None
     status: str | None = None
     checked_at: datetime | None = None
     cname_target: str = ""
+    txt_name: str | None = None
+    txt_value: str = ""
