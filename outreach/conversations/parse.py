@@ -16,8 +16,8 @@ Decoding
   (display names too), and raw 8-bit headers as UTF-8 or Windows-1252.
 - format=flowed text (RFC 3676, with DelSp) is joined back into its paragraphs.
 - An HTML-only message gets a text rendering of its HTML (paragraphs, line breaks,
-  list items, `text (url)` links, blockquotes as `> ` lines) made with the standard
-  library's html.parser.
+  list items, `text (url)` links, blockquotes as `> ` lines), in time linear in the
+  HTML whatever its markup (outreach.conversations.html, "Bounds").
 
 Sanitizing and the text rendering of HTML: outreach.conversations.html. The cut of the
 quoted earlier message (`new_text`): outreach.conversations.quotes.
@@ -135,13 +135,13 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
     text = newlines_normalize("\n\n".join(p.strip("\n") for p in plain_parts))
     html = "\n".join(html_parts).strip()
     if not text.strip() and html:
-        text = html_to_text(html)
+        text = html_to_text(html, max_chars)
     if not text.strip() and not html:
         _add_defect(defects, "no text body")
 
     new_text, found = quote_cut(text)
     if html and not found:
-        html_text, html_found = html_render(html, cut=True)
+        html_text, html_found = html_render(html, cut=True, max_chars=max_chars)
         if html_found:
             new_text, _ = quote_cut(html_text)
 
