@@ -34,15 +34,23 @@ def threaded(enrollment, raw: bytes) -> bytes:
     return f"In-Reply-To: <{first_message(enrollment).message_id}>\r\n".encode() + raw
 
 
-def html_reply(enrollment, credential, html: bytes, *, charset: str = "utf-8") -> bytes:
+def mime_reply(enrollment, credential, rest: bytes, *, subject: str = "Re: Hello") -> bytes:
+    """A threaded reply from the contact: its From, To, Subject, then `rest` (the MIME
+    headers and body)."""
     return threaded(
         enrollment,
         f"From: Contact <{enrollment.contact.email}>\r\n"
         f"To: {credential.from_email}\r\n"
-        "Subject: Re: Hello\r\n"
-        "MIME-Version: 1.0\r\n"
-        f"Content-Type: text/html; charset={charset}\r\n\r\n".encode()
-        + html,
+        f"Subject: {subject}\r\nMIME-Version: 1.0\r\n".encode()
+        + rest,
+    )
+
+
+def html_reply(enrollment, credential, html: bytes, *, charset: str = "utf-8") -> bytes:
+    return mime_reply(
+        enrollment,
+        credential,
+        f"Content-Type: text/html; charset={charset}\r\n\r\n".encode() + html,
     )
 
 
@@ -118,11 +126,10 @@ def test_a_delivery_report_of_3000_nested_multiparts_is_read_as_far_as_the_bound
 def test_a_reply_of_3000_nested_multiparts_is_kept_cut(thread):
     enrollment, credential, mailbox = thread
     mailbox.append(
-        threaded(
+        mime_reply(
             enrollment,
-            f"From: Contact <{enrollment.contact.email}>\r\n"
-            f"To: {credential.from_email}\r\nSubject: Re: Hello\r\nMIME-Version: 1.0\r\n"
-            "Content-Type: multipart/mixed; boundary=n0\r\n\r\n".encode()
+            credential,
+            b"Content-Type: multipart/mixed; boundary=n0\r\n\r\n"
             + nested(3000, b"--n3000\r\nContent-Type: text/plain\r\n\r\nDeep\r\n"),
         )
     )
@@ -137,22 +144,21 @@ def test_a_reply_of_3000_nested_multiparts_is_kept_cut(thread):
 def test_nul_in_the_text_and_in_an_attachment_name_is_not_stored(thread):
     enrollment, credential, mailbox = thread
     mailbox.append(
-        threaded(
+        mime_reply(
             enrollment,
-            f"From: Contact <{enrollment.contact.email}>\r\n"
-            f"To: {credential.from_email}\r\n"
+            credential,
             # A NUL in an encoded word; a lone surrogate from an escape in a bare word.
-            "Subject: =?utf-8?q?Re:_Hel=00lo?= \\ud800\r\nMIME-Version: 1.0\r\n"
-            'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
-            "--b\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            "Content-Transfer-Encoding: quoted-printable\r\n\r\n"
-            "Tues=00day works.\r\n"
-            "--b\r\nContent-Type: application/pdf\r\n"
-            "Content-Disposition: attachment; filename*=utf-8''quote%00.pdf\r\n"
-            "\r\n%PDF\r\n"
-            "--b\r\nContent-Type: application/pdf\r\n"
-            'Content-Disposition: attachment; filename="=?utf-8?q?plan=00.pdf?="\r\n'
-            "\r\n%PDF\r\n--b--\r\n".encode(),
+            subject="=?utf-8?q?Re:_Hel=00lo?= \\ud800",
+            rest=b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n'
+            b"--b\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Content-Transfer-Encoding: quoted-printable\r\n\r\n"
+            b"Tues=00day works.\r\n"
+            b"--b\r\nContent-Type: application/pdf\r\n"
+            b"Content-Disposition: attachment; filename*=utf-8''quote%00.pdf\r\n"
+            b"\r\n%PDF\r\n"
+            b"--b\r\nContent-Type: application/pdf\r\n"
+            b'Content-Disposition: attachment; filename="=?utf-8?q?plan=00.pdf?="\r\n'
+            b"\r\n%PDF\r\n--b--\r\n",
         )
     )
     good_reply_after(enrollment, credential, mailbox, "After the NUL")
