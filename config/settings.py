@@ -491,6 +491,11 @@ IMAP_MAX_MESSAGE_BYTES = env.int("IMAP_MAX_MESSAGE_BYTES", default=1024 * 1024)
 IMAP_FETCH_MAX_BYTES = max(
     IMAP_MAX_MESSAGE_BYTES, env.int("IMAP_FETCH_MAX_BYTES", default=8 * 1024 * 1024)
 )
+# Bytes of one message's header read at most (matching reads headers first; a longer
+# header is read as far as this goes), at most IMAP_FETCH_MAX_BYTES.
+IMAP_MAX_HEADER_BYTES = min(
+    IMAP_FETCH_MAX_BYTES, env.int("IMAP_MAX_HEADER_BYTES", default=64 * 1024)
+)
 CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
     "task": "outreach.tasks.intake_poll_mailboxes",
     "schedule": IMAP_POLL_INTERVAL_SECONDS,

@@ -16,8 +16,8 @@ Decoding
   (display names too), and raw 8-bit headers as UTF-8 or Windows-1252.
 - format=flowed text (RFC 3676, with DelSp) is joined back into its paragraphs.
 - An HTML-only message gets a text rendering of its HTML (paragraphs, line breaks,
-  list items, `text (url)` links, blockquotes as `> ` lines) made with the standard
-  library's html.parser.
+  list items, `text (url)` links, blockquotes as `> ` lines), in time linear in the
+  HTML whatever its markup (outreach.conversations.html, "Bounds").
 
 Sanitizing and the text rendering of HTML: outreach.conversations.html. The cut of the
 quoted earlier message (`new_text`): outreach.conversations.quotes.
@@ -30,17 +30,19 @@ middle of a part is read as far as it goes (a defect).
 
 # Long: one walk of a message, from its headers to its MIME leaves; the helpers share
 # the defect list and the charset rules, and read best together.
-import codecs
 import email
 import email.errors
 import email.message
 import email.parser
 import email.policy
+import encodings
+import encodings.aliases
+import pkgutil
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.header import decode_header
-from email.utils import getaddresses, parsedate_to_datetime
+from email.utils import getaddresses, parsedate_to_datetime, unquote
 
 from outreach.conversations.html import (
     html_render,
@@ -52,6 +54,22 @@ from outreach.conversations.quotes import quote_cut
 
 MAX_PARTS = 500  # MIME leaves read; the rest of a message with more is a defect
 MAX_DEFECTS = 20
+# Multipart and message/* parts read: the email package parses (and walks) them
+# recursively, so 3,000 nested ones exhaust the stack; the message is cut before the
+# first one past this many (a defect), which bounds the depth of every walk of it.
+MAX_CONTAINERS = 100
+_CONTAINER = re.compile(rb"^content-type:[ \t\r\n]*(?:multipart|message)/", re.I | re.M)
+
+
+def message_from_bytes_bounded(raw: bytes) -> tuple[email.message.Message, bool]:
+    """The parsed message (compat32), cut before its (MAX_CONTAINERS + 1)th multipart or
+    message/* part if it has more; and whether it was cut."""
+    cut = False
+    for count, container in enumerate(_CONTAINER.finditer(raw), start=1):
+        if count > MAX_CONTAINERS:
+            raw, cut = raw[: container.start()], True
+            break
+    return email.message_from_bytes(raw, policy=email.policy.compat32), cut
 
 
 @dataclass
@@ -86,12 +104,29 @@ def message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
     try:
         return _message_parse(raw, max_chars=max(0, max_chars))
     except Exception as exc:  # a last resort: a poll must go on whatever the bytes
-        parsed = ParsedMessage(defects=[f"unreadable: {type(exc).__name__}"])
-        try:
-            _read_headers(_headers_only(raw), parsed)
-        except Exception as header_exc:
-            parsed.defects.append(f"unreadable headers: {type(header_exc).__name__}")
-        return parsed
+        return message_unparsed(raw, reason=type(exc).__name__)
+
+
+def message_unparsed(raw: bytes, *, reason: str) -> ParsedMessage:
+    """What is kept of a message that could not be read: its headers when they can be
+    read, no body, and `unreadable: <reason>` as its defect."""
+    parsed = ParsedMessage(defects=[f"unreadable: {reason}"[:300]])
+    try:
+        _read_headers(_headers_only(raw), parsed)
+    except Exception as header_exc:
+        parsed.defects.append(f"unreadable headers: {type(header_exc).__name__}")
+    return parsed
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_storable(value: str) -> str:
+    """`value` as PostgreSQL stores it: no NUL (text and jsonb refuse it; an encoded word
+    or a `%00` in a file name decodes to one), no lone surrogate (not UTF-8) but U+FFFD."""
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    return _SURROGATE.sub("\ufffd", value)
 
 
 def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
@@ -102,9 +137,11 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
     if not raw.strip():
         parsed.defects.append("empty message")
         return parsed
-    msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+    msg, nested_cut = message_from_bytes_bounded(raw)
     _read_headers(msg, parsed)
     defects = parsed.defects
+    if nested_cut:
+        _add_defect(defects, f"more than {MAX_CONTAINERS} nested parts: cut")
 
     plain_parts: list[str] = []
     html_parts: list[str] = []
@@ -135,13 +172,13 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
     text = newlines_normalize("\n\n".join(p.strip("\n") for p in plain_parts))
     html = "\n".join(html_parts).strip()
     if not text.strip() and html:
-        text = html_to_text(html)
+        text = html_to_text(html, max_chars)
     if not text.strip() and not html:
         _add_defect(defects, "no text body")
 
     new_text, found = quote_cut(text)
     if html and not found:
-        html_text, html_found = html_render(html, cut=True)
+        html_text, html_found = html_render(html, cut=True, max_chars=max_chars)
         if html_found:
             new_text, _ = quote_cut(html_text)
 
@@ -315,11 +352,21 @@ def _parts(
 
 
 def _filename(part: email.message.Message) -> str:
+    """The part's file name (Content-Disposition `filename`, else Content-Type `name`),
+    RFC 2231 values decoded with the charset rules below (as Message.get_filename
+    would, but with any codec Python has)."""
     try:
-        name = part.get_filename() or ""
+        value = part.get_param("filename", header="content-disposition")
+        if value is None:
+            value = part.get_param("name", header="content-type")
     except Exception:
         return ""
-    return _unfold(header_decode(_header_str(name), []))
+    if isinstance(value, tuple):  # RFC 2231: (charset, language, %-decoded value)
+        charset, _, text = value
+        name = _decode_bytes(text.encode("raw-unicode-escape"), charset or "us-ascii", [])
+    else:
+        name = unquote(value or "")
+    return _unfold(header_decode(_header_str(name.strip()), []))
 
 
 def _default_filename(part: email.message.Message) -> str:
@@ -380,6 +427,26 @@ _CHARSET_READ_AS: dict[str, tuple[str, ...]] = {
     "iso-8859-6-i": ("iso-8859-6",),
 }
 _NO_CHARSET = {"", "unknown-8bit", "x-unknown", "unknown", "default", "none", "charset"}
+# Python's codecs that are not character sets: transforms (base64, zlib, rot13, ...),
+# IDNA and punycode (whose decoder is quadratic: 8 s for 950 KB), escape codecs,
+# platform-only ones. A label naming one is an unknown charset.
+_NOT_CHARSETS = {
+    "aliases", "base64_codec", "bz2_codec", "charmap", "hex_codec", "idna", "mbcs", "oem",
+    "punycode", "quopri_codec", "raw_unicode_escape", "rot_13", "undefined",
+    "unicode_escape", "uu_codec", "zlib_codec",
+}  # fmt: skip
+_CHARSET_CODECS = frozenset(m.name for m in pkgutil.iter_modules(encodings.__path__)) - (
+    _NOT_CHARSETS
+)
+
+
+def _charset_codec(name: str) -> str | None:
+    """The standard library codec module a charset label names (as codecs.lookup finds
+    it), when that codec is a character set; else None."""
+    normalized = encodings.normalize_encoding(name.lower())
+    aliases = encodings.aliases.aliases
+    module = aliases.get(normalized) or aliases.get(normalized.replace(".", "_")) or normalized
+    return module if module in _CHARSET_CODECS else None
 
 
 def _decode_bytes(data: bytes, charset: str | None, defects: list[str]) -> str:
@@ -387,10 +454,11 @@ def _decode_bytes(data: bytes, charset: str | None, defects: list[str]) -> str:
     UTF-8, then Windows-1252, then ISO-8859-1 (which decodes any byte)."""
     label = (charset or "").strip().strip("\"'").lower()
     if label not in _NO_CHARSET:
-        for codec in _CHARSET_READ_AS.get(label, (label,)):
+        for name in _CHARSET_READ_AS.get(label, (label,)):
             try:
-                if not getattr(codecs.lookup(codec), "_is_text_encoding", True):
-                    raise LookupError(codec)
+                codec = _charset_codec(name)
+                if codec is None:
+                    raise LookupError(name)
                 return data.decode(codec)
             except LookupError:
                 _add_defect(defects, f"unknown charset {label[:40]}")

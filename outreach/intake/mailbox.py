@@ -8,7 +8,8 @@ One poll of one mailbox, in order:
    (UIDs of another UIDVALIDITY mean nothing);
 3. list the UIDs above the last one seen and fetch them in batches of
    IMAP_FETCH_BATCH_SIZE, at most IMAP_MAX_MESSAGES_PER_POLL per poll (the rest
-   waits for the next round), headers and sizes first;
+   waits for the next round), headers (each at most IMAP_MAX_HEADER_BYTES, a batch's
+   at most IMAP_FETCH_MAX_BYTES) and sizes first;
 4. match each message (delivery report, a message of a contact we wrote to,
    unrelated): a delivery report is read whole and handed to the bounce service; the
    messages matched to an enrollment are read whole (each at most
@@ -18,11 +19,16 @@ One poll of one mailbox, in order:
    are idempotent, so a message seen twice after a crash changes nothing more;
 5. after each batch remember the last UID (only ever forward); at the end record
    the poll time, or the error on the credential (the next round retries).
+
+No message stops a mailbox's intake: whatever one message raises while it is matched,
+applied or kept is that message's `unreadable` outcome (a matched one is still kept,
+as unparsed, with the reason as its defect), named with its UID in `imap_last_error`,
+and the poll goes on past it. Only what is not the message's doing ends a poll: the
+mailbox's connection (its error is the poll's) and the database's (the task fails and
+the next round reads the message again).
 """
 
 import contextlib
-import email
-import email.policy
 import imaplib
 import logging
 import re
@@ -33,12 +39,15 @@ from datetime import timedelta
 from email.message import Message as EmailMessage
 from email.utils import parseaddr, parsedate_to_datetime
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
 from config.outbound import OutboundRefused
 from outreach.conversations import labels
+from outreach.conversations.parse import message_from_bytes_bounded, message_unparsed, text_storable
 from outreach.intake.authentication import dmarc_aligned_pass, mailbox_authserv_id
 from outreach.intake.replies import received_at_of, reply_record
 from outreach.intake.reports import DeliveryReport, delivery_report_parse, is_delivery_report
@@ -62,7 +71,20 @@ AUTO_REPLY = "auto_reply"  # an auto-reply or out-of-office notice, kept, not a 
 UNVERIFIED = "unverified"  # matched by its From alone, not authenticated: kept, changes nothing
 UNMATCHED = "unmatched"  # also: a delivery report about another recipient than our message's
 IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports, repeats
-KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNVERIFIED, UNMATCHED, IGNORED)
+UNREADABLE = "unreadable"  # raised while read (the detail says what); the poll went past it
+KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNVERIFIED, UNMATCHED, IGNORED, UNREADABLE)
+
+# Errors that are not one message's doing: the mailbox's connection (the poll's error)
+# and the database's (the task fails; the message is read again next round).
+_MAILBOX_ERRORS = (
+    OSError,
+    imaplib.IMAP4.error,
+    MailboxUnreachable,
+    ssl.SSLError,
+    EOFError,
+    OutboundRefused,
+)
+_NOT_THE_MESSAGE = (*_MAILBOX_ERRORS, OperationalError, InterfaceError, SoftTimeLimitExceeded)
 
 _DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
 
@@ -73,6 +95,7 @@ class Outcome:
     kind: str
     enrollment_id: str | None = None
     detail: str = ""
+    failure: str = ""  # what reading it raised (the message is `unreadable`, or kept unparsed)
 
 
 @dataclass(frozen=True)
@@ -91,6 +114,7 @@ class PollResult:
     outcomes: list[Outcome] = field(default_factory=list)
     error: str = ""
     more: bool = False  # messages left for the next round
+    unreadable: list[str] = field(default_factory=list)  # "uid N: what it raised"
 
     def count(self, kind: str) -> int:
         return sum(1 for o in self.outcomes if o.kind == kind)
@@ -117,7 +141,14 @@ def message_handle(
 
 
 def reply_keep(
-    *, credential: SmtpCredential, uid: int, match: Match, raw: bytes, validity, cut=False
+    *,
+    credential: SmtpCredential,
+    uid: int,
+    match: Match,
+    raw: bytes,
+    validity,
+    cut=False,
+    parsed=None,
 ) -> Outcome:
     """Keep a matched message as a reply (outreach.intake.replies)."""
     enrollment = match.enrollment
@@ -128,6 +159,7 @@ def reply_keep(
         fallback_id=f"imap-{validity or 0}-{uid}@{credential.pk}",
         cut=cut,
         sender_verified=match.sender_verified,
+        parsed=parsed,
     )
     if recorded.reply is None:
         return Outcome(uid, IGNORED, str(enrollment.pk), "message already kept")
@@ -149,13 +181,13 @@ def message_match(
     """The enrollment a mailbox message answers (a Match that says whether its sender is
     verified), or the Outcome of a message that is not a reply (a delivery report is
     applied here: it needs `fetch_full()`)."""
-    message = email.message_from_bytes(raw, policy=email.policy.compat32)
+    message, _ = message_from_bytes_bounded(raw)
     account_id = credential.account_id
 
     if message.get_content_type() == "multipart/report":
         if not is_delivery_report(message):
             return Outcome(uid, IGNORED, detail="report that is not a delivery status")
-        full = email.message_from_bytes(fetch_full(), policy=email.policy.compat32)
+        full, _ = message_from_bytes_bounded(fetch_full())
         return _delivery_report_apply(credential, uid, delivery_report_parse(full))
 
     sender = _address(message.get("From"))
@@ -297,24 +329,27 @@ def mailbox_poll(*, credential: SmtpCredential) -> PollResult:
     result = PollResult(credential_id=str(credential.pk))
     try:
         _poll(credential, result)
-    except (
-        OSError,
-        imaplib.IMAP4.error,
-        MailboxUnreachable,
-        ssl.SSLError,
-        EOFError,
-        OutboundRefused,
-    ) as exc:
+    except _MAILBOX_ERRORS as exc:
         result.error = _describe(exc)
         now = timezone.now()
         SmtpCredential.objects.filter(pk=credential.pk).update(
-            imap_last_error=result.error[:1000], imap_last_error_at=now, imap_last_polled_at=now
+            imap_last_error=text_storable(result.error)[:1000],
+            imap_last_error_at=now,
+            imap_last_polled_at=now,
         )
         logger.warning("mailbox %s: poll failed: %s", credential.pk, result.error)
         return result
-    SmtpCredential.objects.filter(pk=credential.pk).update(
-        imap_last_error="", imap_last_polled_at=timezone.now()
-    )
+    now = timezone.now()
+    if result.unreadable:
+        SmtpCredential.objects.filter(pk=credential.pk).update(
+            imap_last_error=text_storable("; ".join(result.unreadable))[:1000],
+            imap_last_error_at=now,
+            imap_last_polled_at=now,
+        )
+    else:
+        SmtpCredential.objects.filter(pk=credential.pk).update(
+            imap_last_error="", imap_last_polled_at=now
+        )
     return result
 
 
@@ -358,7 +393,9 @@ def _poll(credential: SmtpCredential, result: PollResult) -> None:
         batch_size = settings.IMAP_FETCH_BATCH_SIZE
         for start in range(0, len(uids), batch_size):
             batch = uids[start : start + batch_size]
-            result.outcomes += _batch_handle(client, credential, batch, validity)
+            outcomes = _batch_handle(client, credential, batch, validity)
+            result.outcomes += outcomes
+            result.unreadable += [f"uid {o.uid}: {o.failure}" for o in outcomes if o.failure]
             # Only ever forward, and only under the UIDVALIDITY these UIDs belong to.
             SmtpCredential.objects.filter(
                 Q(imap_last_uid__isnull=True) | Q(imap_last_uid__lt=batch[-1]),
@@ -375,19 +412,21 @@ def _batch_handle(
     client: imaplib.IMAP4, credential: SmtpCredential, batch: list[int], validity
 ) -> list[Outcome]:
     """One batch of UIDs: headers and sizes, matching, then the matched messages read
-    whole in groups within IMAP_FETCH_MAX_BYTES and kept. Outcomes in UID order."""
-    headers = _fetch_sized(client, batch, "RFC822.SIZE BODY.PEEK[HEADER]")
+    whole in groups within IMAP_FETCH_MAX_BYTES and kept. Outcomes in UID order; each
+    message's failure is its own (`_message_guarded`)."""
     outcomes: list[Outcome] = []
     matched: list[tuple[int, Match, int]] = []  # (uid, match, size)
-    for uid in batch:
-        if uid not in headers:
-            continue  # expunged meanwhile
-        size, raw = headers[uid]
-        found = message_match(
-            credential=credential,
-            uid=uid,
-            raw=raw,
-            fetch_full=lambda uid=uid: _fetch_full(client, uid),
+    headers = _headers_fetch(client, batch)
+    for uid, (size, raw) in headers.items():
+        found = _message_guarded(
+            credential,
+            uid,
+            lambda uid=uid, raw=raw: message_match(
+                credential=credential,
+                uid=uid,
+                raw=raw,
+                fetch_full=lambda: _fetch_full(client, uid),
+            ),
         )
         if isinstance(found, Outcome):
             outcomes.append(found)
@@ -401,7 +440,7 @@ def _batch_handle(
             if uid not in bodies:
                 continue  # expunged meanwhile
             outcomes.append(
-                reply_keep(
+                _reply_keep_guarded(
                     credential=credential,
                     uid=uid,
                     match=match,
@@ -412,6 +451,64 @@ def _batch_handle(
             )
         del bodies
     return sorted(outcomes, key=lambda outcome: outcome.uid)
+
+
+def _message_guarded(credential: SmtpCredential, uid: int, handle):
+    """`handle()` (one message's work) in a transaction of its own; whatever it raises
+    that is not the mailbox's or the database's doing is that message's `unreadable`
+    outcome, its writes rolled back."""
+    try:
+        with transaction.atomic():
+            return handle()
+    except _NOT_THE_MESSAGE:
+        raise
+    except Exception as exc:  # anything a message can provoke; a poll must go on
+        failure = _describe(exc)[:300]
+        logger.exception("mailbox %s: message uid %s unreadable: %s", credential.pk, uid, failure)
+        return Outcome(uid, UNREADABLE, detail=failure, failure=failure)
+
+
+def _reply_keep_guarded(*, credential: SmtpCredential, uid: int, match: Match, raw: bytes, **kw):
+    """Keep a matched message; when that raises, keep it unparsed (its headers, the
+    reason as its defect); when even that raises, it is `unreadable`."""
+    outcome = _message_guarded(
+        credential,
+        uid,
+        lambda: reply_keep(credential=credential, uid=uid, match=match, raw=raw, **kw),
+    )
+    if outcome.kind != UNREADABLE:
+        return outcome
+    failure = outcome.failure
+    kept = _message_guarded(
+        credential,
+        uid,
+        lambda: reply_keep(
+            credential=credential,
+            uid=uid,
+            match=match,
+            raw=raw,
+            parsed=message_unparsed(raw, reason=failure),
+            **kw,
+        ),
+    )
+    kept.failure = failure
+    return kept
+
+
+def _headers_fetch(client: imaplib.IMAP4, batch: list[int]) -> dict[int, tuple[int, bytes]]:
+    """{uid: (size, header)} of a batch, in UID order (an expunged UID is absent): each
+    header at most IMAP_MAX_HEADER_BYTES (a longer one is read as far as that goes:
+    its first lines), fetched in groups of at most IMAP_FETCH_MAX_BYTES together."""
+    cap = min(settings.IMAP_MAX_HEADER_BYTES, settings.IMAP_FETCH_MAX_BYTES)
+    per_fetch = max(1, settings.IMAP_FETCH_MAX_BYTES // cap)
+    found: dict[int, tuple[int, bytes]] = {}
+    for start in range(0, len(batch), per_fetch):
+        found.update(
+            _fetch_sized(
+                client, batch[start : start + per_fetch], f"RFC822.SIZE BODY.PEEK[HEADER]<0.{cap}>"
+            )
+        )
+    return {uid: found[uid] for uid in batch if uid in found}
 
 
 def _fetch_full(client: imaplib.IMAP4, uid: int) -> bytes:

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from outreach.campaigns.windows import window_timezone
 from outreach.conversations import labels
-from outreach.conversations.parse import ParsedMessage, message_parse
+from outreach.conversations.parse import ParsedMessage, message_parse, text_storable
 from outreach.enrollments import enrollment_postpone
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_replied
 from outreach.models.conversations import Reply
@@ -83,7 +83,7 @@ def reply_record(
     received_at = received_at_of(parsed.date, now=now)
     classification = labels.message_classify(parsed, received_at=received_at)
     label = classification.label
-    message_id = (parsed.message_id or fallback_id)[:255]
+    message_id = text_storable(parsed.message_id or fallback_id)[:255]
     defects = list(parsed.defects)
     if cut:
         defects.append(f"message longer than {settings.IMAP_MAX_MESSAGE_BYTES} bytes: cut")
@@ -91,7 +91,7 @@ def reply_record(
         try:
             with transaction.atomic():
                 reply = Reply.objects.create(
-                    **_reply_fields(parsed),
+                    **_storable(_reply_fields(parsed)),
                     account_id=credential.account_id,
                     enrollment_id=enrollment.pk,
                     campaign_id=enrollment.campaign_id,
@@ -103,7 +103,7 @@ def reply_record(
                     label=label,
                     label_source=Reply.LabelSource.AUTO if label else "",
                     returns_on=classification.returns_on,
-                    defects=[d[:300] for d in defects[:20]],
+                    defects=[text_storable(d)[:300] for d in defects[:20]],
                     size=len(raw),
                     sender_verified=sender_verified,
                 )
@@ -157,6 +157,18 @@ def _reply_fields(parsed: ParsedMessage) -> dict:
             for a in parsed.attachments[:100]
         ],
     }
+
+
+def _storable(value):
+    """Every text in the columns (text, arrays, the attachments' JSON) as PostgreSQL
+    stores it (parse.text_storable)."""
+    if isinstance(value, str):
+        return text_storable(value)
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _storable(item) for key, item in value.items()}
+    return value
 
 
 def _postpone(enrollment: Enrollment, returns_on, *, now: datetime) -> None:

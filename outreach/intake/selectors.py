@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
+from outreach.conversations.parse import text_storable
 from outreach.models.contacts import Contact
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import DeletedEnrollment, Enrollment, Message
@@ -13,17 +14,26 @@ from outreach.sending.tokens import Named
 _ANGLE_ID = re.compile(r"<([^<>\s]+)>")
 
 
-def message_id_normalize(value: str | None) -> str:
+def _header_text(value: object) -> str:
+    """A header value as text: the email package hands a Header object, not a str, for
+    a value with raw 8-bit bytes (its str() shows them as U+FFFD); never a NUL."""
+    if value is None:
+        return ""
+    return text_storable(value if isinstance(value, str) else str(value))
+
+
+def message_id_normalize(value: object) -> str:
     """A Message-ID as stored: no surrounding whitespace or angle brackets."""
-    value = (value or "").strip()
+    value = _header_text(value).strip()
     if value.startswith("<") and value.endswith(">"):
         value = value[1:-1].strip()
     return value
 
 
-def message_ids_in_header(value: str | None) -> list[str]:
+def message_ids_in_header(value: object) -> list[str]:
     """Every `<id>` of an In-Reply-To / References header, in order; a bare id
     (some providers drop the brackets) counts as one."""
+    value = _header_text(value)
     if not value:
         return []
     found = _ANGLE_ID.findall(value)
@@ -32,7 +42,7 @@ def message_ids_in_header(value: str | None) -> list[str]:
     return found
 
 
-def _lookup_keys(ids: Iterable[str]) -> list[str]:
+def _lookup_keys(ids: Iterable[object]) -> list[str]:
     # Message-IDs are compared as sent, and lower-cased: some relays and mail clients
     # change the case of the domain part. Both keys use the unique index.
     keys: list[str] = []
@@ -82,7 +92,7 @@ def enrollment_sent_from(*, credential: SmtpCredential, email: str) -> Enrollmen
     )
 
 
-def message_ids_known(*, account_id: UUID, message_ids: Iterable[str]) -> bool:
+def message_ids_known(*, account_id: UUID, message_ids: Iterable[object]) -> bool:
     """Whether any of these ids is a message we sent (our own copies are not replies)."""
     keys = _lookup_keys(message_ids)
     return (

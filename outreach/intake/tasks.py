@@ -13,7 +13,9 @@ def intake_poll_mailbox(credential_id: str) -> dict:
     if credential is None:
         return {"credential_id": credential_id, "skipped": True}
     result = mailbox_poll(credential=credential)
-    imap_poll_observe(error=result.error)
+    # A message that could not be read counts the poll as an error too (it is named on
+    # the credential: imap_last_error), though the poll went on past it.
+    imap_poll_observe(error=result.error or "; ".join(result.unreadable))
     return {
         "credential_id": credential_id,
         "messages": len(result.outcomes),
@@ -21,5 +23,6 @@ def intake_poll_mailbox(credential_id: str) -> dict:
         "kept": result.count("kept"),
         "auto_reply": result.count("auto_reply"),
         "bounced": result.count("bounced"),
+        "unreadable": len(result.unreadable),
         "error": result.error,
     }

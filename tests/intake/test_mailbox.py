@@ -397,7 +397,7 @@ def test_the_command_polls_one_mailbox_and_prints_the_matches(thread):
     assert "uid 2: unmatched (from stranger@else.example)" in text
     assert (
         "2 new message(s): 1 replied, 0 kept, 0 bounced, 0 auto_reply, 0 unverified, "
-        "1 unmatched, 0 ignored." in text
+        "1 unmatched, 0 ignored, 0 unreadable." in text
     )
 
 
