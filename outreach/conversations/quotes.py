@@ -237,7 +237,7 @@ def _field(names: list[str]) -> re.Pattern[str]:
 _HEADER_FROM = _field(HEADER_FROM_FIELDS)
 _HEADER_DATE = _field(HEADER_DATE_FIELDS)
 _HEADER_ANY = _field(HEADER_FROM_FIELDS + HEADER_DATE_FIELDS + HEADER_OTHER_FIELDS)
-_SIGNATURE = [re.compile(p, re.IGNORECASE) for p in SIGNATURE_PATTERNS.values()]
+_SIGNATURE = re.compile("|".join(f"(?:{p})" for p in SIGNATURE_PATTERNS.values()), re.I)
 _GREETING = re.compile(GREETING, re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _URL = re.compile(r"\S*(https?://|www\.|mailto:)\S*", re.IGNORECASE)
@@ -246,10 +246,6 @@ _LINK_PIECE = re.compile(r"[\w.?:-]*[=/&%#][\w=&%/.?#:-]*\)?")
 
 def _clean(line: str) -> str:
     return line.replace("\xa0", " ").replace("\u200b", "").strip()
-
-
-def _quoted(line: str) -> bool:
-    return line.lstrip().startswith(">")
 
 
 # --- markers ---------------------------------------------------------------------------
@@ -282,16 +278,16 @@ def _joined(lines: list[str], i: int, extra: int) -> tuple[str, int] | None:
     """Line i and the `extra` lines after it, joined with spaces, and the number of lines
     taken. A blank line is crossed only inside an address's angle brackets (Polymail's
     `John Smith` / `` / `<` / `mailto:...>` / `> wrote:`)."""
-    parts = [_clean(lines[i])]
+    parts = [lines[i]]
     k = i
     while extra:
         k += 1
         if k >= len(lines):
             return None
-        line = _clean(lines[k])
+        line = lines[k]
         joined = " ".join(parts)
         if not line:
-            if k + 1 < len(lines) and _clean(lines[k + 1]).startswith("<"):
+            if k + 1 < len(lines) and lines[k + 1].startswith("<"):
                 continue
             return None
         if line.startswith(">") and joined.count("<") <= joined.count(">"):
@@ -308,7 +304,7 @@ def _attribution_at(lines: list[str], i: int) -> int:
         if got is None:
             return 0
         text, taken = got
-        if _attribution(text):
+        if text.endswith((":", "：", "-", ">")) and _attribution(text):
             # Wrapped: the attribution may start on the next line (whose own join is
             # shorter); then it is found there.
             # ("Hello" / "02.04.2012 14:20 ... <" / "bob@x> написал:"). The line is
@@ -325,8 +321,8 @@ def _attribution_at(lines: list[str], i: int) -> int:
 
 
 def _header_block_at(lines: list[str], i: int) -> bool:
-    line = _clean(lines[i])
-    following = [_clean(x) for x in lines[i + 1 : i + 7]]
+    line = lines[i]
+    following = lines[i + 1 : i + 7]
     sender = _HEADER_FROM.match(line)
     if sender and sender["value"].strip():
         if "@" in sender["value"]:
@@ -341,15 +337,15 @@ def _header_block_at(lines: list[str], i: int) -> bool:
 def _marker_at(lines: list[str], i: int) -> tuple[str, int]:
     """The kind of marker at line i ("attribution", "separator", "forward", "header",
     "signature") and its number of lines, or ("", 0)."""
-    line = _clean(lines[i])
+    line = lines[i]
     if not line or line.startswith(">"):
         return "", 0
     if _SEPARATOR.match(line):
         return ("forward" if _FORWARD.search(line) else "separator"), 1
     if _OUTLOOK_LINE.match(line):
-        rest = [_clean(x) for x in lines[i + 1 : i + 4] if _clean(x)]
+        rest = [x for x in lines[i + 1 : i + 4] if x]
         return ("separator", 1) if rest and _HEADER_ANY.match(rest[0]) else ("", 0)
-    if any(p.match(line) for p in _SIGNATURE):
+    if _SIGNATURE.match(line):
         return "signature", 1
     if _header_block_at(lines, i):
         return "header", 1
@@ -373,9 +369,11 @@ def _split_shared_line(line: str) -> tuple[str, str] | None:
 def _link_rest(lines: list[str], i: int) -> bool:
     """An unquoted line right between two quoted lines that is only the rest of a
     wrapped link (`(http://example.com/c/x) >`, `_nonce=3dd518)`): part of the quote."""
-    if not (0 < i < len(lines) - 1 and _quoted(lines[i - 1]) and _quoted(lines[i + 1])):
+    if not (
+        0 < i < len(lines) - 1 and lines[i - 1].startswith(">") and lines[i + 1].startswith(">")
+    ):
         return False
-    line = lines[i].strip()
+    line = lines[i]
     return not _WORD.search(_URL.sub(" ", line)) or bool(_LINK_PIECE.fullmatch(line))
 
 
@@ -386,7 +384,8 @@ def quote_cut(text: str) -> tuple[str, bool]:
     """The new part of a reply's text, and whether a quote marker was found (see the
     module docstring and docs/conversations.md)."""
     lines = newlines_normalize(text).split("\n")
-    quoted_count = sum(1 for line in lines if _quoted(line))
+    clean = [_clean(line) for line in lines]  # what the markers are read from
+    quoted_count = sum(1 for line in clean if line.startswith(">"))
     kept: list[str] = []
     found = False
     in_quote = False  # after a marker followed by a `>` quote
@@ -394,12 +393,12 @@ def quote_cut(text: str) -> tuple[str, bool]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if not line.strip():
+        if not clean[i]:
             if not dropping:
                 kept.append(line)
             i += 1
             continue
-        if _quoted(line):
+        if clean[i].startswith(">"):
             if found or quoted_count >= 2:
                 found = in_quote = dropping = True
                 i += 1
@@ -408,9 +407,9 @@ def quote_cut(text: str) -> tuple[str, bool]:
             dropping = False
             i += 1
             continue
-        kind, taken = _marker_at(lines, i)
-        if kind == "attribution" or (not kind and _quote_follows(lines, i + 1)):
-            shared = _split_shared_line(_clean(line))
+        kind, taken = _marker_at(clean, i)
+        if kind == "attribution" or (not kind and _quote_follows(clean, i + 1)):
+            shared = _split_shared_line(clean[i])
             if shared:  # "reply On <date>, <name> wrote:" on one line
                 kept.append(shared[0])
                 kind, taken = "attribution", taken or 1
@@ -420,16 +419,16 @@ def quote_cut(text: str) -> tuple[str, bool]:
             found = True
             if kind == "signature":
                 break
-            if _quote_follows(lines, i + taken):
+            if _quote_follows(clean, i + taken):
                 in_quote = dropping = True
                 i += taken
                 continue
             break
-        if _generic_attribution(lines, i):
+        if _generic_attribution(clean, i):
             found = dropping = True
             i += 1
             continue
-        if in_quote and _link_rest(lines, i):
+        if in_quote and _link_rest(clean, i):
             i += 1
             continue
         kept.append(line)
@@ -437,15 +436,15 @@ def quote_cut(text: str) -> tuple[str, bool]:
         i += 1
     new_text = _tidy(kept)
     if not _has_words(new_text) or _GREETING.match(new_text):
-        return _fallback(lines, new_text), found
+        return _fallback(lines, clean, new_text), found
     return new_text, found
 
 
-def _fallback(lines: list[str], new_text: str) -> str:
+def _fallback(lines: list[str], clean: list[str], new_text: str) -> str:
     """The text without its quoted lines, when it holds words beyond the cut's (other
     than the markers' own): the person wrote under the marker without quoting."""
-    unquoted = [(i, line) for i, line in enumerate(lines) if not _quoted(line)]
-    beyond = _tidy([line for i, line in unquoted if not _marker_at(lines, i)[0]])
+    unquoted = [(i, line) for i, line in enumerate(lines) if not clean[i].startswith(">")]
+    beyond = _tidy([line for i, line in unquoted if not _marker_at(clean, i)[0]])
     if _words(beyond) > _words(new_text):
         return _tidy([line for _, line in unquoted])
     return new_text
@@ -455,16 +454,16 @@ def _words(text: str) -> int:
     return len(re.findall(r"[^\W_]+", text))
 
 
-def _quote_follows(lines: list[str], j: int) -> bool:
-    while j < len(lines) and not lines[j].strip():
+def _quote_follows(clean: list[str], j: int) -> bool:
+    while j < len(clean) and not clean[j]:
         j += 1
-    return j < len(lines) and _quoted(lines[j])
+    return j < len(clean) and clean[j].startswith(">")
 
 
 def _generic_attribution(lines: list[str], i: int) -> bool:
     """Any client's attribution: the line just above a `>` quote, ending in ":" and
     holding a date or an address ("2025年3月3日(月) 10:00 Anna <a@b>:")."""
-    above = _clean(lines[i])
+    above = lines[i]
     return (
         above.endswith((":", "："))
         and len(above) <= 300
