@@ -346,35 +346,17 @@ def test_italian_and_dutch_return_dates(language, text, expected):
 
 
 @pytest.mark.parametrize(
-    ("subject", "body", "returns_on"),
+    ("subject", "body"),
     [
-        (
-            "Risposta automatica: Quick question",
-            "Sono in trasferta fino al 10 marzo.",
-            date(2026, 3, 10),
-        ),
-        ("Automatisch antwoord: Quick question", "Ik ben op reis tot 10 maart.", date(2026, 3, 10)),
-        (
-            "Automatische Antwort: Quick question",
-            "Ich bin auf Geschäftsreise bis 10.03.",
-            date(2026, 3, 10),
-        ),
-        (
-            "Réponse automatique : Quick question",
-            "Je suis en déplacement jusqu'au 10 mars.",
-            date(2026, 3, 10),
-        ),
-        (
-            "Respuesta automática: Quick question",
-            "Estoy de viaje hasta el 10 de marzo.",
-            date(2026, 3, 10),
-        ),
-        (
-            "Automatic reply: Quick question",
-            "I am on a business trip until March 10.",
-            date(2026, 3, 10),
-        ),
+        ("Risposta automatica: Quick question", "Sono in trasferta fino al 10 marzo."),
+        ("Automatisch antwoord: Quick question", "Ik ben op reis tot 10 maart."),
+        ("Automatische Antwort: Quick question", "Ich bin auf Geschäftsreise bis 10.03."),
+        ("Réponse automatique : Quick question", "Je suis en déplacement jusqu'au 10 mars."),
+        ("Respuesta automática: Quick question", "Estoy de viaje hasta el 10 de marzo."),
+        ("Automatic reply: Quick question", "I am on a business trip until March 10."),
     ],
 )
-def test_away_notices_in_six_languages(subject, body, returns_on):
-    assert classify(subject=subject, new_text=body) == Classification(OUT_OF_OFFICE, returns_on)
+def test_away_notices_in_six_languages(subject, body):
+    assert classify(subject=subject, new_text=body) == Classification(
+        OUT_OF_OFFICE, date(2026, 3, 10)
+    )
