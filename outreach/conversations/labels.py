@@ -61,6 +61,23 @@ OUT_OF_OFFICE_PHRASES: dict[str, list[str]] = {
         "on leave until",
         "limited access to email",
         "limited access to my email",
+        "limited access to e-mail",
+        "limited email access",
+        "intermittent access",
+        "with limited access",
+        "no access to email",
+        "without access to email",
+        "i am travelling",
+        "i'm travelling",
+        "i am traveling",
+        "i'm traveling",
+        "currently travelling",
+        "currently traveling",
+        "on a business trip",
+        "on business travel",
+        "away on business",
+        "on sick leave",
+        "on medical leave",
     ],
     "de": [
         "abwesenheitsnotiz",
@@ -74,6 +91,14 @@ OUT_OF_OFFICE_PHRASES: dict[str, list[str]] = {
         "bin ab ... wieder",
         "bin ... wieder im büro",
         "bin ... wieder erreichbar",
+        "auf reisen",
+        "auf geschäftsreise",
+        "auf dienstreise",
+        "eingeschränkt erreichbar",
+        "eingeschränktem zugriff",
+        "keinen zugriff auf meine e-mails",
+        "im krankenstand",
+        "im mutterschutz",
     ],
     "fr": [
         "absent du bureau",
@@ -87,6 +112,11 @@ OUT_OF_OFFICE_PHRASES: dict[str, list[str]] = {
         "actuellement absent",
         "actuellement absente",
         "message d'absence",
+        "en déplacement",
+        "en voyage",
+        "accès limité",
+        "accès restreint",
+        "en arrêt maladie",
     ],
     "es": [
         "fuera de la oficina",
@@ -98,6 +128,39 @@ OUT_OF_OFFICE_PHRASES: dict[str, list[str]] = {
         "estaré fuera",
         "estoy fuera",
         "mensaje de ausencia",
+        "de viaje",
+        "en viaje de negocios",
+        "acceso limitado",
+        "de permiso",
+    ],
+    "it": [
+        "fuori ufficio",
+        "fuori sede",
+        "sono assente",
+        "assente dall'ufficio",
+        "non sono in ufficio",
+        "in ferie",
+        "in vacanza",
+        "in viaggio",
+        "in trasferta",
+        "in congedo",
+        "in maternità",
+        "in malattia",
+        "accesso limitato",
+        "messaggio di assenza",
+    ],
+    "nl": [
+        "afwezig",
+        "niet op kantoor",
+        "niet aanwezig",
+        "buiten kantoor",
+        "met vakantie",
+        "op vakantie",
+        "op reis",
+        "met verlof",
+        "beperkt bereikbaar",
+        "beperkte toegang",
+        "afwezigheidsbericht",
     ],
 }
 
@@ -116,10 +179,8 @@ AUTO_REPLY_SUBJECT_PHRASES: dict[str, list[str]] = {
     "de": ["automatische antwort", "automatische rückantwort", "autoantwort"],
     "fr": ["réponse automatique", "reponse automatique"],
     "es": ["respuesta automática", "respuesta automatica"],
-    # Subjects only (no return dates are read in these languages): an Italian or Dutch
-    # out-of-office notice is an auto-reply, not a reply.
-    "it": ["risposta automatica", "fuori sede", "fuori ufficio"],
-    "nl": ["automatisch antwoord", "afwezig", "niet op kantoor"],
+    "it": ["risposta automatica"],
+    "nl": ["automatisch antwoord"],
 }
 
 TICKET_PHRASES: dict[str, list[str]] = {
@@ -274,6 +335,18 @@ MONTHS: dict[str, dict[str, int]] = {
         "sept": 9, "sep": 9, "octubre": 10, "oct": 10, "noviembre": 11, "nov": 11,
         "diciembre": 12, "dic": 12,
     },
+    "it": {
+        "gennaio": 1, "gen": 1, "febbraio": 2, "feb": 2, "marzo": 3, "mar": 3,
+        "aprile": 4, "apr": 4, "maggio": 5, "mag": 5, "giugno": 6, "giu": 6,
+        "luglio": 7, "lug": 7, "agosto": 8, "ago": 8, "settembre": 9, "sett": 9,
+        "ottobre": 10, "ott": 10, "novembre": 11, "nov": 11, "dicembre": 12, "dic": 12,
+    },
+    "nl": {
+        "januari": 1, "jan": 1, "februari": 2, "feb": 2, "maart": 3, "mrt": 3,
+        "april": 4, "apr": 4, "mei": 5, "juni": 6, "jun": 6, "juli": 7, "jul": 7,
+        "augustus": 8, "aug": 8, "september": 9, "sept": 9, "sep": 9, "oktober": 10,
+        "okt": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
+    },
 }  # fmt: skip
 # Words that put the return date after them (or, for "wieder"/"zurück"/"back", just
 # before them: "am 3. März wieder im Büro").
@@ -282,8 +355,13 @@ RETURN_MARKERS_BEFORE = [
     "wieder", "zurück", "bis", "ab",
     "retour", "jusqu'au", "jusqu'à", "à partir du",
     "vuelta", "regreso", "regresaré", "volveré", "hasta", "a partir del",
+    "fino al", "fino a", "rientro", "rientrerò", "tornerò", "ritorno", "a partire dal",
+    "tot en met", "t/m", "tot", "terug", "vanaf",
 ]  # fmt: skip
-RETURN_MARKERS_AFTER = ["back", "wieder", "zurück", "de retour", "de vuelta"]
+RETURN_MARKERS_AFTER = [
+    "back", "wieder", "zurück", "de retour", "de vuelta", "di nuovo", "di ritorno",
+    "rientro", "weer", "terug",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -340,8 +418,16 @@ def message_classify(parsed: ParsedMessage, *, received_at: datetime) -> Classif
     if first_at:
         # The language of the first phrase decides how numeric dates read.
         language = min(first_at, key=lambda lang: first_at[lang])
+        # The notice's own date, where its sender was; the zone hints at the date order.
+        sent = parsed.date
+        zone = sent.utcoffset() if sent is not None else None
+        local = (
+            received_at.astimezone(sent.tzinfo)
+            if sent is not None and zone is not None
+            else received_at
+        )
         return Classification(
-            OUT_OF_OFFICE, return_date(notice, language=language, received_at=received_at)
+            OUT_OF_OFFICE, return_date(notice, language=language, received_at=local, zone=zone)
         )
 
     if (
@@ -400,15 +486,34 @@ _MARKER_AFTER = re.compile(
 )
 
 
+# A return date is rarely months after the notice: of two readings of a numeric date,
+# one this close wins over one further away.
+RETURN_DATE_LIKELY = timedelta(days=62)
+
+
 @dataclass(frozen=True)
 class _Found:
     start: int
     end: int
-    when: date
+    readings: tuple[date, ...]  # one, or two for a numeric date read either way
     marked: bool
 
 
-def _dates_in(text: str, *, language: str, received: date) -> list[_Found]:
+def date_order(language: str, zone: timedelta | None) -> str:
+    """The sender's likely numeric date order: "dmy", "mdy", or "" when unknown.
+    German, French, Spanish, Italian, Dutch: day first. English: month first from the
+    Americas (a Date header zone from UTC-2:30 to UTC-10), day first from any other
+    zone but UTC; unknown from UTC or without a zone (servers such as Exchange Online
+    write +0000 for everyone)."""
+    if language != "en":
+        return "dmy"
+    if zone is None or not zone:
+        return ""
+    hours = zone.total_seconds() / 3600
+    return "mdy" if -10 <= hours <= -2.5 else "dmy"
+
+
+def _dates_in(text: str, *, language: str, order: str, received: date) -> list[_Found]:
     spans: list[tuple[int, int, str, re.Match[str]]] = []
     for name, form in _DATE_FORMS.items():
         for match in form.finditer(text):
@@ -422,34 +527,48 @@ def _dates_in(text: str, *, language: str, received: date) -> list[_Found]:
         before = text[max(last_end, start - 30) : start]
         after = text[end : end + 20]
         marked = bool(_MARKER_BEFORE.search(before) or _MARKER_AFTER.search(after))
-        when = _resolve(name, match, language=language, received=received, marked=marked)
+        readings = _resolve(
+            name, match, language=language, order=order, received=received, marked=marked
+        )
         last_end = end
-        if when is not None:
-            found.append(_Found(start, end, when, marked))
+        if readings:
+            found.append(_Found(start, end, readings, marked))
     return found
 
 
 def _resolve(
-    name: str, match: re.Match[str], *, language: str, received: date, marked: bool
-) -> date | None:
+    name: str, match: re.Match[str], *, language: str, order: str, received: date, marked: bool
+) -> tuple[date, ...]:
+    """The readings of one date: the likely order's first."""
     groups = match.groupdict()
     year = int(groups["y"]) if groups.get("y") else None
     if year is not None and year < 100:
         year += 2000
     if name == "numeric":
         if year is None and not marked:
-            return None  # "3.5" alone is too likely a version or a score
+            return ()  # "3.5" alone is too likely a version or a score
         a, b = int(groups["a"]), int(groups["b"])
-        # English: a slash date is month first (3/15) unless its first number cannot be
-        # a month (15/3); a dotted or dashed one is day first. Other languages: day first.
-        if language == "en" and groups["sep"] == "/" and a <= 12:
-            month, day = a, b
+        # Only an English slash date may be month first ("3/15"); a dotted or dashed one,
+        # and any in another language, is day first.
+        if language != "en" or groups["sep"] != "/":
+            pairs = [(b, a)]
+        elif order == "dmy":
+            pairs = [(b, a), (a, b)]
         else:
-            day, month = a, b
+            pairs = [(a, b), (b, a)]
     elif name == "iso":
-        month, day = int(groups["m"]), int(groups["d"])
+        pairs = [(int(groups["m"]), int(groups["d"]))]
     else:
-        month, day = _MONTH_NUMBER[groups["mon"]], int(groups["d"])
+        pairs = [(_MONTH_NUMBER[groups["mon"]], int(groups["d"]))]
+    readings = []
+    for month, day in pairs:
+        when = _on_or_after(year, month, day, received)
+        if when is not None and when not in readings:
+            readings.append(when)
+    return tuple(readings)
+
+
+def _on_or_after(year: int | None, month: int, day: int, received: date) -> date | None:
     if year is not None:
         try:
             return date(year, month, day)
@@ -465,19 +584,43 @@ def _resolve(
     return None
 
 
-def return_date(text: str, *, language: str, received_at: datetime) -> date | None:
+def _reading(found: _Found, *, order: str, received: date, stated: set[date]) -> date | None:
+    """The one reading of a date: those between the notice and the horizon; of two, the
+    one another date of the notice states, then the one within RETURN_DATE_LIKELY,
+    then the likely order's, and when the order is unknown, the earlier."""
+    horizon = received + RETURN_DATE_HORIZON
+    readings = [r for r in found.readings if received <= r <= horizon]
+    if len(readings) < 2:
+        return readings[0] if readings else None
+    agreed = [r for r in readings if r in stated]
+    if len(agreed) == 1:
+        return agreed[0]
+    near = [r for r in readings if r - received <= RETURN_DATE_LIKELY]
+    if len(near) == 1:
+        return near[0]
+    return readings[0] if order else min(readings)
+
+
+def return_date(
+    text: str, *, language: str, received_at: datetime, zone: timedelta | None = None
+) -> date | None:
     """The return date an out-of-office notice gives: the latest date after a return
     marker ("back", "until", "wieder", "bis", "retour", "jusqu'au", "vuelta", "hasta",
-    ...), else the latest date; a year-less date is its next occurrence on or after
-    received_at's date; dates before it or more than 365 days after it are ignored."""
+    "fino al", "tot", ...), else the latest date; a year-less date is its next
+    occurrence on or after the notice's date; dates before it or more than 365 days
+    after it are ignored. A numeric date that reads two ways is read in the sender's
+    likely order (`date_order`: the language and the Date header's zone `zone`), see
+    `_reading`."""
     received = received_at.date()
-    horizon = received + RETURN_DATE_HORIZON
-    found = [
-        f
-        for f in _dates_in(normalize(text), language=language, received=received)
-        if received <= f.when <= horizon
-    ]
-    if not found:
+    order = date_order(language, zone)
+    found = _dates_in(normalize(text), language=language, order=order, received=received)
+    stated = {f.readings[0] for f in found if len(f.readings) == 1}
+    dated = []
+    for f in found:
+        when = _reading(f, order=order, received=received, stated=stated)
+        if when is not None:
+            dated.append((when, f.marked))
+    if not dated:
         return None
-    marked = [f.when for f in found if f.marked]
-    return max(marked) if marked else max(f.when for f in found)
+    marked = [when for when, is_marked in dated if is_marked]
+    return max(marked) if marked else max(when for when, _ in dated)

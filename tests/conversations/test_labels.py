@@ -1,6 +1,6 @@
 """message_classify: the labels the intake sets, every phrase of the lists, return dates."""
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -270,3 +270,93 @@ def test_a_bilingual_notice_reads_numeric_dates_in_the_language_of_its_first_phr
 
 def test_only_out_of_office_gives_a_return_date():
     assert classify(new_text="Please remove me, I am back March 16 anyway").returns_on is None
+
+
+# --- the sender's date order, the notice's own date ----------------------------------------
+
+
+def classify_on_its_date(name: str) -> Classification:
+    parsed = message_parse((MAIL / name).read_bytes(), max_chars=100_000)
+    assert parsed.date is not None
+    return message_classify(parsed, received_at=parsed.date)
+
+
+def test_a_uk_notice_reads_day_first():
+    """Sent 4 January 2010 from UTC: "returning 05/01/2010" is 5 January; 1 May would
+    have held the sequence four months too long."""
+    assert classify_on_its_date("ooo_en_uk_numeric.eml") == Classification(
+        OUT_OF_OFFICE, date(2010, 1, 5)
+    )
+
+
+def test_travelling_with_intermittent_access_is_out_of_office():
+    """Exchange's "Automatic reply" from New York: 03/09 is 9 March (month first)."""
+    assert classify_on_its_date("ooo_en_exchange_travelling.eml") == Classification(
+        OUT_OF_OFFICE, date(2026, 3, 9)
+    )
+
+
+NOTICE_DAY = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "zone_hours", "expected"),
+    [
+        # Both readings within two months: the zone's order; unknown (UTC): the earlier.
+        ("back 03/04", -5, date(2026, 3, 4)),
+        ("back 03/04", 1, date(2026, 4, 3)),
+        ("back 03/04", 5.5, date(2026, 4, 3)),
+        ("back 03/04", 0, date(2026, 3, 4)),
+        ("back 03/04", None, date(2026, 3, 4)),
+        # One reading months away, the other close: the close one, whatever the zone.
+        ("back 06/03", -5, date(2026, 3, 6)),
+        ("back 06/03", 0, date(2026, 3, 6)),
+        # One reading before the notice: the other one.
+        ("back 01/04", 1, date(2026, 4, 1)),
+        ("back 04/01/2026", -5, date(2026, 4, 1)),
+        # A reading another date of the notice states.
+        ("returning 06/04/2026, that is 6 April", 0, date(2026, 4, 6)),
+    ],
+)
+def test_numeric_dates_read_in_the_senders_order(text, zone_hours, expected):
+    zone = None if zone_hours is None else timedelta(hours=zone_hours)
+    assert return_date(text, language="en", received_at=NOTICE_DAY, zone=zone) == expected
+
+
+def test_german_french_spanish_italian_dutch_are_day_first_whatever_the_zone():
+    west = timedelta(hours=-5)
+    for language in ("de", "fr", "es", "it", "nl"):
+        got = return_date("bis 03/04", language=language, received_at=NOTICE_DAY, zone=west)
+        assert got == date(2026, 4, 3), language
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "expected"),
+    [
+        ("it", "sono fuori ufficio fino al 15 marzo", date(2026, 3, 15)),
+        ("it", "rientro il 16/03", date(2026, 3, 16)),
+        ("it", "in ferie fino al 3 aprile 2026", date(2026, 4, 3)),
+        ("nl", "afwezig tot en met 15 maart", date(2026, 3, 15)),
+        ("nl", "met vakantie t/m 04-05", date(2026, 5, 4)),
+        ("nl", "vanaf 9 mrt weer op kantoor", date(2026, 3, 9)),
+    ],
+)
+def test_italian_and_dutch_return_dates(language, text, expected):
+    assert return_date(text, language=language, received_at=RECEIVED) == expected
+
+
+@pytest.mark.parametrize(
+    ("subject", "body"),
+    [
+        ("Risposta automatica: Quick question", "Sono in trasferta fino al 10 marzo."),
+        ("Automatisch antwoord: Quick question", "Ik ben op reis tot 10 maart."),
+        ("Automatische Antwort: Quick question", "Ich bin auf Geschäftsreise bis 10.03."),
+        ("Réponse automatique : Quick question", "Je suis en déplacement jusqu'au 10 mars."),
+        ("Respuesta automática: Quick question", "Estoy de viaje hasta el 10 de marzo."),
+        ("Automatic reply: Quick question", "I am on a business trip until March 10."),
+    ],
+)
+def test_away_notices_in_six_languages(subject, body):
+    assert classify(subject=subject, new_text=body) == Classification(
+        OUT_OF_OFFICE, date(2026, 3, 10)
+    )

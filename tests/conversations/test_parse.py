@@ -410,7 +410,12 @@ def test_auto_submitted_headers(headers, auto):
         ("Ja.\n\n-----Ursprüngliche Nachricht-----\nVon: x", "Ja."),
         ("Oui.\n\n-----Message d'origine-----\nDe : x", "Oui."),
         ("Sí.\n\n-----Mensaje original-----\nDe: x", "Sí."),
-        ("Fine.\n\n---------- Forwarded message ---------\nFrom: x", "Fine."),
+        # A forwarded message is what the person sent; inside a quote it is quoted.
+        (
+            "Fine.\n\n---------- Forwarded message ---------\nFrom: x",
+            "Fine.\n\n---------- Forwarded message ---------\nFrom: x",
+        ),
+        ("Fine.\n\n-----Original Message-----\n\n---------- Forwarded message ---------", "Fine."),
         ("Gern.\n\nVon: Sam <s@x>\nGesendet: Montag, 2. März 2026 09:55\nAn: k", "Gern."),
         ("Non.\n\nDe : Sam <s@x>\nEnvoyé : lundi 2 mars 2026 09:55\nÀ : h", "Non."),
         ("No.\n\nDe: Sam <s@x>\nEnviado el: lunes, 2 de marzo de 2026 9:55\nPara: j", "No."),
