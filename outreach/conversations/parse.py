@@ -50,7 +50,7 @@ from outreach.conversations.html import (
     html_to_text,
     newlines_normalize,
 )
-from outreach.conversations.quotes import quote_cut
+from outreach.conversations.quotes import quote_cut, words_of_their_own
 
 MAX_PARTS = 500  # MIME leaves read; the rest of a message with more is a defect
 MAX_DEFECTS = 20
@@ -180,7 +180,11 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
     if html and not found:
         html_text, html_found = html_render(html, cut=True, max_chars=max_chars)
         if html_found:
-            new_text, _ = quote_cut(html_text)
+            html_new, _ = quote_cut(html_text)
+            # The HTML's cut stops at the client's first quote mark: a reply written
+            # below it would be lost, so the cut counts only when it keeps their words.
+            if words_of_their_own(html_new):
+                new_text = html_new
 
     parsed.text, cut_text = _cut(text, max_chars)
     parsed.new_text, cut_new = _cut(new_text, max_chars)

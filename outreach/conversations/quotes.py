@@ -435,7 +435,7 @@ def quote_cut(text: str) -> tuple[str, bool]:
         dropping = False
         i += 1
     new_text = _tidy(kept)
-    if not _has_words(new_text) or _GREETING.match(new_text):
+    if not words_of_their_own(new_text):
         return _fallback(lines, clean, new_text), found
     return new_text, found
 
@@ -474,6 +474,11 @@ def _generic_attribution(lines: list[str], i: int) -> bool:
 
 def _has_words(text: str) -> bool:
     return bool(re.search(r"[^\W_]", text))
+
+
+def words_of_their_own(text: str) -> bool:
+    """Whether a cut text holds the person's words: any word beyond a greeting alone."""
+    return _has_words(text) and not _GREETING.match(text)
 
 
 def _tidy(lines: list[str]) -> str:

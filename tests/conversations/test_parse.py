@@ -148,6 +148,23 @@ def test_the_html_gives_the_cut_when_the_plain_text_has_no_marker():
     assert parsed.new_text == NEW_TEXT["outlook_web_reply.eml"]
 
 
+def test_an_html_reply_written_below_the_quote_keeps_its_words():
+    # HTML only, Outlook's mark of the earlier message (where its cut stops), and the
+    # answer written below that message: the cut alone would leave only the greeting.
+    html = (
+        "<div>Hi Sam,</div>"
+        '<div id="divRplyFwdMsg">Sam Carter, Monday: would a call next week work?</div>'
+        "<div>Yes, Tuesday at 10 suits me. Bring the pricing sheet.</div>"
+    )
+    raw = (
+        "From: Anna <anna@initech.example>\r\nTo: sam@outreach-demo.example\r\n"
+        "Subject: Re: Intro\r\nMIME-Version: 1.0\r\n"
+        "Content-Type: text/html; charset=utf-8\r\n\r\n" + html + "\r\n"
+    ).encode()
+    parsed = message_parse(raw, max_chars=100_000)
+    assert "Yes, Tuesday at 10 suits me. Bring the pricing sheet." in parsed.new_text
+
+
 def test_it_reads_apple_mail_with_its_cite_blockquote():
     parsed = parse("apple_mail_reply.eml")
     assert parsed.from_name == "Marie Dubois"
