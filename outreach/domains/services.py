@@ -112,11 +112,10 @@ def _taken(domain: str, account_id) -> ValidationFailed:
         {
             "domain": [
                 "This domain is another account's verified tracking domain. It stays that "
-                f"account's while {name} carries that account's TXT record (or DNS cannot "
-                "tell), until it removes the domain; without that record, the domain is the "
-                f"account's that proves it: publish a TXT record {name} with the value "
-                f"{value} (and the CNAME to {settings.TRACKING_DOMAIN_CNAME_TARGET}), then "
-                "set it again."
+                f"account's while {name} holds that account's TXT value (or DNS does not "
+                "answer), unless it removes the domain. Otherwise it goes to the account "
+                f"that proves it: publish a TXT record {name} with the value {value} (and "
+                f"the CNAME to {settings.TRACKING_DOMAIN_CNAME_TARGET}), then set it again."
             ]
         }
     )
