@@ -4,6 +4,6 @@
 - `sender`: a mailbox's From domain: SPF, DKIM, DMARC, MX, as findings;
 - `recipients`: whether a contact's domain can receive mail at all (RECIPIENT_DOMAIN_CHECK);
 - `consumer`: the consumer mail domains (gmail.com, ...), where a domain is not a company;
-- `tracking`: the account's tracking domain, verified by its CNAME;
+- `tracking`: the account's tracking domain, taken with its CNAME and TXT record, kept by its CNAME;
 - `models`, `services`, `api`, `beat`, `admin`: the stored sender checks and their API.
 """

@@ -102,9 +102,10 @@ class TrackingDomainView(ServiceAPIView):
         summary="Set or remove the account's tracking domain",
         description="Sets the host of the account's open pixels and click links, and checks "
         "its CNAME and its TXT record (`txt_name`, `txt_value`: the proof the domain is this "
-        "account's) at once; it is used only once `verified` (beat checks again hourly). "
-        "Another account's verified domain, or one another account claimed while this "
-        "account's TXT record is not there yet: 422.",
+        "account's) at once; it is used only once `verified` (beat checks again hourly, "
+        "and a verified domain daily, by its CNAME alone). A domain another account holds "
+        "is taken over once this account's TXT record is there and, if that account's "
+        "domain is verified, its own TXT record is not; until then: 422.",
     )
     def put(self, request):
         serializer = TrackingDomainSetSerializer(data=request.data)

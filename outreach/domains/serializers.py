@@ -70,8 +70,8 @@ class TrackingDomainSerializer(StrictSerializer):
         allow_null=True,
         read_only=True,
         help_text="`verified`: pixels and click links use it; `failed`: DNS shows no CNAME to "
-        "the service's host, or no TXT record naming this account (links use the service's "
-        "host); `pending`: not known yet.",
+        "the service's host, or (before it is verified) no TXT record naming this account "
+        "(links use the service's host); `pending`: not known yet.",
     )
     checked_at = TimestampField(allow_null=True, read_only=True)
     cname_target = serializers.CharField(

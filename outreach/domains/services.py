@@ -106,12 +106,16 @@ def sender_domains_check_due(*, now: datetime | None = None, budget_seconds: flo
 # --- tracking domain -----------------------------------------------------------------------
 
 
-def _taken(domain: str) -> ValidationFailed:
+def _taken(domain: str, account_id) -> ValidationFailed:
+    name, value = tracking.verification_record(account_id, domain)
     return ValidationFailed(
         {
             "domain": [
-                "This domain is another account's verified tracking domain; that account "
-                "must remove it (or its DNS records) before another may use it."
+                "This domain is another account's verified tracking domain. It stays that "
+                f"account's while {name} holds that account's TXT value (or DNS does not "
+                "answer), unless it removes the domain. Otherwise it goes to the account "
+                f"that proves it: publish a TXT record {name} with the value {value} (and "
+                f"the CNAME to {settings.TRACKING_DOMAIN_CNAME_TARGET}), then set it again."
             ]
         }
     )
@@ -120,14 +124,18 @@ def _taken(domain: str) -> ValidationFailed:
 def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
     """Set (and verify at once) or clear the account's tracking domain.
 
-    A domain is the one account's whose TXT record it carries (outreach.domains.tracking):
+    A domain is taken with both its records (outreach.domains.tracking): the CNAME, and
+    the TXT record naming this account:
     - held by no other account: it is the account's claim, `verified` once both records
-      are there, else `failed` (or `pending` when DNS did not answer);
+      are there, else `failed` (or `pending` when DNS did not answer). The account's own
+      domain, already `verified`, is checked again as beat does, by its CNAME alone;
     - claimed by another account that has not proven it (`pending`, `failed`): taken over
       when its DNS names this account (that claim is cleared), else 422 saying which TXT
       record to publish;
-    - another account's `verified` domain: 422 until that account removes it, or beat
-      finds its records gone.
+    - another account's `verified` domain: taken over (that claim is cleared) when its DNS
+      names this account and not that one (a domain verified by its CNAME alone, before
+      the TXT record was asked for, or whose record that account removed); else 422,
+      until that account removes it, or beat finds its CNAME gone.
     """
     domain = (domain or "").strip().lower().rstrip(".")
     if not domain:
@@ -138,15 +146,23 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
         account.tracking_domain_status = ""
         account.tracking_domain_checked_at = None
         return account
-    holder = Account.objects.filter(tracking_domain=domain).exclude(pk=account.pk).first()
-    if (
-        holder is not None
-        and holder.tracking_domain_status == Account.TrackingDomainStatus.VERIFIED
-    ):
-        raise _taken(domain)
-    status, now = tracking.tracking_domain_verify(domain, account.pk), timezone.now()
-    status = status or Account.TrackingDomainStatus.PENDING
-    if holder is not None and status != Account.TrackingDomainStatus.VERIFIED:
+    verified = Account.TrackingDomainStatus.VERIFIED
+    current = Account.objects.filter(tracking_domain=domain).first()
+    holder = current if current is not None and current.pk != account.pk else None
+    now = timezone.now()
+    if current is not None and holder is None and current.tracking_domain_status == verified:
+        # Already this account's: what keeps it is the CNAME; a failed lookup keeps it.
+        status = tracking.tracking_domain_reached(domain) or verified
+    else:
+        status = (
+            tracking.tracking_domain_verify(domain, account.pk)
+            or Account.TrackingDomainStatus.PENDING
+        )
+    if holder is not None and holder.tracking_domain_status == verified:
+        # Its proof, once published, stands; so does a lookup that could not tell.
+        if status != verified or tracking.tracking_domain_proven(domain, holder.pk) is not False:
+            raise _taken(domain, account.pk)
+    elif holder is not None and status != verified:
         name, value = tracking.verification_record(account.pk, domain)
         raise ValidationFailed(
             {
@@ -161,28 +177,26 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
         with transaction.atomic():
             if holder is not None:
                 # Proven here, unproven there: the claim without the token is cleared,
-                # unless it was verified meanwhile.
-                cleared = (
-                    Account.objects.filter(pk=holder.pk, tracking_domain=domain)
-                    .exclude(tracking_domain_status=Account.TrackingDomainStatus.VERIFIED)
-                    .update(
-                        tracking_domain="",
-                        tracking_domain_status="",
-                        tracking_domain_checked_at=None,
-                    )
+                # unless it changed meanwhile (an unverified claim verified since proved
+                # itself: beat verifies those with both records).
+                claim = Account.objects.filter(pk=holder.pk, tracking_domain=domain)
+                if holder.tracking_domain_status != verified:
+                    claim = claim.exclude(tracking_domain_status=verified)
+                cleared = claim.update(
+                    tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
                 )
                 if (
                     not cleared
                     and Account.objects.filter(pk=holder.pk, tracking_domain=domain).exists()
                 ):
-                    raise _taken(domain)
+                    raise _taken(domain, account.pk)
             Account.objects.filter(pk=account.pk).update(
                 tracking_domain=domain,
                 tracking_domain_status=status,
                 tracking_domain_checked_at=now,
             )
     except IntegrityError:  # another account took it meanwhile
-        raise _taken(domain) from None
+        raise _taken(domain, account.pk) from None
     account.tracking_domain = domain
     account.tracking_domain_status = status
     account.tracking_domain_checked_at = now
@@ -190,9 +204,12 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
 
 
 def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000) -> int:
-    """Beat (hourly): verify again every tracking domain not verified yet, and the
-    verified ones checked more than a day ago (a CNAME or TXT record removed since stops
-    their use). A lookup that fails keeps the status it had. Returns the number checked."""
+    """Beat (hourly): verify again every tracking domain not verified yet (its CNAME and
+    its TXT record), and the verified ones checked more than a day ago by their CNAME
+    alone (a CNAME removed since stops their use; the TXT record decides who takes a
+    domain, not whether the links sent on it answer: a domain verified before it was
+    asked for stays verified). A lookup that fails keeps the status it had. Returns the
+    number checked."""
     now = now or timezone.now()
     due = (
         Account.objects.exclude(tracking_domain="")
@@ -201,11 +218,14 @@ def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000
             tracking_domain_checked_at__gt=now - timedelta(hours=24),
         )
         .order_by("tracking_domain_checked_at")
-        .values_list("pk", "tracking_domain")[:limit]
+        .values_list("pk", "tracking_domain", "tracking_domain_status")[:limit]
     )
     checked = 0
-    for pk, domain in due:
-        status = tracking.tracking_domain_verify(domain, pk)
+    for pk, domain, held in due:
+        if held == Account.TrackingDomainStatus.VERIFIED:
+            status = tracking.tracking_domain_reached(domain)
+        else:
+            status = tracking.tracking_domain_verify(domain, pk)
         changes: dict = {"tracking_domain_checked_at": now}
         if status is not None:
             changes["tracking_domain_status"] = status

@@ -2,7 +2,7 @@
 
 An account may name a host of its own (`track.example.com`) for the open pixel and the
 click links of its emails, instead of the service's shared host. Two DNS records prove
-it, and both must be there for the domain to be used (status `verified`):
+it, and both must be there for an account to take the domain (status `verified`):
 
 - a CNAME to TRACKING_DOMAIN_CNAME_TARGET (BASE_URL's host by default): what makes the
   host reach the service;
@@ -17,6 +17,12 @@ The token names the account and nothing else: it is derived from the account's i
 it never changes (a SECRET_KEY rotation keeps it) and needs no row. It is no secret
 (anyone may read the TXT record): what proves ownership is that only the domain's owner
 can publish it.
+
+Once the domain is the account's, what keeps it `verified` is the CNAME alone
+(`tracking_domain_reached`): the TXT record decides who takes a domain, and a contest
+(outreach.domains.services.tracking_domain_set), not whether the links already sent on
+it answer. A domain verified before the TXT record was asked for keeps working so, until
+the account that proves it takes it over.
 
 Requests for a verified tracking domain reach the service with that Host:
 `TrackingHostMiddleware` lets them in for the tracking paths (`/t/...`) only, and
@@ -86,6 +92,18 @@ def tracking_domain_verify(domain: str, account_id) -> str | None:
     if cname is None or proven is None:
         return None
     return Account.TrackingDomainStatus.VERIFIED
+
+
+def tracking_domain_reached(domain: str) -> str | None:
+    """The re-check of a domain already `verified` for its account: `verified` while it is
+    a CNAME to the target, `failed` when DNS says it is not (the host no longer reaches
+    the service), None when the lookup failed. Its TXT record is not asked for: it let the
+    account take the domain, and only another account's proof ends that
+    (outreach.domains.services.tracking_domain_set)."""
+    cname = tracking_domain_cname_ok(domain)
+    if cname is None:
+        return None
+    return Account.TrackingDomainStatus.VERIFIED if cname else Account.TrackingDomainStatus.FAILED
 
 
 def _service_netloc() -> str:

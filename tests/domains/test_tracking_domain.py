@@ -185,11 +185,8 @@ def test_beat_checks_again(zone):
     )
     _txt(zone, gone, "elsewhere.acme.test")
     zone.add("untxt.acme.test", "CNAME", "testserver.")
-    unproven = AccountFactory(
-        tracking_domain="untxt.acme.test",
-        tracking_domain_status="verified",
-        tracking_domain_checked_at=now - timedelta(hours=25),
-    )
+    # Not verified yet: both records are asked for.
+    unproven = AccountFactory(tracking_domain="untxt.acme.test", tracking_domain_status="pending")
     recent = AccountFactory(
         tracking_domain="plain.acme.test",
         tracking_domain_status="verified",
@@ -201,7 +198,7 @@ def test_beat_checks_again(zone):
     status = dict(Account.objects.values_list("pk", "tracking_domain_status"))
     assert status[pending.pk] == "verified"
     assert status[gone.pk] == "failed"  # its CNAME moved away: no longer used
-    assert status[unproven.pk] == "failed"  # verified by its CNAME alone: no longer used
+    assert status[unproven.pk] == "failed"  # a CNAME without the TXT record: not taken
     assert status[recent.pk] == "verified"  # checked an hour ago: left for now
     assert status[unknown.pk] == "failed"  # the lookup failed: the status stays
 
@@ -300,3 +297,109 @@ def test_a_deleted_enrollments_link_still_leads_on_its_accounts_domain(client):
     enrollments_delete(enrollment_ids=[enrollment.pk])
     assert client.get(click, HTTP_HOST="track.acme.test").status_code == 302
     assert client.get(click, HTTP_HOST="b.acme.test").status_code == 404
+
+
+# --- domains verified before the TXT record was asked for ----------------------------------
+
+LEGACY_TXT = "_outreach-verify.track.acme.test"
+
+
+def _legacy(zone, account):
+    """`account`'s domain, verified by its CNAME alone a day ago or more, before the TXT
+    record was asked for (none published), and one of its enrollments sent there."""
+    zone.add("track.acme.test", "CNAME", "testserver.")
+    Account.objects.filter(pk=account.pk).update(
+        tracking_domain="track.acme.test",
+        tracking_domain_status="verified",
+        tracking_domain_checked_at=timezone.now() - timedelta(hours=25),
+    )
+    return sent_enrollment(account=account)
+
+
+def test_a_domain_verified_by_its_cname_alone_stays_verified_and_its_links_answer(
+    client, other_client, other_account, dns_server
+):
+    enrollment = _legacy(dns_server, other_account)
+    pixel, click = _paths(enrollment)
+    assert tracking_domains_check() == 1
+    other_account.refresh_from_db()
+    assert other_account.tracking_domain_status == "verified"
+    assert other_account.tracking_domain_checked_at > timezone.now() - timedelta(minutes=1)
+    assert tracking_base_url(other_account) == "https://track.acme.test"
+    response = client.get(click, HTTP_HOST="track.acme.test")
+    assert (response.status_code, response["Location"]) == (302, "https://acme.example/pricing")
+    response = client.get(pixel, HTTP_HOST="track.acme.test")
+    assert (response.status_code, response.content) == (200, PIXEL_GIF)
+    enrollment.refresh_from_db()
+    assert enrollment.clicked_at is not None and enrollment.opened_at is not None
+    # Setting it again takes nothing from anyone: the account keeps it by its CNAME too.
+    body = put(other_client, "track.acme.test").json()
+    assert (body["domain"], body["status"]) == ("track.acme.test", "verified")
+
+
+def test_a_verified_domain_whose_cname_is_gone_fails_at_the_daily_check(
+    client, other_client, other_account, dns_server
+):
+    enrollment = _legacy(dns_server, other_account)
+    _txt(dns_server, other_account, "track.acme.test")
+    dns_server.records.pop("track.acme.test")
+    assert tracking_domains_check() == 1
+    assert other_client.get("/tracking_domain").json()["status"] == "failed"
+    _, click = _paths(enrollment)
+    assert client.get(click, HTTP_HOST="track.acme.test").status_code == 400
+
+
+def test_the_owner_proving_it_takes_over_a_domain_verified_without_the_txt_record(
+    client, api_client, account, other_client, other_account, dns_server, settings
+):
+    """A squatter's old claim, verified by the CNAME alone, cannot block the owner."""
+    squatters = _paths(_legacy(dns_server, other_account))
+    pixel, click = _paths(sent_enrollment(account=account))
+    prove(dns_server, api_client, "track.acme.test")
+
+    body = put(api_client, "track.acme.test").json()
+    assert (body["domain"], body["status"]) == ("track.acme.test", "verified")
+    assert other_client.get("/tracking_domain").json()["domain"] is None
+    other_account.refresh_from_db()
+    assert tracking_base_url(other_account) == settings.BASE_URL
+    for path in squatters:
+        assert client.get(path, HTTP_HOST="track.acme.test").status_code == 404
+    assert client.get(squatters[1]).status_code == 302  # on the service's host still
+    response = client.get(click, HTTP_HOST="track.acme.test")
+    assert (response.status_code, response["Location"]) == (302, "https://acme.example/pricing")
+    assert client.get(pixel, HTTP_HOST="track.acme.test").content == PIXEL_GIF
+    # And the squatter cannot take it back.
+    assert_fields(put(other_client, "track.acme.test"), "domain")
+
+
+@pytest.mark.parametrize("holders_txt", ["published", "unknown"])
+def test_a_verified_domain_stays_its_holders_while_its_txt_record_is_there(
+    client, api_client, account, other_account, dns_server, holders_txt
+):
+    """Both accounts' records at the name, or the holder's lookup failing: 422."""
+    _, click = _paths(_legacy(dns_server, other_account))
+    prove(dns_server, api_client, "track.acme.test")
+    if holders_txt == "published":
+        _txt(dns_server, other_account, "track.acme.test")
+    else:
+        # The server answers this account's question, then fails (SERVFAIL) the holder's.
+        record = dns_server.asked
+
+        def asked(request):
+            record(request)
+            if dns_server.queries.count((LEGACY_TXT, "TXT")) > 1:
+                dns_server.servfail(LEGACY_TXT)
+
+        dns_server.asked = asked
+    fields = assert_fields(put(api_client, "track.acme.test"), "domain")
+    assert "another account's verified tracking domain" in fields["domain"][0]
+    assert verification_token(account.pk) in fields["domain"][0]
+    assert api_client.get("/tracking_domain").json()["domain"] is None
+    other_account.refresh_from_db()
+    assert (other_account.tracking_domain, other_account.tracking_domain_status) == (
+        "track.acme.test",
+        "verified",
+    )
+    assert client.get(click, HTTP_HOST="track.acme.test").status_code == 302
+    if holders_txt == "unknown":
+        assert dns_server.queries.count((LEGACY_TXT, "TXT")) == 2
