@@ -176,6 +176,16 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
     if not text.strip() and not html:
         _add_defect(defects, "no text body")
 
+    parsed.text, cut_text = _cut(text, max_chars)
+    parsed.new_text, cut_new = _cut(_new_text(text, html, max_chars), max_chars)
+    parsed.html, cut_html = html_sanitize_bounded(html, max_chars) if html else ("", False)
+    parsed.truncated = cut_text or cut_new or cut_html
+    return parsed
+
+
+def _new_text(text: str, html: str, max_chars: int) -> str:
+    """The text without the quoted earlier message (outreach.conversations.quotes); when
+    the text shows no marker, the HTML's quote (a client's class or id) gives the cut."""
     new_text, found = quote_cut(text)
     if html and not found:
         html_text, html_found = html_render(html, cut=True, max_chars=max_chars)
@@ -185,12 +195,7 @@ def _message_parse(raw: bytes, *, max_chars: int) -> ParsedMessage:
             # below it would be lost, so the cut counts only when it keeps their words.
             if words_of_their_own(html_new):
                 new_text = html_new
-
-    parsed.text, cut_text = _cut(text, max_chars)
-    parsed.new_text, cut_new = _cut(new_text, max_chars)
-    parsed.html, cut_html = html_sanitize_bounded(html, max_chars) if html else ("", False)
-    parsed.truncated = cut_text or cut_new or cut_html
-    return parsed
+    return new_text
 
 
 # --- headers -------------------------------------------------------------------------

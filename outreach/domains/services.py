@@ -139,25 +139,59 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
     """
     domain = (domain or "").strip().lower().rstrip(".")
     if not domain:
-        Account.objects.filter(pk=account.pk).update(
-            tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
-        )
-        account.tracking_domain = ""
-        account.tracking_domain_status = ""
-        account.tracking_domain_checked_at = None
-        return account
-    verified = Account.TrackingDomainStatus.VERIFIED
+        return _tracking_domain_clear(account)
     current = Account.objects.filter(tracking_domain=domain).first()
     holder = current if current is not None and current.pk != account.pk else None
+    status = _tracking_domain_status(account, domain, current)
+    _tracking_domain_contest(account, domain, holder, status)
     now = timezone.now()
-    if current is not None and holder is None and current.tracking_domain_status == verified:
+    try:
+        with transaction.atomic():
+            if holder is not None:
+                _holder_claim_clear(holder, domain, account)
+            Account.objects.filter(pk=account.pk).update(
+                tracking_domain=domain,
+                tracking_domain_status=status,
+                tracking_domain_checked_at=now,
+            )
+    except IntegrityError:  # another account took it meanwhile
+        raise _taken(domain, account.pk) from None
+    account.tracking_domain = domain
+    account.tracking_domain_status = status
+    account.tracking_domain_checked_at = now
+    return account
+
+
+def _tracking_domain_clear(account: Account) -> Account:
+    Account.objects.filter(pk=account.pk).update(
+        tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
+    )
+    account.tracking_domain = ""
+    account.tracking_domain_status = ""
+    account.tracking_domain_checked_at = None
+    return account
+
+
+def _tracking_domain_status(account: Account, domain: str, current: Account | None) -> str:
+    """The status `domain` gets as the account's (tracking_domain_set's docstring)."""
+    verified = Account.TrackingDomainStatus.VERIFIED
+    if (
+        current is not None
+        and current.pk == account.pk
+        and current.tracking_domain_status == verified
+    ):
         # Already this account's: what keeps it is the CNAME; a failed lookup keeps it.
-        status = tracking.tracking_domain_reached(domain) or verified
-    else:
-        status = (
-            tracking.tracking_domain_verify(domain, account.pk)
-            or Account.TrackingDomainStatus.PENDING
-        )
+        return tracking.tracking_domain_reached(domain) or verified
+    return (
+        tracking.tracking_domain_verify(domain, account.pk) or Account.TrackingDomainStatus.PENDING
+    )
+
+
+def _tracking_domain_contest(
+    account: Account, domain: str, holder: Account | None, status: str
+) -> None:
+    """422 when another account's claim stands against this one's `status`."""
+    verified = Account.TrackingDomainStatus.VERIFIED
     if holder is not None and holder.tracking_domain_status == verified:
         # Its proof, once published, stands; so does a lookup that could not tell.
         if status != verified or tracking.tracking_domain_proven(domain, holder.pk) is not False:
@@ -173,34 +207,21 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
                 ]
             }
         )
-    try:
-        with transaction.atomic():
-            if holder is not None:
-                # Proven here, unproven there: the claim without the token is cleared,
-                # unless it changed meanwhile (an unverified claim verified since proved
-                # itself: beat verifies those with both records).
-                claim = Account.objects.filter(pk=holder.pk, tracking_domain=domain)
-                if holder.tracking_domain_status != verified:
-                    claim = claim.exclude(tracking_domain_status=verified)
-                cleared = claim.update(
-                    tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
-                )
-                if (
-                    not cleared
-                    and Account.objects.filter(pk=holder.pk, tracking_domain=domain).exists()
-                ):
-                    raise _taken(domain, account.pk)
-            Account.objects.filter(pk=account.pk).update(
-                tracking_domain=domain,
-                tracking_domain_status=status,
-                tracking_domain_checked_at=now,
-            )
-    except IntegrityError:  # another account took it meanwhile
-        raise _taken(domain, account.pk) from None
-    account.tracking_domain = domain
-    account.tracking_domain_status = status
-    account.tracking_domain_checked_at = now
-    return account
+
+
+def _holder_claim_clear(holder: Account, domain: str, account: Account) -> None:
+    """Proven here, unproven there: the other account's claim is cleared, unless it
+    changed meanwhile (an unverified claim verified since proved itself: beat verifies
+    those with both records)."""
+    verified = Account.TrackingDomainStatus.VERIFIED
+    claim = Account.objects.filter(pk=holder.pk, tracking_domain=domain)
+    if holder.tracking_domain_status != verified:
+        claim = claim.exclude(tracking_domain_status=verified)
+    cleared = claim.update(
+        tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
+    )
+    if not cleared and Account.objects.filter(pk=holder.pk, tracking_domain=domain).exists():
+        raise _taken(domain, account.pk)
 
 
 def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000) -> int:

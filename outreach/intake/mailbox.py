@@ -36,8 +36,6 @@ import socket
 import ssl
 from dataclasses import dataclass, field
 from datetime import timedelta
-from email.message import Message as EmailMessage
-from email.utils import parseaddr, parsedate_to_datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -46,33 +44,14 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from config.outbound import OutboundRefused
-from outreach.conversations import labels
-from outreach.conversations.parse import message_from_bytes_bounded, message_unparsed, text_storable
-from outreach.intake.authentication import dmarc_aligned_pass, mailbox_authserv_id
-from outreach.intake.replies import received_at_of, reply_record
-from outreach.intake.reports import DeliveryReport, delivery_report_parse, is_delivery_report
-from outreach.intake.selectors import (
-    enrollment_sent_from,
-    message_find,
-    message_ids_in_header,
-    message_ids_known,
-)
+from outreach.conversations.parse import message_unparsed, text_storable
+from outreach.intake.inbound import UNREADABLE, Match, Outcome, message_match, reply_keep
 from outreach.mailboxes.imap import MailboxUnreachable, imap_connect
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment, Message
-from outreach.sending.bounces import enrollment_mark_bounced
+from outreach.models.sending import Message
 
 logger = logging.getLogger(__name__)
 
-REPLIED = "replied"  # a reply, recorded as the enrollment's reply
-KEPT = "kept"  # a further reply in a thread whose reply was already recorded
-BOUNCED = "bounced"
-AUTO_REPLY = "auto_reply"  # an auto-reply or out-of-office notice, kept, not a reply
-UNVERIFIED = "unverified"  # matched by its From alone, not authenticated: kept, changes nothing
-UNMATCHED = "unmatched"  # also: a delivery report about another recipient than our message's
-IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports, repeats
-UNREADABLE = "unreadable"  # raised while read (the detail says what); the poll went past it
-KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNVERIFIED, UNMATCHED, IGNORED, UNREADABLE)
 
 # Errors that are not one message's doing: the mailbox's connection (the poll's error)
 # and the database's (the task fails; the message is read again next round).
@@ -86,27 +65,6 @@ _MAILBOX_ERRORS = (
 )
 _NOT_THE_MESSAGE = (*_MAILBOX_ERRORS, OperationalError, InterfaceError, SoftTimeLimitExceeded)
 
-_DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
-
-
-@dataclass
-class Outcome:
-    uid: int
-    kind: str
-    enrollment_id: str | None = None
-    detail: str = ""
-    failure: str = ""  # what reading it raised (the message is `unreadable`, or kept unparsed)
-
-
-@dataclass(frozen=True)
-class Match:
-    """A message matched to an enrollment, and whether its sender is verified: it names
-    a message the service sent, or the receiving server's DMARC passed for its From
-    domain (docs/intake.md, "Who may change state by mail")."""
-
-    enrollment: Enrollment
-    sender_verified: bool
-
 
 @dataclass
 class PollResult:
@@ -118,151 +76,6 @@ class PollResult:
 
     def count(self, kind: str) -> int:
         return sum(1 for o in self.outcomes if o.kind == kind)
-
-
-# --- classification ----------------------------------------------------------------------
-
-
-def _address(value: str | None) -> str:
-    return parseaddr(str(value or ""))[1].strip().lower()
-
-
-def message_handle(
-    *, credential: SmtpCredential, uid: int, raw: bytes, fetch_full, validity=None
-) -> Outcome:
-    """Classify one mailbox message and apply it. `raw`: its headers (or all of it);
-    `fetch_full()`: the whole message (capped at IMAP_MAX_MESSAGE_BYTES)."""
-    matched = message_match(credential=credential, uid=uid, raw=raw, fetch_full=fetch_full)
-    if isinstance(matched, Outcome):
-        return matched
-    return reply_keep(
-        credential=credential, uid=uid, match=matched, raw=fetch_full(), validity=validity
-    )
-
-
-def reply_keep(
-    *,
-    credential: SmtpCredential,
-    uid: int,
-    match: Match,
-    raw: bytes,
-    validity,
-    cut=False,
-    parsed=None,
-) -> Outcome:
-    """Keep a matched message as a reply (outreach.intake.replies)."""
-    enrollment = match.enrollment
-    recorded = reply_record(
-        credential=credential,
-        enrollment=enrollment,
-        raw=raw,
-        fallback_id=f"imap-{validity or 0}-{uid}@{credential.pk}",
-        cut=cut,
-        sender_verified=match.sender_verified,
-        parsed=parsed,
-    )
-    if recorded.reply is None:
-        return Outcome(uid, IGNORED, str(enrollment.pk), "message already kept")
-    if not match.sender_verified:
-        detail = "sender not verified, kept, changes nothing"
-        if recorded.label:
-            detail += f"; label {recorded.label}"
-        return Outcome(uid, UNVERIFIED, str(enrollment.pk), detail)
-    if recorded.label in (labels.OUT_OF_OFFICE, labels.AUTO_REPLY):
-        return Outcome(uid, AUTO_REPLY, str(enrollment.pk), recorded.label)
-    if recorded.replied:
-        return Outcome(uid, REPLIED, str(enrollment.pk), recorded.label or "reply")
-    return Outcome(uid, KEPT, str(enrollment.pk), "reply already recorded; kept in the thread")
-
-
-def message_match(
-    *, credential: SmtpCredential, uid: int, raw: bytes, fetch_full
-) -> Match | Outcome:
-    """The enrollment a mailbox message answers (a Match that says whether its sender is
-    verified), or the Outcome of a message that is not a reply (a delivery report is
-    applied here: it needs `fetch_full()`)."""
-    message, _ = message_from_bytes_bounded(raw)
-    account_id = credential.account_id
-
-    if message.get_content_type() == "multipart/report":
-        if not is_delivery_report(message):
-            return Outcome(uid, IGNORED, detail="report that is not a delivery status")
-        full, _ = message_from_bytes_bounded(fetch_full())
-        return _delivery_report_apply(credential, uid, delivery_report_parse(full))
-
-    sender = _address(message.get("From"))
-    if sender == credential.from_email.lower() or message_ids_known(
-        account_id=account_id, message_ids=[message.get("Message-ID") or ""]
-    ):
-        return Outcome(uid, IGNORED, detail="our own message")
-    if sender.split("@")[0] in _DAEMON_LOCALPARTS:
-        return Outcome(uid, IGNORED, detail="mail system notice that is not a delivery report")
-
-    referenced = message_ids_in_header(message.get("In-Reply-To")) + message_ids_in_header(
-        message.get("References")
-    )
-    sent = message_find(account_id=account_id, message_ids=referenced)
-    if sent is not None:
-        return Match(sent.enrollment, sender_verified=True)
-    # The From fallback: anyone can write a From, so it finds the thread but proves
-    # nothing unless the receiving server's DMARC passed for that From's domain.
-    enrollment = enrollment_sent_from(credential=credential, email=sender)
-    if enrollment is None or not _after_first_send(message, enrollment):
-        return Outcome(uid, UNMATCHED, detail=f"from {sender or 'unknown'}")
-    authserv_id = mailbox_authserv_id(
-        imap_authserv_id=credential.imap_authserv_id, imap_host=credential.imap_host
-    )
-    verified = dmarc_aligned_pass(message, authserv_id=authserv_id)
-    return Match(enrollment, sender_verified=verified)
-
-
-def _delivery_report_apply(
-    credential: SmtpCredential, uid: int, report: DeliveryReport | None
-) -> Outcome:
-    """A permanent failure the report gives for the recipient of the message it names
-    bounces that enrollment; a report about anyone else changes nothing."""
-    if report is None:
-        return Outcome(uid, IGNORED, detail="delivery report, not permanent (no status)")
-    permanent = [f for f in report.failures if f.permanent]
-    if not permanent:
-        status = report.failures[0].status
-        return Outcome(uid, IGNORED, detail=f"delivery report, not permanent ({status})")
-    sent = message_find(account_id=credential.account_id, message_ids=report.original_message_ids)
-    if sent is None:
-        return Outcome(uid, UNMATCHED, detail="delivery report for an unknown message")
-    failure = report.permanent_failure_of(sent.to_email)
-    if failure is None:
-        named = ", ".join(r for f in permanent for r in f.recipients) or "no recipient"
-        return Outcome(
-            uid,
-            UNMATCHED,
-            str(sent.enrollment_id),
-            f"delivery report names {named}, not the message's recipient: not counted",
-        )
-    changed = enrollment_mark_bounced(
-        enrollment=sent.enrollment, reason=failure.reason, credential=sent.credential
-    )
-    return Outcome(
-        uid,
-        BOUNCED if changed else IGNORED,
-        str(sent.enrollment_id),
-        failure.reason if changed else "already bounced",
-    )
-
-
-def _received_at(message: EmailMessage):
-    """The message's Date when it is sane (not in the future), else now."""
-    try:
-        value = parsedate_to_datetime(str(message.get("Date")))
-    except (TypeError, ValueError, IndexError):
-        value = None
-    return received_at_of(value, now=timezone.now())
-
-
-def _after_first_send(message: EmailMessage, enrollment) -> bool:
-    """The From fallback only counts mail written after our first email reached them."""
-    first = Message.objects.filter(enrollment=enrollment).aggregate(first=Min("sent_at"))["first"]
-    return first is not None and _received_at(message) >= first - timedelta(minutes=5)
 
 
 def _check(response: tuple, what: str):

@@ -13,7 +13,7 @@
 - `auto_reply`: not a reply; kept, nothing else changes.
 
 A message whose sender is not verified (matched by its From alone, with no aligned
-DMARC pass: outreach.intake.mailbox.Match) is kept and labelled, and none of this
+DMARC pass: outreach.intake.inbound.Match) is kept and labelled, and none of this
 applies: anyone can write a From.
 
 The Reply and its effects are written in one transaction, and a message seen twice (a

@@ -15,7 +15,7 @@ from outreach.intake.authentication import (
     dmarc_aligned_pass,
     mailbox_authserv_id,
 )
-from outreach.intake.mailbox import Match, Outcome, message_match
+from outreach.intake.inbound import Match, Outcome, message_match
 from outreach.models.campaigns import Campaign
 from outreach.models.conversations import Reply
 from outreach.models.mailboxes import SmtpCredential

@@ -10,7 +10,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.api.ids import is_uuid
-from outreach.intake.mailbox import KINDS, mailbox_poll
+from outreach.intake.inbound import KINDS
+from outreach.intake.mailbox import mailbox_poll
 from outreach.models.mailboxes import SmtpCredential
 
 
