@@ -242,6 +242,12 @@ RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
 # accounts: signups per client IP per hour. 5 in production; the embedded (development)
 # mode allows more, so a first hour of trying from localhost is not cut short.
 SIGNUP_RATE_LIMIT = env.int("SIGNUP_RATE_LIMIT", default=100 if EMBEDDED else 5)
+# accounts: requests a minute for all the API keys of an account together, beside each
+# key's own 60 (SPEC): more keys are no more requests (docs/accounts.md, "Rate limits").
+API_ACCOUNT_RATE_LIMIT = env.int("API_ACCOUNT_RATE_LIMIT", default=120)
+# accounts: active API keys an account may hold at once; POST /api_keys beyond it is a 422
+# `api_key_limit_reached` (revoke one first).
+API_KEYS_MAX = env.int("API_KEYS_MAX", default=20)
 # accounts: a new account proves its signup address (a link emailed to it) before its first
 # dispatch or outreach (docs/accounts.md). On in production; off in the embedded mode.
 SIGNUP_EMAIL_VERIFICATION = env.bool("SIGNUP_EMAIL_VERIFICATION", default=not EMBEDDED)
