@@ -699,6 +699,10 @@ WEBHOOK_CLAIM_LEASE_SECONDS = env.int("WEBHOOK_CLAIM_LEASE_SECONDS", default=300
 WEBHOOK_MAX_IN_FLIGHT = env.int("WEBHOOK_MAX_IN_FLIGHT", default=4)
 # Requests in flight per worker process at most, all webhooks together (its HTTP pool).
 WEBHOOK_MAX_CONCURRENT_REQUESTS = env.int("WEBHOOK_MAX_CONCURRENT_REQUESTS", default=200)
+# Drains (webhooks) of one account a worker process runs at once at most: one account's
+# many slow endpoints hold this many of its threads, never all of them; the account's
+# other webhooks wait for the next sweep meanwhile (docs/webhooks.md, "Fair shares").
+WEBHOOK_ACCOUNT_MAX_DRAINS = env.int("WEBHOOK_ACCOUNT_MAX_DRAINS", default=20)
 # How long a drain that ran out of jobs waits for new ones before it leaves: a trickle
 # of events keeps one drain, its lease and its connections instead of a new drain task
 # per event. It holds one of the worker's threads meanwhile (no database connection).

@@ -93,6 +93,39 @@ def http_pool() -> ThreadPoolExecutor:
         return _http_pool
 
 
+# ---------------------------------------------------------------- fair shares
+
+
+class AccountDrains:
+    """The drains this worker process runs, per account. An account runs at most
+    WEBHOOK_ACCOUNT_MAX_DRAINS at once here: a drain holds one of the worker's threads
+    (and up to its lanes of the HTTP pool) for as long as its endpoint makes it wait,
+    so without a bound one account's many slow endpoints would take every thread while
+    other accounts' drains wait in the queue behind them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict = {}
+
+    def enter(self, account_id) -> bool:
+        """Count one more drain of the account, unless it is at its bound."""
+        with self._lock:
+            running = self._running.get(account_id, 0)
+            if running >= settings.WEBHOOK_ACCOUNT_MAX_DRAINS:
+                return False
+            self._running[account_id] = running + 1
+            return True
+
+    def leave(self, account_id) -> None:
+        with self._lock:
+            running = self._running.pop(account_id, 0) - 1
+            if running > 0:
+                self._running[account_id] = running
+
+
+account_drains = AccountDrains()
+
+
 # ---------------------------------------------------------------- the drain's lease
 
 
@@ -155,6 +188,22 @@ def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None 
     """Deliver every due job of one webhook (module docstring); returns how many jobs
     were worked on. Returns 0 at once when another drain holds the webhook. `linger`:
     seconds to wait for new jobs once out of them (WEBHOOK_DRAIN_LINGER_SECONDS)."""
+    account_id = Webhook.objects.filter(id=webhook_id).values_list("account_id", flat=True).first()
+    if account_id is None:
+        return 0  # deleted
+    if not account_drains.enter(account_id):
+        # The account has its share of this worker's drains running: this one leaves the
+        # thread to other accounts' drains. Its ring is cleared, so the next sweep rings
+        # it again (by then one of the account's drains may have finished).
+        Webhook.objects.filter(id=webhook_id).update(drain_enqueued_at=None)
+        return 0
+    try:
+        return _webhook_drain(webhook_id, lanes=lanes, linger=linger)
+    finally:
+        account_drains.leave(account_id)
+
+
+def _webhook_drain(webhook_id, *, lanes: int | None, linger: float | None) -> int:
     token = uuid.uuid4()
     worked = 0
     if linger is None:
