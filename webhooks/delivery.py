@@ -40,7 +40,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 
 from config.db import connection_release
@@ -55,7 +54,7 @@ from webhooks.jobs import (
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
-from webhooks.sql import DRAIN_LEAVE_SQL
+from webhooks.sql import DRAIN_LEAVE_SQL, LEASE_TAKE_SQL
 from webhooks.statements import answers_record, jobs_claim_fresh
 from webhooks.watch import watch, webhooks_with_due_jobs
 
@@ -133,18 +132,14 @@ def _drain_lease() -> timedelta:
     return timedelta(seconds=min(DRAIN_LEASE_SECONDS, settings.WEBHOOK_CLAIM_LEASE_SECONDS))
 
 
-def _lease_take(webhook_id, token: uuid.UUID) -> bool:
+def _lease_take(webhook_id, token: uuid.UUID):
+    """Take (or keep) the drain's lease; the webhook's account id when it is taken, else
+    None (another drain holds it, or the webhook is gone)."""
     now = timezone.now()
-    return bool(
-        Webhook.objects.filter(
-            Q(drain_until__isnull=True) | Q(drain_until__lte=now) | Q(drain_token=token),
-            id=webhook_id,
-        ).update(
-            drain_token=token,
-            drain_until=now + _drain_lease(),
-            drain_enqueued_at=None,
-        )
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(LEASE_TAKE_SQL, [token, now + _drain_lease(), webhook_id, now, token])
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _lease_renew(webhook_id, token: uuid.UUID) -> bool:
@@ -188,27 +183,30 @@ def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None 
     """Deliver every due job of one webhook (module docstring); returns how many jobs
     were worked on. Returns 0 at once when another drain holds the webhook. `linger`:
     seconds to wait for new jobs once out of them (WEBHOOK_DRAIN_LINGER_SECONDS)."""
-    account_id = Webhook.objects.filter(id=webhook_id).values_list("account_id", flat=True).first()
+    token = uuid.uuid4()
+    account_id = _lease_take(webhook_id, token)
     if account_id is None:
-        return 0  # deleted
+        return 0
     if not account_drains.enter(account_id):
         # The account has its share of this worker's drains running: this one leaves the
-        # thread to other accounts' drains. Its ring is cleared, so the next sweep rings
-        # it again (by then one of the account's drains may have finished).
-        Webhook.objects.filter(id=webhook_id).update(drain_enqueued_at=None)
+        # thread to other accounts' drains. Taking the lease cleared its ring, so the
+        # next sweep rings it again (by then one of the account's drains may be done).
+        _lease_release(webhook_id, token)
         return 0
     try:
-        return _webhook_drain(webhook_id, lanes=lanes, linger=linger)
+        return _webhook_drain(webhook_id, token, lanes=lanes, linger=linger)
     finally:
         account_drains.leave(account_id)
 
 
-def _webhook_drain(webhook_id, *, lanes: int | None, linger: float | None) -> int:
-    token = uuid.uuid4()
+def _webhook_drain(webhook_id, token: uuid.UUID, *, lanes: int | None, linger: float | None) -> int:
+    """webhook_drain's loop, the lease taken."""
     worked = 0
     if linger is None:
         linger = settings.WEBHOOK_DRAIN_LINGER_SECONDS
-    while _lease_take(webhook_id, token):
+    leased = True
+    while leased or _lease_take(webhook_id, token) is not None:
+        leased = False
         try:
             done, handing_over = _drain_leased(
                 webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT, linger
