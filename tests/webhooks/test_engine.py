@@ -128,6 +128,7 @@ def test_a_hanging_endpoint_delays_only_itself(account, receiver, celery_worker,
 
 
 @live
+@pytest.mark.filterwarnings("ignore::celery.exceptions.AlwaysEagerIgnored")  # on purpose
 def test_an_account_s_fifty_hanging_endpoints_leave_room_for_another_account(
     account, receiver, celery_worker, monkeypatch
 ):
