@@ -18,6 +18,16 @@ class CannotRevokeLastKey(ServiceError):
     description = "Create another key first, then revoke this one."
 
 
+class ApiKeyLimitReached(ServiceError):
+    code = "api_key_limit_reached"
+    status = 422
+    message = "The account has as many active API keys as it may hold."
+    description = (
+        "An account holds at most `API_KEYS_MAX` (20) active keys at once. Revoke one it no "
+        "longer uses (`DELETE /api_keys/:id`), then create the new one. `details`: `limit`."
+    )
+
+
 class IdempotencyConflict(ServiceError):
     code = "idempotency_conflict"
     status = 409

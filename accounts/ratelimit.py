@@ -34,8 +34,10 @@ from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
-# Rate limits do not vary by plan: 60 requests a minute per API key; signups per client
-# IP per hour: settings.SIGNUP_RATE_LIMIT (5 in production).
+# Rate limits do not vary by plan: 60 requests a minute per API key, and
+# settings.API_ACCOUNT_RATE_LIMIT a minute for all the keys of an account together (more
+# keys are no more requests); signups per client IP per hour: settings.SIGNUP_RATE_LIMIT
+# (5 in production).
 API_KEY_LIMIT = 60
 API_KEY_PERIOD = 60
 SIGNUP_PERIOD = 3600
@@ -51,15 +53,20 @@ AUTH_FAILURE_PERIOD = 60
 REDIS_SOCKET_TIMEOUT_SECONDS = 0.5
 REDIS_RETRY_SECONDS = 5.0  # after a Redis error, the SQL store counts for this long
 
-# KEYS[1] bucket; ARGV[1] window length in ms. Returns {count, ms left}.
+# KEYS: the buckets; ARGV[1] window length in ms. Returns {count, ms left} of each.
 _HIT_SCRIPT = """
-local count = redis.call('INCR', KEYS[1])
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  left = tonumber(ARGV[1])
+local out = {}
+for _, key in ipairs(KEYS) do
+  local count = redis.call('INCR', key)
+  local left = redis.call('PTTL', key)
+  if left < 0 then
+    redis.call('PEXPIRE', key, ARGV[1])
+    left = tonumber(ARGV[1])
+  end
+  out[#out + 1] = count
+  out[#out + 1] = left
 end
-return {count, left}
+return out
 """
 
 
@@ -105,42 +112,53 @@ def _redis(url: str) -> redis.Redis:
     return client
 
 
-def _hit_redis(url: str, bucket: str, period_ms: int) -> tuple[int, int]:
-    count, left_ms = _redis(url).hit_script(  # type: ignore[attr-defined]
-        keys=[bucket], args=[period_ms]
-    )
-    return int(count), int(left_ms)
+def _hit_redis(url: str, buckets: list[str], period_ms: int) -> list[tuple[int, int]]:
+    flat = _redis(url).hit_script(keys=buckets, args=[period_ms])  # type: ignore[attr-defined]
+    return [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
-def _hit_sql(bucket: str, period_ms: int) -> tuple[int, int]:
+def _hit_sql(buckets: list[str], period_ms: int) -> list[tuple[int, int]]:
     now_ms = int(time.time() * 1000)
     table = RateLimitBucket._meta.db_table
-    # One statement: insert the bucket, or count the hit in its window, or restart
-    # an expired window. SET expressions read the row as it was before the update.
+    # One statement: insert each bucket, or count the hit in its window, or restart an
+    # expired window. SET expressions read the row as it was before the update.
+    rows = ", ".join(["(%s, %s, 1)"] * len(buckets))
     sql = prepared(
-        f"INSERT INTO {table} (bucket, window_started_ms, count) VALUES (%s, %s, 1) "  # noqa: S608 (our table)
+        f"INSERT INTO {table} (bucket, window_started_ms, count) VALUES {rows} "  # noqa: S608 (our table)
         "ON CONFLICT (bucket) DO UPDATE SET "
         f"count = CASE WHEN {table}.window_started_ms <= %s THEN 1 ELSE {table}.count + 1 END, "
         f"window_started_ms = CASE WHEN {table}.window_started_ms <= %s "
         f"THEN excluded.window_started_ms ELSE {table}.window_started_ms END "
-        "RETURNING count, window_started_ms"
+        "RETURNING bucket, count, window_started_ms"
     )
     expired_before = now_ms - period_ms
+    values = [value for bucket in buckets for value in (bucket, now_ms)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [bucket, now_ms, expired_before, expired_before])
-        count, started_ms = cursor.fetchone()
-    return int(count), int(started_ms) + period_ms - now_ms
+        cursor.execute(sql, [*values, expired_before, expired_before])
+        counted = {bucket: (count, started) for bucket, count, started in cursor.fetchall()}
+    return [
+        (int(counted[bucket][0]), int(counted[bucket][1]) + period_ms - now_ms)
+        for bucket in buckets
+    ]
 
 
-def rate_limit_hit(*, policy: str, identity: str, limit: int, period: int) -> RateLimitDecision:
-    """Count one hit on `<policy>:<identity>` and say whether it is within the limit."""
-    bucket = f"{settings.RATE_LIMIT_KEY_PREFIX}:{policy}:{identity}"
+@dataclass(frozen=True)
+class Limit:
+    policy: str
+    identity: str
+    limit: int
+
+
+def rate_limit_hits(*, limits: list[Limit], period: int) -> list[RateLimitDecision]:
+    """Count one hit on each limit's `<policy>:<identity>` bucket (their windows all
+    `period` long), in one operation, and say of each whether it is within its limit."""
+    buckets = [f"{settings.RATE_LIMIT_KEY_PREFIX}:{item.policy}:{item.identity}" for item in limits]
     period_ms = period * 1000
     global _redis_unavailable_until
     counted = None
     if settings.REDIS_URL and time.monotonic() >= _redis_unavailable_until:
         try:
-            counted = _hit_redis(settings.REDIS_URL, bucket, period_ms)
+            counted = _hit_redis(settings.REDIS_URL, buckets, period_ms)
         except redis.RedisError as exc:
             _redis_unavailable_until = time.monotonic() + REDIS_RETRY_SECONDS
             logger.warning(
@@ -148,11 +166,24 @@ def rate_limit_hit(*, policy: str, identity: str, limit: int, period: int) -> Ra
                 type(exc).__name__,
                 REDIS_RETRY_SECONDS,
             )
-    count, left_ms = counted if counted is not None else _hit_sql(bucket, period_ms)
-    reset_after = min(period, max(1, math.ceil(left_ms / 1000)))
-    return RateLimitDecision(
-        policy=policy, limit=limit, period=period, count=count, reset_after=reset_after
-    )
+    if counted is None:
+        counted = _hit_sql(buckets, period_ms)
+    return [
+        RateLimitDecision(
+            policy=item.policy,
+            limit=item.limit,
+            period=period,
+            count=count,
+            reset_after=min(period, max(1, math.ceil(left_ms / 1000))),
+        )
+        for item, (count, left_ms) in zip(limits, counted, strict=True)
+    ]
+
+
+def rate_limit_hit(*, policy: str, identity: str, limit: int, period: int) -> RateLimitDecision:
+    """Count one hit on `<policy>:<identity>` and say whether it is within the limit."""
+    (decision,) = rate_limit_hits(limits=[Limit(policy, identity, limit)], period=period)
+    return decision
 
 
 def _peek_redis(url: str, bucket: str) -> tuple[int, int]:

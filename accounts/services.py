@@ -3,10 +3,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.errors import CannotRevokeLastKey
+from accounts.errors import ApiKeyLimitReached, CannotRevokeLastKey
 from accounts.models import Account, ApiKey, IdempotencyRecord
 from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
 from config.api.errors import ValidationFailed
@@ -41,14 +42,22 @@ class IssuedKey:
 def api_key_create(
     *, account: Account, label: str = "", client_kind: str = ApiKey.ClientKind.DIRECT
 ) -> IssuedKey:
+    """A new key of the account. Raises ApiKeyLimitReached when the account already holds
+    API_KEYS_MAX active keys: the account row is locked first, so concurrent creations
+    count one after the other and none slips past the bound."""
     plaintext = token_generate()
-    api_key = ApiKey.objects.create(
-        account=account,
-        prefix=plaintext[:PREFIX_LENGTH],
-        key_hash=token_hash(plaintext),
-        label=label,
-        client_kind=client_kind,
-    )
+    with transaction.atomic():
+        Account.objects.select_for_update(no_key=True).filter(pk=account.pk).first()
+        active = ApiKey.objects.filter(account=account, revoked_at__isnull=True).count()
+        if active >= settings.API_KEYS_MAX:
+            raise ApiKeyLimitReached(details={"limit": settings.API_KEYS_MAX})
+        api_key = ApiKey.objects.create(
+            account=account,
+            prefix=plaintext[:PREFIX_LENGTH],
+            key_hash=token_hash(plaintext),
+            label=label,
+            client_kind=client_kind,
+        )
     logger.info(
         "api key created account=%s key=%s prefix=%s", account.pk, api_key.pk, api_key.prefix
     )

@@ -1,6 +1,6 @@
-"""DRF throttles: 60 requests a minute per API key on every authenticated
-request (the global default), SIGNUP_RATE_LIMIT signups an hour per client IP (5 in
-production).
+"""DRF throttles: 60 requests a minute per API key and API_ACCOUNT_RATE_LIMIT per
+account on every authenticated request (the global default), SIGNUP_RATE_LIMIT signups
+an hour per client IP (5 in production).
 
 Each throttle keeps its decision (`decision`); the views' base
 (config.api.viewsets.RateLimitHeadersMixin) turns it into the IETF
@@ -24,8 +24,10 @@ from accounts.ratelimit import (
     SIGNUP_PERIOD,
     VERIFICATION_EMAIL_LIMIT,
     VERIFICATION_EMAIL_PERIOD,
+    Limit,
     RateLimitDecision,
     rate_limit_hit,
+    rate_limit_hits,
     rate_limit_over,
 )
 from config.api.errors import RateLimited
@@ -114,18 +116,22 @@ class _DecidingThrottle(BaseThrottle):
 
 
 class ApiKeyRateThrottle(_DecidingThrottle):
-    """60 per minute per API key; unauthenticated requests are not counted here."""
+    """60 per minute per API key, and API_ACCOUNT_RATE_LIMIT per minute for all the keys
+    of the account together (both counted in one operation); unauthenticated requests
+    are not counted here. The decision kept is the one refusing, else the one with less
+    left: its headers are the ones the client must heed."""
 
     def allow_request(self, request, view):
         if not isinstance(request.auth, ApiKey):
             return True
-        decision = rate_limit_hit(
-            policy="api_key",
-            identity=str(request.auth.pk),
-            limit=API_KEY_LIMIT,
+        decisions = rate_limit_hits(
+            limits=[
+                Limit("api_key", str(request.auth.pk), API_KEY_LIMIT),
+                Limit("account", str(request.auth.account_id), settings.API_ACCOUNT_RATE_LIMIT),
+            ],
             period=API_KEY_PERIOD,
         )
-        return self._enforce(decision)
+        return self._enforce(min(decisions, key=lambda d: (d.allowed, d.remaining)))
 
 
 class SignupRateThrottle(_DecidingThrottle):

@@ -14,6 +14,9 @@ account named (webhook URLs, a mailbox's SMTP and IMAP servers) goes through her
 
 OUTBOUND_ALLOW_PRIVATE_NETWORKS lets every address through (tests, local
 development; the embedded mode turns it on by default).
+
+An HTTP request through these pools can also be given a total deadline
+(config.outbound_deadline.request_deadline): connect, headers and body together.
 """
 
 import imaplib
@@ -37,6 +40,8 @@ from urllib3.exceptions import (
 )
 from urllib3.util import connection as urllib3_connection
 from urllib3.util import parse_url
+
+from config.outbound_deadline import deadline_current, deadline_watch
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -275,9 +280,10 @@ class GuardedIMAP4_SSL(imaplib.IMAP4_SSL):  # noqa: N801 - imaplib's name
 
 
 if TYPE_CHECKING:
-    _ConnectionBase = HTTPConnection  # what the mixin is mixed into
+    _ConnectionBase = HTTPConnection  # what the mixins are mixed into
+    _PoolBase = HTTPConnectionPool
 else:
-    _ConnectionBase = object
+    _ConnectionBase = _PoolBase = object
 
 
 class _GuardedConnectionMixin(_ConnectionBase):
@@ -289,15 +295,22 @@ class _GuardedConnectionMixin(_ConnectionBase):
             addresses = resolve_checked(self._dns_host, self.port)
         except socket.gaierror as e:
             raise NameResolutionError(self.host, self, e) from e
+        deadline = deadline_current()
         last_error: OSError | None = None
         for ip in addresses:
+            timeout = self.timeout
+            if deadline is not None:  # no connect outlasts the request's deadline
+                timeout = deadline.bound(timeout)
             try:
-                return urllib3_connection.create_connection(
+                sock = urllib3_connection.create_connection(
                     (str(ip), self.port),
-                    self.timeout,
+                    timeout,
                     source_address=self.source_address,
                     socket_options=self.socket_options,
                 )
+                if deadline is not None:  # a TLS handshake on it is cut off too
+                    deadline.socket_connected(sock)
+                return sock
             except TimeoutError as e:
                 raise ConnectTimeoutError(
                     self, f"Connection to {self.host} timed out. (connect timeout={self.timeout})"
@@ -315,11 +328,20 @@ class GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
     pass
 
 
-class _GuardedHTTPPool(HTTPConnectionPool):
+class _DeadlinePoolMixin(_PoolBase):
+    """The connection a request takes from the pool is its deadline's to cut off."""
+
+    def _get_conn(self, timeout: float | None = None):
+        conn = super()._get_conn(timeout)
+        deadline_watch.connection_taken(conn, deadline_current())
+        return conn
+
+
+class _GuardedHTTPPool(_DeadlinePoolMixin, HTTPConnectionPool):
     ConnectionCls = GuardedHTTPConnection
 
 
-class _GuardedHTTPSPool(HTTPSConnectionPool):
+class _GuardedHTTPSPool(_DeadlinePoolMixin, HTTPSConnectionPool):
     ConnectionCls = GuardedHTTPSConnection
 
 

@@ -242,6 +242,12 @@ RATE_LIMIT_KEY_PREFIX = env.str("RATE_LIMIT_KEY_PREFIX", default="rl")
 # accounts: signups per client IP per hour. 5 in production; the embedded (development)
 # mode allows more, so a first hour of trying from localhost is not cut short.
 SIGNUP_RATE_LIMIT = env.int("SIGNUP_RATE_LIMIT", default=100 if EMBEDDED else 5)
+# accounts: requests a minute for all the API keys of an account together, beside each
+# key's own 60 (SPEC): more keys are no more requests (docs/accounts.md, "Rate limits").
+API_ACCOUNT_RATE_LIMIT = env.int("API_ACCOUNT_RATE_LIMIT", default=120)
+# accounts: active API keys an account may hold at once; POST /api_keys beyond it is a 422
+# `api_key_limit_reached` (revoke one first).
+API_KEYS_MAX = env.int("API_KEYS_MAX", default=20)
 # accounts: a new account proves its signup address (a link emailed to it) before its first
 # dispatch or outreach (docs/accounts.md). On in production; off in the embedded mode.
 SIGNUP_EMAIL_VERIFICATION = env.bool("SIGNUP_EMAIL_VERIFICATION", default=not EMBEDDED)
@@ -698,6 +704,10 @@ WEBHOOK_CLAIM_LEASE_SECONDS = env.int("WEBHOOK_CLAIM_LEASE_SECONDS", default=300
 WEBHOOK_MAX_IN_FLIGHT = env.int("WEBHOOK_MAX_IN_FLIGHT", default=4)
 # Requests in flight per worker process at most, all webhooks together (its HTTP pool).
 WEBHOOK_MAX_CONCURRENT_REQUESTS = env.int("WEBHOOK_MAX_CONCURRENT_REQUESTS", default=200)
+# Drains (webhooks) of one account a worker process runs at once at most: one account's
+# many slow endpoints hold this many of its threads, never all of them; the account's
+# other webhooks wait for the next sweep meanwhile (docs/webhooks.md, "Fair shares").
+WEBHOOK_ACCOUNT_MAX_DRAINS = env.int("WEBHOOK_ACCOUNT_MAX_DRAINS", default=20)
 # How long a drain that ran out of jobs waits for new ones before it leaves: a trickle
 # of events keeps one drain, its lease and its connections instead of a new drain task
 # per event. It holds one of the worker's threads meanwhile (no database connection).

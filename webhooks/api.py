@@ -96,9 +96,23 @@ class WebhookViewSet(AccountScopedViewSet):
         return Response(WebhookDeliverySerializer(rows, many=True).data)
 
     @extend_schema(
-        summary="Send a test event to a webhook now",
-        request=WebhookTestRequest,
+        summary="Show one delivery attempt (poll a pending test delivery)",
         responses=WebhookDeliverySerializer,
+    )
+    def delivery(self, request, pk=None, delivery_id=None):
+        webhook = self.get_object()
+        delivery = selectors.delivery_of(webhook=webhook, delivery_id=delivery_id)
+        if delivery is None:
+            raise WebhookDeliveryNotFound()
+        return Response(WebhookDeliverySerializer(delivery).data)
+
+    @extend_schema(
+        summary="Send a test event to a webhook",
+        description="Queued for the webhooks workers, never made inside the request: "
+        "answers 202 with the attempt, `state: pending`, and its address in `Location`; "
+        "poll it until `state` is `succeeded` or `failed`.",
+        request=WebhookTestRequest,
+        responses={202: WebhookDeliverySerializer},
     )
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):
@@ -108,7 +122,11 @@ class WebhookViewSet(AccountScopedViewSet):
         delivery = operations.webhook_test_send(
             webhook=webhook, event_type=payload.validated_data["type"]
         )
-        return Response(WebhookDeliverySerializer(delivery).data)
+        return Response(
+            WebhookDeliverySerializer(delivery).data,
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": f"/webhooks/{webhook.id}/deliveries/{delivery.id}"},
+        )
 
     @extend_schema(
         summary="Deliver again every delivery that ended failed since a time",

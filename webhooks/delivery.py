@@ -40,7 +40,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 
 from config.db import connection_release
@@ -55,7 +54,7 @@ from webhooks.jobs import (
 )
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
-from webhooks.sql import DRAIN_LEAVE_SQL
+from webhooks.sql import DRAIN_LEAVE_SQL, LEASE_TAKE_SQL
 from webhooks.statements import answers_record, jobs_claim_fresh
 from webhooks.watch import watch, webhooks_with_due_jobs
 
@@ -93,6 +92,39 @@ def http_pool() -> ThreadPoolExecutor:
         return _http_pool
 
 
+# ---------------------------------------------------------------- fair shares
+
+
+class AccountDrains:
+    """The drains this worker process runs, per account. An account runs at most
+    WEBHOOK_ACCOUNT_MAX_DRAINS at once here: a drain holds one of the worker's threads
+    (and up to its lanes of the HTTP pool) for as long as its endpoint makes it wait,
+    so without a bound one account's many slow endpoints would take every thread while
+    other accounts' drains wait in the queue behind them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict = {}
+
+    def enter(self, account_id) -> bool:
+        """Count one more drain of the account, unless it is at its bound."""
+        with self._lock:
+            running = self._running.get(account_id, 0)
+            if running >= settings.WEBHOOK_ACCOUNT_MAX_DRAINS:
+                return False
+            self._running[account_id] = running + 1
+            return True
+
+    def leave(self, account_id) -> None:
+        with self._lock:
+            running = self._running.pop(account_id, 0) - 1
+            if running > 0:
+                self._running[account_id] = running
+
+
+account_drains = AccountDrains()
+
+
 # ---------------------------------------------------------------- the drain's lease
 
 
@@ -100,18 +132,14 @@ def _drain_lease() -> timedelta:
     return timedelta(seconds=min(DRAIN_LEASE_SECONDS, settings.WEBHOOK_CLAIM_LEASE_SECONDS))
 
 
-def _lease_take(webhook_id, token: uuid.UUID) -> bool:
+def _lease_take(webhook_id, token: uuid.UUID):
+    """Take (or keep) the drain's lease; the webhook's account id when it is taken, else
+    None (another drain holds it, or the webhook is gone)."""
     now = timezone.now()
-    return bool(
-        Webhook.objects.filter(
-            Q(drain_until__isnull=True) | Q(drain_until__lte=now) | Q(drain_token=token),
-            id=webhook_id,
-        ).update(
-            drain_token=token,
-            drain_until=now + _drain_lease(),
-            drain_enqueued_at=None,
-        )
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(LEASE_TAKE_SQL, [token, now + _drain_lease(), webhook_id, now, token])
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _lease_renew(webhook_id, token: uuid.UUID) -> bool:
@@ -156,10 +184,29 @@ def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None 
     were worked on. Returns 0 at once when another drain holds the webhook. `linger`:
     seconds to wait for new jobs once out of them (WEBHOOK_DRAIN_LINGER_SECONDS)."""
     token = uuid.uuid4()
+    account_id = _lease_take(webhook_id, token)
+    if account_id is None:
+        return 0
+    if not account_drains.enter(account_id):
+        # The account has its share of this worker's drains running: this one leaves the
+        # thread to other accounts' drains. Taking the lease cleared its ring, so the
+        # next sweep rings it again (by then one of the account's drains may be done).
+        _lease_release(webhook_id, token)
+        return 0
+    try:
+        return _webhook_drain(webhook_id, token, lanes=lanes, linger=linger)
+    finally:
+        account_drains.leave(account_id)
+
+
+def _webhook_drain(webhook_id, token: uuid.UUID, *, lanes: int | None, linger: float | None) -> int:
+    """webhook_drain's loop, the lease taken."""
     worked = 0
     if linger is None:
         linger = settings.WEBHOOK_DRAIN_LINGER_SECONDS
-    while _lease_take(webhook_id, token):
+    leased = True
+    while leased or _lease_take(webhook_id, token) is not None:
+        leased = False
         try:
             done, handing_over = _drain_leased(
                 webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT, linger

@@ -223,3 +223,12 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} attempt {self.attempt} -> {self.status_code or self.error}"
+
+    @property
+    def state(self) -> str:
+        """pending (a test delivery a worker has not made yet), succeeded or failed."""
+        if self.delivered_at is not None:
+            return "succeeded"
+        if self.status_code is None and self.error is None:
+            return "pending"
+        return "failed"

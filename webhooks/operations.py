@@ -7,9 +7,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from config.db import connection_release
 from config.timestamps import utc_timestamp
 from webhooks.catalog import example_data
 from webhooks.errors import DeliveryNotRedeliverable, WebhookDisabled
@@ -122,32 +124,65 @@ def webhook_replay(*, webhook: Webhook, since: datetime) -> Replayed:
     return Replayed(replayed=replayed, has_more=has_more)
 
 
+TEST_TASK = "webhooks.tasks.webhook_test_deliver"
+TEST_NOT_QUEUED_ERROR = "not sent: the webhooks queue could not be reached; send another test"
+
+
 def webhook_test_send(*, webhook: Webhook, event_type: str) -> WebhookDelivery:
-    """POST /webhooks/:id/test: one signed delivery of the type's example event, now,
-    from this process (the request waits for it, WEBHOOK_TIMEOUT_SECONDS at most).
-    The attempt is recorded among the webhook's deliveries, marked test; it never
-    counts toward consecutive_failures and never disables. A disabled webhook can
+    """POST /webhooks/:id/test: one signed delivery of the type's example event, handed
+    to the webhooks workers (never made in the caller's thread: a slow receiver holds a
+    worker's thread, WEBHOOK_TIMEOUT_SECONDS at most, not a web thread). Returns the
+    attempt row, pending (`state`); the worker fills it in (test_delivery_make). It
+    never counts toward consecutive_failures and never disables. A disabled webhook can
     be tested too (to check a fix before enabling it again)."""
+    delivery = WebhookDelivery.objects.create(
+        webhook=webhook, job=None, event_type=event_type, attempt=1, test=True
+    )
+    transaction.on_commit(lambda: _test_enqueue(delivery_id=str(delivery.id)))
+    return delivery
+
+
+def _test_enqueue(*, delivery_id: str) -> None:
+    """The test's message, by the task's name (as drains_publish sends drains); a broker
+    that refuses it ends the attempt at once, so it is never pending for ever."""
+    try:
+        current_app.signature(TEST_TASK).apply_async((delivery_id,), retry=False)
+    except Exception:
+        logger.warning("test delivery %s not enqueued", delivery_id, exc_info=True)
+        WebhookDelivery.objects.filter(id=delivery_id, error__isnull=True).update(
+            error=TEST_NOT_QUEUED_ERROR, duration_ms=0
+        )
+
+
+def test_delivery_make(*, delivery_id: str) -> WebhookDelivery | None:
+    """The worker's half of a test: the POST of a pending test attempt, recorded on its
+    row. None when there is nothing to make (made already, the webhook deleted)."""
+    delivery = (
+        WebhookDelivery.objects.select_related("webhook")
+        .filter(id=delivery_id, test=True, status_code__isnull=True, error__isnull=True)
+        .first()
+    )
+    if delivery is None:
+        return None
+    webhook = delivery.webhook
     message_id = str(uuid.uuid4())
     envelope = {
         "id": message_id,
-        "type": event_type,
+        "type": delivery.event_type,
         "created_at": utc_timestamp(timezone.now()),
         "account_id": str(webhook.account_id),
-        "data": example_data(event_type),
+        "data": example_data(delivery.event_type),
     }
     body = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+    connection_release()  # no database connection held while the receiver answers
     result = http_post_signed(
         url=webhook.url, body=body, secret=webhook.secret, message_id=message_id
     )
-    return WebhookDelivery.objects.create(
-        webhook=webhook,
-        job=None,
-        event_type=event_type,
-        attempt=1,
-        test=True,
-        **result.row_fields(),
-    )
+    fields = result.row_fields()
+    WebhookDelivery.objects.filter(id=delivery.id).update(**fields)
+    for name, value in fields.items():
+        setattr(delivery, name, value)
+    return delivery
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
+from config.outbound_deadline import request_deadline
 from config.retry import schedule_delay
 from config.timestamps import utc_timestamp
 from webhooks.models import DeliveryJob, Event
@@ -115,8 +116,10 @@ def signed_headers(*, secret: str, message_id: str, body: bytes, timestamp: int)
 
 
 def http_post_signed(*, url: str, body: bytes, secret: str, message_id: str) -> AttemptResult:
-    """One POST of a signed body; `message_id` is the envelope id (`webhook-id`).
-    Never raises for anything the network does."""
+    """One POST of a signed body (every delivery, test and replay is made here);
+    `message_id` is the envelope id. Never raises for anything the network does.
+    WEBHOOK_TIMEOUT_SECONDS is its total deadline (config.outbound_deadline): a receiver
+    answering a byte at a time is cut off as one that never answers."""
     timeout = settings.WEBHOOK_TIMEOUT_SECONDS
     headers = signed_headers(
         secret=secret, message_id=message_id, body=body, timestamp=int(time.time())
@@ -130,46 +133,58 @@ def http_post_signed(*, url: str, body: bytes, secret: str, message_id: str) -> 
     def result(**fields) -> AttemptResult:
         return AttemptResult(started_at=started_at, ended_at=timezone.now(), **fields)
 
+    timed_out = f"timed out after {timeout:g}s"
+    response = None
     try:
-        # No retry and no redirect followed (a 3xx is an answer); the body read below.
-        response = delivery_pool().urlopen(
-            "POST",
-            url,
-            body=body,
-            headers=headers,
-            timeout=Timeout(connect=timeout, read=timeout),
-            retries=False,
-            redirect=False,
-            preload_content=False,
-            decode_content=False,
-        )
+        with request_deadline(timeout) as deadline:
+            try:
+                # No retry, no redirect followed (a 3xx is an answer); the body read here.
+                response = delivery_pool().urlopen(
+                    "POST",
+                    url,
+                    body=body,
+                    headers=headers,
+                    timeout=Timeout(connect=timeout, read=timeout),
+                    retries=False,
+                    redirect=False,
+                    preload_content=False,
+                    decode_content=False,
+                )
+                raw = response.read(RESPONSE_READ_CAP)
+            except Exception:
+                if deadline.expired:  # cut off: whatever the socket's end looked like
+                    return result(error=timed_out, retryable=True, duration_ms=elapsed())
+                if response is None:
+                    raise
+                raw = b""  # a body cut short does not change what the status said
+            if deadline.expired:
+                return result(error=timed_out, retryable=True, duration_ms=elapsed())
     except UnsafeAddress as e:
         return result(error=f"refused: {e}", duration_ms=elapsed())
     except NewConnectionError as e:  # refused, unreachable, not resolved (a timeout's kin)
         return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
     except (ConnectTimeoutError, ReadTimeoutError):
-        return result(error=f"timed out after {timeout:g}s", retryable=True, duration_ms=elapsed())
+        return result(error=timed_out, retryable=True, duration_ms=elapsed())
     except (ProtocolError, SSLError, OSError) as e:  # reset, closed, TLS
         return result(error=_connection_error_text(e), retryable=True, duration_ms=elapsed())
     except (HTTPError, ValueError) as e:
         return result(error=f"request failed: {type(e).__name__}", duration_ms=elapsed())
-
-    code = response.status
-    try:
-        raw = response.read(RESPONSE_READ_CAP)
-    except Exception:  # a body cut short does not change what the status said
-        raw = b""
     finally:  # read to its end, the connection went back to the pool; else it is closed
-        response.close()
-        response.release_conn()
+        if response is not None:
+            response.close()
+            response.release_conn()
+
+    return result(duration_ms=elapsed(), **_answer_fields(response.status, raw))
+
+
+def _answer_fields(code: int, raw: bytes) -> dict:
+    """What an answer (its status and the start of its body) makes of the attempt."""
     excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")
     if 200 <= code < 300:
-        return result(status_code=code, excerpt=excerpt, duration_ms=elapsed())
+        return {"status_code": code, "excerpt": excerpt}
     retryable = _is_retryable_status(code)
     if 300 <= code < 400:
         error = f"HTTP {code}: redirects are not followed"
     else:
         error = f"HTTP {code}" + ("" if retryable else ": not retried")
-    return result(
-        status_code=code, error=error, retryable=retryable, excerpt=excerpt, duration_ms=elapsed()
-    )
+    return {"status_code": code, "error": error, "retryable": retryable, "excerpt": excerpt}

@@ -37,12 +37,21 @@ class WebhookDeliverySerializer(StrictModelSerializer):
         "once the delivery was pruned).",
     )
 
+    state = serializers.ChoiceField(
+        choices=["pending", "succeeded", "failed"],
+        read_only=True,
+        help_text="`pending`: a test delivery a worker has not made yet (poll "
+        "`GET /webhooks/:id/deliveries/:delivery_id`); `succeeded`: a 2xx came back; "
+        "`failed`: anything else (`error` says what).",
+    )
+
     class Meta:
         model = WebhookDelivery
         fields = [
             "id",
             "event_type",
             "attempt",
+            "state",
             "status_code",
             "error",
             "delivered_at",

@@ -64,3 +64,12 @@ WHERE id = %s AND drain_token = %s
   AND pg_try_advisory_xact_lock({DRAIN_LOCK_CLASS}, hashtext(id::text))
 RETURNING 1
 """  # noqa: S608 - a constant of the code; every value is a parameter
+
+# The drain takes its lease (or keeps its own): free, lapsed or already its token. The
+# ring's mark is cleared (the drain it asked for is running); the account comes back so
+# the drain can count itself against the account's share (webhooks.delivery).
+LEASE_TAKE_SQL = """
+UPDATE webhooks_webhook SET drain_token = %s, drain_until = %s, drain_enqueued_at = NULL
+WHERE id = %s AND (drain_until IS NULL OR drain_until <= %s OR drain_token = %s)
+RETURNING account_id
+"""

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from webhooks import delivery, events
+from webhooks import delivery, events, operations
 
 
 @shared_task(name=events.DRAIN_TASK, ignore_result=True, bind=True)
@@ -17,3 +17,9 @@ def webhook_drain(self, webhook_id: str) -> int:
 def webhook_sweep() -> int:
     """Ring the drains the fast path missed (beat, every WEBHOOK_SWEEP_INTERVAL_SECONDS)."""
     return events.jobs_sweep()
+
+
+@shared_task(name=operations.TEST_TASK, ignore_result=True)
+def webhook_test_deliver(delivery_id: str) -> None:
+    """Make a test delivery's POST (POST /webhooks/:id/test queued it)."""
+    operations.test_delivery_make(delivery_id=delivery_id)

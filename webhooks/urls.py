@@ -15,6 +15,7 @@ webhook_deliveries = WebhookViewSet.as_view({"get": "deliveries"})
 webhook_test = WebhookViewSet.as_view({"post": "test"})
 webhook_replay = WebhookViewSet.as_view({"post": "replay"})
 webhook_redeliver = WebhookViewSet.as_view({"post": "redeliver"})
+webhook_delivery = WebhookViewSet.as_view({"get": "delivery"})
 
 urlpatterns = [
     path("webhooks", webhook_list, name="webhook-list"),
@@ -24,6 +25,11 @@ urlpatterns = [
     path("webhooks/<uuid:pk>/test", webhook_test, name="webhook-test"),
     path("webhooks/<uuid:pk>/replay", webhook_replay, name="webhook-replay"),
     path(
+        "webhooks/<uuid:pk>/deliveries/<str:delivery_id>",
+        webhook_delivery,
+        name="webhook-delivery",
+    ),
+    path(
         "webhooks/<uuid:pk>/deliveries/<str:delivery_id>/redeliver",
         webhook_redeliver,
         name="webhook-redeliver",
@@ -31,7 +37,7 @@ urlpatterns = [
     path("webhook_event_types", WebhookEventTypesView.as_view(), name="webhook-event-types"),
     re_path(
         r"^webhooks/(?!psp$)[^/]+(?:/rotate_secret|/deliveries|/test|/replay"
-        r"|/deliveries/[^/]+/redeliver)?$",
+        r"|/deliveries/[^/]+|/deliveries/[^/]+/redeliver)?$",
         WebhookMalformedIdView.as_view(),
     ),
 ]

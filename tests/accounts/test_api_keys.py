@@ -67,8 +67,9 @@ def test_list_is_paginated(api_client, account):
 
 
 def test_list_query_count_does_not_grow_with_keys(
-    api_client, account, django_assert_num_queries, auth_queries
+    api_client, account, django_assert_num_queries, auth_queries, settings
 ):
+    settings.API_KEYS_MAX = 40
     expected = auth_queries + 1  # the list: one SELECT
     with django_assert_num_queries(expected):
         assert api_client.get("/api_keys").status_code == 200
@@ -90,6 +91,23 @@ def test_create_returns_the_plaintext_once(api_client, account):
     assert key.key_hash == token_hash(body["plaintext"])
     assert client_for(body["plaintext"]).get("/api_keys").status_code == 200
     assert "plaintext" not in api_client.get("/api_keys").json()[0]
+
+
+def test_an_account_holds_at_most_api_keys_max_active_keys(api_client, account, settings):
+    settings.API_KEYS_MAX = 3
+    made = [api_client.post("/api_keys", {"label": f"k{n}"}, format="json") for n in range(2)]
+    assert [r.status_code for r in made] == [201, 201]
+
+    body = assert_envelope(
+        api_client.post("/api_keys", {"label": "one too many"}, format="json"),
+        422,
+        "api_key_limit_reached",
+    )
+    assert body["details"] == {"limit": 3}
+    assert ApiKey.objects.filter(account=account).count() == 3
+    # A revoked key does not count: revoking one makes room for the next.
+    assert api_client.delete(f"/api_keys/{made[0].json()['id']}").status_code == 204
+    assert api_client.post("/api_keys", {"label": "k2"}, format="json").status_code == 201
 
 
 def test_create_defaults_to_direct(api_client):

@@ -8,6 +8,7 @@ from accounts.models import RateLimitBucket
 from accounts.ratelimit import rate_limit_hit
 from accounts.services import api_key_create
 from accounts.throttling import client_ip_bucket
+from tests.accounts.factories import AccountFactory
 from tests.accounts.helpers import assert_envelope
 from tests.conftest import client_for
 
@@ -46,6 +47,27 @@ def test_every_method_counts_and_keys_are_limited_separately(limiter, api_client
         api_client.post("/api_keys", {"label": ""}, format="json")  # 422s count too.
     assert_envelope(api_client.get("/api_keys"), 429, "rate_limited")
     other = api_key_create(account=account, label="other")
+    assert client_for(other.plaintext).get("/api_keys").status_code == 200
+
+
+def test_the_keys_of_an_account_share_its_limit(limiter, api_client, account, settings):
+    settings.API_ACCOUNT_RATE_LIMIT = 6
+    clients = [api_client] + [
+        client_for(api_key_create(account=account, label=f"k{n}").plaintext) for n in range(2)
+    ]
+    for n in range(6):  # two requests on each key: each far below its own 60
+        assert clients[n % 3].get("/api_keys").status_code == 200, n
+    response = clients[0].get("/api_keys")
+    body = assert_envelope(response, 429, "rate_limited")
+    assert body["details"] == {"limit": 6, "period": 60}
+    retry_after = int(response["Retry-After"])
+    assert 1 <= retry_after <= 60
+    assert response["RateLimit-Policy"] == '"account";q=6;w=60'
+    assert response["RateLimit"] == f'"account";r=0;t={retry_after}'
+    # A new key is no fresh allowance; another account is not affected.
+    fresh = client_for(api_key_create(account=account, label="fresh").plaintext)
+    assert_envelope(fresh.get("/api_keys"), 429, "rate_limited")
+    other = api_key_create(account=AccountFactory(), label="other")
     assert client_for(other.plaintext).get("/api_keys").status_code == 200
 
 
@@ -106,7 +128,7 @@ def test_unreachable_redis_falls_back_to_the_database_store(
     # One attempt at Redis, then the database counts until the retry delay passes.
     assert len(attempts) == 1
     assert caplog.text.count("redis unavailable") == 1
-    assert RateLimitBucket.objects.get().count == 61
+    assert RateLimitBucket.objects.get(bucket__contains=":api_key:").count == 61
 
     monkeypatch.setattr(ratelimit, "_redis_unavailable_until", 0.0)  # the delay is over
     api_client.get("/api_keys")

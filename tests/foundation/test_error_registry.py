@@ -52,6 +52,7 @@ def test_every_code_has_one_class_importable_from_its_errors_module():
         (
             "accounts.errors",
             {
+                "api_key_limit_reached",
                 "api_key_not_found",
                 "cannot_revoke_last_key",
                 "email_unverified",

@@ -7,6 +7,8 @@ Fixture `receiver`: a server on a free port, in a thread, for one test.
                                       # then `receiver.default` (200) for the rest
     receiver.script(Reply(200, hold=True))  # keep the request hanging until
                                       # receiver.release() (or the test ends)
+    receiver.script(Reply(200, trickle=0.02))  # the whole answer (status line,
+                                      # headers, body) one byte every 20 ms
     receiver.wait_for(3)              # block until 3 requests arrived, return them
     receiver.requests                 # [Received(method, path, headers, body, peer)]
 
@@ -50,6 +52,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering
     hold: bool = False  # do not answer until release()
+    trickle: float = 0.0  # seconds between the answer's bytes, sent one at a time
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,9 @@ class Receiver:
                     receiver._released.wait(timeout=60)
                 if reply.delay or receiver.delay:
                     time.sleep(reply.delay + receiver.delay)
+                if reply.trickle:
+                    self._trickle(reply)
+                    return
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
@@ -232,6 +238,20 @@ class Receiver:
                         path=self.path,
                         body=body,
                     )
+
+            def _trickle(self, reply: Reply) -> None:
+                head = (
+                    f"HTTP/1.1 {reply.status} Trickled\r\nContent-Length: {len(reply.body)}\r\n\r\n"
+                ).encode()
+                self.close_connection = True
+                for byte in head + reply.body:
+                    if receiver._stopped.wait(reply.trickle):
+                        return
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client gave up
 
             do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
 

@@ -174,6 +174,25 @@ def test_a_slow_receiver_times_out_and_is_retried(emit, account, webhook, receiv
     assert rows(webhook)[0].error == "timed out after 0.2s"
 
 
+@pytest.mark.parametrize(
+    ("deadline", "cut_in"),
+    [(0.3, "the status line"), (1.5, "the body")],  # its head takes ~0.8 s to trickle
+)
+def test_a_receiver_trickling_its_answer_is_cut_off_at_the_total_deadline(
+    emit, account, webhook, receiver, settings, deadline, cut_in
+):
+    # A byte every 20 ms: no read waits long, the whole answer would take 10 s and be a 200.
+    settings.WEBHOOK_TIMEOUT_SECONDS = deadline
+    receiver.script(Reply(200, body=b"x" * 460, trickle=0.02), 200)
+    emit(account)
+
+    first, second = rows(webhook)
+    assert (first.attempt, first.status_code, first.delivered_at) == (1, None, None)
+    assert first.error == f"timed out after {deadline:g}s"
+    assert (second.attempt, second.status_code) == (2, 200)  # a timeout is retried
+    assert DeliveryJob.objects.get().state == "succeeded"
+
+
 def test_response_bodies_are_read_capped(emit, account, webhook, receiver):
     receiver.script(Reply(200, body=b"x" * 300_000))
     emit(account)
@@ -545,8 +564,8 @@ def test_a_lease_shorter_than_the_longest_attempt_is_a_system_check_warning(sett
     settings.WEBHOOK_TIMEOUT_SECONDS = 10
     settings.WEBHOOK_CLAIM_LEASE_SECONDS = 300
     call_command("check", fail_level="WARNING")  # passes
-    settings.WEBHOOK_CLAIM_LEASE_SECONDS = 25
-    with pytest.raises(SystemCheckError, match=r"webhooks.W001.*longest delivery attempt \(25 s\)"):
+    settings.WEBHOOK_CLAIM_LEASE_SECONDS = 15  # the total deadline, and 5 s for the lookup
+    with pytest.raises(SystemCheckError, match=r"webhooks.W001.*longest delivery attempt \(15 s\)"):
         call_command("check", fail_level="WARNING")
 
 

@@ -128,6 +128,44 @@ def test_a_hanging_endpoint_delays_only_itself(account, receiver, celery_worker,
 
 
 @live
+@pytest.mark.filterwarnings("ignore::celery.exceptions.AlwaysEagerIgnored")  # on purpose
+def test_an_account_s_fifty_hanging_endpoints_leave_room_for_another_account(
+    account, receiver, celery_worker, monkeypatch
+):
+    from celery import current_app
+
+    from tests.accounts.factories import AccountFactory
+    from tests.support.receiver import Receiver
+
+    hanging = Receiver(hang=True).start()  # reads each request, never answers
+    try:
+        greedy = AccountFactory()
+        greedy_hooks = [str(WebhookFactory(account=greedy, url=hanging.url).id) for _ in range(50)]
+        other = WebhookFactory(account=account, url=receiver.url)
+        emit_quietly(greedy, 1, monkeypatch)  # one delivery for each of its 50 webhooks
+        emit_quietly(account, 1, monkeypatch)
+        # 8 threads, as many as a worker has for drains; the greedy account may run 3.
+        celery_worker(concurrency=8, env={**FAST, "WEBHOOK_ACCOUNT_MAX_DRAINS": "3"})
+
+        for webhook_id in greedy_hooks:  # its 50 drains queued first, on the broker
+            current_app.send_task(events.DRAIN_TASK, args=[webhook_id])
+        hanging.wait_for(3, timeout=30)
+        current_app.send_task(events.DRAIN_TASK, args=[str(other.id)])
+
+        # Delivered while the 50 endpoints hang (before, the greedy drains held all 8
+        # threads, each for its 30 s timeout, and this one waited behind 42 more).
+        (request,) = receiver.wait_for(1, timeout=20)
+        assert json.loads(request.body)["account_id"] == str(account.id)
+        wait_until(
+            lambda: DeliveryJob.objects.filter(webhook=other, state="succeeded").exists(),
+            timeout=10,
+        )
+        assert len(hanging.requests) <= 3
+    finally:
+        hanging.stop()
+
+
+@live
 def test_a_worker_killed_five_times_fails_nothing_unsent_and_loses_nothing(
     account, receiver, celery_worker, monkeypatch
 ):

@@ -85,13 +85,39 @@ def test_the_schema_check_names_what_does_not_match():
 # ---------------------------------------------------------------- test deliveries
 
 
-def test_a_test_event_is_delivered_signed_and_recorded(api_client, webhook, receiver):
-    response = api_client.post(
-        f"/webhooks/{webhook.id}/test", {"type": "enrollment.replied"}, format="json"
+@pytest.fixture
+def send_test(api_client, django_capture_on_commit_callbacks):
+    """POST /webhooks/:id/test, then the webhooks worker's half (eager Celery, run by
+    the request's commit); returns (the 202's body, the attempt as polled after)."""
+
+    def run(webhook, event_type: str):
+        with django_capture_on_commit_callbacks(execute=True) as queued:
+            response = api_client.post(
+                f"/webhooks/{webhook.id}/test", {"type": event_type}, format="json"
+            )
+        assert response.status_code == 202, response.content
+        assert len(queued) == 1
+        polled = api_client.get(response["Location"])
+        assert polled.status_code == 200
+        return response.json(), polled.json()
+
+    return run
+
+
+def test_a_test_event_is_delivered_signed_and_recorded(api_client, webhook, receiver, send_test):
+    answered, body = send_test(webhook, "enrollment.replied")
+    assert (answered["state"], answered["status_code"], answered["error"]) == (
+        "pending",
+        None,
+        None,
     )
-    assert response.status_code == 200, response.content
-    body = response.json()
-    assert (body["status_code"], body["error"], body["test"]) == (200, None, True)
+    assert (body["id"], body["state"], body["status_code"], body["error"], body["test"]) == (
+        answered["id"],
+        "succeeded",
+        200,
+        None,
+        True,
+    )
     assert body["attempt"] == 1 and body["duration_ms"] >= 0 and body["delivered_at"]
     (request,) = receiver.requests
     payload = StandardWebhook(webhook.secret).verify(request.body, dict(request.headers))
@@ -101,24 +127,90 @@ def test_a_test_event_is_delivered_signed_and_recorded(api_client, webhook, rece
     assert [(d["id"], d["test"], d["event_id"]) for d in listed] == [(body["id"], True, None)]
 
 
-def test_a_failed_test_never_counts_toward_disabling(api_client, webhook, receiver):
+def test_a_test_is_answered_at_once_and_made_by_the_webhooks_workers(
+    api_client, webhook, receiver, settings, django_capture_on_commit_callbacks
+):
+    from celery import current_app
+
+    from webhooks.operations import TEST_TASK
+
+    receiver.hang = True  # never answers: the request must not wait for it
+    settings.WEBHOOK_TIMEOUT_SECONDS = 0.3
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        response = api_client.post(
+            f"/webhooks/{webhook.id}/test", {"type": "enrollment.sent"}, format="json"
+        )
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["state"], body["status_code"], body["error"], body["duration_ms"]) == (
+        "pending",
+        None,
+        None,
+        None,
+    )
+    assert response["Location"] == f"/webhooks/{webhook.id}/deliveries/{body['id']}"
+    assert receiver.requests == []  # nothing was sent from the request
+    assert current_app.amqp.router.route({}, TEST_TASK)["queue"].name == "webhooks"
+
+    queued[0]()  # the worker's turn: cut off at the deadline, recorded on the same row
+    polled = api_client.get(response["Location"]).json()
+    assert (polled["state"], polled["status_code"]) == ("failed", None)
+    assert polled["error"] == "timed out after 0.3s"
+    assert len(receiver.requests) == 1
+
+
+def test_a_test_the_broker_refuses_is_failed_at_once(
+    api_client, webhook, receiver, monkeypatch, django_capture_on_commit_callbacks
+):
+    from celery import current_app
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionRefusedError("broker down")
+
+    monkeypatch.setattr(type(current_app.signature("x")), "apply_async", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_client.post(
+            f"/webhooks/{webhook.id}/test", {"type": "enrollment.sent"}, format="json"
+        )
+    polled = api_client.get(response["Location"]).json()
+    assert polled["state"] == "failed"
+    assert polled["error"].startswith("not sent: the webhooks queue could not be reached")
+    assert receiver.requests == []
+
+
+def test_a_delivery_of_another_webhook_is_not_found(api_client, other_client, webhook, account):
+    row = WebhookDeliveryFactory(webhook=webhook)
+    other = WebhookFactory(account=account)
+    assert api_client.get(f"/webhooks/{webhook.id}/deliveries/{row.id}").json()["id"] == str(row.id)
+    for path in (
+        f"/webhooks/{other.id}/deliveries/{row.id}",
+        f"/webhooks/{webhook.id}/deliveries/not-a-uuid",
+    ):
+        assert_error(api_client.get(path), 404, "webhook_delivery_not_found")
+    assert_error(
+        other_client.get(f"/webhooks/{webhook.id}/deliveries/{row.id}"), 404, "webhook_not_found"
+    )
+
+
+def test_a_failed_test_never_counts_toward_disabling(webhook, receiver, send_test):
     webhook.consecutive_failures = 4
     webhook.save()
     receiver.script(500)
-    body = api_client.post(
-        f"/webhooks/{webhook.id}/test", {"type": "campaign.paused"}, format="json"
-    ).json()
-    assert (body["status_code"], body["error"], body["delivered_at"]) == (500, "HTTP 500", None)
+    _, body = send_test(webhook, "campaign.paused")
+    assert (body["state"], body["status_code"], body["error"], body["delivered_at"]) == (
+        "failed",
+        500,
+        "HTTP 500",
+        None,
+    )
     webhook.refresh_from_db()
     assert webhook.consecutive_failures == 4 and webhook.disabled_at is None
 
 
-def test_a_disabled_webhook_can_be_tested(api_client, webhook, receiver):
+def test_a_disabled_webhook_can_be_tested(webhook, receiver, send_test):
     webhook.disabled_at = timezone.now()
     webhook.save()
-    body = api_client.post(
-        f"/webhooks/{webhook.id}/test", {"type": "enrollment.sent"}, format="json"
-    ).json()
+    _, body = send_test(webhook, "enrollment.sent")
     assert body["status_code"] == 200
     assert len(receiver.requests) == 1
 
@@ -285,11 +377,12 @@ def test_admin_sends_a_test_and_replays(
         )
     assert b"1 delivery(ies) queued again" in response.content
     receiver.wait_for(2)
-    response = admin_client.post(
-        "/admin/webhooks/webhook/",
-        {"action": "send_test", "_selected_action": [str(webhook.id)]},
-        follow=True,
-    )
-    assert b"HTTP 200" in response.content
-    assert WebhookDelivery.objects.filter(test=True).count() == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            "/admin/webhooks/webhook/",
+            {"action": "send_test", "_selected_action": [str(webhook.id)]},
+            follow=True,
+        )
+    assert b"a test event is on its way" in response.content
+    assert WebhookDelivery.objects.get(test=True).status_code == 200
     assert len(receiver.requests) == 3

@@ -211,6 +211,7 @@ def test_deliveries_newest_first_with_a_limit(
         "id",
         "event_type",
         "attempt",
+        "state",
         "status_code",
         "error",
         "delivered_at",

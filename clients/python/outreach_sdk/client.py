@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -190,12 +191,27 @@ class Webhooks(_Resource):
         rows = self._t.json("GET", "/webhook_event_types")
         return [models.WebhookEventType.from_api(row) for row in rows]
 
-    def test(self, webhook_id: str, *, type: str) -> models.WebhookDelivery:
-        """Send an example event of `type` to the webhook now; the attempt, as recorded
-        (`status_code`, `error`, `duration_ms`, `test` true)."""
+    def delivery(self, webhook_id: str, delivery_id: str) -> models.WebhookDelivery:
+        """One delivery attempt (a pending test delivery's outcome, once made)."""
         return self._one(
+            models.WebhookDelivery, "GET", f"/webhooks/{webhook_id}/deliveries/{delivery_id}"
+        )
+
+    def test(
+        self, webhook_id: str, *, type: str, wait: float = 30.0, poll_interval: float = 0.25
+    ) -> models.WebhookDelivery:
+        """Send an example event of `type` to the webhook. The service queues it (202,
+        `state` "pending") and a worker makes it; this waits up to `wait` seconds for the
+        outcome (`state` "succeeded" or "failed", `status_code`, `error`, `duration_ms`),
+        polling the attempt. `wait=0`: return the pending attempt at once."""
+        attempt = self._one(
             models.WebhookDelivery, "POST", f"/webhooks/{webhook_id}/test", json_body={"type": type}
         )
+        deadline = time.monotonic() + wait
+        while attempt.state == "pending" and time.monotonic() < deadline:
+            time.sleep(poll_interval)
+            attempt = self.delivery(webhook_id, attempt.id)
+        return attempt
 
     def redeliver(self, webhook_id: str, delivery_id: str) -> models.Redelivery:
         """Deliver the event of one delivery (an attempt row) again, same envelope id."""

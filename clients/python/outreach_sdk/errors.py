@@ -275,6 +275,10 @@ class CannotRevokeLastKey(UnprocessableError):
     code = "cannot_revoke_last_key"
 
 
+class ApiKeyLimitReached(UnprocessableError):
+    code = "api_key_limit_reached"
+
+
 class PlanNotPurchasable(UnprocessableError):
     code = "plan_not_purchasable"
 

@@ -133,6 +133,7 @@ class WebhookDelivery(Model):
     id: str = ""
     event_type: str = ""
     attempt: int = 1
+    state: str = ""  # pending (a test not made yet), succeeded or failed
     status_code: int | None = None
     error: str | None = None
     delivered_at: datetime | None = None
