@@ -280,15 +280,20 @@ class GuardedIMAP4_SSL(imaplib.IMAP4_SSL):  # noqa: N801 - imaplib's name
 
 
 if TYPE_CHECKING:
-    _ConnectionBase = HTTPConnection  # what the mixins are mixed into
-    _PoolBase = HTTPConnectionPool
+    _ConnectionBase = HTTPConnection  # what the mixin is mixed into
 else:
-    _ConnectionBase = _PoolBase = object
+    _ConnectionBase = object
 
 
 class _GuardedConnectionMixin(_ConnectionBase):
     """urllib3 2.x: resolve, check, then connect to the checked address. The Host
     header and TLS use `self.host`; only the TCP connect is pinned."""
+
+    def request(self, method, url, body=None, headers=None, **kwargs) -> None:
+        # Each request on this connection (new or kept alive) is its deadline's to cut
+        # off (config.outbound_deadline), and no earlier request's.
+        deadline_watch.connection_taken(self, deadline_current())
+        super().request(method, url, body=body, headers=headers, **kwargs)
 
     def _new_conn(self) -> socket.socket:
         try:
@@ -328,20 +333,11 @@ class GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
     pass
 
 
-class _DeadlinePoolMixin(_PoolBase):
-    """The connection a request takes from the pool is its deadline's to cut off."""
-
-    def _get_conn(self, timeout: float | None = None):
-        conn = super()._get_conn(timeout)
-        deadline_watch.connection_taken(conn, deadline_current())
-        return conn
-
-
-class _GuardedHTTPPool(_DeadlinePoolMixin, HTTPConnectionPool):
+class _GuardedHTTPPool(HTTPConnectionPool):
     ConnectionCls = GuardedHTTPConnection
 
 
-class _GuardedHTTPSPool(_DeadlinePoolMixin, HTTPSConnectionPool):
+class _GuardedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = GuardedHTTPSConnection
 
 

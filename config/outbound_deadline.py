@@ -9,9 +9,9 @@ blocked on it at once.
         body = response.read()
     if deadline.expired: ...  # cut off
 
-The guarded connections play their part (config.outbound): a connection taken from the
-pool becomes the request's (`deadline_watch.connection_taken`), and a connect is bounded
-by the time left.
+The guarded connections play their part (config.outbound): a connection that starts a
+request becomes that request's (`deadline_watch.connection_taken`), and a connect is
+bounded by the time left.
 """
 
 import contextlib
@@ -23,8 +23,6 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
-
-from urllib3.util.connection import is_connection_dropped
 
 if TYPE_CHECKING:
     from urllib3.connection import HTTPConnection
@@ -104,13 +102,13 @@ class _DeadlineWatch:
             deadline.connection = deadline.connecting = None
 
     def connection_taken(self, conn, deadline: RequestDeadline | None) -> None:
+        """`conn` now carries `deadline`'s request (None: a request without one). A
+        socket the watch shut down is not used again: urllib3 drops a connection that
+        reads as closed before it hands it out."""
         with self.lock:
             conn.request_deadline = deadline
             if deadline is not None:
                 deadline.connection = conn
-        # A socket the watch shut down while it sat in the pool is not used again.
-        if conn.sock is not None and is_connection_dropped(conn):
-            conn.close()
 
     def _run(self) -> None:
         while True:
@@ -127,9 +125,13 @@ class _DeadlineWatch:
     def _cut_off(deadline: RequestDeadline) -> None:
         deadline.expired = True
         conn = deadline.connection
-        if conn is None or getattr(conn, "request_deadline", None) is not deadline:
-            return  # no connection yet (its connect is bounded), or another's by now
-        # While it connects (a TLS handshake) the socket is not the connection's yet.
+        if conn is None:
+            # Not sending yet: a new connection's TLS handshake runs on the socket its
+            # connect made for this request (the connect itself is bounded).
+            _shut(deadline.connecting)
+            return
+        if getattr(conn, "request_deadline", None) is not deadline:
+            return  # another request's by now
         _shut(conn.sock if conn.sock is not None else deadline.connecting)
 
 
