@@ -104,6 +104,7 @@ class WebhookViewSet(AccountScopedViewSet):
         delivery = selectors.delivery_of(webhook=webhook, delivery_id=delivery_id)
         if delivery is None:
             raise WebhookDeliveryNotFound()
+        delivery = operations.test_delivery_settle(delivery=delivery)
         return Response(WebhookDeliverySerializer(delivery).data)
 
     @extend_schema(

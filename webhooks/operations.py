@@ -5,7 +5,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from celery import current_app
 from django.db import transaction
@@ -126,6 +126,10 @@ def webhook_replay(*, webhook: Webhook, since: datetime) -> Replayed:
 
 TEST_TASK = "webhooks.tasks.webhook_test_deliver"
 TEST_NOT_QUEUED_ERROR = "not sent: the webhooks queue could not be reached; send another test"
+# A test no worker made within this long never will be (its message was lost with the
+# broker, or the worker that took it died): it reads as failed, not pending for ever.
+TEST_PENDING_MAX = timedelta(minutes=10)
+TEST_LOST_ERROR = "not sent: no webhooks worker made it within 10 minutes; send another test"
 
 
 def webhook_test_send(*, webhook: Webhook, event_type: str) -> WebhookDelivery:
@@ -152,6 +156,22 @@ def _test_enqueue(*, delivery_id: str) -> None:
         WebhookDelivery.objects.filter(id=delivery_id, error__isnull=True).update(
             error=TEST_NOT_QUEUED_ERROR, duration_ms=0
         )
+
+
+def test_delivery_settle(*, delivery: WebhookDelivery) -> WebhookDelivery:
+    """A test attempt read back (GET of one delivery): still pending past
+    TEST_PENDING_MAX, it is ended failed (TEST_LOST_ERROR), so a poll always ends. The
+    worker's late result, should it come, does not overwrite it (test_delivery_make
+    makes pending attempts only)."""
+    if not delivery.test or delivery.state != "pending":
+        return delivery
+    if delivery.created_at > timezone.now() - TEST_PENDING_MAX:
+        return delivery
+    WebhookDelivery.objects.filter(
+        id=delivery.id, status_code__isnull=True, error__isnull=True
+    ).update(error=TEST_LOST_ERROR, duration_ms=0)
+    delivery.refresh_from_db()
+    return delivery
 
 
 def test_delivery_make(*, delivery_id: str) -> WebhookDelivery | None:

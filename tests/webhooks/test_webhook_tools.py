@@ -178,6 +178,28 @@ def test_a_test_the_broker_refuses_is_failed_at_once(
     assert receiver.requests == []
 
 
+def test_a_test_whose_message_was_lost_reads_failed_after_ten_minutes(
+    api_client, webhook, receiver, django_capture_on_commit_callbacks
+):
+    from webhooks.operations import test_delivery_make
+
+    # The message never reaches a worker (the broker lost it): nothing runs the task.
+    with django_capture_on_commit_callbacks(execute=False):
+        response = api_client.post(
+            f"/webhooks/{webhook.id}/test", {"type": "enrollment.sent"}, format="json"
+        )
+    assert api_client.get(response["Location"]).json()["state"] == "pending"
+    WebhookDelivery.objects.filter(id=response.json()["id"]).update(
+        created_at=timezone.now() - timedelta(minutes=11)
+    )
+    polled = api_client.get(response["Location"]).json()
+    assert polled["state"] == "failed"
+    assert polled["error"].startswith("not sent: no webhooks worker made it within 10 minutes")
+    # A worker that takes the message late makes nothing: the attempt has ended.
+    assert test_delivery_make(delivery_id=response.json()["id"]) is None
+    assert receiver.requests == []
+
+
 def test_a_delivery_of_another_webhook_is_not_found(api_client, other_client, webhook, account):
     row = WebhookDeliveryFactory(webhook=webhook)
     other = WebhookFactory(account=account)
