@@ -155,3 +155,12 @@ def test_the_sending_task_says_why_and_when_it_retries(account, settings):
     assert answer["retry_reason"].startswith(f"cannot connect to 127.0.0.1:{port}: ")
     retry_at = datetime.fromisoformat(answer["retry_at"].replace("Z", "+00:00"))
     assert before + timedelta(seconds=600) <= retry_at <= timezone.now() + timedelta(seconds=600)
+
+
+def test_the_published_schema_has_the_new_fields(anon_client):
+    response = anon_client.get("/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    schemas = response.json()["components"]["schemas"]
+    reason = schemas["SendingReason"]["properties"]
+    assert {"since", "retry_at"} <= set(reason)
+    assert "blocker" in schemas["UpcomingSend"]["properties"]
+    assert "mailbox_unreachable" in response.content.decode()
