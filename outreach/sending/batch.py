@@ -202,21 +202,21 @@ class MailboxBatch:
             # Counted against each claim left, as an attempt that failed to connect.
             attempt = self._attempt(Outcome.DEFERRED, exc, started)
             credential_error_record(credential=self.credential, attempt=attempt, now=now)
-            reason = attempt.text
+            retried = 0
             for rest in self.claims[index:]:
-                self.result.retried_at(
-                    reason,
-                    temporary_record(
-                        claim=rest, enrollment=rest.enrollment, attempt=attempt, now=now
-                    ),
+                at = temporary_record(
+                    claim=rest, enrollment=rest.enrollment, attempt=attempt, now=now
                 )
+                self.result.retried_at(attempt.text, at)
+                retried += at is not None
                 self._counted("deferred", rest, now)
             logger.warning(
-                "mailbox %s cannot connect: retried: %d, next try at %s: %s",
+                "mailbox %s cannot connect: retried: %d, next try at %s; failed: %d: %s",
                 self.credential.pk,
-                len(self.claims) - index,
+                retried,
                 _when(self.result.retry_at),
-                reason,
+                len(self.claims) - index - retried,
+                attempt.text,
             )
             return False
         if self.credential.last_error:
@@ -365,14 +365,13 @@ class MailboxBatch:
             retry_at = temporary_record(
                 claim=claim, enrollment=claim.enrollment, attempt=attempt, now=now
             )
-            reason = attempt.text
-            self.result.retried_at(reason, retry_at)
+            self.result.retried_at(attempt.text, retry_at)
             self._counted("deferred", claim, now)
             logger.warning(
                 "enrollment %s: %s: %s",
                 claim.enrollment_id,
                 f"retried, next try at {_when(retry_at)}" if retry_at else "not retried",
-                reason,
+                attempt.text,
             )
             if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
                 assert self.conn is not None  # the connection _transact's failure was on
@@ -395,11 +394,13 @@ class MailboxBatch:
         )
         for claim in self.claims[index + 1 :]:
             claim_release(claim, now=now, next_send_at=later)
-        reason = attempt.text
-        self.result.mailbox_error = reason
-        self.result.retried_at(reason, later)
+        self.result.mailbox_error = attempt.text
+        self.result.retried_at(attempt.text, later)
         logger.warning(
-            "mailbox %s cannot send, next try at %s: %s", self.credential.pk, _when(later), reason
+            "mailbox %s cannot send, next try at %s: %s",
+            self.credential.pk,
+            _when(later),
+            attempt.text,
         )
 
 

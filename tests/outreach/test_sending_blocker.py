@@ -164,3 +164,31 @@ def test_the_published_schema_has_the_new_fields(anon_client):
     assert {"since", "retry_at"} <= set(reason)
     assert "blocker" in schemas["UpcomingSend"]["properties"]
     assert "mailbox_unreachable" in response.content.decode()
+
+
+def test_a_recipients_4xx_is_logged_with_its_words_and_retry(account, settings, smtp_sink, caplog):
+    """A refusal of one recipient is that enrollment's, not the mailbox's: logged with
+    its retry, no mailbox_unreachable."""
+    settings.SENDING_RETRY_SCHEDULE = [900]
+    sink = smtp_sink()
+    campaign, credential = _unreachable(account, sink.port)
+    _point_at(SmtpCredential.objects.get(pk=credential.pk), sink, smtp_username="")
+    now = timezone.now()
+    enrollment = _enroll(campaign, at=now, email="kim@example.org")
+    sink.reject_rcpt("kim@example.org", "451 4.7.1 Greylisted, try again later")
+
+    with caplog.at_level(logging.WARNING, logger="outreach.sending.batch"):
+        [result] = _run(now)
+
+    retry_at = now + timedelta(seconds=900)
+    assert (result.retried, result.retry_at) == (1, retry_at)
+    [line] = [r.getMessage() for r in caplog.records if "retried" in r.getMessage()]
+    assert line == (
+        f"enrollment {enrollment.pk}: retried, next try at "
+        f"{retry_at.strftime('%Y-%m-%dT%H:%M:%S')}Z: 451 4.7.1 Greylisted, try again later"
+    )
+    campaign.refresh_from_db()
+    codes = [
+        r["code"] for r in sending_status(campaign=campaign, now=now)["mailboxes"][0]["reasons"]
+    ]
+    assert "mailbox_unreachable" not in codes
