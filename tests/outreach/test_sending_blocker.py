@@ -192,3 +192,17 @@ def test_a_recipients_4xx_is_logged_with_its_words_and_retry(account, settings, 
         r["code"] for r in sending_status(campaign=campaign, now=now)["mailboxes"][0]["reasons"]
     ]
     assert "mailbox_unreachable" not in codes
+
+
+def test_every_form_of_a_mailboxs_secret_is_hidden():
+    from outreach.sending.attempts import secrets_hidden
+
+    credential = SmtpCredential(
+        smtp_username="ada", smtp_password=PASSWORD, oauth_access_token="ya29.token-value"
+    )
+    plain = base64.b64encode(f"\0ada\0{PASSWORD}".encode()).decode()  # AUTH PLAIN
+    login = base64.b64encode(PASSWORD.encode()).decode()  # AUTH LOGIN
+    text = f"535 {plain} {login} {PASSWORD} ya29.token-value other words"
+    assert secrets_hidden(text, credential) == (
+        "535 [redacted] [redacted] [redacted] [redacted] other words"
+    )
