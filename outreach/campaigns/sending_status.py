@@ -30,8 +30,11 @@ from outreach.mailboxes.pace import (
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
+from outreach.sending.attempts import secrets_hidden
 
 UPCOMING_MAX = 20
+# A recorded error is at most ERROR_MAX_CHARS (1,000) already; the answer shows this much.
+DETAIL_MAX_CHARS = 500
 # Enrollments the plan considers, oldest next_send_at first: enough for the first
 # UPCOMING_MAX sends of any mix of mailboxes, bounded whatever the campaign's size.
 PLAN_ENROLLMENTS_MAX = 500
@@ -44,6 +47,9 @@ class Reason:
     code: str
     until: datetime | None = None
     detail: str | None = None
+    # A failure's: when it was recorded, and when the next attempt is planned.
+    since: datetime | None = None
+    retry_at: datetime | None = None
 
 
 @dataclass
@@ -61,6 +67,8 @@ class _Context:
     # (or None, as above) the domains whose enrollments wait for it: today's count is full.
     domain_cap: int | None = None
     domain_held: dict = field(default_factory=dict)
+    # mailbox id -> the earliest send the plan gives it (its next attempt)
+    first_planned: dict = field(default_factory=dict)
 
     def zones_due(self, credential: SmtpCredential) -> dict:
         zones = dict(self.due.get(credential.pk, {}))
@@ -136,6 +144,21 @@ def _paced(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     return None
 
 
+def _mailbox_unreachable(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """The mailbox's last attempt failed before any recipient was named: it could not
+    connect or log in, its server refused its sender, or the outbound guard refused its
+    host (its last_error, cleared by the next successful login). Only for a mailbox the
+    scheduler still gives sends: a disabled one, or one to connect again, says so itself."""
+    if not credential.last_error or credential.pk not in ctx.enabled:
+        return None
+    return Reason(
+        "mailbox_unreachable",
+        detail=secrets_hidden(credential.last_error, credential)[:DETAIL_MAX_CHARS],
+        since=credential.last_error_at,
+        retry_at=ctx.first_planned.get(credential.pk),
+    )
+
+
 def _domain_unauthenticated(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     """Only where it holds sends: a campaign with require_authenticated_domain."""
     check = getattr(credential, "domain_check", None)
@@ -194,6 +217,7 @@ REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
     _campaign_paused,
     _mailbox_disabled,
     _reauthorization_required,
+    _mailbox_unreachable,
     _domain_unauthenticated,
     _daily_limit_reached,
     _paced,
@@ -249,10 +273,21 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
     _waiting_read(ctx, waiting)
     _domain_held_read(ctx, waiting)
     today = utc_day(now)
-    mailboxes = [_mailbox_status(ctx, credential, today) for credential in credentials]
-    upcoming = []
+    planned = []
     if campaign.status == Campaign.Status.ACTIVE and enabled:
-        upcoming = _plan(ctx, {c.pk: c for c in credentials if c.pk in enabled}, waiting)
+        planned = _plan(ctx, {c.pk: c for c in credentials if c.pk in enabled}, waiting)
+    for item in planned:  # earliest first
+        ctx.first_planned.setdefault(item["credential_id"], item["earliest_at"])
+    mailboxes = [_mailbox_status(ctx, credential, today) for credential in credentials]
+    blockers = {
+        box["credential_id"]: reason
+        for box in mailboxes
+        for reason in box["reasons"]
+        if reason["code"] == "mailbox_unreachable"
+    }
+    upcoming = [
+        {**item, "blocker": blockers.get(item["credential_id"])} for item in planned[:UPCOMING_MAX]
+    ]
     return {
         "campaign_id": campaign.pk,
         "status": campaign.status,
@@ -315,7 +350,16 @@ def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> d
         "credential_id": credential.pk,
         "from_email": credential.from_email,
         "can_send_now": not reasons,
-        "reasons": [{"code": r.code, "until": r.until, "detail": r.detail} for r in reasons],
+        "reasons": [
+            {
+                "code": r.code,
+                "until": r.until,
+                "detail": r.detail,
+                "since": r.since,
+                "retry_at": r.retry_at,
+            }
+            for r in reasons
+        ],
         "next_send_earliest_at": credential.next_send_earliest_at,
         "sent_today": sent_today(credential, today),
         "daily_limit": daily_limit_in_force(credential),
@@ -337,7 +381,8 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     given the earliest instant its mailbox (its thread's, or the campaign's mailbox free
     first) may send it: not before it is due, the mailbox's pace (its minimum gap, so
     these are the earliest times), its daily limit and the send window. Other campaigns
-    sharing a mailbox may take some of its turns."""
+    sharing a mailbox may take some of its turns. All of them, earliest first (the
+    answer shows UPCOMING_MAX; each mailbox's first is its next attempt)."""
     now = ctx.now
     positions = set(
         CampaignStep.objects.filter(campaign=ctx.campaign).values_list("position", flat=True)
@@ -391,7 +436,7 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
             }
         )
     planned.sort(key=lambda item: item["earliest_at"])
-    return planned[:UPCOMING_MAX]
+    return planned
 
 
 def _first_slot(ctx: _Context, state, candidates, after, zone, domain, by_domain):

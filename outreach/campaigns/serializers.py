@@ -298,10 +298,20 @@ class SendingReasonSerializer(StrictSerializer):
             "nothing_due",
             "domain_unauthenticated",
             "recipient_domain_limit",
+            "mailbox_unreachable",
         ]
     )
     until = TimestampField(allow_null=True, help_text="When it lifts; null when not known.")
     detail = serializers.CharField(allow_null=True)
+    since = TimestampField(
+        allow_null=True,
+        help_text="mailbox_unreachable: when the failure in `detail` was recorded; else null.",
+    )
+    retry_at = TimestampField(
+        allow_null=True,
+        help_text="mailbox_unreachable: when the mailbox is next tried (its first planned "
+        "send); null when no send waits for it, and for other reasons.",
+    )
 
 
 class SendingMailboxSerializer(StrictSerializer):
@@ -325,6 +335,11 @@ class UpcomingSendSerializer(StrictSerializer):
     step = serializers.IntegerField()
     credential_id = serializers.UUIDField()
     earliest_at = TimestampField()
+    blocker = SendingReasonSerializer(
+        allow_null=True,
+        help_text="What holds this send beyond its time: the mailbox_unreachable reason of "
+        "its mailbox (the last connection or login failure, its words, retry_at), or null.",
+    )
 
 
 class SendingStatusSerializer(StrictSerializer):

@@ -28,8 +28,8 @@ import logging
 import smtplib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
@@ -42,6 +42,7 @@ from outreach.mailboxes.smtp import smtp_close, smtp_connect
 from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
+from outreach.sending.attempts import secrets_hidden
 from outreach.sending.message import (
     Outgoing,
     first_subject,
@@ -99,6 +100,15 @@ class BatchResult:
     failed: int = 0
     skipped: int = 0
     mailbox_error: str = ""
+    # Why sends were put off (the last failure's words, secrets hidden), and the earliest
+    # time one of them is tried again: the worker's log says both.
+    retry_reason: str = ""
+    retry_at: datetime | None = None
+
+    def retried_at(self, reason: str, at: datetime | None) -> None:
+        if at is not None:
+            self.retry_reason = reason
+            self.retry_at = at if self.retry_at is None else min(self.retry_at, at)
 
 
 @dataclass
@@ -192,9 +202,22 @@ class MailboxBatch:
             # Counted against each claim left, as an attempt that failed to connect.
             attempt = self._attempt(Outcome.DEFERRED, exc, started)
             credential_error_record(credential=self.credential, attempt=attempt, now=now)
+            retried = 0
             for rest in self.claims[index:]:
-                temporary_record(claim=rest, enrollment=rest.enrollment, attempt=attempt, now=now)
+                at = temporary_record(
+                    claim=rest, enrollment=rest.enrollment, attempt=attempt, now=now
+                )
+                self.result.retried_at(attempt.text, at)
+                retried += at is not None
                 self._counted("deferred", rest, now)
+            logger.warning(
+                "mailbox %s cannot connect: retried: %d, next try at %s; failed: %d: %s",
+                self.credential.pk,
+                retried,
+                _when(self.result.retry_at),
+                len(self.claims) - index - retried,
+                attempt.text,
+            )
             return False
         if self.credential.last_error:
             # The mailbox works again: its error is history.
@@ -270,11 +293,13 @@ class MailboxBatch:
         self._counted("failed", claim, now)
 
     def _attempt(self, outcome: str, failure: Exception, started: float) -> AttemptOutcome:
-        """The attempt of a failure, timed from `started` (time.monotonic())."""
+        """The attempt of a failure, timed from `started` (time.monotonic()); its text
+        without the mailbox's secrets (a server may echo what AUTH sent)."""
         duration_ms = round((time.monotonic() - started) * 1000)
-        return AttemptOutcome.failed(
+        attempt = AttemptOutcome.failed(
             outcome, failure, duration_ms=duration_ms, finished_at=self.clock()
         )
+        return replace(attempt, text=secrets_hidden(attempt.text, self.credential))
 
     def _transact(self, index: int, claim: SendClaim, outgoing: Outgoing, options, now) -> bool:
         """Run the SMTP transaction and record its outcome; False when the mailbox
@@ -337,8 +362,17 @@ class MailboxBatch:
             return False
         else:
             attempt = self._attempt(Outcome.DEFERRED, failure, started)
-            temporary_record(claim=claim, enrollment=claim.enrollment, attempt=attempt, now=now)
+            retry_at = temporary_record(
+                claim=claim, enrollment=claim.enrollment, attempt=attempt, now=now
+            )
+            self.result.retried_at(attempt.text, retry_at)
             self._counted("deferred", claim, now)
+            logger.warning(
+                "enrollment %s: %s: %s",
+                claim.enrollment_id,
+                f"retried, next try at {_when(retry_at)}" if retry_at else "not retried",
+                attempt.text,
+            )
             if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
                 assert self.conn is not None  # the connection _transact's failure was on
                 smtp_close(self.conn)
@@ -361,4 +395,15 @@ class MailboxBatch:
         for claim in self.claims[index + 1 :]:
             claim_release(claim, now=now, next_send_at=later)
         self.result.mailbox_error = attempt.text
-        logger.warning("mailbox %s cannot send: %s", self.credential.pk, attempt.text)
+        self.result.retried_at(attempt.text, later)
+        logger.warning(
+            "mailbox %s cannot send, next try at %s: %s",
+            self.credential.pk,
+            _when(later),
+            attempt.text,
+        )
+
+
+def _when(at: datetime | None) -> str:
+    """A retry time as the API writes it (to the second); "none" when nothing waits."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if at is not None else "none"

@@ -246,24 +246,27 @@ def _sent_orm(sent: _Sent) -> None:
 
 def temporary_record(
     *, claim: SendClaim, enrollment: Enrollment, attempt: AttemptOutcome, now
-) -> None:
+) -> datetime | None:
     """A 4xx or a broken connection (`attempt`, deferred): retried after
-    SENDING_RETRY_SCHEDULE, or failed once SENDING_MAX_ATTEMPTS attempts have failed."""
+    SENDING_RETRY_SCHEDULE (the time returned), or failed once SENDING_MAX_ATTEMPTS
+    attempts have failed (None, as when the claim was no longer open)."""
     attempts = enrollment.send_attempts + 1
     with transaction.atomic():
         if not attempt_finish(claim, attempt, now=now):
-            return
+            return None
         _reservations_release(claim, now=now, next_send_at=None)
         rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
         if attempts >= settings.SENDING_MAX_ATTEMPTS:
             enrollments_fail(rows, error=attempt.text, now=now, send_attempts=attempts)
-        else:
-            rows.update(
-                next_send_at=now + retry_delay(attempts),
-                send_attempts=attempts,
-                last_error=attempt.text,
-                updated_at=now,
-            )
+            return None
+        retry_at = now + retry_delay(attempts)
+        rows.update(
+            next_send_at=retry_at,
+            send_attempts=attempts,
+            last_error=attempt.text,
+            updated_at=now,
+        )
+        return retry_at
 
 
 def undeliverable_record(*, claim: SendClaim, enrollment, attempt: AttemptOutcome, now) -> None:

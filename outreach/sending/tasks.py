@@ -15,14 +15,25 @@ def send_mailboxes(groups: list[list]) -> dict:
     ...]`, each mailbox over its own connection, all at once (mailboxes_send). Safe to
     run twice: a claim is marked started before its send, and only unstarted claims of
     the batches are sent. Returns the counts summed over the mailboxes, and how many
-    mailboxes failed."""
+    mailboxes failed; with a retry, the words of the earliest and its time."""
     results = mailboxes_send([(credential_id, batch_ids) for credential_id, batch_ids in groups])
     total = {name: 0 for name in ("sent", "bounced", "retried", "failed", "skipped")}
     for result in results:
         for name in total:
             total[name] += getattr(result, name)
     failed_mailboxes = sum(1 for result in results if result.mailbox_error)
-    return {**total, "mailboxes": len(results), "mailbox_errors": failed_mailboxes}
+    answer: dict[str, int | str] = {
+        **total,
+        "mailboxes": len(results),
+        "mailbox_errors": failed_mailboxes,
+    }
+    # Celery logs this answer: a retry says why and when (the earliest of the task's).
+    retries = [(r.retry_at, r.retry_reason) for r in results if r.retry_at is not None]
+    if retries:
+        at, reason = min(retries, key=lambda retry: retry[0])
+        answer["retry_reason"] = reason
+        answer["retry_at"] = at.isoformat().replace("+00:00", "Z")
+    return answer
 
 
 @shared_task(name="outreach.tasks.send_batch", acks_late=True, ignore_result=True)

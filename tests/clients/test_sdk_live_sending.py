@@ -1,16 +1,26 @@
 """The SDK's methods for stopping an enrollment, per-variant stats, the sending status and
 connecting an OAuth mailbox, against the live service."""
 
+import asyncio
+import os
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import requests
+from django.utils import timezone
 from outreach_sdk import Client, errors
 
+from accounts.services import api_key_create
+from outreach.sending.scheduler import schedule_due
+from outreach.sending.send import batch_send
 from tests.clients.conftest import mailbox_create
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.e2e]
+
+PASSWORD = "hunter2-very-secret"
 
 STEPS = [
     {
@@ -77,3 +87,55 @@ def test_start_connecting_a_google_mailbox(service_server, sdk_key, sdk_account)
     assert pressed.status_code == 303
     assert pressed.headers["Location"].startswith("https://accounts.example/o/oauth2/auth?")
     assert "code_challenge_method=S256" in pressed.headers["Location"]
+
+
+def test_the_sdk_and_the_mcp_tool_name_a_refused_connection(service_url, sdk_key, sdk_account):
+    """The SDK README's trial with its SMTP server stopped: the sending status, through the
+    SDK's repr and the MCP tool's summary, names the refusal, its words and the retry."""
+    from tests.clients.test_mcp_server import _result, _session
+
+    client = Client(api_key=sdk_key, base_url=service_url)
+    port = free_port()  # nothing listens: the connection is refused
+    mailbox = client.mailboxes.create(
+        from_email="ada@example.com",
+        smtp_host="127.0.0.1",
+        smtp_port=port,
+        smtp_security="none",
+        smtp_username="ada",
+        smtp_password=PASSWORD,
+        min_interval_seconds=0,
+        max_interval_seconds=0,
+    )
+    campaign = client.campaigns.create(name="Trial", steps=STEPS, credential_ids=[mailbox.id])
+    client.outreaches.create(campaign_id=campaign.id, contact={"email": "kim@example.com"})
+    now = timezone.now()
+    for batch in schedule_due(now=now):
+        batch_send(batch_id=batch.batch_id, credential_id=batch.credential_id)
+    [enrollment] = client.campaigns.enrollments(campaign.id)
+    assert enrollment.last_error.startswith(f"cannot connect to 127.0.0.1:{port}")
+
+    status = client.campaigns.sending_status(campaign.id)
+    shown = repr(status)
+    [blocker] = [r for r in status.mailboxes[0]["reasons"] if r["code"] == "mailbox_unreachable"]
+    assert blocker["retry_at"] and blocker["since"]
+    assert f"mailbox_unreachable ({enrollment.last_error}) since {blocker['since']}" in shown
+    assert f"retry at {blocker['retry_at']}" in shown
+    assert status.upcoming[0]["blocker"]["code"] == "mailbox_unreachable"
+    assert PASSWORD not in shown
+
+    mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
+    # The server of this checkout (and its SDK), wherever the installed one points.
+    clients = Path(__file__).resolve().parents[2] / "clients"
+    env = {
+        "OUTREACH_API_KEY": mcp_key,
+        "OUTREACH_BASE_URL": service_url,
+        "PYTHONPATH": os.pathsep.join([str(clients / "mcp"), str(clients / "python")]),
+    }
+
+    async def work(mcp):
+        return _result(await mcp.call_tool("get_sending_status", {"campaign_id": campaign.id}))
+
+    answer = asyncio.run(_session(env, work))
+    assert answer["summary"] == status.summary
+    assert "Connection refused" in answer["summary"][0]
+    assert f"retry at {blocker['retry_at']}" in answer["summary"][0]

@@ -83,6 +83,7 @@ def test_a_mailbox_that_can_send_now_and_its_plan():
             "step": 1,
             "credential_id": credential.pk,
             "earliest_at": NOW,
+            "blocker": None,
         }
     ]
 
@@ -155,7 +156,13 @@ def test_a_disabled_mailbox_says_why_and_the_plan_uses_the_other():
     first, second = answer["mailboxes"]
     assert first["credential_id"] == disabled.pk  # in the order they were attached
     assert first["reasons"] == [
-        {"code": "mailbox_disabled", "until": None, "detail": "bounce_rate_exceeded"}
+        {
+            "code": "mailbox_disabled",
+            "until": None,
+            "detail": "bounce_rate_exceeded",
+            "since": None,
+            "retry_at": None,
+        }
     ]
     assert (second["can_send_now"], second["reasons"]) == (True, [])
     assert [u["credential_id"] for u in answer["upcoming"]] == [other.pk]
@@ -274,12 +281,18 @@ def test_the_endpoint_answers_with_bounded_queries(
     SmtpCredential.objects.filter(campaigns=campaign).update(
         min_interval_seconds=0, max_interval_seconds=0
     )
+    # A mailbox whose last attempt failed: its blocker costs no query of its own.
+    failing = campaign.credentials.order_by("from_email").first()
+    SmtpCredential.objects.filter(pk=failing.pk).update(
+        last_error="cannot connect to 127.0.0.1:2525: [Errno 111] Connection refused",
+        last_error_at=timezone.now(),
+    )
     with django_assert_max_num_queries(auth_queries + 6):
         response = api_client.get(f"/campaigns/{campaign.pk}/sending_status")
     assert response.status_code == 200, response.content
     body = response.json()
     assert set(body) == {"campaign_id", "status", "mailboxes", "upcoming"}
-    assert [m["can_send_now"] for m in body["mailboxes"]] == [True, True]
+    assert sorted(m["can_send_now"] for m in body["mailboxes"]) == [False, True]
     assert len(body["upcoming"]) == 20
     assert set(body["upcoming"][0]) == {
         "enrollment_id",
@@ -287,7 +300,10 @@ def test_the_endpoint_answers_with_bounded_queries(
         "step",
         "credential_id",
         "earliest_at",
+        "blocker",
     }
+    blocked = [u for u in body["upcoming"] if u["credential_id"] == str(failing.pk)]
+    assert blocked and {u["blocker"]["code"] for u in blocked} == {"mailbox_unreachable"}
     assert body["upcoming"][0]["earliest_at"].endswith("Z")
 
 
@@ -303,6 +319,8 @@ def test_paced_until_is_shown_as_a_timestamp(api_client, account):
         "code": "paced",
         "until": shown,
         "detail": "60 to 60 seconds between two sends of this mailbox.",
+        "since": None,
+        "retry_at": None,
     }
     assert body["mailboxes"][0]["next_send_earliest_at"] == shown
 

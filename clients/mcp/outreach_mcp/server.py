@@ -441,24 +441,14 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         "window_closed; daily_limit_reached; mailbox_disabled; reauthorization_required; "
         "campaign_paused; campaign_completed; nothing_due; recipient_domain_limit: the day's "
         "cap of sends to a recipient domain is reached; domain_unauthenticated: the mailbox's "
-        "From domain check has errors and the campaign requires an authenticated domain), "
+        "From domain check has errors and the campaign requires an authenticated domain; "
+        "mailbox_unreachable: its last attempt could not connect or log in, with the "
+        "server's words, since when and retry_at, the next try), "
         "each with the time it lifts, and the next planned sends.",
     )
     def get_sending_status(campaign_id: CampaignId) -> dict[str, Any]:
         status = client.campaigns.sending_status(campaign_id)
-        summary = []
-        for box in status.mailboxes:
-            if box["can_send_now"]:
-                summary.append(f"{box['from_email']}: can send now.")
-                continue
-            reasons = "; ".join(
-                reason["code"]
-                + (f" until {reason['until']}" if reason.get("until") else "")
-                + (f" ({reason['detail']})" if reason.get("detail") else "")
-                for reason in box["reasons"]
-            )
-            summary.append(f"{box['from_email']}: {reasons}.")
-        return {**status.raw, "summary": summary}
+        return {**status.raw, "summary": status.summary}
 
     @tool(DESTRUCTIVE, "Pause a campaign: no email of it is sent until resume_campaign.")
     def pause_campaign(campaign_id: CampaignId) -> dict[str, Any]:

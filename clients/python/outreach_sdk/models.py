@@ -261,14 +261,42 @@ class CampaignStats(Model):
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(repr=False)
 class SendingStatus(Model):
-    """A dry run of the scheduler for one campaign: which mailbox can send, and what is next."""
+    """A dry run of the scheduler for one campaign: which mailbox can send, and what is next.
+    Its repr is the `summary`: what holds each mailbox, in words."""
 
     campaign_id: str = ""
     status: str = ""
     mailboxes: list[dict[str, Any]] = field(default_factory=list)
     upcoming: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def summary(self) -> list[str]:
+        """One line per mailbox: "can send now", or each reason with the time it lifts,
+        its words and, for a mailbox that cannot connect or log in (mailbox_unreachable),
+        when that was recorded and when it is tried again."""
+        return [_mailbox_line(box) for box in self.mailboxes]
+
+    def __repr__(self) -> str:
+        return (
+            f"SendingStatus(campaign_id={self.campaign_id!r}, status={self.status!r}, "
+            f"summary={self.summary!r}, upcoming={len(self.upcoming)})"
+        )
+
+
+def _mailbox_line(box: dict[str, Any]) -> str:
+    if box.get("can_send_now"):
+        return f"{box.get('from_email')}: can send now."
+    reasons = "; ".join(
+        reason["code"]
+        + (f" until {reason['until']}" if reason.get("until") else "")
+        + (f" ({reason['detail']})" if reason.get("detail") else "")
+        + (f" since {reason['since']}" if reason.get("since") else "")
+        + (f", retry at {reason['retry_at']}" if reason.get("retry_at") else "")
+        for reason in box.get("reasons", [])
+    )
+    return f"{box.get('from_email')}: {reasons}."
 
 
 @dataclass
