@@ -5,7 +5,7 @@ import re
 
 from django.conf import settings
 from django.db import connection
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.utils.html import escape
@@ -126,12 +126,13 @@ def root_index(request):
     """GET /: where to go from here (the API has no resource at its root). A page for a
     browser, the same links as JSON for a client (ROOT_TYPES)."""
     if request.method not in ("GET", "HEAD"):
-        response = JsonResponse(
+        refused = JsonResponse(
             error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT
         )
-        response["Allow"] = "GET, HEAD"
-        return response
+        refused["Allow"] = "GET, HEAD"
+        return refused
     links = _root_links(request)
+    response: HttpResponse
     if request.get_preferred_type(ROOT_TYPES) == "text/html":
         response = render(request, "root.html", {"links": links})
     else:
