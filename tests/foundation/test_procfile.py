@@ -25,7 +25,7 @@ STOPPABLE = {
 
 
 class Runner:
-    def __init__(self, directory: Path, processes: dict[str, str]):
+    def __init__(self, directory: Path, processes: dict[str, str], wrapper: list[str]):
         procfile = directory / "Procfile"
         procfile.write_text("".join(f"{name}: {line}\n" for name, line in processes.items()))
         self.names = list(processes)
@@ -33,7 +33,8 @@ class Runner:
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics")}
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "config.procfile", "start"]
+                wrapper
+                + [sys.executable, "-m", "config.procfile", "start"]
                 + ["-f", str(procfile), "-d", str(directory)],
                 cwd=ROOT,
                 env=env,
@@ -65,8 +66,8 @@ class Runner:
 def runner(tmp_path):
     started: list[Runner] = []
 
-    def start(processes: dict[str, str]) -> Runner:
-        started.append(Runner(tmp_path, processes))
+    def start(processes: dict[str, str], wrapper: list[str] | None = None) -> Runner:
+        started.append(Runner(tmp_path, processes, wrapper or []))
         started[-1].wait_for("ready")
         for name in processes:
             started[-1].wait_for(f"{name}.1 started (pid=")
@@ -108,3 +109,14 @@ def test_a_process_that_fails_when_asked_to_stop_keeps_its_rc(runner):
     lines = _stopped_lines(run.log)
     assert lines.pop("stubborn") == "stopped (rc=1)"
     assert lines == {name: "stopped" for name in STOPPABLE}
+
+
+def test_ctrl_c_under_make_runs_wrapper_with_database_url_set_is_a_clean_stop(runner):
+    # make run starts the runner under config.embedded_db, which with DATABASE_URL set
+    # only runs it: Ctrl-C reaches both; the wrapper waits for the runner's clean stop.
+    assert os.environ.get("DATABASE_URL")
+    run = runner(STOPPABLE, wrapper=[sys.executable, "-m", "config.embedded_db", "run", "--"])
+    os.killpg(run.process.pid, signal.SIGINT)
+    assert run.process.wait(timeout=30) == 0, run.log
+    assert _stopped_lines(run.log) == {name: "stopped" for name in STOPPABLE}
+    assert "Traceback" not in run.log and "KeyboardInterrupt" not in run.log
