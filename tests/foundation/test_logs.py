@@ -252,29 +252,9 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     assert "database system is shut down" in (data / "log").read_text()
 
 
-def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_on(tmp_path):
-    env = embedded_env(tmp_path / "var", "127.0.0.1:8000")
-    env.pop("STARTUP_BANNER_SHOWN")
-    out = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=ROOT,
-        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert out.stderr.count("Embedded mode: OUTBOUND_ALLOW_PRIVATE_NETWORKS is on") == 1
-
-
-def _celery_worker_built(env: dict) -> str:
-    """What a Celery worker prints while it starts (up to its check of privileges and
-    the rest of its set-up, short of consuming): built as `celery worker` builds it."""
-    code = (
-        "from config.celery import app; from celery.apps.worker import Worker;"
-        "Worker(app=app, hostname='probe@localhost', quiet=True)"
-    )
-    out = subprocess.run(
+def _python_run(env: dict, code: str) -> subprocess.CompletedProcess:
+    """`code` run by a fresh interpreter with the real settings and `env`."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
         env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
@@ -282,6 +262,23 @@ def _celery_worker_built(env: dict) -> str:
         text=True,
         timeout=60,
         check=True,
+    )
+
+
+def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_on(tmp_path):
+    env = embedded_env(tmp_path / "var", "127.0.0.1:8000")
+    env.pop("STARTUP_BANNER_SHOWN")
+    out = _python_run(env, "import django; django.setup()")
+    assert out.stderr.count("Embedded mode: OUTBOUND_ALLOW_PRIVATE_NETWORKS is on") == 1
+
+
+def _celery_worker_built(env: dict) -> str:
+    """What a Celery worker prints while it starts (up to its check of privileges and
+    the rest of its set-up, short of consuming): built as `celery worker` builds it."""
+    out = _python_run(
+        env,
+        "from config.celery import app; from celery.apps.worker import Worker;"
+        "Worker(app=app, hostname='probe@localhost', quiet=True)",
     )
     return out.stdout + out.stderr
 
