@@ -93,7 +93,7 @@ def test_a_clean_stop_says_stopped_and_exits_0(runner, signum):
 
 
 def test_a_process_that_ends_on_its_own_is_reported_with_its_rc(runner):
-    run = runner({**STOPPABLE, "crasher": "echo ready; sleep 0.5; exit 3"})
+    run = runner({**STOPPABLE, "crasher": "echo ready; sleep 2; exit 3"})
     # The first to end stops the others; the runner exits with its rc, as honcho does.
     assert run.process.wait(timeout=30) == 3, run.log
     assert _stopped_lines(run.log) == {
