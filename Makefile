@@ -31,6 +31,9 @@ VAR_DIR ?= var
 # The address `make run` serves on; unless BASE_URL is set, links in emails and the
 # banner use it too.
 BIND ?= 127.0.0.1:8000
+# The processes `make run` starts: another Procfile runs a part of the service (or
+# other programs) the same way.
+PROCFILE ?= Procfile
 # Test processes (pytest-xdist); each gets its own test database and Redis database.
 TEST_PROCESSES ?= auto
 
@@ -64,6 +67,7 @@ pythons:
 ## Install, migrate, and run web (gunicorn), worker and beat together. With no
 ## DATABASE_URL, under the embedded PostgreSQL (config/embedded_db.py): started first
 ## (made on the first run, its data under $(VAR_DIR)/postgres), stopped after the rest.
+## Ctrl-C stops them all; a clean stop exits 0, so make says nothing (config/procfile.py).
 run: export VAR_DIR := $(VAR_DIR)
 run: export BIND := $(BIND)
 run: export BASE_URL := $(or $(BASE_URL),http://$(BIND))
@@ -76,7 +80,7 @@ run: $(STAMP)
 	  $(BIN)/python manage.py migrate --noinput && \
 	  $(BIN)/python manage.py collectstatic --noinput --verbosity 0 && \
 	  $(BIN)/python manage.py banner && \
-	  PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/python -m config.procfile start -f Procfile'
+	  PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/python -m config.procfile start -f $(PROCFILE)'
 
 # mypy's cache lives in the virtual environment: one per interpreter, and a rebuilt
 # .venv starts afresh. What it checks is in pyproject.toml ([tool.mypy]).

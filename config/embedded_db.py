@@ -235,21 +235,28 @@ def server(data: Path, name: str = DATABASE_NAME) -> Iterator[bool]:
             server_stop(data)
 
 
-def run(data: Path, command: list[str]) -> int:
-    """Run `command` with the server up, then stop the server if this started it.
+def command_run(command: list[str]) -> int:
+    """Run `command` to its end; its exit status.
 
     Ctrl-C reaches the command (the terminal signals the whole foreground group): this
-    process waits for it to end, then stops the server. SIGTERM is passed on to it."""
+    process waits for it to end, rather than die at once on KeyboardInterrupt. SIGTERM
+    is passed on to it."""
+    child = subprocess.Popen(command)  # noqa: S603 (the operator's own command)
+
+    def forward(signum: int, _frame: object) -> None:
+        if signum != signal.SIGINT:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    return child.wait()
+
+
+def run(data: Path, command: list[str]) -> int:
+    """Run `command` with the server up (command_run), then stop the server if this
+    started it."""
     with server(data) as started:
-        child = subprocess.Popen(command)  # noqa: S603 (the operator's own command)
-
-        def forward(signum: int, _frame: object) -> None:
-            if signum != signal.SIGINT:
-                child.send_signal(signum)
-
-        signal.signal(signal.SIGINT, forward)
-        signal.signal(signal.SIGTERM, forward)
-        status = child.wait()
+        status = command_run(command)
     if started:
         print(f"embedded_db: PostgreSQL stopped; its data stays in {data}", file=sys.stderr)
     return status
@@ -266,7 +273,7 @@ def main(argv: list[str]) -> int:
         # DATABASE_URL names the database: nothing to start.
         if argv[:1] == ["run"] and "--" in argv:
             command = argv[argv.index("--") + 1 :]
-            return subprocess.call(command)  # noqa: S603
+            return command_run(command)
         print("embedded_db: DATABASE_URL is set: there is no embedded database", file=sys.stderr)
         return 1
     data = settings.EMBEDDED_DATABASE_DIR

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from config.api import views
 from config.metrics_scrape import metrics_view
 
-# The admin's "View site" link: the API's browsable docs (the root is a small JSON index).
+# The admin's "View site" link: the API's browsable docs (the root is a small index).
 admin.site.site_url = "/docs"
 
 urlpatterns = [

@@ -8,8 +8,10 @@ another worker takes them over without waiting for a lease to lapse.
 
 import os
 import threading
+import warnings
 
-from celery.signals import worker_init, worker_shutdown, worker_shutting_down
+from celery.exceptions import SecurityWarning
+from celery.signals import celeryd_init, worker_init, worker_shutdown, worker_shutting_down
 
 stopping = threading.Event()
 
@@ -36,6 +38,21 @@ def database_pool_enable() -> bool:
         "timeout": settings.DB_POOL_TIMEOUT_SECONDS,
     }
     return True
+
+
+@celeryd_init.connect
+def _root_said_by_the_banner(**_kwargs) -> None:
+    """As root, Celery warns in every worker (celery.platforms.check_privileges, right
+    after this signal). In the embedded mode under `make run` the banner says it once
+    instead (plans' banner command); production keeps Celery's warning."""
+    from django.conf import settings
+
+    if settings.EMBEDDED and os.environ.get("STARTUP_BANNER_SHOWN"):
+        warnings.filterwarnings(
+            "ignore",
+            message="You're running the worker with superuser privileges",
+            category=SecurityWarning,
+        )
 
 
 @worker_init.connect

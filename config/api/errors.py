@@ -103,7 +103,7 @@ class BadRequest(ServiceError):
 class AuthenticationRequired(ServiceError):
     code = "authentication_required"
     status = 401
-    message = "An API key is required."
+    message = "An API key is required: send the header Authorization: Bearer <API_KEY>."
     description = "Send `Authorization: Bearer <API_KEY>`. Keys come from `POST /signup` and `POST /api_keys`."
 
 
@@ -152,8 +152,12 @@ class PayloadTooLarge(ServiceError):
 class UnsupportedMediaType(ServiceError):
     code = "unsupported_media_type"
     status = 415
-    message = "Unsupported Content-Type."
-    description = "Send `application/json` (or `multipart/form-data` for CSV uploads)."
+    message = "Unsupported Content-Type: send the header Content-Type: application/json."
+    description = (
+        "Send `Content-Type: application/json` with a JSON body (or "
+        "`Content-Type: multipart/form-data` for a CSV upload to `POST /contact_imports`). "
+        "The message names the types the endpoint takes."
+    )
 
 
 class InternalError(ServiceError):

@@ -58,6 +58,23 @@ def flatten_errors(detail, prefix: str = "") -> dict[str, list[str]]:
     return fields
 
 
+def unsupported_media_type_message(context) -> str:
+    """What the client sent and the header to send instead, from the view's parsers:
+    DRF's 'Unsupported media type "" in request.' says neither."""
+    request, view = context.get("request"), context.get("view")
+    accepted: list[str] = []
+    for parser in view.get_parsers() if view is not None else []:
+        if parser.media_type not in accepted:
+            accepted.append(parser.media_type)
+    send = " or ".join(accepted or ["application/json"])
+    sent = getattr(request, "content_type", "") or ""
+    if not sent:
+        return f"The request has a body but no Content-Type: send the header Content-Type: {send}."
+    if len(sent) > 100:
+        sent = sent[:100] + "..."
+    return f"Unsupported Content-Type {sent}: send the header Content-Type: {send}."
+
+
 def exception_handler(exc, context):
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -98,6 +115,10 @@ def exception_handler(exc, context):
         if code is None:
             code = exc.default_code if exc.default_code in ERROR_CODES else "internal_error"
         message = str(exc.detail) if isinstance(exc.detail, str) else None
+        if isinstance(exc, exceptions.NotAuthenticated):
+            message = None  # the registry's, which says what to send (DRF's does not)
+        elif isinstance(exc, exceptions.UnsupportedMediaType):
+            message = unsupported_media_type_message(context)
         # djangorestframework-stubs leave out Throttled.wait.
         wait = getattr(exc, "wait", None) if isinstance(exc, exceptions.Throttled) else None
         if wait is not None:

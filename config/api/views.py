@@ -5,8 +5,9 @@ import re
 
 from django.conf import settings
 from django.db import connection
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -105,22 +106,38 @@ def error_index_page(request):
     return render(request, "errors/index.html", {"codes": codes, "docs_url": settings.DOCS_URL})
 
 
+# What `/` answers: JSON (the links below) unless the request's Accept prefers HTML to
+# JSON, as a browser's does. No Accept, */* (curl, the SDK, HTTP libraries) and an
+# Accept of neither get the JSON every API client had from `/` before the page existed.
+ROOT_TYPES = ["application/json", "text/html"]
+
+
+def _root_links(request) -> dict[str, str]:
+    return {
+        "docs": request.build_absolute_uri("/docs"),
+        "schema": request.build_absolute_uri("/schema"),
+        "health": request.build_absolute_uri("/health"),
+        "admin": request.build_absolute_uri("/admin/"),
+        "errors": request.build_absolute_uri("/docs/errors"),
+    }
+
+
 def root_index(request):
-    """GET /: where to go from here (the API has no resource at its root)."""
+    """GET /: where to go from here (the API has no resource at its root). A page for a
+    browser, the same links as JSON for a client (ROOT_TYPES)."""
     if request.method not in ("GET", "HEAD"):
-        response = JsonResponse(
+        refused = JsonResponse(
             error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT
         )
-        response["Allow"] = "GET, HEAD"
-        return response
-    return JsonResponse(
-        {
-            "name": "Outreach Service API",
-            "docs": request.build_absolute_uri("/docs"),
-            "schema": request.build_absolute_uri("/schema"),
-            "health": request.build_absolute_uri("/health"),
-            "admin": request.build_absolute_uri("/admin/"),
-            "errors": request.build_absolute_uri("/docs/errors"),
-        },
-        json_dumps_params=COMPACT,
-    )
+        refused["Allow"] = "GET, HEAD"
+        return refused
+    links = _root_links(request)
+    response: HttpResponse
+    if request.get_preferred_type(ROOT_TYPES) == "text/html":
+        response = render(request, "root.html", {"links": links})
+    else:
+        response = JsonResponse(
+            {"name": "Outreach Service API", **links}, json_dumps_params=COMPACT
+        )
+    patch_vary_headers(response, ["Accept"])
+    return response

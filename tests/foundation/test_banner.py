@@ -23,7 +23,8 @@ def _banner() -> str:
 
 
 @pytest.fixture
-def embedded(settings, tmp_path):
+def embedded(settings, tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # not root, unless a test says so
     settings.EMBEDDED = True
     settings.VAR_DIR = tmp_path
     settings.EMBEDDED_DATABASE_DIR = tmp_path / "postgres"
@@ -78,6 +79,16 @@ def test_it_says_the_development_defaults_of_the_embedded_mode(embedded):
         "  Recipient domains are not checked in DNS; production skips those without a "
         "mail server (RECIPIENT_DOMAIN_CHECK)\n"
     )
+
+
+def test_as_root_it_says_so_once_for_the_celery_workers(embedded, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert _banner().endswith(
+        "  Running as root: Celery's warning about it is left out; production runs "
+        "its workers as a user of their own\n"
+    )
+    embedded.EMBEDDED = False  # production: Celery's own warning, in each worker
+    assert "root" not in _banner()
 
 
 def test_a_priced_plan_is_not_named_and_plans_is_not_said_empty(embedded):

@@ -56,7 +56,19 @@ def test_body_that_is_not_an_object_is_422(anon_client):
 
 def test_unsupported_media_type(anon_client):
     response = anon_client.post("/probe/public", data="email=a", content_type="text/plain")
-    assert_envelope(response, 415, "unsupported_media_type")
+    body = assert_envelope(response, 415, "unsupported_media_type")
+    assert body["message"] == (
+        "Unsupported Content-Type text/plain: send the header Content-Type: application/json."
+    )
+
+
+def test_a_body_without_content_type_is_told_to_send_json(anon_client):
+    response = anon_client.generic("POST", "/probe/public", b'{"email": "a"}', content_type="")
+    body = assert_envelope(response, 415, "unsupported_media_type")
+    assert body["message"] == (
+        "The request has a body but no Content-Type: send the header "
+        "Content-Type: application/json."
+    )
 
 
 def test_not_acceptable(anon_client):
@@ -101,9 +113,14 @@ def test_server_error_hides_the_trace():
     assert set(body) == {"code", "type", "message"}
 
 
-def test_missing_key_is_authentication_required(anon_client):
-    response = anon_client.get("/probe/private")
-    assert_envelope(response, 401, "authentication_required")
+@pytest.mark.parametrize("header", [None, "Basic dXNlcjpwYXNz", "ak_live_without_its_scheme"])
+def test_missing_key_is_authentication_required(anon_client, header):
+    headers = {} if header is None else {"HTTP_AUTHORIZATION": header}
+    response = anon_client.get("/probe/private", **headers)
+    body = assert_envelope(response, 401, "authentication_required")
+    assert body["message"] == (
+        "An API key is required: send the header Authorization: Bearer <API_KEY>."
+    )
     assert response["WWW-Authenticate"] == "Bearer"
 
 

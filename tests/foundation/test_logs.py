@@ -3,6 +3,7 @@ any line, a clean Ctrl-C, JSON with LOG_FORMAT=json."""
 
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from webhooks.secrets import secret_generate
 
 RECEIVED = "Task %(name)s[%(id)s] received"
 SUCCEEDED = "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s"
+ROOT_WARNING = "You're running the worker with superuser privileges"
 
 
 def _record(msg, args=None, level=logging.INFO, name="celery.app.trace") -> logging.LogRecord:
@@ -232,8 +234,13 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     seconds = service.interrupt()
     assert seconds < 30
     log = service.log
-    stopped = re.findall(r"system +\| (\w+)\.1 stopped", log)
-    assert sorted(stopped) == sorted(procfile_processes())
+    stopped = re.findall(r"system +\| (\w+)\.1 stopped\n", log)
+    assert sorted(stopped) == sorted(procfile_processes())  # a clean stop: no rc said
+    assert "rc=" not in log
+    assert service.process.returncode == 0  # so make says nothing (no "Error 130")
+    assert ROOT_WARNING not in log
+    if os.geteuid() == 0:  # the banner says it once instead
+        assert "  Running as root: Celery's warning about it is left out" in log
     assert "SIGKILL" not in log
     assert " ERROR " not in log and "ERROR/" not in log
     assert "Traceback" not in log
@@ -245,11 +252,10 @@ def test_make_runs_processes_are_quiet_when_idle_and_stop_cleanly_on_ctrl_c(embe
     assert "database system is shut down" in (data / "log").read_text()
 
 
-def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_on(tmp_path):
-    env = embedded_env(tmp_path / "var", "127.0.0.1:8000")
-    env.pop("STARTUP_BANNER_SHOWN")
-    out = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
+def _python_run(env: dict, code: str) -> subprocess.CompletedProcess:
+    """`code` run by a fresh interpreter with the real settings and `env`."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
         capture_output=True,
@@ -257,7 +263,33 @@ def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_
         timeout=60,
         check=True,
     )
+
+
+def test_a_process_started_alone_in_the_embedded_mode_says_private_networks_are_on(tmp_path):
+    env = embedded_env(tmp_path / "var", "127.0.0.1:8000")
+    env.pop("STARTUP_BANNER_SHOWN")
+    out = _python_run(env, "import django; django.setup()")
     assert out.stderr.count("Embedded mode: OUTBOUND_ALLOW_PRIVATE_NETWORKS is on") == 1
+
+
+def _celery_worker_built(env: dict) -> str:
+    """What a Celery worker prints while it starts (up to its check of privileges and
+    the rest of its set-up, short of consuming): built as `celery worker` builds it."""
+    out = _python_run(
+        env,
+        "from config.celery import app; from celery.apps.worker import Worker;"
+        "Worker(app=app, hostname='probe@localhost', quiet=True)",
+    )
+    return out.stdout + out.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_as_root_make_runs_celery_workers_leave_the_root_warning_to_the_banner(tmp_path):
+    env = embedded_env(tmp_path / "var", "127.0.0.1:8000")
+    assert ROOT_WARNING not in _celery_worker_built(env)
+    # A worker started on its own (no banner said it) still warns.
+    env.pop("STARTUP_BANNER_SHOWN")
+    assert ROOT_WARNING in _celery_worker_built(env)
 
 
 def test_the_embedded_service_runs_without_the_test_settings_environment():

@@ -5,12 +5,19 @@ version question, or failing like a pyenv shim of a version pyenv has not select
 nothing is installed.
 """
 
+import contextlib
 import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from config import embedded_db
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,3 +151,59 @@ def test_a_venv_of_the_same_python_is_kept(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "rebuilding" not in result.stdout
     assert (work / ".venv/keep").exists()
+
+
+@pytest.mark.e2e
+def test_ctrl_c_of_make_run_is_a_quiet_clean_stop(tmp_path):
+    """`make run` as a person runs it (the embedded mode: PostgreSQL started, migrated,
+    the banner), with a Procfile of two small processes; Ctrl-C to the terminal's
+    group. make says nothing of an error; each process "stopped", without an rc."""
+    from tests.support.embedded import embedded_env
+    from tests.support.ports import free_port
+
+    procfile = tmp_path / "Procfile"
+    procfile.write_text(
+        "sleeper: exec sleep 60\n"
+        "trapper: trap 'exit 0' TERM; echo ready; while true; do sleep 0.1; done\n"
+    )
+    stamp = tmp_path / "installed"  # the venv is this one: nothing to install
+    stamp.touch()
+    inherited = ("PYTHON", "VENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    env = embedded_env(tmp_path / "var", f"127.0.0.1:{free_port()}")
+    env = {key: value for key, value in env.items() if key not in inherited}
+    log = tmp_path / "make.log"
+    venv = Path(sys.executable).parents[1]
+    with log.open("wb") as out:
+        make = subprocess.Popen(
+            [shutil.which("make"), "run", f"VENV={venv}", f"STAMP={stamp}"]
+            + [f"PROCFILE={procfile}", f"VAR_DIR={env['VAR_DIR']}", f"BIND={env['BIND']}"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 180
+        while "trapper.1 | ready" not in log.read_text():
+            assert make.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        os.killpg(make.pid, signal.SIGINT)
+        make.wait(timeout=60)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
+        for pid in re.findall(r"started \(pid=(\d+)\)", log.read_text()):
+            with contextlib.suppress(OSError):
+                os.killpg(int(pid), signal.SIGKILL)
+        embedded_db.server_stop(embedded_db.data_dir(tmp_path / "var"))
+    text = log.read_text()
+    assert "Outreach service: embedded mode (development)" in text  # the banner
+    assert sorted(re.findall(r"system +\| (\w+)\.1 stopped\n", text)) == ["sleeper", "trapper"]
+    assert "rc=" not in text
+    assert "make: ***" not in text and "Error 130" not in text
+    assert (
+        f"embedded_db: PostgreSQL stopped; its data stays in {embedded_db.data_dir(tmp_path / 'var')}"
+        in text
+    )

@@ -261,7 +261,11 @@ def test_upload_over_the_limit_is_413(api_client):
 
 def test_wrong_content_type_is_415(api_client):
     response = api_client.post("/contact_imports", "email\n", content_type="text/csv")
-    assert_error(response, 415, "unsupported_media_type")
+    body = assert_error(response, 415, "unsupported_media_type")
+    assert body["message"] == (
+        "Unsupported Content-Type text/csv: send the header "
+        "Content-Type: application/json or multipart/form-data."
+    )
 
 
 @override_settings(CONTACT_IMPORT_BATCH_SIZE=2)

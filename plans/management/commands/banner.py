@@ -120,6 +120,12 @@ def _development_defaults() -> list[str]:
             "  Recipient domains are not checked in DNS; production skips those without a "
             "mail server (RECIPIENT_DOMAIN_CHECK)"
         )
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Said here once rather than by each Celery worker (config/worker.py).
+        lines.append(
+            "  Running as root: Celery's warning about it is left out; production runs "
+            "its workers as a user of their own"
+        )
     return lines
 
 
