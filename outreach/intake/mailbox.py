@@ -39,7 +39,7 @@ from datetime import timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -267,12 +267,13 @@ def _batch_handle(
 
 
 def _message_guarded(credential: SmtpCredential, uid: int, handle):
-    """`handle()` (one message's work) in a transaction of its own; whatever it raises
-    that is not the mailbox's or the database's doing is that message's `unreadable`
-    outcome, its writes rolled back."""
+    """`handle()`: one message's work. Whatever it raises that is not the mailbox's or
+    the database's doing is that message's `unreadable` outcome. No transaction here:
+    the writes a message makes are each a transaction of their own already (the reply
+    and its effects in reply_record's, a bounce in the bounce service's), so a failure
+    leaves none half made, and a poll costs no savepoint per message."""
     try:
-        with transaction.atomic():
-            return handle()
+        return handle()
     except _NOT_THE_MESSAGE:
         raise
     except Exception as exc:  # anything a message can provoke; a poll must go on
