@@ -94,7 +94,10 @@ class _DeadlineWatch:
                 self._heap.clear()
                 threading.Thread(target=self._run, name="http-deadlines", daemon=True).start()
             heapq.heappush(self._heap, (deadline.at, next(self._order), deadline))
-            self._wake.notify()
+            # The watch sleeps until the earliest deadline: woken only when this one is
+            # it (deadlines mostly come in order, so most requests wake nothing).
+            if self._heap[0][2] is deadline:
+                self._wake.notify()
 
     def end(self, deadline: RequestDeadline) -> None:
         with self.lock:
