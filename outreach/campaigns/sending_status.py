@@ -27,10 +27,10 @@ from outreach.mailboxes.pace import (
     sent_today,
     utc_day,
 )
+from outreach.mailboxes.secrets import secrets_hidden
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
-from outreach.sending.attempts import secrets_hidden
 
 UPCOMING_MAX = 20
 # A recorded error is at most ERROR_MAX_CHARS (1,000) already; the answer shows this much.
@@ -399,15 +399,7 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         .values_list("pk", "email", "zone", "current_step", "credential_id", "next_send_at")
     )[:PLAN_ENROLLMENTS_MAX]
     rows = list(rows)
-    # Sends per (recipient domain, UTC day) under the cap, from today's counts.
-    by_domain: dict = defaultdict(int)
-    if ctx.domain_cap is not None:
-        domains = {d for row in rows if (d := domain_cap.capped_domain(row[1].lower()))}
-        today = utc_day(now)
-        counted = domain_cap.domain_counts(
-            account_id=ctx.campaign.account_id, day=today, domains=domains
-        )
-        by_domain.update({(d, today): n for d, n in counted.items()})
+    by_domain = _domain_counts_today(ctx, rows, now)
     planned = []
     for pk, email, zone, current_step, credential_id, next_send_at in rows:
         step = current_step + 1
@@ -437,6 +429,19 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
         )
     planned.sort(key=lambda item: item["earliest_at"])
     return planned
+
+
+def _domain_counts_today(ctx: _Context, rows: list, now) -> dict:
+    """Sends per (recipient domain, UTC day) under the cap, from today's counts."""
+    by_domain: dict = defaultdict(int)
+    if ctx.domain_cap is not None:
+        domains = {d for row in rows if (d := domain_cap.capped_domain(row[1].lower()))}
+        today = utc_day(now)
+        counted = domain_cap.domain_counts(
+            account_id=ctx.campaign.account_id, day=today, domains=domains
+        )
+        by_domain.update({(d, today): n for d, n in counted.items()})
+    return by_domain
 
 
 def _first_slot(ctx: _Context, state, candidates, after, zone, domain, by_domain):

@@ -2,14 +2,11 @@
 records its outcome (outreach.sending.record) instead of being deleted, as a webhook
 delivery keeps its attempt. One row per attempt: the step, the mailbox, the outcome, the
 server's reply code and text, the duration, whether the outcome is unknown
-(docs/sending.md, "Attempts")."""
+(docs/sending.md, "Attempts"). `BatchResult`: what a batch's attempts add up to."""
 
-import base64
 from dataclasses import dataclass
 from datetime import datetime
 
-from config.logs import REDACTED
-from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import SendClaim
 from outreach.sending.smtp import ERROR_MAX_CHARS, UNSEEN_REPLY_NOTE
 
@@ -80,20 +77,20 @@ def attempt_finish(claim: SendClaim, attempt: AttemptOutcome, *, now: datetime) 
     )
 
 
-# The mailbox's secrets an SMTP server or a token endpoint could echo into an error text.
-_SECRET_FIELDS = ("smtp_password", "imap_password", "oauth_refresh_token", "oauth_access_token")
+@dataclass
+class BatchResult:
+    sent: int = 0
+    bounced: int = 0
+    retried: int = 0
+    failed: int = 0
+    skipped: int = 0
+    mailbox_error: str = ""
+    # Why sends were put off (the last failure's words, secrets hidden), and the earliest
+    # time one of them is tried again: the worker's log says both.
+    retry_reason: str = ""
+    retry_at: datetime | None = None
 
-
-def secrets_hidden(text: str, credential: SmtpCredential) -> str:
-    """`text` (a recorded error) without the mailbox's secrets, as sent or as AUTH sends
-    them (base64): what the API, the clients and the logs may show of it."""
-    for name in _SECRET_FIELDS:
-        secret = getattr(credential, name, "")
-        if not secret or len(secret) < 4:
-            continue
-        for form in (secret, base64.b64encode(secret.encode()).decode()):
-            text = text.replace(form, REDACTED)
-        if credential.smtp_username and name == "smtp_password":
-            plain = f"\0{credential.smtp_username}\0{secret}".encode()
-            text = text.replace(base64.b64encode(plain).decode(), REDACTED)
-    return text
+    def retried_at(self, reason: str, at: datetime | None) -> None:
+        if at is not None:
+            self.retry_reason = reason
+            self.retry_at = at if self.retry_at is None else min(self.retry_at, at)

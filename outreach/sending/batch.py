@@ -38,11 +38,12 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
+from outreach.mailboxes.secrets import secrets_hidden
 from outreach.mailboxes.smtp import smtp_close, smtp_connect
 from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
-from outreach.sending.attempts import secrets_hidden
+from outreach.sending.attempts import BatchResult
 from outreach.sending.message import (
     Outgoing,
     first_subject,
@@ -90,25 +91,6 @@ _RESULT_FIELDS = {
     "deferred": "retried",
     "failed": "failed",
 }
-
-
-@dataclass
-class BatchResult:
-    sent: int = 0
-    bounced: int = 0
-    retried: int = 0
-    failed: int = 0
-    skipped: int = 0
-    mailbox_error: str = ""
-    # Why sends were put off (the last failure's words, secrets hidden), and the earliest
-    # time one of them is tried again: the worker's log says both.
-    retry_reason: str = ""
-    retry_at: datetime | None = None
-
-    def retried_at(self, reason: str, at: datetime | None) -> None:
-        if at is not None:
-            self.retry_reason = reason
-            self.retry_at = at if self.retry_at is None else min(self.retry_at, at)
 
 
 @dataclass

@@ -16,7 +16,8 @@ from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.variants import variants_assign
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.sending import SendClaim
-from outreach.sending.batch import BatchResult, MailboxBatch
+from outreach.sending.attempts import BatchResult
+from outreach.sending.batch import MailboxBatch
 from outreach.sending.message import thread_messages
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from dataclasses import asdict
 
 from celery import shared_task
 
-from outreach.sending.batch import BatchResult
+from outreach.sending.attempts import BatchResult
 from outreach.sending.send import mailboxes_send
 
 

@@ -195,7 +195,7 @@ def test_a_recipients_4xx_is_logged_with_its_words_and_retry(account, settings, 
 
 
 def test_every_form_of_a_mailboxs_secret_is_hidden():
-    from outreach.sending.attempts import secrets_hidden
+    from outreach.mailboxes.secrets import secrets_hidden
 
     credential = SmtpCredential(
         smtp_username="ada", smtp_password=PASSWORD, oauth_access_token="ya29.token-value"
