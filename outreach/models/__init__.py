@@ -10,7 +10,8 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.conversations: Reply, ReplyResponse;
 - outreach.models.domains: SenderDomainCheck;
 - outreach.models.blocklist: BlocklistEntry;
-- outreach.models.domain_cap: RecipientDomainCount.
+- outreach.models.domain_cap: RecipientDomainCount;
+- outreach.models.sequences: RuleFire.
 """
 
 from outreach.models.blocklist import BlocklistEntry
@@ -28,6 +29,7 @@ from outreach.models.sending import (
     Message,
     SendClaim,
 )
+from outreach.models.sequences import RuleFire
 
 __all__ = [
     "BlocklistEntry",
@@ -45,6 +47,7 @@ __all__ = [
     "RelayWebhookToken",
     "Reply",
     "ReplyResponse",
+    "RuleFire",
     "Security",
     "SendClaim",
     "SenderDomainCheck",

@@ -51,6 +51,12 @@ class Campaign(models.Model):
     # Sends a UTC day to one recipient domain, across the account's campaigns and
     # mailboxes (outreach.domain_cap); null: the account's default.
     max_per_recipient_domain_per_day = models.PositiveIntegerField(null=True, blank=True)
+    # Follow-up campaigns (API.md 17): [{label, campaign_id, delay_minutes}], a reply to
+    # this campaign given `label` enrols its contact in `campaign_id`; and
+    # {campaign_id, delay_minutes, if}, an enrollment ended `completed` without a reply
+    # enrols its contact there. Each acts once per enrollment (outreach.models.RuleFire).
+    on_reply = models.JSONField(default=list, blank=True, db_default=[])
+    on_complete = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -67,11 +73,22 @@ class Campaign(models.Model):
 
 
 class CampaignStep(models.Model):
-    """One email of the sequence. `position` is 1-based; Enrollment.current_step counts
-    steps sent, so the next step to send is position current_step + 1."""
+    """One element of the sequence (API.md 17): an email step, or a branch (`branch`
+    set) that sends nothing and waits for an open or click. `position` is the element's
+    1-based place in `steps`, branches counted; elements are found by `key`, and the
+    graph by `next_key` (an email step's) or the branch's then/else."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="steps")
     position = models.PositiveSmallIntegerField()
+    # `[a-z0-9_]{1,40}`, unique in the campaign; `step_<position>` when not given.
+    key = models.CharField(max_length=40)
+    # The element an email step leads to, resolved at save: a key, or "end". Empty on
+    # a branch (its then/else are in `branch`).
+    next_key = models.CharField(max_length=40, blank=True, default="")
+    # A branch: {"on": "opened" | "clicked" | "opened_or_clicked", "of": "<email step
+    # key>" | "any", "within_minutes": n, "then": "<key>" | "end", "else": "<key>" |
+    # "end"}, `of` resolved at save. Null on an email step.
+    branch = models.JSONField(null=True, blank=True)
     # Empty on a later step: sent as a reply in the thread ("Re: <previous subject>").
     subject = models.CharField(max_length=998, blank=True, default="")
     body_text = models.TextField()
@@ -85,7 +102,8 @@ class CampaignStep(models.Model):
     class Meta:
         ordering = ["campaign", "position"]
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "position"], name="step_position_unique")
+            models.UniqueConstraint(fields=["campaign", "position"], name="step_position_unique"),
+            models.UniqueConstraint(fields=["campaign", "key"], name="step_key_unique"),
         ]
 
     def __str__(self) -> str:

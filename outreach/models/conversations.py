@@ -23,6 +23,7 @@ class Reply(models.Model):
     class Label(models.TextChoices):
         INTERESTED = "interested"
         NOT_INTERESTED = "not_interested"
+        NOT_NOW = "not_now"
         MEETING_BOOKED = "meeting_booked"
         WRONG_PERSON = "wrong_person"
         OUT_OF_OFFICE = "out_of_office"
@@ -75,6 +76,9 @@ class Reply(models.Model):
     # out_of_office: the return date the notice gives; the next step waits until the day
     # after it.
     returns_on = models.DateField(null=True, blank=True)
+    # What the campaign's on_reply rules did for this reply's label (API.md 17):
+    # [{label, campaign_id, outcome: enrolled | already_enrolled | pending_over_cap}].
+    rule_outcomes = models.JSONField(default=list, blank=True, db_default=[])
     # What was malformed in the message (kept, reported; never a crashed poll).
     defects = models.JSONField(default=list, blank=True)
     size = models.PositiveIntegerField(default=0)  # bytes read from the mailbox

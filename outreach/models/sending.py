@@ -58,8 +58,23 @@ class Enrollment(models.Model):
         Contact, on_delete=models.CASCADE, related_name="enrollments", db_index=False
     )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
-    # Number of steps sent; the next one is CampaignStep.position == current_step + 1.
+    # Number of email steps sent (API.md 17: branches are not counted).
     current_step = models.PositiveSmallIntegerField(default=0)
+    # The position of the last email step sent (0 before any): what an open, reply or
+    # bounce answered (opened_on, ...) and the key of `variants`. Equal to current_step
+    # in a campaign without branches.
+    last_step = models.PositiveSmallIntegerField(default=0, db_default=0)
+    # The key of the element the enrollment sends or waits at next (API.md 17), set at
+    # dispatch and by every move; null while pending and once it has ended.
+    current_key = models.CharField(max_length=40, null=True, blank=True)
+    # The keys of the elements passed, in order: sent steps and decided branches.
+    path = models.JSONField(default=list, blank=True, db_default=[])
+    # Waiting at a branch (current_key a branch, status `sent`, next_send_at null): when
+    # its `else` is taken. Null otherwise.
+    branch_deadline = models.DateTimeField(null=True, blank=True)
+    # An out-of-office return met while waiting at a branch: the step the branch leads
+    # to is not sent before it.
+    held_until = models.DateTimeField(null=True, blank=True)
     next_send_at = models.DateTimeField(null=True, blank=True)
     # The mailbox of the thread: follow-ups go out from it, replies are looked for in it.
     # Its index serves the SET NULL of a deleted mailbox (DELETE /smtp_credentials/:id).
@@ -128,6 +143,12 @@ class Enrollment(models.Model):
                 name="enrollment_due_idx",
                 condition=Q(status__in=["scheduled", "sent"]),
             ),
+            # Branch deadlines due (API.md 17): the waiting enrollments, by deadline.
+            models.Index(
+                fields=["branch_deadline"],
+                name="enrollment_branch_deadline_idx",
+                condition=Q(status="sent", branch_deadline__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -180,6 +201,12 @@ class Message(models.Model):
     )
     # Step position (1-based) at send time; steps can be edited or removed later.
     step = models.PositiveSmallIntegerField()
+    # The step's key at send time (API.md 17): what a branch's `of` names.
+    step_key = models.CharField(max_length=40, blank=True, default="", db_default="")
+    # This message's first open and first tracked click (its pixel and links name it);
+    # a branch decides on them.
+    opened_at = models.DateTimeField(null=True, blank=True)
+    clicked_at = models.DateTimeField(null=True, blank=True)
     # The Message-ID header without angle brackets, e.g. "abc123@sender.example". Unique
     # by a constraint (Meta), which is matched by equality only: no pattern index beside.
     message_id = models.CharField(max_length=255)
