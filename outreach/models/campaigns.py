@@ -109,6 +109,12 @@ class CampaignStep(models.Model):
     def __str__(self) -> str:
         return f"{self.campaign_id} step {self.position}"
 
+    def save(self, *args, **kwargs):
+        # A step made without a key (the admin, a fixture) gets its default one.
+        if not self.key:
+            self.key = f"step_{self.position}"
+        super().save(*args, **kwargs)
+
 
 class CampaignStats(models.Model):
     """A campaign's enrollment counts, kept on write (outreach.enrollments): a campaign's
