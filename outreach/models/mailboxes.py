@@ -34,6 +34,8 @@ class SmtpCredential(models.Model):
         PASSWORD = "password"  # noqa: S105 - a method name, not a secret
         OAUTH_GOOGLE = "oauth_google", "OAuth (Google)"
         OAUTH_MICROSOFT = "oauth_microsoft", "OAuth (Microsoft)"
+        # A simulated mailbox (API.md 18): it never opens a connection.
+        SIMULATOR = "simulator"
 
     class OAuthStatus(models.TextChoices):
         CONNECTED = "connected"
@@ -179,7 +181,11 @@ class SmtpCredential(models.Model):
 
     @property
     def uses_oauth(self) -> bool:
-        return self.auth_method != self.AuthMethod.PASSWORD
+        return self.auth_method in (self.AuthMethod.OAUTH_GOOGLE, self.AuthMethod.OAUTH_MICROSOFT)
+
+    @property
+    def is_simulator(self) -> bool:
+        return self.auth_method == self.AuthMethod.SIMULATOR
 
     @property
     def logs_in(self) -> bool:
