@@ -39,7 +39,7 @@ from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
 from outreach.mailboxes.secrets import secrets_hidden
-from outreach.mailboxes.smtp import smtp_close, smtp_connect
+from outreach.mailboxes.smtp import smtp_close
 from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
@@ -61,6 +61,7 @@ from outreach.sending.record import (
     temporary_record,
     undeliverable_record,
 )
+from outreach.sending.simulator import attempt_tell, mailbox_connect, outcome_after_commit
 from outreach.sending.smtp import (
     ERROR_MAX_CHARS,
     MailboxError,
@@ -176,7 +177,7 @@ class MailboxBatch:
         connection_release()  # no database connection held while connecting
         started = time.monotonic()
         try:
-            self.conn = smtp_connect(self.credential)
+            self.conn = mailbox_connect(self.credential)
         except MailboxError as exc:
             self._abandon(index, exc, now, started)
             return False
@@ -289,6 +290,7 @@ class MailboxBatch:
         assert self.conn is not None
         connection_release()  # the SMTP transaction holds no database connection
         reply_seen, reply, started = True, None, time.monotonic()
+        attempt_tell(self.conn, claim.enrollment.send_attempts + 1)
         try:
             reply = smtp_transaction(
                 self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
@@ -323,6 +325,7 @@ class MailboxBatch:
             duration_ms=round((time.monotonic() - started) * 1000),
         )
         self._counted("accepted" if reply_seen else "unknown", claim, now)
+        outcome_after_commit(self.credential, outgoing.message_id, outgoing.to_email)
         return True
 
     def _failed(self, index: int, claim: SendClaim, exc: Exception, now, started: float) -> bool:

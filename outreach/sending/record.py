@@ -144,9 +144,9 @@ def sent_record(
             else None
         ),
     )
-    # The common case: the writes in one statement (record_sql); when it does not apply
-    # (nothing written), the ORM path does it all.
-    if reply_seen and _sent_statement(sent):
+    # The common case: the writes in one statement (record_sql, which meters every send:
+    # never a simulator's, docs/sandbox.md); otherwise the ORM path does it all.
+    if reply_seen and not credential.is_simulator and _sent_statement(sent):
         return
     _sent_orm(sent)
 
@@ -194,12 +194,8 @@ def _sent_statement(sent: _Sent) -> bool:
 
 def _sent_orm(sent: _Sent) -> None:
     """The record through the ORM, in one transaction."""
-    claim, campaign, credential, outgoing = (
-        sent.claim,
-        sent.campaign,
-        sent.credential,
-        sent.outgoing,
-    )
+    claim, campaign = sent.claim, sent.campaign
+    credential, outgoing = sent.credential, sent.outgoing
     with transaction.atomic(), counting():
         Message.objects.create(
             account_id=campaign.account_id,
@@ -235,7 +231,8 @@ def _sent_orm(sent: _Sent) -> None:
             )
         SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-        usage_record_increment(account=campaign.account, at=sent.now)
+        if not credential.is_simulator:  # it never leaves: not metered (docs/sandbox.md)
+            usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
         else:
