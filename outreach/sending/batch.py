@@ -61,7 +61,11 @@ from outreach.sending.record import (
     temporary_record,
     undeliverable_record,
 )
-from outreach.sending.simulator import attempt_tell, mailbox_connect, outcome_after_commit
+from outreach.sending.simulator import (
+    attempt_tell,
+    mailbox_connect,
+    outcome_after_commit,
+)
 from outreach.sending.smtp import (
     ERROR_MAX_CHARS,
     MailboxError,

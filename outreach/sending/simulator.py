@@ -37,6 +37,12 @@ ACCEPTED_REPLY = (250, b"2.0.0 Ok: queued by the mailbox simulator")
 # Outcomes complete at the SMTP stage: nothing follows the accepted (or refused) send.
 SMTP_STAGE_OUTCOMES = frozenset({"delivered", "bounce", "softbounce", "block", "unknown"})
 
+# A real mailbox's message to a simulator address (every way in refuses one; this is
+# the last guard): failed, never handed to the mailbox's server.
+SIMULATOR_ADDRESS_REFUSED = (
+    "The address is the mailbox simulator's (simulator.test): a real mailbox never sends to it."
+)
+
 # The task that plays the outcomes after a simulated message is accepted, by name.
 OUTCOME_TASK = "outreach.simulator_outcome"
 
