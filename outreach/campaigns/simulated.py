@@ -13,7 +13,7 @@ from config.api.errors import ValidationFailed
 from outreach.emails import SIMULATOR_DOMAIN, simulator_address
 from outreach.models.campaigns import Campaign
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment
+from outreach.models.sending import Enrollment, Message
 
 SIMULATOR_ADDRESS_REASON = "simulator_address"
 
@@ -25,6 +25,12 @@ REAL_MAILBOX_REFUSED = (
     "This campaign holds addresses at simulator.test (the mailbox simulator's): a real "
     "mailbox would be asked to deliver them. Use simulator mailboxes only, or another "
     "campaign."
+)
+
+SIMULATED_CAMPAIGN_REFUSED = (
+    "This campaign's sends are simulated (its contacts were dispatched through simulator "
+    "mailboxes): a real mailbox would go on with threads that never left. Create another "
+    "campaign for real mail."
 )
 
 _SIMULATOR = SmtpCredential.AuthMethod.SIMULATOR
@@ -71,8 +77,26 @@ def address_check(*, campaign_id, email: str) -> None:
 
 
 def credentials_check(*, campaign: Campaign, credentials: Iterable[SmtpCredential]) -> None:
-    """422 on `credential_ids` for a real mailbox given to a campaign that holds
-    simulator addresses."""
-    real = any(not credential.is_simulator for credential in credentials)
-    if real and campaign_holds_simulator_addresses(campaign.pk):
+    """422 on `credential_ids` for a real mailbox newly given to a campaign that holds
+    simulator addresses, or whose sends are simulated: its mailboxes all simulators with
+    contacts dispatched (their waits may have been moved by the test clock), or a
+    message of it already went through a simulator (the real mailbox would send the
+    next step of a thread whose first never left)."""
+    linked = set(
+        _links().filter(campaign_id=campaign.pk).values_list("smtpcredential_id", flat=True)
+    )
+    if not any(not c.is_simulator and c.pk not in linked for c in credentials):
+        return
+    if campaign_holds_simulator_addresses(campaign.pk):
         raise ValidationFailed({"credential_ids": [REAL_MAILBOX_REFUSED]})
+    dispatched = Enrollment.objects.filter(campaign_id=campaign.pk).exclude(
+        status=Enrollment.Status.PENDING
+    )
+    simulated = campaign_simulated(campaign.pk) and dispatched.exists()
+    if (
+        simulated
+        or Message.objects.filter(
+            enrollment__campaign_id=campaign.pk, credential__auth_method=_SIMULATOR
+        ).exists()
+    ):
+        raise ValidationFailed({"credential_ids": [SIMULATED_CAMPAIGN_REFUSED]})
