@@ -50,17 +50,24 @@ def campaign_has_real_mailbox(campaign_id) -> bool:
     )
 
 
+def real_credential_ids(campaign_id) -> list | None:
+    """The campaign's real mailboxes (enabled or not); None when it has no mailbox."""
+    rows = list(
+        _links()
+        .filter(campaign_id=campaign_id)
+        .order_by("id")
+        .values_list("smtpcredential_id", "smtpcredential__auth_method")
+    )
+    if not rows:
+        return None
+    return [pk for pk, method in rows if method != _SIMULATOR]
+
+
 def campaign_simulated(campaign_id) -> bool | None:
     """True when the campaign's mailboxes are all simulators, False when one is real,
     None when it has none."""
-    methods = set(
-        _links()
-        .filter(campaign_id=campaign_id)
-        .values_list("smtpcredential__auth_method", flat=True)
-    )
-    if not methods:
-        return None
-    return methods == {_SIMULATOR}
+    real = real_credential_ids(campaign_id)
+    return None if real is None else not real
 
 
 def campaign_holds_simulator_addresses(campaign_id) -> bool:
