@@ -43,6 +43,7 @@ from outreach.mailboxes.smtp import smtp_close
 from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
+from outreach.sending import simulator
 from outreach.sending.attempts import BatchResult
 from outreach.sending.message import (
     Outgoing,
@@ -60,11 +61,6 @@ from outreach.sending.record import (
     sent_record,
     temporary_record,
     undeliverable_record,
-)
-from outreach.sending.simulator import (
-    attempt_tell,
-    mailbox_connect,
-    outcome_after_commit,
 )
 from outreach.sending.smtp import (
     ERROR_MAX_CHARS,
@@ -142,6 +138,9 @@ class MailboxBatch:
             # decides again (another mailbox, or completion).
             self._skip(claim, now)
             return True
+        if refusal := simulator.address_refusal(self.credential, claim.enrollment.contact.email):
+            self._undeliverable(claim, refusal, now)  # never asked of a server
+            return True
         if self.conn is None and not self._connect(index, now):
             return False
         outgoing = self._prepare(claim, step, now)
@@ -181,7 +180,7 @@ class MailboxBatch:
         connection_release()  # no database connection held while connecting
         started = time.monotonic()
         try:
-            self.conn = mailbox_connect(self.credential)
+            self.conn = simulator.mailbox_connect(self.credential)
         except MailboxError as exc:
             self._abandon(index, exc, now, started)
             return False
@@ -294,7 +293,7 @@ class MailboxBatch:
         assert self.conn is not None
         connection_release()  # the SMTP transaction holds no database connection
         reply_seen, reply, started = True, None, time.monotonic()
-        attempt_tell(self.conn, claim.enrollment.send_attempts + 1)
+        simulator.attempt_tell(self.conn, claim.enrollment.send_attempts + 1)
         try:
             reply = smtp_transaction(
                 self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
@@ -329,7 +328,7 @@ class MailboxBatch:
             duration_ms=round((time.monotonic() - started) * 1000),
         )
         self._counted("accepted" if reply_seen else "unknown", claim, now)
-        outcome_after_commit(self.credential, outgoing.message_id, outgoing.to_email)
+        simulator.outcome_after_commit(self.credential, outgoing.message_id, outgoing.to_email)
         return True
 
     def _failed(self, index: int, claim: SendClaim, exc: Exception, now, started: float) -> bool:

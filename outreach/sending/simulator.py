@@ -21,7 +21,7 @@ import smtplib
 from celery import current_app
 from django.db import transaction
 
-from outreach.emails import simulator_outcome
+from outreach.emails import simulator_address, simulator_outcome
 from outreach.mailboxes.smtp import smtp_connect
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message
@@ -29,7 +29,7 @@ from outreach.models.sending import Message
 logger = logging.getLogger(__name__)
 
 # The answers, as a real server words them (the code, then the text smtplib gives).
-BOUNCE_REPLY = (550, b"5.1.1 <recipient>: Recipient address rejected: User unknown")
+BOUNCE_REPLY = (550, b"5.1.1 The email account that you tried to reach does not exist")
 BLOCK_REPLY = (550, b"5.7.1 Message refused: the sender is blocked")
 SOFTBOUNCE_REPLY = (452, b"4.2.2 Mailbox full, try again later")
 ACCEPTED_REPLY = (250, b"2.0.0 Ok: queued by the mailbox simulator")
@@ -139,6 +139,14 @@ def mailbox_connect(credential: SmtpCredential) -> smtplib.SMTP:
     if credential.is_simulator:
         return SimulatedSMTP(credential)
     return smtp_connect(credential)
+
+
+def address_refusal(credential: SmtpCredential, email: str) -> str | None:
+    """Why a real mailbox may not send to `email`: the simulator's address (every way
+    in refuses one; this is the last guard). None for a simulator, or a real address."""
+    if not credential.is_simulator and simulator_address(email):
+        return SIMULATOR_ADDRESS_REFUSED
+    return None
 
 
 def attempt_tell(conn: smtplib.SMTP | None, attempt: int) -> None:
