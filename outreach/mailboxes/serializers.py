@@ -215,6 +215,8 @@ class CredentialSerializer(StrictModelSerializer):
         return _mailbox_host(value, 993) if value else value
 
     def validate(self, attrs):
+        if self.instance is not None and self.instance.is_simulator and simulator_errors(attrs):
+            raise serializers.ValidationError(simulator_errors(attrs))
         creating = self.instance is None
         errors: dict[str, list[str]] = {}
         security = attrs.get(
@@ -245,8 +247,6 @@ class CredentialSerializer(StrictModelSerializer):
             errors["relay_signing_key"] = ["Required when relay_provider is set."]
         errors.update(pace_errors(attrs, self.instance))
         errors.update(login_errors(attrs, self.instance))
-        if self.instance is not None and self.instance.is_simulator:
-            errors.update(simulator_errors(attrs))
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
