@@ -53,7 +53,8 @@ class SimulatedSMTP(smtplib.SMTP):
     each message (a `softbounce` is refused only at the first)."""
 
     def __init__(self, credential: SmtpCredential) -> None:
-        super().__init__()  # no host: smtplib connects nothing
+        # No host: smtplib connects nothing; a local name given: it looks nothing up.
+        super().__init__(local_hostname="simulator.test")
         self.credential_id = credential.pk
         self.attempt = 1
         self._recipient = ""
