@@ -246,3 +246,15 @@ def test_sending_status_says_the_simulator_day_is_done(api_client, account, sett
     [mailbox] = body["mailboxes"]
     codes = [r["code"] for r in mailbox["reasons"]]
     assert "simulator_daily_limit" in codes
+
+
+def test_connecting_an_oauth_mailbox_of_its_address_leaves_the_simulator_one(
+    api_client, anon_client, account, oauth_provider
+):
+    from tests.outreach.test_oauth import OWNER, connect
+
+    simulator = simulator_mailbox(account, from_email=OWNER)
+    credential = connect(api_client, anon_client, oauth_provider())
+    assert credential.pk != simulator.pk
+    simulator.refresh_from_db()
+    assert (simulator.auth_method, simulator.smtp_host) == ("simulator", "")
