@@ -258,3 +258,19 @@ def test_connecting_an_oauth_mailbox_of_its_address_leaves_the_simulator_one(
     assert credential.pk != simulator.pk
     simulator.refresh_from_db()
     assert (simulator.auth_method, simulator.smtp_host) == ("simulator", "")
+
+
+def test_a_contact_in_a_campaign_with_a_real_mailbox_cannot_take_a_simulator_address(
+    api_client, account
+):
+    campaign = CampaignFactory(account=account)
+    contact = ContactFactory(account=account, email="ada@example.org")
+    Enrollment.objects.create(campaign=campaign, contact=contact)
+    url = f"/contacts/{contact.pk}"
+    assert_fields(api_client.patch(url, {"email": "ada@simulator.test"}, format="json"), "email")
+    elsewhere = ContactFactory(account=account, email="bo@example.org")
+    Enrollment.objects.create(campaign=simulated_campaign(account=account), contact=elsewhere)
+    moved = api_client.patch(
+        f"/contacts/{elsewhere.pk}", {"email": "bo@simulator.test"}, format="json"
+    )
+    assert moved.status_code == 200, moved.content
