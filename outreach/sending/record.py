@@ -89,6 +89,7 @@ class _Sent:
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor: datetime | None
+    metered: bool = True  # counted in the period's usage: never a simulator's send
 
 
 def sent_record(
@@ -138,15 +139,16 @@ def sent_record(
         reply_seen=reply_seen,
         attempt=attempt,
         move=after_step(next_send_at=next_send_at, now=now),
+        metered=not credential.is_simulator,  # it never leaves (docs/sandbox.md)
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
             if paced
             else None
         ),
     )
-    # The common case: the writes in one statement (record_sql, which meters every send:
-    # never a simulator's, docs/sandbox.md); otherwise the ORM path does it all.
-    if reply_seen and not credential.is_simulator and _sent_statement(sent):
+    # The common case: the writes in one statement (record_sql, which meters the send:
+    # for metered ones only); otherwise the ORM path does it all.
+    if reply_seen and sent.metered and _sent_statement(sent):
         return
     _sent_orm(sent)
 
@@ -231,7 +233,7 @@ def _sent_orm(sent: _Sent) -> None:
             )
         SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-        if not credential.is_simulator:  # it never leaves: not metered (docs/sandbox.md)
+        if sent.metered:
             usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
