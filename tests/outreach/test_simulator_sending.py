@@ -319,3 +319,22 @@ def test_a_real_mailbox_never_sends_to_a_simulator_address(sink):
     assert one.status == "failed"
     assert "simulator" in one.last_error
     assert sink.messages == []
+
+
+def test_its_own_bounces_disable_it_and_pause_the_campaign(settings):
+    """credential.disabled and campaign.paused, simulated: the bounce rate is the
+    simulator's own in the campaign, as any mailbox's."""
+    from outreach.sending.bounces import BOUNCE_RATE_MIN_SENDS
+
+    campaign = simulated_campaign(bounce_threshold_percent=10)
+    simulator_box = campaign.credentials.get()
+    for n in range(BOUNCE_RATE_MIN_SENDS):
+        enroll(campaign, f"a{n}+bounce@simulator.test")
+
+    run()
+
+    simulator_box.refresh_from_db()
+    assert simulator_box.disabled_reason == "bounce_rate_exceeded"
+    assert Campaign.objects.get(pk=campaign.pk).status == "paused"
+    types = set(Event.objects.values_list("type", flat=True))
+    assert {"credential.disabled", "campaign.paused"} <= types
