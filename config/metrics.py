@@ -34,7 +34,7 @@ WEBHOOK_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600
 HTTP_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 SEND_OUTCOMES = ("accepted", "deferred", "bounced", "failed", "unknown")
-AUTH_METHODS = ("password", "oauth_google", "oauth_microsoft")
+AUTH_METHODS = ("password", "oauth_google", "oauth_microsoft", "simulator")
 WEBHOOK_ATTEMPT_OUTCOMES = ("succeeded", "retry", "failed")
 WEBHOOK_DELIVERY_OUTCOMES = ("succeeded", "failed", "dropped")
 

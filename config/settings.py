@@ -568,6 +568,9 @@ SMTP_REQUIRE_LOGIN = env.bool("SMTP_REQUIRE_LOGIN", default=not EMBEDDED)
 # Most sends a mailbox's daily_limit may ask for (Google Workspace's own daily cap); a stored
 # limit above it counts as this. At most 1,000,000.
 DAILY_LIMIT_MAX = max(0, min(env.int("DAILY_LIMIT_MAX", default=2000), 1_000_000))
+# Simulator mailboxes' sends per account per UTC day (docs/sandbox.md); past it they wait
+# for the next day.
+SIMULATOR_DAILY_LIMIT = max(0, env.int("SIMULATOR_DAILY_LIMIT", default=1000))
 # Extra CA certificates (PEM file) trusted for SMTP TLS, e.g. a private relay's CA. Empty:
 # the system's trust store only.
 SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")

@@ -19,6 +19,41 @@ _DOT_ATOM = re.compile(rf"{_ATOM}(?:\.{_ATOM})*")
 _LOCAL_MAX = 64
 _ADDRESS_MAX = 254
 
+# The mailbox simulator's addresses (docs/sandbox.md): RFC 2606 reserves `.test`, so no
+# real server is ever asked for one. The outcome is what follows a `+` in the local part.
+SIMULATOR_DOMAIN = "simulator.test"
+SIMULATOR_OUTCOMES = (
+    "delivered",
+    "open",
+    "click",
+    "reply",
+    "ooo",
+    "autoreply",
+    "remove",
+    "bounce",
+    "softbounce",
+    "dsn",
+    "block",
+    "complaint",
+    "unknown",
+)
+
+
+def simulator_address(email: str) -> bool:
+    """Whether the address is the mailbox simulator's (any local part)."""
+    return email.rpartition("@")[2].lower() == SIMULATOR_DOMAIN
+
+
+def simulator_outcome(email: str) -> str | None:
+    """The simulator's outcome for an address: the word after the last `+` of its local
+    part when it is one of SIMULATOR_OUTCOMES, else `delivered`; None for an address
+    that is not the simulator's."""
+    local, _, domain = email.rpartition("@")
+    if domain.lower() != SIMULATOR_DOMAIN:
+        return None
+    tag = local.rpartition("+")[2].lower() if "+" in local else ""
+    return tag if tag in SIMULATOR_OUTCOMES else "delivered"
+
 
 def email_clean(value: object) -> str:
     """The address, syntax-checked (no DNS lookup) with its domain normalised to lower
@@ -48,7 +83,10 @@ def email_clean(value: object) -> str:
 
 @lru_cache(maxsize=4096)
 def _domain_clean(domain: str) -> str | None:
-    """The domain in its normal form, as the library gives it, or None if it refuses it."""
+    """The domain in its normal form, as the library gives it, or None if it refuses it.
+    The simulator's domain is taken as it is (the library refuses special-use names)."""
+    if domain.lower() == SIMULATOR_DOMAIN:
+        return SIMULATOR_DOMAIN
     try:
         return validate_email(f"a@{domain}", check_deliverability=False).domain
     except EmailNotValidError:

@@ -54,6 +54,13 @@ class CampaignNotDispatchable(ServiceError):
     description = "It has no steps, or no enabled SMTP credential. `details` says which."
 
 
+class CampaignNotSimulated(ServiceError):
+    code = "campaign_not_simulated"
+    status = 409
+    message = "The campaign's mailboxes are not all simulators."
+    description = "The test clock (POST /campaigns/:id/advance) moves only a campaign whose mailboxes are all simulator mailboxes (and that has at least one): it never moves a real send."
+
+
 class EnrollmentNotActive(ServiceError):
     code = "enrollment_not_active"
     status = 409

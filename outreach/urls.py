@@ -3,6 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from outreach.blocklist import api as blocklist_api
 from outreach.campaigns import api as campaigns_api
+from outreach.campaigns import clock
 from outreach.contacts import api as contacts_api
 from outreach.conversations import api as conversations_api
 from outreach.conversations import respond_api
@@ -32,6 +33,10 @@ urlpatterns = [
     path("oauth/connect/<str:token>", views.oauth_connect, name="oauth-connect"),
     path("oauth/callback/<str:provider>", views.oauth_callback, name="oauth-callback"),
     path("outreaches", campaigns_api.OutreachView.as_view(), name="outreaches"),
+    # The test clock of a simulated campaign (docs/sandbox.md).
+    path(
+        "campaigns/<str:pk>/advance", clock.CampaignAdvanceView.as_view(), name="campaign-advance"
+    ),
     # The thread of an enrollment, under its campaign's path (the router's pattern).
     re_path(
         r"^campaigns/(?P<pk>[^/.]+)/enrollments/(?P<enrollment_id>[^/]+)/thread$",

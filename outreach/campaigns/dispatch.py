@@ -15,6 +15,7 @@ from accounts.models import Account
 from billing.usage import plan_limit_enforce
 from config.api.errors import ValidationFailed
 from outreach.blocklist.selectors import blocked_among, blocked_pending_ids
+from outreach.campaigns import simulated
 from outreach.campaigns.state import campaign_activate, enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.contacts.data import ContactData
@@ -61,7 +62,8 @@ def _dispatch_checks(campaign: Campaign) -> CampaignStep:
             f"The campaign cannot be dispatched: {' and '.join(words[r] for r in reasons)}.",
             details={"reasons": reasons},
         )
-    plan_limit_enforce(account=campaign.account)
+    if not simulated.campaign_simulated(campaign.pk):  # nothing a simulator sends counts
+        plan_limit_enforce(account=campaign.account)
     assert first_step is not None  # no_steps was raised otherwise
     return first_step
 
@@ -167,6 +169,7 @@ def outreach_create(
         raise ValidationFailed({"contact.email": [refusal]})
     with transaction.atomic():
         campaign, first_step = _dispatch_lock(campaign)
+        simulated.address_check(campaign_id=campaign.pk, email=contact.email)
         entry = blocked_among(account_id=account.pk, emails=[contact.key]).get(contact.key)
         if entry is not None:
             raise ContactBlocked(details={"reason": "blocked", "entry": entry})

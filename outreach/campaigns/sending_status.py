@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Count, F, Min
 
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
@@ -28,6 +29,7 @@ from outreach.mailboxes.pace import (
     utc_day,
 )
 from outreach.mailboxes.secrets import secrets_hidden
+from outreach.mailboxes.simulator_day import simulator_sent_today
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
@@ -132,6 +134,20 @@ def _daily_limit_reached(ctx: _Context, credential: SmtpCredential) -> Reason | 
     return None
 
 
+def _simulator_daily_limit(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """A simulator mailbox, once the account's simulator sends of the day are done."""
+    if not credential.is_simulator:
+        return None
+    limit = settings.SIMULATOR_DAILY_LIMIT
+    if simulator_sent_today(ctx.campaign.account_id, ctx.now) >= limit:
+        return Reason(
+            "simulator_daily_limit",
+            until=next_utc_midnight(ctx.now),
+            detail=f"{limit} simulator sends per account per UTC day (SIMULATOR_DAILY_LIMIT).",
+        )
+    return None
+
+
 def _paced(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     until = paced_until(credential, ctx.now)
     if until is not None:
@@ -220,6 +236,7 @@ REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
     _mailbox_unreachable,
     _domain_unauthenticated,
     _daily_limit_reached,
+    _simulator_daily_limit,
     _paced,
     _window_closed,
     _recipient_domain_limit,

@@ -291,6 +291,7 @@ class SendingReasonSerializer(StrictSerializer):
             "window_closed",
             "paced",
             "daily_limit_reached",
+            "simulator_daily_limit",
             "mailbox_disabled",
             "reauthorization_required",
             "campaign_paused",

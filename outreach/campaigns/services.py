@@ -8,6 +8,7 @@ from django.db import transaction
 
 from accounts.models import Account
 from config.db.rows import row_change
+from outreach.campaigns import simulated
 from outreach.errors import CampaignNotFound
 from outreach.models.campaigns import Campaign, CampaignStep
 
@@ -80,5 +81,6 @@ def campaign_update(*, campaign: Campaign, data: dict[str, Any]) -> Campaign:
     if "steps" in data:
         _steps_replace(campaign=campaign, steps=data["steps"])
     if "credentials" in data:
+        simulated.credentials_check(campaign=campaign, credentials=data["credentials"])
         campaign.credentials.set(data["credentials"])
     return campaign

@@ -1,6 +1,8 @@
 """Rows an import skips before it writes anything: addresses the account's blocklist
-names (reason `blocked`) and addresses whose domain cannot receive mail (reason
-`domain_has_no_mail_server`); each skipped row is named in the import's errors
+names (reason `blocked`), addresses whose domain cannot receive mail (reason
+`domain_has_no_mail_server`) and, for a campaign with a real mailbox, the mailbox
+simulator's addresses (reason `simulator_address`, docs/sandbox.md); each skipped row is
+named in the import's errors
 (docs/outreach.md, "Contact imports"; docs/deliverability.md)."""
 
 from uuid import UUID
@@ -10,7 +12,9 @@ from outreach.contacts.data import ContactData
 from outreach.contacts.sources import Row
 from outreach.domains.recipients import REASON as NO_MAIL_SERVER
 from outreach.domains.recipients import email_domain, no_mail_server_message
-from outreach.emails import InvalidEmail, email_clean
+from outreach.emails import InvalidEmail, email_clean, simulator_address
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
 
 # Errors an import keeps at most (its rows beyond are counted, not named).
 IMPORT_ERRORS_KEPT = 100
@@ -84,4 +88,49 @@ def blocked_skip(
                         "reason": "blocked",
                     }
                 )
+    return skipped
+
+
+SIMULATOR_ADDRESS = "simulator_address"
+
+
+def simulator_skip(
+    campaign_id: UUID | None, merged: dict[str, ContactData], rows: list[Row], errors
+) -> int:
+    """Take the mailbox simulator's addresses out of `merged` when the import enrolls in
+    a campaign with a real mailbox (which must never be asked to deliver one); each of
+    their rows is skipped with the reason `simulator_address`. Returns how many rows."""
+    keys = [key for key in merged if simulator_address(key)]
+    if not keys or campaign_id is None:
+        return 0
+    real = (
+        Campaign.credentials.through.objects.filter(campaign_id=campaign_id)
+        .exclude(smtpcredential__auth_method=SmtpCredential.AuthMethod.SIMULATOR)
+        .exists()
+    )
+    if not real:
+        return 0
+    for key in keys:
+        del merged[key]
+    skipped = 0
+    for row in rows:
+        email = row.raw.get("email")
+        if not isinstance(email, str) or not simulator_address(email.strip()):
+            continue
+        try:
+            if email_clean(email).lower() not in keys:
+                continue
+        except InvalidEmail:
+            continue
+        skipped += 1
+        if len(errors) < IMPORT_ERRORS_KEPT:
+            errors.append(
+                {
+                    "row": row.number,
+                    "email": shown(email),
+                    "message": "email: an address at simulator.test is the mailbox simulator's; "
+                    "the campaign has a real mailbox, which never sends to it.",
+                    "reason": SIMULATOR_ADDRESS,
+                }
+            )
     return skipped

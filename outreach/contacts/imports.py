@@ -26,6 +26,7 @@ from outreach.contacts.import_skips import (
     blocked_skip,
     no_mail_server_skip,
     shown,
+    simulator_skip,
 )
 from outreach.contacts.services import contact_build, contact_merge_into
 from outreach.contacts.sources import CsvSource, JsonSource, Row, SourceError
@@ -193,6 +194,10 @@ def _import_batch(
     blocked_rows = blocked_skip(contact_import.account_id, merged, batch.rows_of, batch.errors)
     skipped += blocked_rows
     duplicates -= blocked_rows - len(batch.rows_of)
+    simulator_keys = len(merged)
+    simulator_rows = simulator_skip(contact_import.campaign_id, merged, rows, batch.errors)
+    skipped += simulator_rows
+    duplicates -= simulator_rows - (simulator_keys - len(merged))
     if lookups is not None and batch.asked is not None:
         bad = lookups.without_mail_server(batch.asked)
         no_mail_rows, no_mail_duplicates = no_mail_server_skip(merged, rows, bad, batch.errors)

@@ -9,8 +9,11 @@ from config.api.errors import ValidationFailed
 from config.db.rows import row_change
 from outreach.contacts.data import ContactData
 from outreach.contacts.suppression import Suppressed, contact_suppression_apply, suppressions_for
+from outreach.emails import simulator_address
 from outreach.errors import ContactNotFound
+from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
+from outreach.models.mailboxes import SmtpCredential
 
 # --- Contacts ------------------------------------------------------------------------
 
@@ -53,8 +56,26 @@ def contact_create(*, account: Account, data: ContactData) -> Contact:
         raise _duplicate_email() from None
 
 
+def _in_a_campaign_with_a_real_mailbox(contact: Contact) -> bool:
+    return (
+        Campaign.credentials.through.objects.filter(campaign__enrollments__contact_id=contact.pk)
+        .exclude(smtpcredential__auth_method=SmtpCredential.AuthMethod.SIMULATOR)
+        .exists()
+    )
+
+
 def contact_update(*, contact: Contact, changes: dict[str, Any]) -> Contact:
     """PATCH semantics: the given attributes replace the stored ones (fields as a whole)."""
+    if simulator_address(changes.get("email", "")) and _in_a_campaign_with_a_real_mailbox(contact):
+        # The mailbox simulator's address never reaches a real mailbox (docs/sandbox.md).
+        raise ValidationFailed(
+            {
+                "email": [
+                    "An address at simulator.test is the mailbox simulator's: the contact is "
+                    "in a campaign with a real mailbox, which never sends to it."
+                ]
+            }
+        )
     if (
         "email" in changes
         and changes["email"].lower() != contact.email_lower

@@ -42,7 +42,10 @@ class ThreadEntry:
 
 def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
     """The conversation of one enrollment, oldest first. Four queries."""
-    attempts = SendClaim.objects.filter(enrollment=enrollment, finished_at__isnull=False)
+    # With their mailboxes (each entry names the mailbox's auth_method).
+    attempts = SendClaim.objects.filter(
+        enrollment=enrollment, finished_at__isnull=False
+    ).select_related("credential")
     sent_by_step: dict[int, SendClaim] = {}
     entries = []
     for attempt in attempts.order_by("finished_at", "pk"):
@@ -53,15 +56,17 @@ def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
             entries.append(ThreadEntry("attempt", attempt.finished_at, attempt))
     entries += [
         ThreadEntry("step", message.sent_at, message, sent_by_step.get(message.step))
-        for message in Message.objects.filter(enrollment=enrollment)
+        for message in Message.objects.filter(enrollment=enrollment).select_related("credential")
     ]
     entries += [
         ThreadEntry("reply", reply.received_at, reply)
-        for reply in Reply.objects.filter(enrollment=enrollment)
+        for reply in Reply.objects.filter(enrollment=enrollment).select_related("credential")
     ]
     entries += [
         ThreadEntry("response", response.sent_at or response.created_at, response)
-        for response in ReplyResponse.objects.filter(enrollment=enrollment)
+        for response in ReplyResponse.objects.filter(enrollment=enrollment).select_related(
+            "credential"
+        )
     ]
     # Same instant: a failed attempt, the step, then the reply to it, then the response.
     order = {"attempt": -1, "step": 0, "reply": 1, "response": 2}

@@ -10,6 +10,7 @@ from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer
 from outreach.api_fields import BlankAsNullChoiceField
 from outreach.conversations.selectors import ThreadEntry
 from outreach.models.conversations import Reply, ReplyResponse
+from outreach.models.mailboxes import SmtpCredential
 
 
 class AttachmentSerializer(StrictSerializer):
@@ -162,10 +163,21 @@ class ThreadEntrySerializer(StrictSerializer):
 
     type = serializers.ChoiceField(choices=["step", "reply", "response", "attempt"], source="kind")
     at = serializers.DateTimeField()
+    auth_method = serializers.SerializerMethodField(
+        help_text="The `auth_method` of the mailbox the entry went through or came in to "
+        "(`simulator` for a simulator mailbox's); null once that mailbox is deleted."
+    )
     step = serializers.SerializerMethodField()
     reply = serializers.SerializerMethodField()
     response = serializers.SerializerMethodField()
     attempt = serializers.SerializerMethodField()
+
+    @extend_schema_field(
+        serializers.ChoiceField(choices=SmtpCredential.AuthMethod.choices, allow_null=True)
+    )
+    def get_auth_method(self, entry: ThreadEntry) -> str | None:
+        credential = getattr(entry.item, "credential", None)
+        return credential.auth_method if credential is not None else None
 
     @extend_schema_field(ThreadStepSerializer(allow_null=True))
     def get_step(self, entry: ThreadEntry):

@@ -26,6 +26,7 @@ from django.core.cache import cache
 
 from config.dns import FAILED, NODATA, NXDOMAIN
 from config.dns_loop import lookup_async, lookups_start, servers_configured
+from outreach.emails import SIMULATOR_DOMAIN
 
 REASON = "domain_has_no_mail_server"
 RECEIVES_TTL = 24 * 3600
@@ -140,7 +141,8 @@ class RecipientDomainLookups:
         now = time.monotonic()
         pending: set[str] = set()
         known_bad: set[str] = set()
-        for domain in {d.lower() for d in domains if d}:
+        # The simulator's domain has no MX and needs none: nothing is ever sent to it.
+        for domain in {d.lower() for d in domains if d} - {SIMULATOR_DOMAIN}:
             remembered = None if domain in self._verdicts else self._memory.get(domain)
             if remembered is not None and remembered[1] > now:
                 if remembered[0] is False:

@@ -84,6 +84,7 @@ def sender_domains_check_due(*, now: datetime | None = None, budget_seconds: flo
     stale = now - SENDER_CHECK_MAX_AGE
     candidates = (
         SmtpCredential.objects.filter(disabled_at__isnull=True)
+        .exclude(auth_method=SmtpCredential.AuthMethod.SIMULATOR)  # it never sends real mail
         .select_related("domain_check")
         .order_by("domain_check__checked_at", "pk")
     )

@@ -341,5 +341,6 @@ def mailboxes_due():
     return (
         SmtpCredential.objects.filter(disabled_at__isnull=True)
         .exclude(imap_host="")
+        .exclude(auth_method=SmtpCredential.AuthMethod.SIMULATOR)
         .exclude(oauth_status=SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED)
     )

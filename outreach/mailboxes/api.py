@@ -16,6 +16,7 @@ from outreach.mailboxes.serializers import (
     MailboxVerificationSerializer,
     OAuthStartedSerializer,
     OAuthStartSerializer,
+    SimulatorCreateSerializer,
 )
 from outreach.models.mailboxes import SmtpCredential
 
@@ -70,6 +71,23 @@ class CredentialViewSet(
         )
         body = OAuthStartedSerializer({"authorization_url": url, "expires_at": expires_at}).data
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=SimulatorCreateSerializer,
+        responses={201: CredentialSerializer},
+        summary="Create a simulator mailbox",
+        description="A mailbox that never opens a connection: its messages are answered by "
+        "the mailbox simulator by recipient (addresses at `simulator.test`, the outcome after "
+        "a `+`), recorded as any send and not counted in the period's usage "
+        "(SIMULATOR_DAILY_LIMIT a day per account). `auth_method` `simulator`; unpaced "
+        "unless given a pace (docs/sandbox.md).",
+    )
+    @action(detail=False, methods=["post"], url_path="simulator")
+    def simulator(self, request):
+        serializer = SimulatorCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        credential = services.simulator_create(account=request.user, data=serializer.validated_data)
+        return Response(self.get_serializer(credential).data, status=status.HTTP_201_CREATED)
 
     @no_request_body
     @extend_schema(

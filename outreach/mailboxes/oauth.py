@@ -350,6 +350,7 @@ def _credential_connect(
         existing = (
             SmtpCredential.objects.select_for_update()
             .filter(account_id=flow.account_id, from_email__iexact=email)
+            .exclude(auth_method=SmtpCredential.AuthMethod.SIMULATOR)  # stays one
             .order_by("created_at", "pk")
             .first()
         )

@@ -71,7 +71,9 @@ def login_errors(attrs: dict, credential: SmtpCredential | None) -> dict:
     enabled one after the update) needs its SMTP username and password. A disabled mailbox
     sends nothing, so a mailbox stored without a login can still be disabled or edited
     while disabled; to enable it again, give it a login."""
-    if not settings.SMTP_REQUIRE_LOGIN or (credential is not None and credential.uses_oauth):
+    if not settings.SMTP_REQUIRE_LOGIN or (
+        credential is not None and (credential.uses_oauth or credential.is_simulator)
+    ):
         return {}
     if credential is not None and attrs.get("disabled_at", credential.disabled_at) is not None:
         return {}
@@ -139,7 +141,8 @@ class CredentialSerializer(StrictModelSerializer):
         choices=SmtpCredential.AuthMethod.choices,
         read_only=True,
         help_text="How SMTP and IMAP log in: `password`, or OAuth 2.0 (XOAUTH2) for mailboxes "
-        "connected with POST /smtp_credentials/oauth.",
+        "connected with POST /smtp_credentials/oauth; `simulator` for a simulated mailbox "
+        "(POST /smtp_credentials/simulator), which never connects.",
     )
     oauth_status = BlankAsNullChoiceField(
         choices=SmtpCredential.OAuthStatus.choices,
@@ -212,6 +215,8 @@ class CredentialSerializer(StrictModelSerializer):
         return _mailbox_host(value, 993) if value else value
 
     def validate(self, attrs):
+        if self.instance is not None and self.instance.is_simulator and simulator_errors(attrs):
+            raise serializers.ValidationError(simulator_errors(attrs))
         creating = self.instance is None
         errors: dict[str, list[str]] = {}
         security = attrs.get(
@@ -242,6 +247,48 @@ class CredentialSerializer(StrictModelSerializer):
             errors["relay_signing_key"] = ["Required when relay_provider is set."]
         errors.update(pace_errors(attrs, self.instance))
         errors.update(login_errors(attrs, self.instance))
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+# --- simulator mailboxes ---------------------------------------------------------------
+
+# What a simulator mailbox has none of: it never connects (docs/sandbox.md).
+SIMULATOR_NO_SERVER = "A simulator mailbox has no server: it never connects."
+_SERVER_FIELDS = [
+    name for name in SmtpCredential.WRITABLE_FIELDS if name.startswith(("smtp_", "imap_", "relay_"))
+]
+
+
+def simulator_errors(attrs: dict) -> dict:
+    """A change of a simulator mailbox may not give it a server, a login or a relay."""
+    return {name: [SIMULATOR_NO_SERVER] for name in _SERVER_FIELDS if name in attrs}
+
+
+class SimulatorCreateSerializer(StrictSerializer):
+    from_email = serializers.CharField(max_length=254)
+    from_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    daily_limit = serializers.IntegerField(
+        min_value=0, required=False, validators=[daily_limit_validate], help_text=DAILY_LIMIT_HELP
+    )
+    min_interval_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_INTERVAL_SECONDS,
+        required=False,
+        help_text="Pace, as any mailbox's. A simulator sends unpaced (0 / 0) unless given one.",
+    )
+    max_interval_seconds = serializers.IntegerField(
+        min_value=0, max_value=MAX_INTERVAL_SECONDS, required=False
+    )
+
+    def validate_from_email(self, value):
+        return email_value_validate(value)
+
+    def validate(self, attrs):
+        attrs.setdefault("min_interval_seconds", 0)
+        attrs.setdefault("max_interval_seconds", attrs["min_interval_seconds"])
+        errors = pace_errors(attrs, None)
         if errors:
             raise serializers.ValidationError(errors)
         return attrs

@@ -27,6 +27,16 @@ def credential_create(*, account: Account, data: dict[str, Any]) -> SmtpCredenti
     return credential
 
 
+def simulator_create(*, account: Account, data: dict[str, Any]) -> SmtpCredential:
+    """A simulator mailbox (docs/sandbox.md): no server, no login, never polled."""
+    credential = SmtpCredential(
+        account=account, auth_method=SmtpCredential.AuthMethod.SIMULATOR, smtp_host=""
+    )
+    _settings_set(credential, data)
+    credential.save()
+    return credential
+
+
 def credential_update(*, credential: SmtpCredential, data: dict[str, Any]) -> SmtpCredential:
     """Apply a PATCH's settings to the mailbox as it is now (config.db.rows.row_change):
     the engine writes the rest of the row while the request runs (the send counters, the

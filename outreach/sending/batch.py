@@ -39,10 +39,11 @@ from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
 from outreach.mailboxes.secrets import secrets_hidden
-from outreach.mailboxes.smtp import smtp_close, smtp_connect
+from outreach.mailboxes.smtp import smtp_close
 from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
+from outreach.sending import simulator
 from outreach.sending.attempts import BatchResult
 from outreach.sending.message import (
     Outgoing,
@@ -137,6 +138,9 @@ class MailboxBatch:
             # decides again (another mailbox, or completion).
             self._skip(claim, now)
             return True
+        if refusal := simulator.address_refusal(self.credential, claim.enrollment.contact.email):
+            self._undeliverable(claim, refusal, now)  # never asked of a server
+            return True
         if self.conn is None and not self._connect(index, now):
             return False
         outgoing = self._prepare(claim, step, now)
@@ -176,7 +180,7 @@ class MailboxBatch:
         connection_release()  # no database connection held while connecting
         started = time.monotonic()
         try:
-            self.conn = smtp_connect(self.credential)
+            self.conn = simulator.mailbox_connect(self.credential)
         except MailboxError as exc:
             self._abandon(index, exc, now, started)
             return False
@@ -289,6 +293,7 @@ class MailboxBatch:
         assert self.conn is not None
         connection_release()  # the SMTP transaction holds no database connection
         reply_seen, reply, started = True, None, time.monotonic()
+        simulator.attempt_tell(self.conn, claim.enrollment.send_attempts + 1)
         try:
             reply = smtp_transaction(
                 self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
@@ -323,6 +328,7 @@ class MailboxBatch:
             duration_ms=round((time.monotonic() - started) * 1000),
         )
         self._counted("accepted" if reply_seen else "unknown", claim, now)
+        simulator.outcome_after_commit(self.credential, outgoing.message_id, outgoing.to_email)
         return True
 
     def _failed(self, index: int, claim: SendClaim, exc: Exception, now, started: float) -> bool:

@@ -89,6 +89,7 @@ class _Sent:
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor: datetime | None
+    metered: bool = True  # counted in the period's usage: never a simulator's send
 
 
 def sent_record(
@@ -138,15 +139,16 @@ def sent_record(
         reply_seen=reply_seen,
         attempt=attempt,
         move=after_step(next_send_at=next_send_at, now=now),
+        metered=not credential.is_simulator,  # it never leaves (docs/sandbox.md)
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
             if paced
             else None
         ),
     )
-    # The common case: the writes in one statement (record_sql); when it does not apply
-    # (nothing written), the ORM path does it all.
-    if reply_seen and _sent_statement(sent):
+    # The common case: the writes in one statement (record_sql, which meters the send:
+    # for metered ones only); otherwise the ORM path does it all.
+    if reply_seen and sent.metered and _sent_statement(sent):
         return
     _sent_orm(sent)
 
@@ -194,12 +196,8 @@ def _sent_statement(sent: _Sent) -> bool:
 
 def _sent_orm(sent: _Sent) -> None:
     """The record through the ORM, in one transaction."""
-    claim, campaign, credential, outgoing = (
-        sent.claim,
-        sent.campaign,
-        sent.credential,
-        sent.outgoing,
-    )
+    claim, campaign = sent.claim, sent.campaign
+    credential, outgoing = sent.credential, sent.outgoing
     with transaction.atomic(), counting():
         Message.objects.create(
             account_id=campaign.account_id,
@@ -235,7 +233,8 @@ def _sent_orm(sent: _Sent) -> None:
             )
         SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-        usage_record_increment(account=campaign.account, at=sent.now)
+        if sent.metered:
+            usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
         else:

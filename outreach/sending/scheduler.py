@@ -77,6 +77,7 @@ from outreach.mailboxes.pace import (
     room_today,
     utc_day,
 )
+from outreach.mailboxes.simulator_day import SimulatorDay
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
@@ -316,6 +317,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     )
     today = utc_day(now)
     room = {pk: room_today(c, today) for pk, c in credentials.items()}
+    simulator_day = SimulatorDay(now)  # SIMULATOR_DAILY_LIMIT (docs/sandbox.md)
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
     # another run, or by a claim earlier in this one) gets no claim.
     paced = {pk for pk, c in credentials.items() if paced_until(c, now)}
@@ -409,6 +411,13 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             # share of the run: a later run.
             continue
         if room[chosen] <= 0:
+            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
+            plan.defer[tomorrow].append(enrollment.pk)
+            continue
+        simulated = simulator_day.take(credentials[chosen], campaign.account_id)
+        if simulated is None:  # the account's simulator day is being counted: a later run
+            continue
+        if simulated is False:  # the account's simulator sends of the day are done
             tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
             plan.defer[tomorrow].append(enrollment.pk)
             continue

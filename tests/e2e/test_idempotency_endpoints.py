@@ -57,6 +57,13 @@ def _respond(account):
     return f"/replies/{reply.pk}/respond", {"body_text": "Thanks!"}, ReplyResponse
 
 
+def _advance(account):
+    from tests.outreach.test_simulator_sending import simulated_campaign
+
+    campaign = simulated_campaign(account=account)
+    return f"/campaigns/{campaign.pk}/advance", {"minutes": 60}, None
+
+
 def _checkout(account):
     return "/billing/checkout", {"plan_slug": "hobby"}, None
 
@@ -73,6 +80,7 @@ SECTION_8 = {
     "POST /contact_imports": _contact_imports,
     "POST /outreaches": _outreaches,
     "POST /replies/:id/respond": _respond,
+    "POST /campaigns/:id/advance": _advance,
     "POST /billing/checkout": _checkout,
     "POST /billing/portal": _portal,
 }
