@@ -78,14 +78,16 @@ def reply_keep(
     validity,
     cut=False,
     parsed=None,
+    fallback_id: str = "",
 ) -> Outcome:
-    """Keep a matched message as a reply (outreach.intake.replies)."""
+    """Keep a matched message as a reply (outreach.intake.replies). `fallback_id`: the
+    stand-in for a missing Message-ID (by default the mailbox's UIDVALIDITY and UID)."""
     enrollment = match.enrollment
     recorded = reply_record(
         credential=credential,
         enrollment=enrollment,
         raw=raw,
-        fallback_id=f"imap-{validity or 0}-{uid}@{credential.pk}",
+        fallback_id=fallback_id or f"imap-{validity or 0}-{uid}@{credential.pk}",
         cut=cut,
         sender_verified=match.sender_verified,
         parsed=parsed,
