@@ -180,6 +180,8 @@ def simulator_outcomes_due(*, now=None) -> list[str]:
             "pk", "to_email"
         )
     ]
-    due = [pk for pk, to_email in messages if mail.recipient_outcome(to_email) in mail.LATER_OUTCOMES]
+    due = [
+        pk for pk, to_email in messages if mail.recipient_outcome(to_email) in mail.LATER_OUTCOMES
+    ]
     done = cache.get_many([_DONE_KEY.format(pk) for pk in due])
     return [pk for pk in due if _DONE_KEY.format(pk) not in done]

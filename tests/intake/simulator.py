@@ -10,7 +10,12 @@ from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
 from outreach.sending.message import message_build
-from tests.outreach.factories import CampaignFactory, ContactFactory, CredentialFactory, EnrollmentFactory
+from tests.outreach.factories import (
+    CampaignFactory,
+    ContactFactory,
+    CredentialFactory,
+    EnrollmentFactory,
+)
 
 BODY_TEXT = "Hi {{first_name}}, see https://acme.example/pricing and https://acme.example/docs."
 BODY_HTML = '<p>Hi {{first_name}}, see <a href="https://acme.example/pricing">pricing</a>.</p>'
@@ -35,7 +40,9 @@ def simulated_send(
     day apart) from a simulator mailbox, a minute ago; (enrollment, message, the bytes
     sent). `campaign`: the campaign's settings (track_opens, track_clicks, ...)."""
     kwargs = {"account": account} if account is not None else {}
-    record = CampaignFactory(status="active", with_steps=0, with_credential=False, **kwargs, **campaign)
+    record = CampaignFactory(
+        status="active", with_steps=0, with_credential=False, **kwargs, **campaign
+    )
     credential = simulator_credential(record.account)
     record.credentials.add(credential)
     for position in range(1, steps + 1):

@@ -224,7 +224,11 @@ def test_a_remove_me_request_unsubscribes_and_is_a_reply():
     run(message)
     shown = seen(enrollment)
     assert shown["reply"][0] == "unsubscribe_request"
-    assert (shown["status"], shown["unsubscribed"], shown["replied"]) == ("unsubscribed", True, True)
+    assert (shown["status"], shown["unsubscribed"], shown["replied"]) == (
+        "unsubscribed",
+        True,
+        True,
+    )
     assert shown["events"] == ["enrollment.unsubscribed", "enrollment.replied"]
 
 
