@@ -16,11 +16,13 @@ from django.utils import timezone
 from config.celery import app
 from outreach.intake import simulated_mail as mail
 from outreach.intake.inbound import Match, message_match, reply_keep
+from outreach.intake.mailbox import mailbox_poll
 from outreach.intake.simulator import first_tracked_link, pixel_token, simulator_outcomes_due
 from outreach.models.contacts import Suppression
 from outreach.models.conversations import Reply
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
+from tests.intake.conftest import requires_dovecot
 from tests.intake.helpers import events
 from tests.intake.relay_signing import MAILGUN_KEY, mailgun_body, mailgun_complained
 from tests.intake.simulator import simulated_send
@@ -324,3 +326,31 @@ def test_the_sweep_finds_a_simulators_send_whose_outcome_was_not_made(settings):
     assert app.tasks["outreach.tasks.intake_simulator_sweep"].delay().get() == 1
     assert seen(enrollment)["status"] == "replied"
     assert simulator_outcomes_due(now=now) == []
+
+
+@requires_dovecot
+@pytest.mark.parametrize("outcome", ["reply", "ooo", "autoreply", "remove", "dsn"])
+def test_mail_back_does_what_the_same_message_does_in_a_real_mailbox(outcome, imap_mailbox):
+    """The same message delivered to a real IMAP server (Dovecot) and found by the poll."""
+    enrollment, message, _ = simulated_send(outcome)
+    twin, twin_message, _ = simulated_send(outcome)
+    credential = SmtpCredential.objects.get(pk=twin_message.credential_id)
+    credential.auth_method = SmtpCredential.AuthMethod.PASSWORD
+    credential.smtp_host = "smtp.example.com"
+    credential.imap_host = imap_mailbox.host
+    credential.imap_port = imap_mailbox.port
+    credential.imap_username = imap_mailbox.username
+    credential.imap_password = imap_mailbox.password
+    credential.imap_security = "none"
+    credential.save()
+    now = timezone.now()
+    if outcome == "dsn":
+        raw = mail.delivery_report(message=twin_message, now=now)
+    else:
+        raw = mail.contact_message(message=twin_message, outcome=outcome, now=now)
+
+    run(message)
+    imap_mailbox.append(raw)
+    assert mailbox_poll(credential=credential).error == ""
+
+    assert seen(enrollment) == seen(twin)
