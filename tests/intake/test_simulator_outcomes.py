@@ -354,3 +354,9 @@ def test_mail_back_does_what_the_same_message_does_in_a_real_mailbox(outcome, im
     assert mailbox_poll(credential=credential).error == ""
 
     assert seen(enrollment) == seen(twin)
+
+
+def test_the_sweep_with_nothing_late_is_one_query(django_assert_num_queries):
+    simulated_send("reply")  # sent, its attempt not recorded late
+    with django_assert_num_queries(1):
+        assert simulator_outcomes_due() == []
