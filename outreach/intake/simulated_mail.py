@@ -19,6 +19,7 @@ from email.policy import SMTP
 from email.utils import format_datetime, formataddr
 
 from outreach.models.sending import Message
+from outreach.sending.message import reply_subject
 
 SIMULATOR_DOMAIN = "simulator.test"
 
@@ -33,7 +34,6 @@ COMPLAINT = "complaint"
 # What a simulator's message provokes after it was accepted (the others are answered at
 # the SMTP stage, or are plain deliveries).
 LATER_OUTCOMES = (OPEN, CLICK, REPLY, OUT_OF_OFFICE, AUTO_REPLY, REMOVE, DSN, COMPLAINT)
-CONTACT_MESSAGES = (REPLY, OUT_OF_OFFICE, AUTO_REPLY, REMOVE)
 
 # An out-of-office notice returns this many days after the send's UTC date.
 OUT_OF_OFFICE_DAYS = 7
@@ -84,8 +84,8 @@ def _quoted(message: Message, sender: str) -> str:
 
 
 def contact_message(*, message: Message, outcome: str, now: datetime) -> bytes:
-    """The contact's mail answering `message` for a CONTACT_MESSAGES outcome: From the
-    contact, To the mailbox, `Re:` its subject, In-Reply-To and References its
+    """The contact's mail answering `message` (outcome reply, ooo, autoreply or remove):
+    From the contact, To the mailbox, `Re:` its subject, In-Reply-To and References its
     Message-ID, dated `now`, the sent text quoted below. A notice (out-of-office,
     auto-reply) is marked automatic as servers mark theirs (RFC 3834 Auto-Submitted)."""
     enrollment = message.enrollment
@@ -105,15 +105,14 @@ def contact_message(*, message: Message, outcome: str, now: datetime) -> bytes:
     elif outcome == AUTO_REPLY:
         mail["Subject"] = f"Auto: {message.subject}"
     else:
-        mail["Subject"] = "Re: " + _without_re(message.subject)
+        mail["Subject"] = reply_subject(message.subject)
     mail["Date"] = format_datetime(now)
     mail["Message-ID"] = f"<{simulated_message_id(message, outcome)}>"
     mail["In-Reply-To"] = f"<{message.message_id}>"
     mail["References"] = f"<{message.message_id}>"
     if outcome in (OUT_OF_OFFICE, AUTO_REPLY):
         mail["Auto-Submitted"] = "auto-replied"
-    sender = formataddr((credential.from_name, credential.from_email)) if credential else "you"
-    mail.set_content(body + "\n\n" + _quoted(message, sender) + "\n")
+    mail.set_content(body + "\n\n" + _quoted(message, mailbox or "you") + "\n")
     return mail.as_bytes()
 
 
@@ -174,12 +173,6 @@ def _spoken(day: date) -> str:
     """A date as a notice writes it: "Saturday, 5 December 2026" (English names, so the
     same in every locale)."""
     return f"{_WEEKDAYS[day.weekday()]}, {day.day} {_MONTHS[day.month - 1]} {day.year}"
-
-
-def _without_re(subject: str) -> str:
-    while subject[:3].lower() == "re:":
-        subject = subject[3:].lstrip(" ")
-    return subject
 
 
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
