@@ -9,8 +9,9 @@ from django.utils import timezone
 from accounts.services import api_key_create
 from outreach.intake import simulated_mail as mail
 from outreach.models.conversations import Reply
-from outreach.models.sending import Enrollment
+from outreach.models.sending import CredentialCampaignStats, Enrollment
 from tests.conftest import client_for
+from tests.intake.factories import sent_enrollment
 from tests.intake.helpers import events
 from tests.intake.simulator import simulated_send, simulator_credential
 from tests.intake.test_simulator_outcomes import seen, through_the_poll
@@ -177,3 +178,22 @@ def test_it_needs_a_key_and_takes_an_idempotency_key(sent, anon_client):
     )
     assert first.status_code == again.status_code == 202
     assert first.json() == again.json()
+
+
+def test_mail_posted_to_a_simulator_never_touches_what_a_real_mailbox_sent(
+    sent, django_capture_on_commit_callbacks
+):
+    enrollment, message, client = sent
+    real = sent_enrollment(account=enrollment.campaign.account)
+    real_message = real.messages.get()
+    threaded = saved_reply_to(real_message)
+    report = mail.delivery_report(message=real_message, now=timezone.now()).decode()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        for raw in (threaded, report):
+            assert post(client, message.credential_id, {"raw": raw}).status_code == 202
+
+    real.refresh_from_db()
+    assert (real.status, real.replied_at, real.bounce_reason) == ("sent", None, None)
+    assert Reply.objects.count() == 0 and events() == []
+    assert CredentialCampaignStats.objects.filter(bounces__gt=0).count() == 0
