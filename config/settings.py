@@ -435,6 +435,8 @@ CELERY_TASK_ROUTES = {
     "outreach.tasks.send_*": {"queue": "sending"},
     "outreach.tasks.import_*": {"queue": "imports"},
     "outreach.tasks.intake_*": {"queue": "intake"},
+    # A simulator mailbox's outcomes enter where real mail enters: the intake.
+    "outreach.simulator_*": {"queue": "intake"},
 }
 # The outreach app keeps its tasks per concern: work tasks in <package>/tasks.py, the
 # periodic ones in <package>/beat.py (autodiscovery only finds an app's own tasks module).
@@ -506,6 +508,15 @@ CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
     "task": "outreach.tasks.intake_poll_mailboxes",
     "schedule": IMAP_POLL_INTERVAL_SECONDS,
     "options": {"expires": IMAP_POLL_INTERVAL_SECONDS},
+}
+# A simulator mailbox's outcomes (docs/sandbox.md, "Outcomes") are made as soon as the
+# intake's worker takes their task, queued when the send is recorded; every this many
+# seconds beat makes again those a lost task left unmade (each service is idempotent).
+SIMULATOR_DELAY_SECONDS = max(1.0, env.float("SIMULATOR_DELAY_SECONDS", default=5.0))
+CELERY_BEAT_SCHEDULE["outreach-simulator-sweep"] = {
+    "task": "outreach.tasks.intake_simulator_sweep",
+    "schedule": SIMULATOR_DELAY_SECONDS,
+    "options": {"expires": SIMULATOR_DELAY_SECONDS},
 }
 # --- end intake ---
 

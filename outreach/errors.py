@@ -111,3 +111,13 @@ class ContactBlocked(ServiceError):
     status = 422
     message = "This address is on the account's blocklist; it is never sent to."
     description = "`POST /outreaches` for an address the account's blocklist names (the address, or its domain or a parent domain), or `POST /replies/:id/respond` when it names the address the reply came from or its contact's. `details.entry` is the entry that blocks it; nothing was sent or written. Delete the entry (`DELETE /blocklist/:id`) to reach the address again."
+
+
+# --- the sandbox (docs/sandbox.md) ---
+
+
+class CredentialNotSimulated(ServiceError):
+    code = "credential_not_simulated"
+    status = 409
+    message = "This mailbox is not a simulator."
+    description = "`POST /smtp_credentials/:id/inbound` takes messages into simulator mailboxes only (`auth_method` `simulator`, made with `POST /smtp_credentials/simulator`): a real mailbox's mail comes from its own server, through its IMAP polling. Nothing was queued."

@@ -10,6 +10,7 @@ from outreach.conversations import respond_api
 from outreach.domain_cap import api as domain_cap_api
 from outreach.domains import api as domains_api
 from outreach.intake import views
+from outreach.intake.inbound_api import InboundMessageView
 from outreach.mailboxes import api
 
 router = SimpleRouter(trailing_slash=False)
@@ -52,6 +53,11 @@ urlpatterns = [
         "smtp_credentials/<str:pk>/domain_check",
         domains_api.DomainCheckView.as_view(),
         name="smtp-credential-domain-check",
+    ),
+    path(
+        "smtp_credentials/<str:pk>/inbound",
+        InboundMessageView.as_view(),
+        name="smtp-credential-inbound",
     ),
     path("tracking_domain", domains_api.TrackingDomainView.as_view(), name="tracking-domain"),
     path("sending_defaults", domain_cap_api.SendingDefaultsView.as_view(), name="sending-defaults"),

@@ -146,7 +146,7 @@ class PayloadTooLarge(ServiceError):
     code = "payload_too_large"
     status = 413
     message = "The request body is too large."
-    description = "JSON bodies are limited to 1 MB and CSV uploads to 10 MB unless the operator configured other limits."
+    description = "JSON bodies are limited to 1 MB and CSV uploads to 10 MB, and a message posted to a simulator mailbox (`POST /smtp_credentials/:id/inbound`) to IMAP_MAX_MESSAGE_BYTES (1 MB), unless the operator configured other limits. `details.limit_bytes` is the limit."
 
 
 class UnsupportedMediaType(ServiceError):

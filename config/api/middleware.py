@@ -1,9 +1,13 @@
+import re
+
 from django.conf import settings
 from django.http import JsonResponse
 
 from config.api.errors import COMPACT, error_body
 
 RELAY_PATH_PREFIX = "/inbound/relay/"
+# POST /smtp_credentials/<id>/inbound: a whole message in a JSON string.
+INBOUND_PATH = re.compile(r"^/smtp_credentials/[^/]+/inbound$")
 
 
 class BodySizeLimitMiddleware:
@@ -23,6 +27,13 @@ class BodySizeLimitMiddleware:
             limit = settings.MAX_UPLOAD_BODY_BYTES
         elif request.path_info.startswith(RELAY_PATH_PREFIX):
             limit = settings.MAX_RELAY_BODY_BYTES  # a provider's batch of events
+        elif INBOUND_PATH.match(request.path_info):
+            # A message of IMAP_MAX_MESSAGE_BYTES, its line breaks and quotes escaped in
+            # JSON (the view answers 413 for the message itself past that size).
+            limit = min(
+                settings.MAX_UPLOAD_BODY_BYTES,
+                max(settings.MAX_JSON_BODY_BYTES, 2 * settings.IMAP_MAX_MESSAGE_BYTES + 4096),
+            )
         else:
             limit = settings.MAX_JSON_BODY_BYTES
         if length > limit:

@@ -65,6 +65,15 @@ class Match:
     sender_verified: bool
 
 
+def same_kind(credential: SmtpCredential, sent: Message) -> bool:
+    """Whether mail in `credential`'s mailbox may answer `sent`: a simulator's mail
+    (docs/sandbox.md) answers only what simulators sent, so nothing posted to one can
+    change a real enrollment or a real mailbox's stats; a real mailbox's, only what real
+    mailboxes sent (a message whose mailbox was deleted counts as real)."""
+    sender = sent.credential
+    return credential.is_simulator == (sender is not None and sender.is_simulator)
+
+
 def _address(value: str | None) -> str:
     return parseaddr(str(value or ""))[1].strip().lower()
 
@@ -78,14 +87,16 @@ def reply_keep(
     validity,
     cut=False,
     parsed=None,
+    fallback_id: str = "",
 ) -> Outcome:
-    """Keep a matched message as a reply (outreach.intake.replies)."""
+    """Keep a matched message as a reply (outreach.intake.replies). `fallback_id`: the
+    stand-in for a missing Message-ID (by default the mailbox's UIDVALIDITY and UID)."""
     enrollment = match.enrollment
     recorded = reply_record(
         credential=credential,
         enrollment=enrollment,
         raw=raw,
-        fallback_id=f"imap-{validity or 0}-{uid}@{credential.pk}",
+        fallback_id=fallback_id or f"imap-{validity or 0}-{uid}@{credential.pk}",
         cut=cut,
         sender_verified=match.sender_verified,
         parsed=parsed,
@@ -131,7 +142,7 @@ def message_match(
         message.get("References")
     )
     sent = message_find(account_id=account_id, message_ids=referenced)
-    if sent is not None:
+    if sent is not None and same_kind(credential, sent):
         return Match(sent.enrollment, sender_verified=True)
     # The From fallback: anyone can write a From, so it finds the thread but proves
     # nothing unless the receiving server's DMARC passed for that From's domain.
@@ -157,7 +168,7 @@ def _delivery_report_apply(
         status = report.failures[0].status
         return Outcome(uid, IGNORED, detail=f"delivery report, not permanent ({status})")
     sent = message_find(account_id=credential.account_id, message_ids=report.original_message_ids)
-    if sent is None:
+    if sent is None or not same_kind(credential, sent):
         return Outcome(uid, UNMATCHED, detail="delivery report for an unknown message")
     failure = report.permanent_failure_of(sent.to_email)
     if failure is None:

@@ -309,6 +309,36 @@ def _reply_keep_guarded(*, credential: SmtpCredential, uid: int, match: Match, r
     return kept
 
 
+def message_take(*, credential: SmtpCredential, raw: bytes, fallback_id: str) -> Outcome:
+    """One whole message handed to the intake as a poll reads it (a simulator mailbox's
+    mail, a message replayed to it: docs/sandbox.md): its header first (at most
+    IMAP_MAX_HEADER_BYTES) matched, a delivery report read whole and applied, a matched
+    message read (at most IMAP_MAX_MESSAGE_BYTES, `cut` beyond) and kept, each failure
+    the message's own outcome as in a poll. `fallback_id` stands in for a missing
+    Message-ID (a mailbox's UIDVALIDITY and UID in a poll)."""
+    limit = settings.IMAP_MAX_MESSAGE_BYTES
+    whole = raw[:limit]
+    end = min((i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0), default=-1)
+    header = raw if end < 0 else raw[: end + (4 if raw[end : end + 4] == b"\r\n\r\n" else 2)]
+    header = header[: min(settings.IMAP_MAX_HEADER_BYTES, settings.IMAP_FETCH_MAX_BYTES)]
+    found = _message_guarded(
+        credential,
+        0,
+        lambda: message_match(credential=credential, uid=0, raw=header, fetch_full=lambda: whole),
+    )
+    if isinstance(found, Outcome):
+        return found
+    return _reply_keep_guarded(
+        credential=credential,
+        uid=0,
+        match=found,
+        raw=whole,
+        validity=None,
+        cut=len(raw) > limit,
+        fallback_id=fallback_id,
+    )
+
+
 def _headers_fetch(client: imaplib.IMAP4, batch: list[int]) -> dict[int, tuple[int, bytes]]:
     """{uid: (size, header)} of a batch, in UID order (an expunged UID is absent): each
     header at most IMAP_MAX_HEADER_BYTES (a longer one is read as far as that goes:

@@ -256,7 +256,7 @@ def relay_webhook_receive(*, credential_id: str, body: bytes, headers) -> RelayO
             except IntegrityError as exc:
                 raise RelayUnverified("Mailgun token already used (replay)") from exc
         for event in events:
-            _apply(credential, event, outcome)
+            relay_event_apply(credential=credential, event=event, outcome=outcome)
     logger.info(
         "relay %s for credential %s: %s",
         credential.relay_provider,
@@ -266,7 +266,12 @@ def relay_webhook_receive(*, credential_id: str, body: bytes, headers) -> RelayO
     return outcome
 
 
-def _apply(credential: SmtpCredential, event: RelayEvent, outcome: RelayOutcome) -> None:
+def relay_event_apply(
+    *, credential: SmtpCredential, event: RelayEvent, outcome: RelayOutcome
+) -> None:
+    """One verified provider event (a permanent bounce, a spam complaint) applied through
+    its service, counted in `outcome`. A simulator mailbox's complaints come here too
+    (outreach.intake.simulator)."""
     message = message_find(account_id=credential.account_id, message_ids=[event.message_id])
     if event.kind == BOUNCE:
         if message is None:

@@ -116,6 +116,29 @@ def send_plan(
     }
 
 
+SIMULATOR = "simulator"
+
+
+def simulator_note(mailboxes: list[models.Mailbox]) -> dict[str, Any]:
+    """What a preview says of simulator mailboxes (auth_method `simulator`): their
+    addresses, and whether nothing at all would leave the service."""
+    simulators = [m.from_email for m in mailboxes if m.auth_method == SIMULATOR]
+    nothing_leaves = bool(mailboxes) and len(simulators) == len(mailboxes)
+    answer: dict[str, Any] = {"simulator_mailboxes": simulators, "nothing_leaves": nothing_leaves}
+    if nothing_leaves:
+        answer["note"] = (
+            f"Every mailbox of this campaign is a simulator ({', '.join(simulators)}): no "
+            "email leaves the service and nothing counts in the plan's usage; each contact's "
+            "outcome is the one its simulator.test address asks for (ada+reply@simulator.test)."
+        )
+    elif simulators:
+        answer["note"] = (
+            f"Simulator mailboxes ({', '.join(simulators)}) send nothing out; the others "
+            "send real email."
+        )
+    return answer
+
+
 def dispatch_preview(
     client: Client, campaign: models.Campaign, contact_ids: list[str] | None
 ) -> dict[str, Any]:
@@ -150,9 +173,11 @@ def dispatch_preview(
                 "enabled": m.disabled_at is None,
                 "daily_limit": m.daily_limit,
                 "pace_seconds": [m.min_interval_seconds, m.max_interval_seconds],
+                "simulator": m.auth_method == SIMULATOR,
             }
             for m in mailboxes
         ],
+        **simulator_note(mailboxes),
         **plan,
         "plan_remaining_sends": usage.remaining_sends,
         "monthly_limit": usage.monthly_limit,
@@ -175,9 +200,15 @@ def outreach_preview(
         "steps": len(campaign.steps),
         "first_subject": campaign.steps[0].get("subject") if campaign.steps else None,
         "mailboxes": [
-            {"id": m.id, "from_email": m.from_email, "enabled": m.disabled_at is None}
+            {
+                "id": m.id,
+                "from_email": m.from_email,
+                "enabled": m.disabled_at is None,
+                "simulator": m.auth_method == SIMULATOR,
+            }
             for m in mailboxes
         ],
+        **simulator_note(mailboxes),
         "first_send_at": plan["first_send_at"],
         "blocked": plan["blocked"],
         "plan_remaining_sends": usage.remaining_sends,

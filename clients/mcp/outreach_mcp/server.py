@@ -199,7 +199,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         "contacts, outreach, dispatch, enrollments, stats, usage and webhooks, and the "
         "conversations: replies, their labels and threads, and responses; and deliverability: "
         "the blocklist, the per-domain daily cap, the mailboxes' SPF, DKIM and DMARC, click "
-        "tracking. Every tool that "
+        "tracking; and the sandbox: simulator mailboxes (create_simulator_mailbox) whose "
+        "emails never leave, and a simulated campaign's test clock (advance_campaign_clock). "
+        "Every tool that "
         "sends email (dispatch_campaign, start_outreach, respond_to_reply) answers a preview "
         "first: show it to the user, and call the tool again with its confirmation_token only "
         "once they agree. A token sends once, exactly what it previewed. Mailboxes send 2 to 5 "
@@ -449,6 +451,52 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     def get_sending_status(campaign_id: CampaignId) -> dict[str, Any]:
         status = client.campaigns.sending_status(campaign_id)
         return {**status.raw, "summary": status.summary}
+
+    @tool(
+        WRITE,
+        "Make a simulator mailbox for trying campaigns safely: it takes part in campaigns as "
+        "any mailbox (rotation, pace, daily limit, sending status) but never connects "
+        "anywhere, so nothing leaves the service and nothing counts in the plan's usage. "
+        "Each contact's address at simulator.test chooses what happens after a '+': "
+        "ada+open@, +click, +reply, +ooo (out of office, back in 7 days), +autoreply, "
+        "+remove (asks to be removed), +bounce, +softbounce, +dsn, +block, +complaint, "
+        "+unknown; any other address is delivered. The outcomes arrive within seconds, "
+        "as replies, events and stats, through the service's own code.",
+    )
+    def create_simulator_mailbox(
+        from_email: Annotated[str, Field(description="The From address the emails show.")],
+        from_name: str = "",
+        daily_limit: Annotated[int | None, Field(ge=1, description="Sends a day.")] = None,
+        min_interval_seconds: Annotated[
+            int | None, Field(ge=0, description="Least seconds between two sends (pace).")
+        ] = None,
+        max_interval_seconds: Annotated[
+            int | None, Field(ge=0, description="Most seconds between two sends (pace).")
+        ] = None,
+    ) -> dict[str, Any]:
+        return client.mailboxes.create_simulator(
+            from_email=from_email,
+            from_name=from_name or None,
+            daily_limit=daily_limit,
+            min_interval_seconds=min_interval_seconds,
+            max_interval_seconds=max_interval_seconds,
+        ).raw
+
+    @tool(
+        WRITE,
+        "The test clock of a simulated campaign (every mailbox a simulator): move every wait "
+        "of its enrollments (next steps, branch deadlines, out-of-office returns, the "
+        "mailboxes' pace, retries) this many minutes earlier, as if the time had passed, so "
+        "a weeks-long sequence runs in seconds. Nothing leaves the service. A campaign with "
+        "a real mailbox is refused (campaign_not_simulated).",
+    )
+    def advance_campaign_clock(
+        campaign_id: CampaignId,
+        minutes: Annotated[
+            int, Field(ge=1, le=527_040, description="Minutes to move (1440 a day).")
+        ],
+    ) -> dict[str, Any]:
+        return client.campaigns.advance(campaign_id, minutes).raw
 
     @tool(DESTRUCTIVE, "Pause a campaign: no email of it is sent until resume_campaign.")
     def pause_campaign(campaign_id: CampaignId) -> dict[str, Any]:

@@ -274,6 +274,45 @@ class Mailboxes(_Resource):
         )
         return self._one(models.OAuthStart, "POST", "/smtp_credentials/oauth", json_body=body)
 
+    def create_simulator(
+        self,
+        *,
+        from_email: str,
+        from_name: str | None = None,
+        daily_limit: int | None = None,
+        min_interval_seconds: int | None = None,
+        max_interval_seconds: int | None = None,
+    ) -> models.Mailbox:
+        """A simulator mailbox (`auth_method` `simulator`): it sends like any mailbox in
+        campaigns but never connects anywhere; what happens to each message is what its
+        recipient at simulator.test asks for (`ada+reply@simulator.test`: a reply, ...).
+        See docs/sandbox.md."""
+        body = _given(
+            from_email=from_email,
+            from_name=from_name,
+            daily_limit=daily_limit,
+            min_interval_seconds=min_interval_seconds,
+            max_interval_seconds=max_interval_seconds,
+        )
+        return self._one(models.Mailbox, "POST", "/smtp_credentials/simulator", json_body=body)
+
+    def inbound(
+        self, mailbox_id: str, raw: str | bytes, *, idempotency_key: str | None = None
+    ) -> models.InboundMessage:
+        """Hand a whole RFC 5322 message (a reply you saved, a bounce report) to a
+        simulator mailbox, as if its IMAP poll had found it; the intake takes it within
+        SIMULATOR_DELAY_SECONDS (see replies.list and your webhooks). `bytes` are read as
+        UTF-8. A real mailbox: CredentialNotSimulated (409)."""
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return self._one(
+            models.InboundMessage,
+            "POST",
+            f"/smtp_credentials/{mailbox_id}/inbound",
+            json_body={"raw": text},
+            idempotent=True,
+            idempotency_key=idempotency_key,
+        )
+
     def retrieve(self, mailbox_id: str) -> models.Mailbox:
         return self._one(models.Mailbox, "GET", f"/smtp_credentials/{mailbox_id}")
 
@@ -359,6 +398,22 @@ class Campaigns(_Resource):
             body["contact_ids"] = contact_ids
         return self._one(
             models.DispatchResult, "POST", f"/campaigns/{campaign_id}/dispatch", json_body=body
+        )
+
+    def advance(
+        self, campaign_id: str, minutes: int, *, idempotency_key: str | None = None
+    ) -> models.ClockAdvance:
+        """The test clock: every wait of the campaign's enrollments (next sends, branch
+        deadlines, out-of-office returns, the mailboxes' pace, retries) moves `minutes`
+        (1 to 527,040) earlier, as if the time had passed. Only for a campaign whose
+        mailboxes are all simulators: otherwise CampaignNotSimulated (409)."""
+        return self._one(
+            models.ClockAdvance,
+            "POST",
+            f"/campaigns/{campaign_id}/advance",
+            json_body={"minutes": minutes},
+            idempotent=True,
+            idempotency_key=idempotency_key,
         )
 
     def pause(self, campaign_id: str) -> models.Campaign:

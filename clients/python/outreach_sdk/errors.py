@@ -255,6 +255,19 @@ class ContactSuppressed(ConflictError):
     code = "contact_suppressed"
 
 
+class CredentialNotSimulated(ConflictError):
+    """Mailboxes.inbound on a real mailbox: only simulator mailboxes take posted mail."""
+
+    code = "credential_not_simulated"
+
+
+class CampaignNotSimulated(ConflictError):
+    """Campaigns.advance on a campaign with a real mailbox: the test clock moves only
+    campaigns whose mailboxes are all simulators."""
+
+    code = "campaign_not_simulated"
+
+
 class AlreadySubscribed(ConflictError):
     code = "already_subscribed"
 

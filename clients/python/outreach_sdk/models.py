@@ -244,6 +244,24 @@ class DispatchResult(Model):
 
 
 @dataclass
+class ClockAdvance(Model):
+    """A test clock's move (Campaigns.advance): how many waits of the campaign moved."""
+
+    campaign_id: str = ""
+    moved: int = 0
+
+
+@dataclass
+class InboundMessage(Model):
+    """A message handed to a simulator mailbox (Mailboxes.inbound), queued for its
+    intake: its Message-ID (None without one) and size in bytes."""
+
+    credential_id: str = ""
+    message_id: str | None = None
+    size: int = 0
+
+
+@dataclass
 class CampaignStats(Model):
     """The campaign's counts (`clicked`: enrollments with a click on a tracked link), and
     per step and A/B variant: `steps: [{position, variants: [{variant, sent, opened,
