@@ -2,6 +2,7 @@
 outreach (`POST /outreaches`: a contact upserted, enrolled and dispatched). The thread of
 an enrollment is conversations' API."""
 
+from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -15,7 +16,7 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet, no_request_body
 from outreach import enrollments
-from outreach.campaigns import dispatch, selectors, services, state, stopping
+from outreach.campaigns import dispatch, followups, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
     CampaignSerializer,
@@ -78,9 +79,14 @@ class CampaignViewSet(
         return _campaign_response(campaign, status_code=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance):
-        # Through the transition that leaves the tombstones the sent emails' unsubscribe
-        # links need.
-        enrollments.campaign_delete(campaign_id=instance.pk)
+        with transaction.atomic():
+            # The follow-up rules of other campaigns that name it go with it.
+            followups.followup_rules_drop(
+                account_id=instance.account_id, campaign_id=instance.pk, now=timezone.now()
+            )
+            # Through the transition that leaves the tombstones the sent emails'
+            # unsubscribe links need.
+            enrollments.campaign_delete(campaign_id=instance.pk)
 
     def partial_update(self, request, pk=None):
         campaign = self.get_object()

@@ -149,6 +149,14 @@ class Enrollment(models.Model):
                 name="enrollment_branch_deadline_idx",
                 condition=Q(status="sent", branch_deadline__isnull=False),
             ),
+            # Completions by time, for the follow-up sweep (outreach.campaigns.followups):
+            # only a completed enrollment has an entry, so a send that does not complete
+            # writes none.
+            models.Index(
+                fields=["completed_at"],
+                name="enrollment_completed_idx",
+                condition=Q(status="completed"),
+            ),
         ]
 
     def __str__(self) -> str:
