@@ -30,7 +30,7 @@ class ReplyRuleSerializer(StrictSerializer):
     """`{label, campaign_id, delay_minutes}`: a reply given `label` enrols its contact in
     `campaign_id`."""
 
-    label = serializers.ChoiceField(choices=Reply.Label.choices)
+    label = serializers.ChoiceField(choices=Reply.Label.choices)  # type: ignore[assignment]  # the metaclass takes fields off the class
     campaign_id = serializers.UUIDField()
     delay_minutes = _delay_field()
 

@@ -190,7 +190,9 @@ class CampaignSerializer(RepresentationMixin, StrictSerializer):
         required=False, allow_null=True, default=None, min_value=1, max_value=100_000
     )
     # Follow-up campaigns (outreach.campaigns.followup_fields).
-    on_reply = ReplyRuleSerializer(many=True, required=False, max_length=MAX_REPLY_RULES)
+    on_reply: serializers.ListSerializer = serializers.ListSerializer(
+        child=ReplyRuleSerializer(), required=False, max_length=MAX_REPLY_RULES
+    )
     on_complete = CompleteRuleSerializer(required=False, allow_null=True)
     stats = serializers.SerializerMethodField()
 

@@ -20,7 +20,7 @@ class AttachmentSerializer(StrictSerializer):
 
 
 class RuleOutcomeSerializer(StrictSerializer):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the metaclass takes fields off the class
     campaign_id = serializers.UUIDField()
     outcome = serializers.ChoiceField(choices=RuleFire.Outcome.choices)
 
