@@ -118,7 +118,7 @@ def _contact_enrol(target: Campaign, *, contact_id, delay_minutes: int, now: dat
     if blocked_among(account_id=target.account_id, emails=[contact.email_lower]):
         return FireOutcome.BLOCKED
     enrollment, created = enrollment_enroll(campaign_id=target.pk, contact_id=contact_id)
-    if not created:  # pragma: no cover - the target's lock is held, the check above saw none
+    if not created:  # an import enrolled it since the check above
         return FireOutcome.ALREADY_ENROLLED
     if target.status == Campaign.Status.DRAFT:
         return FireOutcome.PENDING_DRAFT

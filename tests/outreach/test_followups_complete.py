@@ -15,8 +15,9 @@ from outreach.models.sending import Enrollment
 from outreach.models.sequences import RuleFire
 from outreach.sending import record_sql
 from outreach.sending.scheduler import schedule_due
-from tests.outreach.factories import CampaignFactory
+from tests.outreach.factories import CampaignFactory, EnrollmentFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
+from tests.support.threads import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -213,3 +214,22 @@ def test_both_records_of_the_last_send_fire_the_rule(
         enrollment.refresh_from_db()
         assert enrollment.status == "completed"
         assert _followed(target, enrollment).status == "scheduled"
+
+
+@pytest.mark.usefixtures("live_db")
+@pytest.mark.django_db(transaction=True)
+def test_the_task_and_sweeps_at_once_enrol_once():
+    source = CampaignFactory(status="active")
+    target = CampaignFactory(account=source.account, status="active")
+    _with_rule(source, target)
+    enrollment = EnrollmentFactory(
+        campaign=source, status="completed", current_step=1, completed_at=NOW
+    )
+    later = NOW + timedelta(minutes=5)
+    calls = [
+        lambda: followups.complete_rule_fire(enrollment_id=enrollment.pk, now=later),
+        lambda: followups_sweep(now=later),
+    ]
+    at_once(calls * 3)
+    assert Enrollment.objects.filter(campaign=target).count() == 1
+    assert RuleFire.objects.filter(enrollment=enrollment).count() == 1
