@@ -149,9 +149,7 @@ class Enrollment(models.Model):
                 name="enrollment_branch_deadline_idx",
                 condition=Q(status="sent", branch_deadline__isnull=False),
             ),
-            # Completions by time, for the follow-up sweep (outreach.campaigns.followups):
-            # only a completed enrollment has an entry, so a send that does not complete
-            # writes none.
+            # Completions by time (the follow-up sweep); a send that does not complete: none.
             models.Index(
                 fields=["completed_at"],
                 name="enrollment_completed_idx",
