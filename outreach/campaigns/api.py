@@ -2,7 +2,6 @@
 outreach (`POST /outreaches`: a contact upserted, enrolled and dispatched). The thread of
 an enrollment is conversations' API."""
 
-from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -79,14 +78,9 @@ class CampaignViewSet(
         return _campaign_response(campaign, status_code=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance):
-        with transaction.atomic():
-            # The follow-up rules of other campaigns that name it go with it.
-            followups.followup_rules_drop(
-                account_id=instance.account_id, campaign_id=instance.pk, now=timezone.now()
-            )
-            # Through the transition that leaves the tombstones the sent emails'
-            # unsubscribe links need.
-            enrollments.campaign_delete(campaign_id=instance.pk)
+        # With the tombstones its sent emails' unsubscribe links need, and without the
+        # follow-up rules that name it.
+        followups.campaign_delete(account_id=instance.account_id, campaign_id=instance.pk)
 
     def partial_update(self, request, pk=None):
         campaign = self.get_object()

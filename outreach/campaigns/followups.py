@@ -30,15 +30,17 @@ from uuid import UUID
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import DateTimeField, Exists, F, OuterRef, Q
+from django.db.models import DateTimeField, Exists, F, OuterRef, Q, UUIDField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from billing.usage import usage_record_current
 from outreach.blocklist.selectors import blocked_among
 from outreach.campaigns.dispatch import sends_schedule_soon
 from outreach.campaigns.state import campaign_activate, enabled_credential_exists
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.enrollments import campaign_delete as enrollments_campaign_delete
 from outreach.enrollments import enrollment_enroll, enrollment_schedule
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
@@ -232,6 +234,7 @@ def _complete_task_enqueue(ids: list[str]) -> None:
 SWEEP_WINDOW = timedelta(days=2)
 SWEEP_GRACE = timedelta(minutes=1)
 SWEEP_BATCH = 500
+SWEEP_MAX_BATCHES = 20  # per run: the rest waits for the next one
 
 
 def _condition_holds() -> Q:
@@ -250,6 +253,12 @@ def completions_unfired(*, now: datetime, limit: int = SWEEP_BATCH) -> list:
     whose on_complete rule (set before the completion) holds for them and has not fired."""
     since = Cast(KeyTextTransform("since", "campaign__on_complete"), DateTimeField())
     fired = RuleFire.objects.filter(enrollment_id=OuterRef("pk"), rule=RULE_COMPLETE)
+    # A target gone without its rule (deleted outside campaign_delete) is no work: it
+    # would be found again at every run.
+    target = Campaign.objects.filter(
+        pk=Cast(KeyTextTransform("campaign_id", OuterRef("campaign__on_complete")), UUIDField()),
+        account_id=OuterRef("campaign__account_id"),
+    )
     return list(
         Enrollment.objects.filter(
             _condition_holds(),
@@ -261,6 +270,7 @@ def completions_unfired(*, now: datetime, limit: int = SWEEP_BATCH) -> list:
         )
         .annotate(rule_since=since)
         .filter(Q(rule_since__isnull=True) | Q(completed_at__gte=F("rule_since")))
+        .filter(Exists(target))
         .exclude(Exists(fired))
         .order_by("completed_at")
         .values_list("pk", flat=True)[:limit]
@@ -268,10 +278,10 @@ def completions_unfired(*, now: datetime, limit: int = SWEEP_BATCH) -> list:
 
 
 def followups_sweep(*, now: datetime) -> int:
-    """Fire the on_complete rules the fast path missed. Idempotent: each fire is once
-    per enrollment (rule_fire). Returns how many fired."""
+    """Fire the on_complete rules the fast path missed, up to SWEEP_MAX_BATCHES batches.
+    Idempotent: each fire is once per enrollment (rule_fire). Returns how many fired."""
     fired = 0
-    while True:
+    for _batch in range(SWEEP_MAX_BATCHES):
         ids = completions_unfired(now=now)
         batch = 0
         for enrollment_id in ids:
@@ -280,7 +290,8 @@ def followups_sweep(*, now: datetime) -> int:
         fired += batch
         # A batch that fired nothing would be found again: the next run tries it.
         if len(ids) < SWEEP_BATCH or not batch:
-            return fired
+            break
+    return fired
 
 
 def followup_rules_drop(*, account_id, campaign_id, now: datetime) -> int:
@@ -309,3 +320,12 @@ def followup_rules_drop(*, account_id, campaign_id, now: datetime) -> int:
             )
             changed += 1
     return changed
+
+
+def campaign_delete(*, account_id, campaign_id) -> None:
+    """Delete a campaign (through the transition that leaves the tombstones its sent
+    emails' unsubscribe links need) and, in the same transaction, the follow-up rules of
+    the account's other campaigns that name it."""
+    with transaction.atomic():
+        followup_rules_drop(account_id=account_id, campaign_id=campaign_id, now=timezone.now())
+        enrollments_campaign_delete(campaign_id=campaign_id)

@@ -233,3 +233,22 @@ def test_the_task_and_sweeps_at_once_enrol_once():
     at_once(calls * 3)
     assert Enrollment.objects.filter(campaign=target).count() == 1
     assert RuleFire.objects.filter(enrollment=enrollment).count() == 1
+
+
+def test_a_rule_whose_target_is_gone_is_no_work_for_the_sweep(pair):
+    source, target = pair
+    _enroll(source)
+    _run()  # its task is lost
+    Campaign.objects.filter(pk=target.pk).delete()  # not through the API: the rule stays
+    assert followups.completions_unfired(now=NOW + timedelta(minutes=5)) == []
+    assert followups_sweep(now=NOW + timedelta(minutes=5)) == 0
+
+
+def test_the_admin_deleting_a_target_drops_the_rule(pair, admin_client):
+    source, target = pair
+    response = admin_client.post(
+        f"/admin/outreach/campaign/{target.pk}/delete/", {"post": "yes"}, follow=False
+    )
+    assert response.status_code == 302
+    source.refresh_from_db()
+    assert source.on_complete is None
