@@ -81,10 +81,12 @@ def rule_fire(
     target_id,
     delay_minutes: int,
     now: datetime,
+    trigger_at: datetime | None = None,
 ) -> Fired | None:
     """Fire `rule` of `enrollment`'s campaign for its contact into campaign `target_id`,
-    once: an earlier fire of the same rule is returned as it was. None when the target
-    is no campaign of the account (deleted since the rule was saved: nothing to do)."""
+    once: an earlier fire of the same rule is returned as it was. The dispatch is
+    `delay_minutes` after `trigger_at` (default `now`; never before now). None when the
+    target is no campaign of the account (deleted since the rule was saved)."""
     with transaction.atomic():
         target = (
             Campaign.objects.select_for_update(no_key=True)
@@ -101,8 +103,9 @@ def rule_fire(
         )
         if not created:
             return Fired(campaign_id=fire.campaign_id, outcome=fire.outcome, new=False)
+        dispatch_at = max(now, (trigger_at or now) + timedelta(minutes=delay_minutes))
         outcome = _contact_enrol(
-            target, contact_id=enrollment.contact_id, delay_minutes=delay_minutes, now=now
+            target, contact_id=enrollment.contact_id, dispatch_at=dispatch_at, now=now
         )
         if outcome != fire.outcome:
             RuleFire.objects.filter(pk=fire.pk).update(outcome=outcome)
@@ -110,7 +113,7 @@ def rule_fire(
     return Fired(campaign_id=target.pk, outcome=outcome, new=True)
 
 
-def _contact_enrol(target: Campaign, *, contact_id, delay_minutes: int, now: datetime) -> str:
+def _contact_enrol(target: Campaign, *, contact_id, dispatch_at: datetime, now: datetime) -> str:
     """Enrol the contact in the locked `target` and dispatch it (module docstring)."""
     contact = Contact.objects.get(pk=contact_id)
     if Enrollment.objects.filter(campaign_id=target.pk, contact_id=contact_id).exists():
@@ -130,9 +133,8 @@ def _contact_enrol(target: Campaign, *, contact_id, delay_minutes: int, now: dat
     usage = usage_record_current(account=target.account, at=now)
     if usage.sends_count >= target.account.plan.monthly_limit:
         return FireOutcome.PENDING_OVER_CAP
-    dispatched_at = now + timedelta(minutes=delay_minutes)
     send_at = step_send_at(
-        after=dispatched_at,
+        after=dispatch_at,
         delay_minutes=first_step.delay_minutes,
         timezone=window_timezone(campaign=target, contact_timezone=contact.timezone),
         window=SendWindow.from_json(target.send_window),
@@ -191,6 +193,7 @@ def complete_rule_fire(*, enrollment_id, now: datetime) -> Fired | None:
         target_id=rule["campaign_id"],
         delay_minutes=rule.get("delay_minutes", 0),
         now=now,
+        trigger_at=enrollment.completed_at,
     )
 
 

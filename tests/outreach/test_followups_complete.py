@@ -252,3 +252,25 @@ def test_the_admin_deleting_a_target_drops_the_rule(pair, admin_client):
     assert response.status_code == 302
     source.refresh_from_db()
     assert source.on_complete is None
+
+
+def test_a_late_fire_counts_the_delay_from_the_completion(pair):
+    source, target = pair
+    _with_rule(source, target, delay=60)
+    enrollment = _enroll(source)
+    _run()  # its task is lost
+    enrollment.refresh_from_db()
+    assert followups_sweep(now=enrollment.completed_at + timedelta(minutes=5)) == 1
+    followed = _followed(target, enrollment)
+    assert followed.next_send_at == enrollment.completed_at + timedelta(minutes=60)
+
+
+def test_a_fire_later_than_its_delay_dispatches_at_once(pair):
+    source, target = pair
+    _with_rule(source, target, delay=60)
+    enrollment = _enroll(source)
+    _run()  # its task is lost
+    enrollment.refresh_from_db()
+    late = enrollment.completed_at + timedelta(hours=3)
+    assert followups_sweep(now=late) == 1
+    assert _followed(target, enrollment).next_send_at == late
