@@ -442,6 +442,7 @@ CELERY_TASK_ROUTES = {
 # periodic ones in <package>/beat.py (autodiscovery only finds an app's own tasks module).
 CELERY_IMPORTS = [
     "outreach.contacts.tasks",
+    "outreach.campaigns.tasks",
     "outreach.contacts.beat",
     "outreach.domain_cap.beat",
     "outreach.conversations.tasks",
@@ -599,6 +600,14 @@ CELERY_BEAT_SCHEDULE["outreach-responses-recover"] = {
     "task": "outreach.tasks.responses_recover",
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
     "options": {"expires": SENDING_SCHEDULE_INTERVAL_SECONDS},
+}
+# Follow-up campaigns (docs/outreach.md, "Follow-up campaigns"): how often beat fires the
+# on_complete rules whose task was lost (a worker killed right after the completion).
+FOLLOWUPS_SWEEP_INTERVAL_SECONDS = env.float("FOLLOWUPS_SWEEP_INTERVAL_SECONDS", default=60.0)
+CELERY_BEAT_SCHEDULE["outreach-followups-sweep"] = {
+    "task": "outreach.tasks.followups_sweep",
+    "schedule": FOLLOWUPS_SWEEP_INTERVAL_SECONDS,
+    "options": {"expires": FOLLOWUPS_SWEEP_INTERVAL_SECONDS},
 }
 # --- end outreach: sending engine ---
 

@@ -18,6 +18,9 @@ from webhooks.models import (  # the one list of event types
     ENROLLMENT_REPLIED,
     ENROLLMENT_SENT,
     ENROLLMENT_UNSUBSCRIBED,
+    REPLY_LABELLED,
+    REPLY_RECEIVED,
+    Webhook,
 )
 
 _ENROLLMENT_STATE_EVENTS = (
@@ -64,6 +67,47 @@ def enrollment_emit(*, enrollment, event_type: str):
     return event_emit(
         account_id, event_type, enrollment_event_data(enrollment, event_type=event_type)
     )
+
+
+def enrollment_replied_emit(*, enrollment, reply_id):
+    """enrollment.replied: the enrollment's state, plus `reply_id`, the kept reply that
+    made it (null when none was kept)."""
+    data = {
+        **enrollment_event_data(enrollment, event_type=ENROLLMENT_REPLIED),
+        "reply_id": None if reply_id is None else str(reply_id),
+    }
+    return event_emit(enrollment.campaign.account_id, ENROLLMENT_REPLIED, data)
+
+
+def _wanted(account_id, event_type: str) -> bool:
+    """Whether an enabled webhook of the account names the (opt-in) type: reply events
+    are written only then, so an inbound message of an account that asked for none
+    adds no event (one look at the account's enabled webhooks, webhook_enabled_idx)."""
+    return Webhook.objects.filter(
+        account_id=account_id, disabled_at__isnull=True, event_filters__contains=[event_type]
+    ).exists()
+
+
+def reply_received_emit(*, account_id, data: dict):
+    """reply.received (opt-in): `data`, the reply's API fields without its bodies
+    (outreach.conversations.rules.reply_event_data)."""
+    if _wanted(account_id, REPLY_RECEIVED):
+        event_emit(account_id, REPLY_RECEIVED, data)
+
+
+def reply_labelled_emit(*, reply):
+    """reply.labelled (opt-in): a label was set on the reply, by the intake or the API."""
+    if _wanted(reply.account_id, REPLY_LABELLED):
+        event_emit(
+            reply.account_id,
+            REPLY_LABELLED,
+            {
+                "reply_id": str(reply.pk),
+                "enrollment_id": str(reply.enrollment_id),
+                "label": reply.label,
+                "label_source": reply.label_source,
+            },
+        )
 
 
 def enrollment_clicked_emit(*, enrollment, url: str):

@@ -21,6 +21,8 @@ from webhooks.models import (
     ENROLLMENT_UNSUBSCRIBED,
     EVENT_TYPES,
     OPT_IN_EVENT_TYPES,
+    REPLY_LABELLED,
+    REPLY_RECEIVED,
 )
 
 __all__ = ["EVENT_CATALOG", "EventType", "example_data"]
@@ -121,6 +123,118 @@ def _enrollment_example(status: str, **changes: Any) -> dict:
     }
 
 
+_NULLABLE_UUID = {"type": ["string", "null"], "format": "uuid"}
+_NULLABLE_STRING = {"type": ["string", "null"]}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_REPLY_ID = "00000000-0000-4000-8000-000000000005"
+# Reply labels (docs/conversations.md, "Labels").
+_REPLY_LABELS = [
+    "interested",
+    "not_interested",
+    "not_now",
+    "meeting_booked",
+    "wrong_person",
+    "out_of_office",
+    "auto_reply",
+    "unsubscribe_request",
+    "other",
+]
+# A reply's fields as GET /replies/:id shows them, without text, new_text and html.
+_REPLY_SCHEMA = _object(
+    {
+        "id": _UUID,
+        "enrollment_id": _UUID,
+        "campaign_id": _UUID,
+        "contact_id": _UUID,
+        "credential_id": _NULLABLE_UUID,
+        "from_email": {"type": "string"},
+        "from_name": {"type": "string"},
+        "to": _STRINGS,
+        "cc": _STRINGS,
+        "subject": {"type": "string"},
+        "received_at": _TIMESTAMP,
+        "message_id": {"type": "string"},
+        "in_reply_to": _NULLABLE_STRING,
+        "truncated": {"type": "boolean"},
+        "attachments": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "filename": {"type": "string"},
+                    "content_type": {"type": "string"},
+                    "size": {"type": "integer"},
+                },
+                "required": ["filename", "content_type", "size"],
+                "additionalProperties": False,
+            },
+        },
+        "label": {"type": ["string", "null"], "enum": [*_REPLY_LABELS, None]},
+        "label_source": {"type": ["string", "null"], "enum": ["auto", "manual", None]},
+        "sender_verified": {"type": "boolean"},
+        "returns_on": {"type": ["string", "null"], "format": "date"},
+        "read": {"type": "boolean"},
+        "rule_outcomes": {
+            "type": "array",
+            "description": "What the campaign's on_reply rules did for this reply.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string", "enum": _REPLY_LABELS},
+                    "campaign_id": _UUID,
+                    "outcome": {
+                        "type": "string",
+                        "enum": [
+                            "enrolled",
+                            "already_enrolled",
+                            "pending_over_cap",
+                            "pending_draft",
+                            "pending_not_sendable",
+                            "suppressed",
+                            "blocked",
+                        ],
+                    },
+                },
+                "required": ["label", "campaign_id", "outcome"],
+                "additionalProperties": False,
+            },
+        },
+        "body_purged_at": _NULLABLE_TIMESTAMP,
+        "created_at": _TIMESTAMP,
+    }
+)
+_REPLY_EXAMPLE = {
+    "id": _REPLY_ID,
+    "enrollment_id": _IDS["enrollment_id"],
+    "campaign_id": _IDS["campaign_id"],
+    "contact_id": _IDS["contact_id"],
+    "credential_id": "00000000-0000-4000-8000-000000000004",
+    "from_email": "ada@example.org",
+    "from_name": "Ada",
+    "to": ["sender@example.com"],
+    "cc": [],
+    "subject": "Re: Spring",
+    "received_at": _WHEN,
+    "message_id": "CAF1234@mail.example.org",
+    "in_reply_to": "0001.a@sender.example.com",
+    "truncated": False,
+    "attachments": [],
+    "label": "not_now",
+    "label_source": "auto",
+    "sender_verified": True,
+    "returns_on": None,
+    "read": False,
+    "rule_outcomes": [
+        {
+            "label": "not_now",
+            "campaign_id": "00000000-0000-4000-8000-000000000006",
+            "outcome": "enrolled",
+        }
+    ],
+    "body_purged_at": None,
+    "created_at": _WHEN,
+}
+
 EVENT_CATALOG: dict[str, EventType] = {
     item.name: item
     for item in (
@@ -139,8 +253,17 @@ EVENT_CATALOG: dict[str, EventType] = {
         EventType(
             ENROLLMENT_REPLIED,
             "A reply from the contact was matched to the enrollment (auto-replies excluded).",
-            _ENROLLMENT_STATE,
-            _enrollment_example("replied", replied_at=_WHEN),
+            _object(
+                {
+                    **_ENROLLMENT_STATE["properties"],
+                    "reply_id": {
+                        **_NULLABLE_UUID,
+                        "description": "The kept reply (GET /replies/:id); null when none "
+                        "was kept.",
+                    },
+                }
+            ),
+            _enrollment_example("replied", replied_at=_WHEN, reply_id=_REPLY_ID),
         ),
         EventType(
             ENROLLMENT_BOUNCED,
@@ -170,6 +293,35 @@ EVENT_CATALOG: dict[str, EventType] = {
                 **_enrollment_example("sent"),
                 "url": "https://example.com/pricing",
                 "clicked_at": _WHEN,
+            },
+            opt_in=True,
+        ),
+        EventType(
+            REPLY_RECEIVED,
+            "An inbound message was matched to an enrollment and kept: a reply, an "
+            "auto-reply or an out-of-office notice (GET /replies/:id has its text). "
+            "Opt-in: delivered only to webhooks whose event_filters name it.",
+            _REPLY_SCHEMA,
+            _REPLY_EXAMPLE,
+            opt_in=True,
+        ),
+        EventType(
+            REPLY_LABELLED,
+            "A label was set on a reply, by the intake's rules (`auto`) or through the API "
+            "(`manual`). Opt-in: delivered only to webhooks whose event_filters name it.",
+            _object(
+                {
+                    "reply_id": _UUID,
+                    "enrollment_id": _UUID,
+                    "label": {"type": "string", "enum": _REPLY_LABELS},
+                    "label_source": {"type": "string", "enum": ["auto", "manual"]},
+                }
+            ),
+            {
+                "reply_id": _REPLY_ID,
+                "enrollment_id": _IDS["enrollment_id"],
+                "label": "interested",
+                "label_source": "manual",
             },
             opt_in=True,
         ),

@@ -3,8 +3,8 @@
 from django.contrib import admin
 
 from config.admin_base import ReadOnlyAdmin
-from outreach import enrollments
 from outreach.admin_base import html_table
+from outreach.campaigns import followups
 from outreach.campaigns.selectors import campaign_step_stats
 from outreach.campaigns.variants import step_content, step_letters
 from outreach.enrollments import VARIANT_STAT_NAMES
@@ -57,13 +57,14 @@ class CampaignAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     )
     editable = ("name",)
 
-    # Deleting a campaign leaves the tombstones its sent emails' unsubscribe links need.
+    # Deleting a campaign leaves the tombstones its sent emails' unsubscribe links need,
+    # and drops the follow-up rules that name it (outreach.campaigns.followups).
     def delete_model(self, request, obj):
-        enrollments.campaign_delete(campaign_id=obj.pk)
+        followups.campaign_delete(account_id=obj.account_id, campaign_id=obj.pk)
 
     def delete_queryset(self, request, queryset):
-        for campaign_id in queryset.values_list("pk", flat=True):
-            enrollments.campaign_delete(campaign_id=campaign_id)
+        for account_id, campaign_id in queryset.values_list("account_id", "pk"):
+            followups.campaign_delete(account_id=account_id, campaign_id=campaign_id)
 
     @admin.display(description="Credentials")
     def credential_list(self, obj):

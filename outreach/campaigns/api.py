@@ -15,7 +15,7 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet, no_request_body
 from outreach import enrollments
-from outreach.campaigns import dispatch, selectors, services, state, stopping
+from outreach.campaigns import dispatch, followups, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
     CampaignSerializer,
@@ -78,9 +78,9 @@ class CampaignViewSet(
         return _campaign_response(campaign, status_code=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance):
-        # Through the transition that leaves the tombstones the sent emails' unsubscribe
-        # links need.
-        enrollments.campaign_delete(campaign_id=instance.pk)
+        # With the tombstones its sent emails' unsubscribe links need, and without the
+        # follow-up rules that name it.
+        followups.campaign_delete(account_id=instance.account_id, campaign_id=instance.pk)
 
     def partial_update(self, request, pk=None):
         campaign = self.get_object()

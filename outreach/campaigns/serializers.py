@@ -11,6 +11,13 @@ from rest_framework import serializers
 from config.api.fields import StrictBooleanField, TimestampField
 from config.api.serializers import RepresentationMixin, StrictSerializer
 from outreach.api_fields import BlankAsNullChoiceField, TimezoneNameField, email_value_validate
+from outreach.campaigns.followup_fields import (
+    MAX_REPLY_RULES,
+    CompleteRuleSerializer,
+    ReplyRuleSerializer,
+    complete_rule_check,
+    reply_rules_check,
+)
 from outreach.campaigns.rendering import template_errors
 from outreach.campaigns.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
 from outreach.campaigns.windows import send_window_errors
@@ -182,6 +189,11 @@ class CampaignSerializer(RepresentationMixin, StrictSerializer):
     max_per_recipient_domain_per_day = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=100_000
     )
+    # Follow-up campaigns (outreach.campaigns.followup_fields).
+    on_reply: serializers.ListSerializer = serializers.ListSerializer(
+        child=ReplyRuleSerializer(), required=False, max_length=MAX_REPLY_RULES
+    )
+    on_complete = CompleteRuleSerializer(required=False, allow_null=True)
     stats = serializers.SerializerMethodField()
 
     @extend_schema_field(StatsSerializer)
@@ -250,6 +262,12 @@ class CampaignSerializer(RepresentationMixin, StrictSerializer):
             raise serializers.ValidationError(_indexed(missing))
         # Keep the given order, drop repeats.
         return list(dict.fromkeys(owned[cid] for cid in ids))
+
+    def validate_on_reply(self, rules):
+        return reply_rules_check(rules, account=self.context["account"], campaign=self.instance)
+
+    def validate_on_complete(self, rule):
+        return complete_rule_check(rule, account=self.context["account"], campaign=self.instance)
 
     def validate(self, attrs):
         if "credential_ids" in attrs:

@@ -5,10 +5,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Account
 from config.db.rows import row_change
 from outreach.campaigns import simulated
+from outreach.campaigns.followup_fields import on_complete_stored
 from outreach.errors import CampaignNotFound
 from outreach.models.campaigns import Campaign, CampaignStep
 
@@ -50,6 +52,7 @@ _CAMPAIGN_FIELDS = (
     "send_in_contact_timezone",
     "require_authenticated_domain",
     "max_per_recipient_domain_per_day",
+    "on_reply",
 )
 
 
@@ -57,6 +60,10 @@ def _settings_set(campaign: Campaign, data: dict[str, Any]) -> None:
     for name in _CAMPAIGN_FIELDS:
         if name in data:
             setattr(campaign, name, data[name])
+    if "on_complete" in data:
+        campaign.on_complete = on_complete_stored(
+            data["on_complete"], current=campaign.on_complete, now=timezone.now()
+        )
 
 
 @transaction.atomic

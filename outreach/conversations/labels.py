@@ -13,7 +13,12 @@
 3. unsubscribe_request: an unsubscribe phrase (`UNSUBSCRIBE_PHRASES`) in the new text
    only (a quoted footer never counts), or a new text or subject (its `Re:` prefixes
    removed) that is one of `UNSUBSCRIBE_WHOLE_REPLIES` and nothing else.
-Otherwise "": an ordinary reply.
+4. not_now: a "not now" phrase (`NOT_NOW_PHRASES`: "not right now", "maybe next
+   quarter", "reach out in a few months", "not a priority right now", ...) in the new
+   text only, and none of `NOT_INTERESTED_PHRASES` ("not interested", "kein Interesse",
+   ...): a reply that refuses the offer is left for a person to label.
+Otherwise "": an ordinary reply. (`interested`, `not_interested`, `meeting_booked`,
+`wrong_person` and `other` are set by people and agents.)
 
 Phrases are matched on lower-cased text with whitespace collapsed (so a phrase wrapped
 over two lines still matches), typographic apostrophes as `'`, and whole words at both
@@ -32,6 +37,7 @@ from outreach.conversations.parse import ParsedMessage
 OUT_OF_OFFICE = "out_of_office"
 AUTO_REPLY = "auto_reply"
 UNSUBSCRIBE_REQUEST = "unsubscribe_request"
+NOT_NOW = "not_now"
 
 BODY_WINDOW = 2000  # an out-of-office notice says so at its top
 RETURN_DATE_HORIZON = timedelta(days=365)
@@ -306,6 +312,159 @@ UNSUBSCRIBE_WHOLE_REPLIES = [
     "de baja",
 ]
 
+# "Not now": a person who answers that the time is wrong, not the offer (rule 4).
+NOT_NOW_PHRASES: dict[str, list[str]] = {
+    "en": [
+        "not now",
+        "not right now",
+        "not at the moment",
+        "not at this time",
+        "not a priority",
+        "not a priority right now",
+        "not the right time",
+        "now is not a good time",
+        "now isn't a good time",
+        "the timing isn't right",
+        "the timing is not right",
+        "bad timing",
+        "maybe next quarter",
+        "maybe next year",
+        "maybe later this year",
+        "until next quarter",
+        "until next year",
+        "try again next quarter",
+        "reach out in a few months",
+        "reach out again in",
+        "reach back out in",
+        "check back in a few months",
+        "circle back in",
+        "get back to me in a few months",
+        "follow up in a few months",
+        "touch base in a few months",
+        "revisit this in",
+        "in a few months' time",
+        "no budget this quarter",
+        "no budget this year",
+    ],
+    "de": [
+        "nicht jetzt",
+        "im moment nicht",
+        "momentan nicht",
+        "derzeit nicht",
+        "aktuell nicht",
+        "zurzeit nicht",
+        "zur zeit nicht",
+        "nicht der richtige zeitpunkt",
+        "keine priorität",
+        "vielleicht später",
+        "im nächsten quartal",
+        "nächstes quartal",
+        "in ein paar monaten",
+        "in einigen monaten",
+        "nächstes jahr wieder",
+        "später im jahr",
+        "melden sie sich ... wieder",
+        "kommen sie ... wieder auf mich zu",
+    ],
+    "fr": [
+        "pas maintenant",
+        "pas pour le moment",
+        "pas pour l'instant",
+        "pas en ce moment",
+        "pas le bon moment",
+        "pas une priorité",
+        "plus tard dans l'année",
+        "le trimestre prochain",
+        "au prochain trimestre",
+        "dans quelques mois",
+        "l'année prochaine",
+        "recontactez-moi dans",
+        "revenez vers moi dans",
+    ],
+    "es": [
+        "ahora no",
+        "no por ahora",
+        "por ahora no",
+        "no en este momento",
+        "en este momento no",
+        "no es el momento",
+        "no es buen momento",
+        "no es una prioridad",
+        "el próximo trimestre",
+        "el trimestre que viene",
+        "dentro de unos meses",
+        "en unos meses",
+        "el año que viene",
+        "vuelve a contactarme",
+        "vuelva a contactarme",
+    ],
+    "it": [
+        "non ora",
+        "non adesso",
+        "non in questo momento",
+        "per ora no",
+        "al momento no",
+        "non è il momento",
+        "non è una priorità",
+        "il prossimo trimestre",
+        "tra qualche mese",
+        "fra qualche mese",
+        "l'anno prossimo",
+    ],
+    "nl": [
+        "niet nu",
+        "op dit moment niet",
+        "momenteel niet",
+        "niet het juiste moment",
+        "geen prioriteit",
+        "volgend kwartaal",
+        "over een paar maanden",
+        "later dit jaar",
+    ],
+}
+# A refusal of the offer itself: with one of these, a "not now" phrase does not make the
+# reply `not_now` (it is left for a person to label, as `not_interested` always is).
+NOT_INTERESTED_PHRASES: dict[str, list[str]] = {
+    "en": [
+        "not interested",
+        "no interest",
+        "not looking for",
+        "we are not looking",
+        "we're not looking",
+        "no need for",
+        "never contact",
+    ],
+    "de": ["kein interesse", "nicht interessiert", "kein bedarf"],
+    "fr": [
+        "pas intéressé",
+        "pas intéressée",
+        "pas intéressés",
+        "pas intéressées",
+        "aucun intérêt",
+        "ne nous intéresse pas",
+        "ne m'intéresse pas",
+        "pas besoin",
+    ],
+    "es": [
+        "no nos interesa",
+        "no me interesa",
+        "no estamos interesados",
+        "no estoy interesado",
+        "no estoy interesada",
+        "sin interés",
+        "no tenemos interés",
+    ],
+    "it": [
+        "non sono interessato",
+        "non sono interessata",
+        "non siamo interessati",
+        "non ci interessa",
+        "non mi interessa",
+        "nessun interesse",
+    ],
+    "nl": ["geen interesse", "niet geïnteresseerd", "geen behoefte"],
+}
+
 # Month names and their abbreviations, per language, for return dates.
 MONTHS: dict[str, dict[str, int]] = {
     "en": {
@@ -366,7 +525,7 @@ RETURN_MARKERS_AFTER = [
 
 @dataclass(frozen=True)
 class Classification:
-    label: str  # OUT_OF_OFFICE, AUTO_REPLY, UNSUBSCRIBE_REQUEST, or "" (an ordinary reply)
+    label: str  # OUT_OF_OFFICE, AUTO_REPLY, UNSUBSCRIBE_REQUEST, NOT_NOW, or "" (a reply)
     returns_on: date | None = None  # out_of_office only: the return date the notice gives
 
 
@@ -391,6 +550,8 @@ _AUTO_SUBJECT = _compile([p for ps in AUTO_REPLY_SUBJECT_PHRASES.values() for p 
 _TICKET = _compile([p for ps in TICKET_PHRASES.values() for p in ps])
 _TICKET_SUBJECT = re.compile(TICKET_SUBJECT, re.IGNORECASE)
 _UNSUBSCRIBE = _compile([p for ps in UNSUBSCRIBE_PHRASES.values() for p in ps])
+_NOT_NOW = _compile([p for ps in NOT_NOW_PHRASES.values() for p in ps])
+_NOT_INTERESTED = _compile([p for ps in NOT_INTERESTED_PHRASES.values() for p in ps])
 _REPLY_PREFIX = re.compile(r"^((re|aw|antw|wg|fw|fwd|tr|rv|sv|vs)\s?(\[\d+\])?\s?:\s*)+")
 
 
@@ -447,6 +608,8 @@ def message_classify(parsed: ParsedMessage, *, received_at: datetime) -> Classif
         or bare_subject in UNSUBSCRIBE_WHOLE_REPLIES
     ):
         return Classification(UNSUBSCRIBE_REQUEST)
+    if _NOT_NOW.search(new_text) and not _NOT_INTERESTED.search(new_text):
+        return Classification(NOT_NOW)
     return Classification("")
 
 

@@ -11,12 +11,19 @@ from outreach.api_fields import BlankAsNullChoiceField
 from outreach.conversations.selectors import ThreadEntry
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.models.mailboxes import SmtpCredential
+from outreach.models.sequences import RuleFire
 
 
 class AttachmentSerializer(StrictSerializer):
     filename = serializers.CharField()
     content_type = serializers.CharField()
     size = serializers.IntegerField(help_text="Bytes, decoded.")
+
+
+class RuleOutcomeSerializer(StrictSerializer):
+    label = serializers.CharField()  # type: ignore[assignment]  # the metaclass takes fields off the class
+    campaign_id = serializers.UUIDField()
+    outcome = serializers.ChoiceField(choices=RuleFire.Outcome.choices)
 
 
 class ReplySerializer(StrictModelSerializer):
@@ -30,6 +37,12 @@ class ReplySerializer(StrictModelSerializer):
     attachments = AttachmentSerializer(many=True, read_only=True)
     label = BlankAsNullChoiceField(choices=Reply.Label.choices, read_only=True)  # type: ignore[assignment]  # the metaclass takes fields off the class
     label_source = BlankAsNullChoiceField(choices=Reply.LabelSource.choices, read_only=True)
+    rule_outcomes = RuleOutcomeSerializer(
+        many=True,
+        read_only=True,
+        help_text="What the campaign's on_reply rules did for this reply's labels "
+        '(docs/outreach.md, "Follow-up campaigns").',
+    )
     sender_verified = serializers.BooleanField(
         read_only=True,
         help_text="Whether the sender was verified: the message answers one the service sent "
@@ -64,6 +77,7 @@ class ReplySerializer(StrictModelSerializer):
             "sender_verified",
             "returns_on",
             "read",
+            "rule_outcomes",
             "body_purged_at",
             "created_at",
         ]

@@ -1,8 +1,10 @@
 """Changing conversations from the API: a reply's read flag and label. (The intake
-records replies: outreach.conversations.intake.)"""
+records replies: outreach.intake.replies.)"""
 
+from django.db import transaction
 from django.utils import timezone
 
+from outreach.conversations.rules import reply_labelled
 from outreach.models.conversations import Reply
 
 _UNSET = object()
@@ -10,8 +12,11 @@ _UNSET = object()
 
 def reply_update(*, reply: Reply, read=_UNSET, label=_UNSET) -> Reply:
     """Mark a reply read or unread, and set its label (a person's or an agent's:
-    `manual`) or clear it (""). One UPDATE; nothing else changes with a label (a
-    person who reads "please remove me" suppresses the contact through the API)."""
+    `manual`) or clear it (""). A label set fires the campaign's on_reply rule for it
+    (outreach.conversations.rules: once per enrollment and rule) and reply.labelled;
+    nothing else changes with a label (a person who reads "please remove me"
+    suppresses the contact through the API). The reply's row is locked for the
+    change, so requests at once apply one after the other."""
     changes: dict = {}
     if read is not _UNSET:
         changes["read"] = read
@@ -20,8 +25,13 @@ def reply_update(*, reply: Reply, read=_UNSET, label=_UNSET) -> Reply:
         changes["label_source"] = Reply.LabelSource.MANUAL if label else ""
     if not changes:
         return reply
-    changes["updated_at"] = timezone.now()
-    Reply.objects.filter(pk=reply.pk).update(**changes)
-    for name, value in changes.items():
-        setattr(reply, name, value)
+    now = timezone.now()
+    changes["updated_at"] = now
+    with transaction.atomic():
+        reply = Reply.objects.select_for_update().get(pk=reply.pk)
+        Reply.objects.filter(pk=reply.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(reply, name, value)
+        if label is not _UNSET and label:
+            reply_labelled(reply, now=now)
     return reply

@@ -33,6 +33,7 @@ from django.utils import timezone
 from outreach.campaigns.windows import window_timezone
 from outreach.conversations import labels
 from outreach.conversations.parse import ParsedMessage, message_parse, text_storable
+from outreach.conversations.rules import reply_kept
 from outreach.enrollments import enrollment_postpone
 from outreach.intake.services import contact_unsubscribe, enrollment_mark_replied
 from outreach.models.conversations import Reply
@@ -110,8 +111,10 @@ def reply_record(
         except IntegrityError:
             return Recorded(reply=None, label=label, replied=False)  # kept before
         replied = sender_verified and _label_apply(
-            enrollment, classification, received_at=received_at, now=now
+            enrollment, classification, received_at=received_at, now=now, reply_id=reply.pk
         )
+        # Its label's on_reply rule (a verified sender's only) and the reply events.
+        reply_kept(reply, now=now, act=sender_verified)
     if defects:
         logger.info(
             "mailbox %s: reply %s kept with defects: %s",
@@ -123,7 +126,7 @@ def reply_record(
 
 
 def _label_apply(
-    enrollment: Enrollment, classification: labels.Classification, *, received_at, now
+    enrollment: Enrollment, classification: labels.Classification, *, received_at, now, reply_id
 ) -> bool:
     """What the label does (module docstring); whether the enrollment's reply was
     recorded by this call."""
@@ -136,7 +139,10 @@ def _label_apply(
         return False
     if label == labels.UNSUBSCRIBE_REQUEST:
         contact_unsubscribe(contact_id=enrollment.contact_id, at=received_at)
-    return enrollment_mark_replied(enrollment_id=enrollment.pk, at=received_at) is not None
+    replied = enrollment_mark_replied(
+        enrollment_id=enrollment.pk, at=received_at, reply_id=reply_id
+    )
+    return replied is not None
 
 
 def _reply_fields(parsed: ParsedMessage) -> dict:

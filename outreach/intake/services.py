@@ -20,11 +20,7 @@ from outreach.enrollments import (
     enrollment_reply,
     enrollments_unsubscribe,
 )
-from outreach.events import (
-    ENROLLMENT_REPLIED,
-    ENROLLMENT_UNSUBSCRIBED,
-    enrollment_emit,
-)
+from outreach.events import ENROLLMENT_UNSUBSCRIBED, enrollment_emit, enrollment_replied_emit
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.sending import Enrollment
 
@@ -40,8 +36,11 @@ def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool
     return enrollment_open(enrollment_id=enrollment_id, at=at or timezone.now())
 
 
-def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enrollment | None:
-    """Record the contact's reply and fire enrollment.replied, once per enrollment.
+def enrollment_mark_replied(
+    *, enrollment_id, at: datetime | None = None, reply_id=None
+) -> Enrollment | None:
+    """Record the contact's reply and fire enrollment.replied, once per enrollment
+    (`reply_id` in its data: the kept reply, or null).
 
     - stop_on_reply (default): status `replied`, next_send_at cleared: no further step.
     - stop_on_reply false: replied_at is recorded and the event fires, but the status
@@ -66,7 +65,7 @@ def enrollment_mark_replied(*, enrollment_id, at: datetime | None = None) -> Enr
             return None
         was_active = enrollment.status in Enrollment.ACTIVE_STATUSES
         stops = enrollment_reply(enrollment, at=at)
-        enrollment_emit(enrollment=enrollment, event_type=ENROLLMENT_REPLIED)
+        enrollment_replied_emit(enrollment=enrollment, reply_id=reply_id)
         # Colleagues at the replier's company (stop_on_domain_reply), in this transaction.
         enrollments_stop_same_domain(enrollment=enrollment, locked=colleagues, at=at)
         if stops and was_active:

@@ -149,6 +149,12 @@ class Enrollment(models.Model):
                 name="enrollment_branch_deadline_idx",
                 condition=Q(status="sent", branch_deadline__isnull=False),
             ),
+            # Completions by time (the follow-up sweep); a send that does not complete: none.
+            models.Index(
+                fields=["completed_at"],
+                name="enrollment_completed_idx",
+                condition=Q(status="completed"),
+            ),
         ]
 
     def __str__(self) -> str:

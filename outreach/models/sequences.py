@@ -13,6 +13,12 @@ class RuleFire(models.Model):
         ENROLLED = "enrolled"
         ALREADY_ENROLLED = "already_enrolled"
         PENDING_OVER_CAP = "pending_over_cap"
+        # Beyond API.md's three (docs/outreach.md, "Follow-up campaigns"): enrolled but
+        # left pending (a draft target; a target that cannot send), or not enrolled.
+        PENDING_DRAFT = "pending_draft"
+        PENDING_NOT_SENDABLE = "pending_not_sendable"
+        SUPPRESSED = "suppressed"
+        BLOCKED = "blocked"
 
     id = models.BigAutoField(primary_key=True)
     # The enrollment whose reply or completion triggered the rule. Indexed by

@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
+from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.variants import stored_letter
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.domain_cap.counts import counts_release
@@ -148,9 +149,10 @@ def sent_record(
     )
     # The common case: the writes in one statement (record_sql, which meters the send:
     # for metered ones only); otherwise the ORM path does it all.
-    if reply_seen and sent.metered and _sent_statement(sent):
-        return
-    _sent_orm(sent)
+    if not (reply_seen and sent.metered and _sent_statement(sent)):
+        _sent_orm(sent)
+    if sent.move["status"] == Enrollment.Status.COMPLETED:  # its on_complete rule, if any
+        completed_followups_enqueue(campaign=campaign, enrollment_ids=[enrollment.pk])
 
 
 def _sent_moved(sent: _Sent) -> None:

@@ -64,6 +64,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
+from outreach.campaigns.followups import completions_followup
 from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
@@ -540,6 +541,7 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     if plan.complete:
         enrollments_complete(enrollment_ids=[e.pk for e in plan.complete], now=now)
         campaigns_complete_if_done(campaign_ids={e.campaign_id for e in plan.complete}, at=now)
+        completions_followup(plan.complete)
     for when, ids in plan.defer.items():
         Enrollment.objects.filter(pk__in=ids).update(next_send_at=when, updated_at=now)
     if plan.pause:

@@ -9,6 +9,7 @@ from outreach.conversations.labels import (
     AUTO_REPLY,
     AUTO_REPLY_SUBJECT_PHRASES,
     MONTHS,
+    NOT_NOW,
     OUT_OF_OFFICE,
     OUT_OF_OFFICE_PHRASES,
     TICKET_PHRASES,
@@ -53,7 +54,8 @@ def classify(subject: str = "Re: Quick question", new_text: str = "", **kw) -> C
         ("reply_quoted_unsubscribe_footer.eml", "", None),
         ("gmail_reply.eml", "", None),
         ("outlook_desktop_reply.eml", "", None),
-        ("outlook_web_reply.eml", "", None),
+        # "Not the right time for us, sorry. Maybe check back in the autumn."
+        ("outlook_web_reply.eml", NOT_NOW, None),
         ("apple_mail_reply.eml", "", None),
         ("thunderbird_flowed.eml", "", None),
         ("japanese_iso2022jp.eml", "", None),

@@ -54,6 +54,7 @@ def test_a_reply_shows_every_field_of_the_contract(api_client, enrollment):
         "sender_verified",
         "returns_on",
         "read",
+        "rule_outcomes",
         "body_purged_at",
         "created_at",
     }

@@ -48,7 +48,11 @@ def test_event_types_list_every_type_with_a_schema(api_client, anon_client):
     assert response.status_code == 200
     body = response.json()
     assert [item["type"] for item in body if not item["opt_in"]] == list(EVENT_TYPES)
-    assert [item["type"] for item in body if item["opt_in"]] == ["enrollment.clicked"]
+    assert [item["type"] for item in body if item["opt_in"]] == [
+        "enrollment.clicked",
+        "reply.received",
+        "reply.labelled",
+    ]
     for item in body:
         assert item["description"]
         assert item["schema"]["type"] == "object"

@@ -363,7 +363,8 @@ class Campaigns(_Resource):
         **settings: Any,
     ) -> models.Campaign:
         """`settings`: timezone, send_window, track_opens, track_clicks, stop_on_reply,
-        require_authenticated_domain, max_per_recipient_domain_per_day, ... (see the API)."""
+        require_authenticated_domain, max_per_recipient_domain_per_day, on_reply,
+        on_complete, ... (see the API)."""
         body = {**_given(name=name, steps=steps, credential_ids=credential_ids), **settings}
         return self._one(
             models.Campaign,

@@ -233,6 +233,10 @@ class Campaign(Model):
     unsubscribe_footer: bool = False
     require_authenticated_domain: bool = False  # hold sends from mailboxes failing the check
     max_per_recipient_domain_per_day: int | None = None  # None: the account's default
+    # Follow-up campaigns: [{label, campaign_id, delay_minutes}], and {campaign_id,
+    # delay_minutes, if} or None.
+    on_reply: list[dict[str, Any]] = field(default_factory=list)
+    on_complete: dict[str, Any] | None = None
     # enrolled, sent, opened, clicked, replied, bounced, unsubscribed, ...
     stats: dict[str, int] = field(default_factory=dict)
 
@@ -413,6 +417,8 @@ class Reply(Model):
     sender_verified: bool = True
     returns_on: date | None = None  # out_of_office: the return date the notice gave
     read: bool = False
+    # What the campaign's on_reply rules did: [{label, campaign_id, outcome}].
+    rule_outcomes: list[dict[str, Any]] = field(default_factory=list)
     body_purged_at: datetime | None = None  # the bodies were deleted for retention
     created_at: datetime | None = None
 
