@@ -1,0 +1,130 @@
+"""Live edits of a campaign's steps (API.md 17): what an edit does to the enrollments on
+their way through the sequence, previewed (`steps_preview`, writing nothing) and done
+(`moves_apply`, in the edit's transaction) by the same reading.
+
+Edits are by key. An enrollment at a key the edit keeps stays there (a kept email step's
+new text goes into every email not yet sent; a kept branch keeps its deadline). One at
+an element the edit removes goes to that element's old `next` (a removed branch: its
+old `else`), on through removed elements the same way, to a kept element or the end
+(outreach.campaigns.graph.edit_moves):
+
+- a kept email step: its delay counts from the edit, to the send window's next opening
+  (as the scheduler counts a step's delay from the previous send);
+- a kept branch: it waits there from the edit, up to the branch's within_minutes;
+- the end: `completed`.
+
+Only enrollments at a key (scheduled or sent: `current_key` set) move; a pending one is
+at no element yet and starts at the first one when dispatched. An edit emits no event.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, QuerySet
+
+from outreach import enrollments
+from outreach.campaigns import graph
+from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.models.campaigns import Campaign
+from outreach.models.sending import Enrollment
+
+
+@dataclass(frozen=True)
+class Move:
+    from_key: str
+    to_key: str  # a key of the new steps, or graph.END
+    enrollments: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"from_key": self.from_key, "to_key": self.to_key, "enrollments": self.enrollments}
+
+
+def new_elements(steps: Sequence[dict[str, Any]]) -> list[graph.Element]:
+    """The elements of resolved steps (step_serializers.steps_validate's output)."""
+    return [
+        graph.Element(
+            key=step["key"],
+            position=position,
+            next=step.get("next_key", ""),
+            branch=step.get("branch"),
+            delay_minutes=step.get("delay_minutes", 0),
+        )
+        for position, step in enumerate(steps, start=1)
+    ]
+
+
+def _waiting(campaign: Campaign) -> QuerySet[Enrollment]:
+    return Enrollment.objects.filter(
+        campaign_id=campaign.pk, status__in=Enrollment.DUE_STATUSES, current_key__isnull=False
+    )
+
+
+def moves_plan(*, campaign: Campaign, steps: Sequence[dict[str, Any]]) -> list[Move]:
+    """The moves replacing the campaign's steps with `steps` (resolved) makes: one per
+    removed key some enrollment waits at, in the old order. One query for the counts."""
+    old = graph.elements_from_rows(campaign.steps.all())
+    targets = graph.edit_moves(old, {step["key"] for step in steps})
+    if not targets:
+        return []
+    counts = dict(
+        _waiting(campaign)
+        .filter(current_key__in=list(targets))
+        .order_by()
+        .values("current_key")
+        .annotate(n=Count("pk"))
+        .values_list("current_key", "n")
+    )
+    return [Move(key, targets[key], counts[key]) for key in (e.key for e in old) if counts.get(key)]
+
+
+def moves_apply(
+    *, campaign: Campaign, moves: Sequence[Move], steps: Sequence[dict[str, Any]], now: datetime
+) -> None:
+    """Do `moves` (moves_plan's, read in this transaction), a few UPDATEs per moved key
+    whatever the number of enrollments."""
+    by_key = {element.key: element for element in new_elements(steps)}
+    ended = False
+    for move in moves:
+        rows = _waiting(campaign).filter(current_key=move.from_key)
+        target = by_key.get(move.to_key)
+        if target is None:
+            ended |= bool(enrollments.enrollments_complete_rows(rows, now=now))
+        elif target.branch is not None:
+            enrollments_arrive_at_branch(rows, branch=target, now=now)
+        else:
+            _to_step(campaign, rows, step=target, now=now)
+    if ended:
+        campaigns_complete_if_done(campaign_ids=[campaign.pk], at=now)
+
+
+def enrollments_arrive_at_branch(rows: QuerySet, *, branch: graph.Element, now: datetime) -> int:
+    """Enrollments an edit brings to a branch wait there from now, up to its
+    within_minutes. The one place an edit places enrollments at a branch."""
+    assert branch.branch is not None
+    deadline = now + timedelta(minutes=branch.branch["within_minutes"])
+    return enrollments.enrollments_wait_at_branch(rows, key=branch.key, deadline=deadline, now=now)
+
+
+def _to_step(campaign: Campaign, rows: QuerySet, *, step: graph.Element, now: datetime) -> None:
+    """Due at the step's delay from now, in the send window: read in each contact's own
+    time zone when the campaign sends so (one UPDATE per zone among them), else in the
+    campaign's (one UPDATE)."""
+    window = SendWindow.from_json(campaign.send_window)
+
+    def send_at(contact_timezone: str) -> datetime:
+        zone = window_timezone(campaign=campaign, contact_timezone=contact_timezone)
+        return step_send_at(
+            after=now, delay_minutes=step.delay_minutes, timezone=zone, window=window
+        )
+
+    if window is None or not campaign.send_in_contact_timezone:
+        enrollments.enrollments_move_to_step(rows, key=step.key, send_at=send_at(""), now=now)
+        return
+    zones = set(rows.order_by().values_list("contact__timezone", flat=True).distinct())
+    for zone in sorted(zones):
+        enrollments.enrollments_move_to_step(
+            rows.filter(contact__timezone=zone), key=step.key, send_at=send_at(zone), now=now
+        )
