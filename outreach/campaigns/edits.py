@@ -13,6 +13,10 @@ old `else`), on through removed elements the same way, to a kept element or the 
 - a kept branch: it waits there from the edit, up to the branch's within_minutes;
 - the end: `completed`.
 
+A key the edit keeps but whose kind it changes (an email step made a branch, or the
+reverse) is a new element under an old key: its enrollments arrive there as above, and
+the move shows with `from_key` equal to `to_key`.
+
 Only enrollments at a key (scheduled or sent: `current_key` set) move; a pending one is
 at no element yet and starts at the first one when dispatched. An edit emits no event.
 """
@@ -66,7 +70,7 @@ def moves_plan(*, campaign: Campaign, steps: Sequence[dict[str, Any]]) -> list[M
     """The moves replacing the campaign's steps with `steps` (resolved) makes: one per
     removed key some enrollment waits at, in the old order. One query for the counts."""
     old = graph.elements_from_rows(campaign.steps.all())
-    targets = graph.edit_moves(old, {step["key"] for step in steps})
+    targets = graph.edit_moves(old, new_elements(steps))
     if not targets:
         return []
     counts = dict(

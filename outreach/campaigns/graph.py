@@ -258,16 +258,20 @@ def _of_check(elements: list[Element], errors: Errors) -> None:
 # --- live edits -----------------------------------------------------------------------
 
 
-def edit_moves(old: list[Element], kept_keys: Iterable[str]) -> dict[str, str]:
-    """For each old element the edit removes: where an enrollment waiting at it goes.
+def edit_moves(old: list[Element], new: list[Element]) -> dict[str, str]:
+    """For each old element an edit removes: where an enrollment waiting at it goes.
     Its old `next` (a removed branch: its old `else`), on through removed elements the
-    same way, to a kept element's key or END. Old graphs are acyclic (checked at save);
-    a walk that meets a key twice ends (END) rather than loop."""
-    kept = set(kept_keys)
+    same way, to a kept element's key or END. A key kept whose kind changed (an email
+    step made a branch, or the reverse) maps to itself: its enrollments arrive at the
+    new element. Old graphs are acyclic (checked at save); a walk that meets a key
+    twice ends (END) rather than loop."""
+    kept = {element.key: element for element in new}
     by_key = {element.key: element for element in old}
     moves = {}
     for element in old:
         if element.key in kept:
+            if kept[element.key].is_branch != element.is_branch:
+                moves[element.key] = element.key
             continue
         seen, target = {element.key}, element.key
         while target != END and target not in kept:

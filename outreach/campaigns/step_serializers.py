@@ -156,7 +156,7 @@ class StepSerializer(StepContentSerializer):
         return step_representation(instance, next_key=getattr(instance, "next_key", ""))
 
 
-def _shape_problems(data: dict) -> dict[str, list[str]]:
+def _shape_problems(data: Mapping) -> dict[str, list[str]]:
     """Fields that do not belong to the element's kind, and those it lacks."""
     problems: dict[str, list[str]] = {}
     if "branch" in data:

@@ -2,6 +2,8 @@
 (GET /campaigns/:id/enrollments, /enrollments/:id) and the contacts API (POST
 /outreaches)."""
 
+from typing import Any, cast
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -38,7 +40,8 @@ class EnrollmentSerializer(StrictModelSerializer):
     def _first_key(self, campaign_id) -> str | None:
         """The campaign's first key, read once per response (the context is shared by a
         list's items), and only when a pending enrollment asks."""
-        cache = self.context.setdefault("first_keys", {})
+        context = cast(dict[str, Any], self.context)  # the root's own dict, shared
+        cache = context.setdefault("first_keys", {})
         if campaign_id not in cache:
             cache[campaign_id] = (
                 CampaignStep.objects.filter(campaign_id=campaign_id)

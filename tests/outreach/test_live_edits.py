@@ -255,3 +255,18 @@ def test_preview_answers_the_patchs_422_and_is_scoped_to_the_account(api_client,
         "campaign_not_found",
     )
     assert Enrollment.objects.filter(campaign=campaign).count() == 0
+
+
+def test_a_key_whose_kind_changes_has_its_enrollments_arrive_anew(api_client):
+    campaign = _campaign(api_client)
+    at_bump = _at(campaign, "bump", n=1)
+    steps = [*THREE_WAYS[:5], branch("bump", of="intro")]
+    preview = api_client.post(
+        f"/campaigns/{campaign.pk}/steps/preview", {"steps": steps}, format="json"
+    )
+    assert preview.json() == {"moves": [{"from_key": "bump", "to_key": "bump", "enrollments": 1}]}
+    response = api_client.patch(f"/campaigns/{campaign.pk}", {"steps": steps}, format="json")
+    assert response.status_code == 200, response.content
+    status, key, next_send_at, deadline = _state(at_bump[0])
+    assert (status, key, next_send_at) == ("sent", "bump", None)
+    assert deadline > timezone.now() + timedelta(minutes=4000)
