@@ -1,6 +1,9 @@
 """Steps as a graph (API.md 17): keys, next, branches; written, read back resolved, and
 refused at save with the path of what is wrong."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from outreach.models.campaigns import CampaignStep
@@ -200,3 +203,16 @@ def test_enrollment_list_reads_the_first_key_once(
     with django_assert_max_num_queries(auth_queries + 3):
         response = api_client.get(f"/campaigns/{campaign.pk}/enrollments")
     assert {e["current_key"] for e in response.json()} == {"step_1"}
+
+
+def test_the_docs_example_is_a_valid_graph(api_client, account):
+    """docs/outreach.md's three-branch example, as written (its mailbox left out)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "outreach.md").read_text()
+    block = text.split("**A full example: three branches.**", 1)[1]
+    example = json.loads(block.split("```json", 1)[1].split("```", 1)[0])
+    del example["credential_ids"]
+    response = api_client.post("/campaigns", example, format="json")
+    assert response.status_code == 201, response.content
+    steps = {s["key"]: s for s in response.json()["steps"]}
+    assert steps["bump"]["next"] == "opened_any" and steps["breakup"]["next"] == "end"
+    assert steps["opened_any"]["branch"]["of"] == "any"
