@@ -32,6 +32,8 @@ class EnrollmentSerializer(StrictModelSerializer):
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_current_key(self, obj) -> str | None:
         if obj.status == Enrollment.Status.PENDING:
+            if hasattr(obj, "first_key"):  # annotated by the list's query
+                return obj.first_key
             return self._first_key(obj.campaign_id)
         if obj.status not in Enrollment.DUE_STATUSES:
             return None
