@@ -4,6 +4,7 @@ dispatch does; one that moves no one is made at once."""
 
 import asyncio
 import json
+import os
 
 import pytest
 from outreach_sdk import Client
@@ -43,6 +44,8 @@ def test_an_agent_reads_a_graph_in_words_and_confirms_an_edit_that_moves_people(
     api = Client(api_key=sdk_key, base_url=service_url)
     mcp_key = api_key_create(account=sdk_account, label="agent", client_kind="mcp").plaintext
     env = {"OUTREACH_API_KEY": mcp_key, "OUTREACH_BASE_URL": service_url}
+    # The server of this checkout, where a shared environment installs another one.
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
     edit = [{**STEPS[0], "next": "bump"}, STEPS[3]]
 
     async def work(mcp):

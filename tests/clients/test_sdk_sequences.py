@@ -41,7 +41,9 @@ def test_a_branching_campaign_is_built_described_and_edited(service_url, sdk_key
     ]
 
     with pytest.raises(errors.ValidationFailed) as refused:
-        client.campaigns.create(name="Bad", steps=[STEPS[0], {**STEPS[1], "then": "nowhere"}])
+        client.campaigns.create(
+            name="Bad", steps=[STEPS[0], {**STEPS[1], "then": "nowhere", "else": "end"}]
+        )
     assert set(refused.value.details["fields"]) == {"steps.1.then"}
 
     waiting = EnrollmentFactory(
