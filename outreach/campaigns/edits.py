@@ -19,8 +19,17 @@ the move shows with `from_key` equal to `to_key`.
 
 Only enrollments at a key (scheduled or sent: `current_key` set) move; a pending one is
 at no element yet and starts at the first one when dispatched. An edit emits no event.
+
+Sends in flight: a send claim names its step by position. An edit that changes which
+element stands at a position (`positions_change`) gives back the campaign's claims that
+no sender has started (`claims_give_back`, as a pause does: deleted, their units of the
+mailbox's and the recipient domain's day returned), so those emails are claimed again
+under the new graph. A claim already started (its message built, `sending_at` set, or
+being set: its row is locked) goes out as claimed; the record of that send moves the
+enrollment on.
 """
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,8 +41,10 @@ from outreach import enrollments
 from outreach.campaigns import graph
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.domain_cap.counts import counts_release
+from outreach.mailboxes.pace import reservation_release, utc_day
 from outreach.models.campaigns import Campaign
-from outreach.models.sending import Enrollment
+from outreach.models.sending import Enrollment, SendClaim
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,40 @@ def moves_apply(
             _to_step(campaign, rows, step=target, now=now)
     if ended:
         campaigns_complete_if_done(campaign_ids=[campaign.pk], at=now)
+
+
+def positions_change(*, campaign: Campaign, steps: Sequence[dict[str, Any]]) -> bool:
+    """Whether the edit puts another element (or none) at a position some element has."""
+    before = dict(campaign.steps.values_list("position", "key"))
+    after = {position: step["key"] for position, step in enumerate(steps, start=1)}
+    return any(after.get(position) != key for position, key in before.items())
+
+
+def claims_give_back(*, campaign: Campaign) -> int:
+    """The campaign's open claims no sender has started, given back (module docstring).
+    A claim whose row a sender holds (starting it now) is skipped: it goes out as
+    claimed. Returns how many."""
+    claims = list(
+        SendClaim.objects.open()
+        .filter(enrollment__campaign_id=campaign.pk, sending_at__isnull=True)
+        .select_for_update(of=("self",), skip_locked=True)
+        .only("pk", "credential_id", "claimed_at", "domain_count_id")
+    )
+    if not claims:
+        return 0
+    SendClaim.objects.filter(pk__in=[claim.pk for claim in claims]).delete()
+    # One UPDATE per mailbox and UTC day of the claims.
+    days: Counter = Counter()
+    when: dict = {}
+    for claim in claims:
+        if claim.credential_id is not None:
+            day = (claim.credential_id, utc_day(claim.claimed_at))
+            days[day] += 1
+            when.setdefault(day, claim.claimed_at)
+    for day, count in days.items():
+        reservation_release(credential_id=day[0], at=when[day], count=count)
+    counts_release([claim.domain_count_id for claim in claims])
+    return len(claims)
 
 
 def enrollments_arrive_at_branch(rows: QuerySet, *, branch: graph.Element, now: datetime) -> int:

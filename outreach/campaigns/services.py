@@ -119,6 +119,8 @@ def steps_edit(*, campaign: Campaign, steps: Sequence[dict[str, Any]]) -> list[e
     in the caller's transaction (the campaign's row locked: edits of one campaign run
     one at a time). Returns the moves."""
     moves = edits.moves_plan(campaign=campaign, steps=steps)
+    if edits.positions_change(campaign=campaign, steps=steps):
+        edits.claims_give_back(campaign=campaign)
     _steps_replace(campaign=campaign, steps=steps)
     if moves:
         edits.moves_apply(campaign=campaign, moves=moves, steps=steps, now=timezone.now())

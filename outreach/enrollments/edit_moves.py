@@ -4,9 +4,8 @@ edits decides which). Each move is one UPDATE of every enrollment at one key, in
 edit's transaction; it emits no event. An edit that ends the sequence where they wait
 completes them through `enrollments_complete_rows` (transitions).
 
-Enrollments in flight (an open send claim) are moved like the others: the email already
-handed to a sender goes out as claimed, and the record of that send moves the enrollment
-on from the step it sent, in the graph as it is then (docs/outreach.md, "Live edits").
+Enrollments in flight (an open send claim) are moved like the others; what becomes of
+their claims is outreach.campaigns.edits's (docs/outreach.md, "Live edits").
 """
 
 from datetime import datetime

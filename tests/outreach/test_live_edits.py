@@ -6,13 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from outreach.campaigns.windows import SendWindow, step_send_at
 from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
-from tests.outreach.factories import ContactFactory, EnrollmentFactory
+from tests.outreach.factories import ContactFactory, CredentialFactory, EnrollmentFactory
 from tests.outreach.graph_steps import THREE_WAYS, branch, email
 from tests.outreach.helpers import assert_error, assert_fields
 from webhooks.models import Event
@@ -211,21 +213,47 @@ def test_moves_cost_a_few_queries_per_key_not_per_enrollment(api_client, account
     assert patch_queries(1) == patch_queries(6)
 
 
-def test_an_enrollment_in_flight_is_moved_and_its_claim_left_alone(api_client):
-    campaign = _campaign(api_client)
-    enrollment = _at(campaign, "pricing", n=1)[0]
+def _claim(enrollment, *, started: bool):
     now = timezone.now()
-    claim = SendClaim.objects.create(
+    credential = enrollment.campaign.credentials.get()
+    SmtpCredential.objects.filter(pk=credential.pk).update(
+        daily_sent_on=now.date(), daily_sent_count=F("daily_sent_count") + 1
+    )
+    return SendClaim.objects.create(
         enrollment=enrollment,
+        credential=credential,
         batch_id="00000000-0000-0000-0000-000000000001",
         step=3,
         claimed_at=now,
         lease_until=now + timedelta(minutes=5),
+        sending_at=now if started else None,
     )
+
+
+def test_sends_in_flight_go_out_as_claimed_or_are_claimed_again(api_client, account):
+    """The edit renumbers the elements: a claim no sender has started is given back
+    (with its unit of the mailbox's day), so it is claimed again under the new graph;
+    one already started goes out as claimed. Both enrollments move."""
+    campaign = _campaign(api_client)
+    campaign.credentials.add(CredentialFactory(account=account))
+    waiting, started = _at(campaign, "pricing", n=2)
+    given_back, sending = _claim(waiting, started=False), _claim(started, started=True)
     api_client.patch(f"/campaigns/{campaign.pk}", {"steps": EDITED}, format="json")
-    assert _state(enrollment)[1] == "clicked_pricing"
-    claim.refresh_from_db()
-    assert claim.finished_at is None and claim.step == 3
+    assert not SendClaim.objects.filter(pk=given_back.pk).exists()
+    sending.refresh_from_db()
+    assert sending.finished_at is None and sending.step == 3
+    assert SmtpCredential.objects.get(campaigns=campaign).daily_sent_count == 1
+    assert {_state(e)[1] for e in (waiting, started)} == {"clicked_pricing"}
+
+
+def test_an_edit_in_place_leaves_claims_alone(api_client, account):
+    campaign = _campaign(api_client)
+    campaign.credentials.add(CredentialFactory(account=account))
+    claim = _claim(_at(campaign, "pricing", n=1)[0], started=False)
+    steps = [*THREE_WAYS[:5], {**THREE_WAYS[5], "body_text": "Bump, edited."}]
+    response = api_client.patch(f"/campaigns/{campaign.pk}", {"steps": steps}, format="json")
+    assert response.status_code == 200, response.content
+    assert SendClaim.objects.open().filter(pk=claim.pk).exists()
 
 
 def test_preview_answers_the_patchs_422_and_is_scoped_to_the_account(api_client, other_client):
