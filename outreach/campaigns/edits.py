@@ -23,8 +23,8 @@ at no element yet and starts at the first one when dispatched. An edit emits no 
 Sends in flight: a send claim names its step by position. An edit that changes which
 element stands at a position (`positions_change`) gives back the campaign's claims that
 no sender has started (`claims_give_back`, as a pause does: deleted, their units of the
-mailbox's and the recipient domain's day returned), so those emails are claimed again
-under the new graph. A claim already started (its message built, `sending_at` set, or
+mailbox's and the recipient domain's day returned once the edit commits), so those
+emails are claimed again under the new graph. A claim already started (its message built, `sending_at` set, or
 being set: its row is locked) goes out as claimed; the record of that send moves the
 enrollment on.
 """
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Count, QuerySet
 
 from outreach import enrollments
@@ -125,7 +126,11 @@ def positions_change(*, campaign: Campaign, steps: Sequence[dict[str, Any]]) -> 
 def claims_give_back(*, campaign: Campaign) -> int:
     """The campaign's open claims no sender has started, given back (module docstring).
     A claim whose row a sender holds (starting it now) is skipped: it goes out as
-    claimed. Returns how many."""
+    claimed. The claims go in the edit's transaction (no sender can start one after the
+    edit commits); their units of the mailboxes' and the recipient domains' days are
+    returned right after it commits, each in a statement of its own: the edit then never
+    holds a mailbox's row while it moves enrollments, which a sender recording a message
+    locks in the other order (enrollment, then mailbox). Returns how many."""
     claims = list(
         SendClaim.objects.open()
         .filter(enrollment__campaign_id=campaign.pk, sending_at__isnull=True)
@@ -135,7 +140,12 @@ def claims_give_back(*, campaign: Campaign) -> int:
     if not claims:
         return 0
     SendClaim.objects.filter(pk__in=[claim.pk for claim in claims]).delete()
-    # One UPDATE per mailbox and UTC day of the claims.
+    transaction.on_commit(lambda: _reservations_return(claims), robust=True)
+    return len(claims)
+
+
+def _reservations_return(claims: list[SendClaim]) -> None:
+    """One UPDATE per mailbox and UTC day of the claims, one for their domain counts."""
     days: Counter = Counter()
     when: dict = {}
     for claim in claims:
@@ -146,7 +156,6 @@ def claims_give_back(*, campaign: Campaign) -> int:
     for day, count in days.items():
         reservation_release(credential_id=day[0], at=when[day], count=count)
     counts_release([claim.domain_count_id for claim in claims])
-    return len(claims)
 
 
 def enrollments_arrive_at_branch(rows: QuerySet, *, branch: graph.Element, now: datetime) -> int:

@@ -230,7 +230,9 @@ def _claim(enrollment, *, started: bool):
     )
 
 
-def test_sends_in_flight_go_out_as_claimed_or_are_claimed_again(api_client, account):
+def test_sends_in_flight_go_out_as_claimed_or_are_claimed_again(
+    api_client, account, django_capture_on_commit_callbacks
+):
     """The edit renumbers the elements: a claim no sender has started is given back
     (with its unit of the mailbox's day), so it is claimed again under the new graph;
     one already started goes out as claimed. Both enrollments move."""
@@ -238,7 +240,8 @@ def test_sends_in_flight_go_out_as_claimed_or_are_claimed_again(api_client, acco
     campaign.credentials.add(CredentialFactory(account=account))
     waiting, started = _at(campaign, "pricing", n=2)
     given_back, sending = _claim(waiting, started=False), _claim(started, started=True)
-    api_client.patch(f"/campaigns/{campaign.pk}", {"steps": EDITED}, format="json")
+    with django_capture_on_commit_callbacks(execute=True):
+        api_client.patch(f"/campaigns/{campaign.pk}", {"steps": EDITED}, format="json")
     assert not SendClaim.objects.filter(pk=given_back.pk).exists()
     sending.refresh_from_db()
     assert sending.finished_at is None and sending.step == 3
