@@ -14,7 +14,17 @@ from outreach.models.campaigns import Campaign, CampaignStep
 class CampaignStepInline(ReadOnlyAdmin, admin.StackedInline):
     model = CampaignStep
     extra = 0
-    fields = ("position", "subject", "body_text", "body_html", "delay_minutes", "variant_list")
+    fields = (
+        "position",
+        "key",
+        "next_key",
+        "branch",
+        "subject",
+        "body_text",
+        "body_html",
+        "delay_minutes",
+        "variant_list",
+    )
     can_delete = False
 
     @admin.display(description="A/B variants (besides A, the step's own content)")

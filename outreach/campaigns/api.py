@@ -15,7 +15,7 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet, no_request_body
 from outreach import enrollments
-from outreach.campaigns import dispatch, followups, selectors, services, state, stopping
+from outreach.campaigns import dispatch, edits, followups, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
     CampaignSerializer,
@@ -23,6 +23,10 @@ from outreach.campaigns.serializers import (
     DispatchSerializer,
     OutreachSerializer,
     SendingStatusSerializer,
+)
+from outreach.campaigns.step_serializers import (
+    StepsPreviewResultSerializer,
+    StepsPreviewSerializer,
 )
 from outreach.contacts import selectors as contacts_selectors
 from outreach.contacts.data import InvalidContactData, contact_data_clean
@@ -106,6 +110,22 @@ class CampaignViewSet(
             campaign=campaign, contact_ids=serializer.validated_data.get("contact_ids")
         )
         return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
+
+    @extend_schema(
+        request=StepsPreviewSerializer,
+        responses=StepsPreviewResultSerializer,
+        summary="Preview an edit of the steps",
+        description="What PATCH /campaigns/:id with the same steps would do to the "
+        "enrollments on their way: for each removed element some enrollment waits at, "
+        "where they go and how many. Writes nothing; invalid steps answer the PATCH's 422.",
+    )
+    @action(detail=True, methods=["post"], url_path="steps/preview", url_name="steps-preview")
+    def steps_preview(self, request, pk=None):
+        campaign = self.get_object()
+        serializer = StepsPreviewSerializer(data=request.data, context={"campaign": campaign})
+        serializer.is_valid(raise_exception=True)
+        moves = edits.moves_plan(campaign=campaign, steps=serializer.validated_data["steps"])
+        return Response({"moves": [move.as_json() for move in moves]})
 
     @no_request_body
     @extend_schema(request=None, responses=CampaignSerializer)

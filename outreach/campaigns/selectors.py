@@ -49,6 +49,9 @@ def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]
             CampaignStep.objects.filter(campaign=OuterRef("pk")),
             "campaign",
             position="position",
+            key="key",
+            next_key="next_key",
+            branch="branch",
             subject="subject",
             body_text="body_text",
             body_html="body_html",
@@ -100,11 +103,24 @@ def campaign_with_relations(*, campaign_id) -> Campaign:
 
 
 def campaign_enrollments(*, campaign: Campaign, status: str = "") -> QuerySet[Enrollment]:
-    """The campaign's enrollments (in `status` when given), each with its contact."""
-    queryset = Enrollment.objects.filter(campaign=campaign).select_related("contact")
+    """The campaign's enrollments (in `status` when given), each with its contact and its
+    campaign's first key (`first_key`: where a pending one starts), in the page's query."""
+    queryset = (
+        Enrollment.objects.filter(campaign=campaign)
+        .select_related("contact")
+        .annotate(first_key=_first_key())
+    )
     if status:
         queryset = queryset.filter(status=status)
     return queryset
+
+
+def _first_key() -> Subquery:
+    return Subquery(
+        CampaignStep.objects.filter(campaign_id=OuterRef("campaign_id"))
+        .order_by("position")
+        .values("key")[:1]
+    )
 
 
 def campaign_enrollment(*, campaign: Campaign, enrollment_id) -> Enrollment:

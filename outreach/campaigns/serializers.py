@@ -18,8 +18,11 @@ from outreach.campaigns.followup_fields import (
     complete_rule_check,
     reply_rules_check,
 )
-from outreach.campaigns.rendering import template_errors
-from outreach.campaigns.variants import MAX_EXTRA_VARIANTS, step_content, step_letters
+from outreach.campaigns.step_serializers import (
+    StepSerializer,
+    steps_representation,
+    steps_validate,
+)
 from outreach.campaigns.windows import send_window_errors
 from outreach.contacts import selectors as contacts_selectors
 from outreach.contacts.serializers import CustomFieldsMixin
@@ -28,7 +31,6 @@ from outreach.mailboxes import selectors
 from outreach.models.campaigns import Campaign
 from outreach.timezones import timezone_valid
 
-MAX_STEPS = 20
 MAX_DISPATCH_IDS = 10_000
 
 
@@ -39,90 +41,6 @@ def _indexed(errors: dict[int, Any]) -> dict[str, Any]:
     """Errors keyed by list index, as DRF takes them (it renders the keys as strings);
     its stubs allow string keys alone."""
     return cast(dict[str, Any], errors)
-
-
-def _template_validator(*, body: bool):
-    """A field validator for a subject (`body` false) or a body part's template."""
-
-    def validate(value: str) -> str:
-        problems = template_errors(value, body=body)
-        if problems:
-            raise serializers.ValidationError(problems)
-        return value
-
-    return validate
-
-
-class StepContentSerializer(StrictSerializer):
-    """A step's subject and bodies: the step's own (variant A) and each of its variants."""
-
-    subject = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        default="",
-        max_length=998,
-        trim_whitespace=False,
-        validators=[_template_validator(body=False)],
-    )
-    body_text = serializers.CharField(
-        trim_whitespace=False, validators=[_template_validator(body=True)]
-    )
-    body_html = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        allow_null=True,
-        default="",
-        trim_whitespace=False,
-        validators=[_template_validator(body=True)],
-    )
-
-    def validate(self, attrs):
-        attrs["body_html"] = attrs.get("body_html") or ""
-        return attrs
-
-
-class VariantSerializer(StepContentSerializer):
-    variant = serializers.CharField(
-        read_only=True, help_text="B, C, ...: the step's own content is variant A."
-    )
-
-
-class StepSerializer(StepContentSerializer):
-    delay_minutes = serializers.IntegerField(
-        min_value=0, max_value=366 * 24 * 60, required=False, default=0
-    )
-    variants = serializers.ListField(
-        child=VariantSerializer(),
-        required=False,
-        default=list,
-        max_length=MAX_EXTRA_VARIANTS,
-        help_text=f"A/B variants besides the step's own content, at most {MAX_EXTRA_VARIANTS}.",
-    )
-
-    def to_representation(self, instance):
-        return step_representation(instance)
-
-
-def step_representation(instance) -> dict:
-    """A step as the API shows it: a CampaignStep, or any object with its attributes
-    (a row of selectors.campaigns_with_relations)."""
-    letters = step_letters(instance)
-    return {
-        "subject": instance.subject,
-        "body_text": instance.body_text,
-        "body_html": instance.body_html or None,
-        "delay_minutes": instance.delay_minutes,
-        "variants": [
-            {
-                "variant": letter,
-                "subject": content.subject,
-                "body_text": content.body_text,
-                "body_html": content.body_html or None,
-            }
-            for letter in letters[1:]
-            for content in [step_content(instance, letter)]
-        ],
-    }
 
 
 class StatsSerializer(StrictSerializer):
@@ -206,8 +124,9 @@ class CampaignSerializer(RepresentationMixin, StrictSerializer):
     def to_representation(self, instance):
         """Steps and mailboxes from the page's own query (selectors.campaigns_with_relations)."""
         data = super().to_representation(instance)
-        steps = sorted(instance.step_rows or (), key=lambda step: step["position"])
-        data["steps"] = [step_representation(SimpleNamespace(**step)) for step in steps]
+        data["steps"] = steps_representation(
+            SimpleNamespace(**step) for step in instance.step_rows or ()
+        )
         # Newest mailbox first (SmtpCredential's ordering); one database's timestamps sort
         # as their text does.
         credentials = sorted(
@@ -232,26 +151,7 @@ class CampaignSerializer(RepresentationMixin, StrictSerializer):
         return value
 
     def validate_steps(self, steps):
-        if len(steps) > MAX_STEPS:
-            raise serializers.ValidationError(f"At most {MAX_STEPS} steps.")
-        if steps and not steps[0].get("subject", "").strip():
-            raise serializers.ValidationError(
-                _indexed({0: {"subject": ["The first step needs a subject."]}})
-            )
-        if steps:
-            untitled = {
-                index: {"subject": ["The first step needs a subject, in every variant."]}
-                for index, variant in enumerate(steps[0].get("variants") or [])
-                if not variant.get("subject", "").strip()
-            }
-            if untitled:
-                raise serializers.ValidationError(_indexed({0: {"variants": _indexed(untitled)}}))
-        instance = self.instance
-        if not steps and instance is not None and instance.status != Campaign.Status.DRAFT:
-            raise serializers.ValidationError(
-                f"A {instance.status} campaign keeps at least one step."
-            )
-        return steps
+        return steps_validate(steps, instance=self.instance)
 
     def validate_credential_ids(self, ids):
         owned = selectors.credentials_owned(account=self.context["account"], credential_ids=ids)

@@ -17,7 +17,8 @@ status; tests/outreach/test_enrollment_transitions.py checks it.
 | enrolled (pending) | `enroll`, `enrollment_enroll` | enrolled |
 | dispatched (scheduled) | `enrollments_schedule`, `enrollment_schedule` | |
 | a step sent (sent / completed) | `after_step` + `enrollment_sent` (ORM), `SENT_MOVE_CTE` (one statement, outreach.sending.record_sql) | sent (first step), the variant's sent |
-| no step left (completed) | `enrollments_complete` | |
+| no step left (completed) | `enrollments_complete`, `enrollments_complete_rows` (a live edit) | |
+| moved by a live edit (not a status change; `sent` when it waits at a branch) | `edit_moves`: `enrollments_move_to_step`, `enrollments_wait_at_branch` | |
 | failed | `enrollments_fail` | |
 | replied | `enrollment_reply` | replied (and the variant answered) |
 | next step held (an out-of-office notice; not a status change) | `enrollment_postpone` | |
@@ -36,6 +37,7 @@ An open is not a change of status; it is read, then recorded, announced and coun
 one statement, `enrollment_open` (opens), which outreach.intake.services calls.
 """
 
+from outreach.enrollments.edit_moves import enrollments_move_to_step, enrollments_wait_at_branch
 from outreach.enrollments.opens import enrollment_open
 from outreach.enrollments.recount import stats_check, stats_recount, variant_stats_recount
 from outreach.enrollments.stats import (
@@ -65,6 +67,7 @@ from outreach.enrollments.transitions import (
     enrollment_schedule,
     enrollment_sent,
     enrollments_complete,
+    enrollments_complete_rows,
     enrollments_delete,
     enrollments_fail,
     enrollments_schedule,
@@ -96,12 +99,15 @@ __all__ = [
     "enrollment_schedule",
     "enrollment_sent",
     "enrollments_complete",
+    "enrollments_complete_rows",
     "enrollments_delete",
     "enrollments_fail",
+    "enrollments_move_to_step",
     "enrollments_schedule",
     "enrollments_stop",
     "enrollments_suppressed_end",
     "enrollments_unsubscribe",
+    "enrollments_wait_at_branch",
     "stats_check",
     "stats_read",
     "stats_recount",

@@ -145,9 +145,24 @@ def enrollment_sent(
 def enrollments_complete(*, enrollment_ids: Iterable[UUID], now: datetime) -> int:
     """Due enrollments with no step left to send (their campaign lost its later steps)
     are completed. Returns how many."""
-    return Enrollment.objects.filter(
-        pk__in=list(enrollment_ids), status__in=Enrollment.DUE_STATUSES
-    ).update(status=Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now)
+    return enrollments_complete_rows(
+        Enrollment.objects.filter(pk__in=list(enrollment_ids)), now=now
+    )
+
+
+def enrollments_complete_rows(rows: QuerySet, *, now: datetime) -> int:
+    """`enrollments_complete` for the due enrollments among `rows` (one UPDATE however
+    many: a live edit that ends the sequence where they wait). Ended, they are at no
+    element. Returns how many."""
+    return rows.filter(status__in=Enrollment.DUE_STATUSES).update(
+        status=Status.COMPLETED,
+        completed_at=now,
+        next_send_at=None,
+        current_key=None,
+        branch_deadline=None,
+        held_until=None,
+        updated_at=now,
+    )
 
 
 # ---------------------------------------------------------------- no send possible: failed

@@ -46,7 +46,7 @@ def test_every_python_block_of_the_readme_runs_as_written(
     sink = smtp_sink()
     env = {**os.environ, "OUTREACH_API_KEY": sdk_key, "OUTREACH_BASE_URL": url}
     blocks = _blocks()
-    assert len(blocks) == 6
+    assert len(blocks) == 7
 
     def run(block: str) -> str:
         block = block.replace("2525", str(sink.port))
@@ -74,7 +74,9 @@ def test_every_python_block_of_the_readme_runs_as_written(
         label="interested",
         label_source="manual",
     )
-    signup, conversation, _verify, tools, deliverability = (run(block) for block in blocks[1:])
+    signup, conversation, _verify, tools, deliverability, sequences = (
+        run(block) for block in blocks[1:]
+    )
 
     assert conversation.splitlines()[0] == "ada@example.org Re: Hello Sounds good."
     assert conversation.splitlines()[1].startswith("reply ")
@@ -104,3 +106,13 @@ def test_every_python_block_of_the_readme_runs_as_written(
         "lin@example.net",
         "competitor.example",
     }
+
+    assert sequences.splitlines() == [
+        'Start: send intro ("Quick question") at dispatch; then wait at opened_intro.',
+        "After intro, wait up to 3 days (opened_intro): if they open intro, send pricing "
+        "(1 hour later); otherwise send bump (1 day later).",
+        "pricing (a reply in the thread): then stop (the sequence ends).",
+        "bump (a reply in the thread): then stop (the sequence ends).",
+        "[] 0",
+        "['intro', 'bump']",
+    ]

@@ -70,11 +70,13 @@ def test_it_creates_with_everything(api_client, account):
     body = response.json()
     assert [s["subject"] for s in body["steps"]] == ["Hi {{first_name|there}}", ""]
     assert body["steps"][1] == {
+        "key": "step_2",
         "subject": "",
         "body_text": "Following up, {{fields.job_title|friend}}",
         "body_html": None,
         "delay_minutes": 1440,
         "variants": [],
+        "next": "end",
     }
     assert sorted(body["credential_ids"]) == sorted(str(c.pk) for c in credentials)
     assert body["timezone"] == "Europe/Paris"

@@ -37,6 +37,7 @@ from outreach_mcp.confirmation import (
 from outreach_mcp.deliverability import blocklist_add_answer, domain_check_answer
 from outreach_mcp.preview import dispatch_preview, outreach_preview
 from outreach_mcp.respond import response_preview
+from outreach_mcp.sequences import sequence_words, steps_edit_gate
 
 MAX_LIST = 100
 
@@ -73,7 +74,27 @@ Steps = Annotated[
         description="Ordered steps: {subject, body_text, body_html?, delay_minutes}. Step 1's "
         "delay counts from dispatch, later ones from the previous step; an empty subject on a "
         "later step replies in the same thread. Variables: {{first_name}}, {{last_name}}, "
-        "{{company}}, {{email}}, {{fields.<name>}}, with fallbacks like {{first_name|there}}."
+        "{{company}}, {{email}}, {{fields.<name>}}, with fallbacks like {{first_name|there}}. "
+        "A sequence can react: give steps a key ([a-z0-9_], default step_<n>) and next (a key "
+        'or "end"; default the following element), and add branches {key, branch: {on: '
+        '"opened" | "clicked" | "opened_or_clicked", of: <email step key> | "any", '
+        'within_minutes}, then: <key> | "end", else: <key> | "end"}: a branch sends nothing, '
+        "waits up to within_minutes for the event, then goes to then, else to else. An edit "
+        "matches elements by key."
+    ),
+]
+OnReply = Annotated[
+    list[dict[str, Any]] | None,
+    Field(
+        description="Follow-up rules: [{label, campaign_id, delay_minutes?}]: a reply to this "
+        "campaign given `label` enrols its contact in campaign_id."
+    ),
+]
+OnComplete = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description='{campaign_id, delay_minutes?, if?: "any" | "opened" | "clicked" | '
+        '"not_opened"}: an enrollment completed without a reply enrols its contact there.'
     ),
 ]
 ReplyId = Annotated[str, Field(description="The reply's id (a UUID), from list_replies.")]
@@ -199,9 +220,10 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         "contacts, outreach, dispatch, enrollments, stats, usage and webhooks, and the "
         "conversations: replies, their labels and threads, and responses; and deliverability: "
         "the blocklist, the per-domain daily cap, the mailboxes' SPF, DKIM and DMARC, click "
-        "tracking; and the sandbox: simulator mailboxes (create_simulator_mailbox) whose "
-        "emails never leave, and a simulated campaign's test clock (advance_campaign_clock). "
-        "Every tool that "
+        "tracking; sequences that react (branches on opens and clicks: describe_sequence "
+        "explains one in words); and the sandbox: simulator mailboxes "
+        "(create_simulator_mailbox) whose emails never leave, and a simulated campaign's test "
+        "clock (advance_campaign_clock). Every tool that "
         "sends email (dispatch_campaign, start_outreach, respond_to_reply) answers a preview "
         "first: show it to the user, and call the tool again with its confirmation_token only "
         "once they agree. A token sends once, exactly what it previewed. Mailboxes send 2 to 5 "
@@ -245,7 +267,14 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         max_per_recipient_domain_per_day: Annotated[
             DomainCap, Field(description="null: the account's default (get_sending_defaults).")
         ] = None,
+        on_reply: OnReply = None,
+        on_complete: OnComplete = None,
     ) -> dict[str, Any]:
+        follow_ups = {
+            key: value
+            for key, value in {"on_reply": on_reply, "on_complete": on_complete}.items()
+            if value is not None
+        }
         return client.campaigns.create(
             name=name,
             steps=steps,
@@ -257,9 +286,17 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             stop_on_reply=stop_on_reply,
             require_authenticated_domain=require_authenticated_domain,
             max_per_recipient_domain_per_day=max_per_recipient_domain_per_day,
+            **follow_ups,
         ).raw
 
-    @tool(UPDATE, "Change a campaign's name, steps, mailboxes or settings (only those given).")
+    @tool(
+        UPDATE,
+        "Change a campaign's name, steps, mailboxes or settings (only those given). An edit "
+        "of the steps that would move people on their way through the sequence (those "
+        "waiting at a step or branch it removes) changes nothing at first: it answers a "
+        "preview of the moves with a confirmation_token; show it to the user and call again "
+        "with the same arguments and the token once they agree.",
+    )
     def update_campaign(
         campaign_id: CampaignId,
         name: str | None = None,
@@ -284,6 +321,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
                 "applies (get_sending_defaults)."
             ),
         ] = False,
+        on_reply: OnReply = None,
+        on_complete: OnComplete = None,
+        confirmation_token: ConfirmationToken = None,
     ) -> dict[str, Any]:
         if max_per_recipient_domain_per_day is not None and use_account_domain_cap:
             raise ToolFailure(
@@ -302,6 +342,8 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
                 "stop_on_reply": stop_on_reply,
                 "require_authenticated_domain": require_authenticated_domain,
                 "max_per_recipient_domain_per_day": max_per_recipient_domain_per_day,
+                "on_reply": on_reply,
+                "on_complete": on_complete,
             }.items()
             if value is not None
         }
@@ -309,7 +351,26 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             changes["max_per_recipient_domain_per_day"] = None
         if send_window is not None:
             changes["send_window"] = send_window or None
+        if steps is not None:
+            answer = steps_edit_gate(
+                client,
+                confirmations,
+                campaign_id=campaign_id,
+                steps=steps,
+                token=confirmation_token,
+            )
+            if answer is not None:
+                return answer
         return client.campaigns.update(campaign_id, **changes).raw
+
+    @tool(
+        READ,
+        "Explain a campaign's sequence in plain words, one sentence per step or branch "
+        '(e.g. "After intro, wait up to 3 days (opened_intro): if they open intro, send '
+        'pricing (1 hour later); otherwise send bump (1 day later)."), with its steps.',
+    )
+    def describe_sequence(campaign_id: CampaignId) -> dict[str, Any]:
+        return sequence_words(client, campaign_id)
 
     @tool(DESTRUCTIVE, "Delete a campaign and its enrollments. This cannot be undone.")
     def delete_campaign(campaign_id: CampaignId) -> dict[str, Any]:

@@ -362,7 +362,8 @@ class Campaigns(_Resource):
         idempotency_key: str | None = None,
         **settings: Any,
     ) -> models.Campaign:
-        """`settings`: timezone, send_window, track_opens, track_clicks, stop_on_reply,
+        """`steps`: email steps and branches (outreach_sdk.sequences builds them).
+        `settings`: timezone, send_window, track_opens, track_clicks, stop_on_reply,
         require_authenticated_domain, max_per_recipient_domain_per_day, on_reply,
         on_complete, ... (see the API)."""
         body = {**_given(name=name, steps=steps, credential_ids=credential_ids), **settings}
@@ -385,6 +386,16 @@ class Campaigns(_Resource):
 
     def delete(self, campaign_id: str) -> None:
         self._t.json("DELETE", f"/campaigns/{campaign_id}")
+
+    def steps_preview(self, campaign_id: str, steps: list[dict[str, Any]]) -> models.StepsPreview:
+        """What `update(campaign_id, steps=steps)` would do to the enrollments on their way,
+        writing nothing: the same validation_failed as the update for invalid steps."""
+        return self._one(
+            models.StepsPreview,
+            "POST",
+            f"/campaigns/{campaign_id}/steps/preview",
+            json_body={"steps": steps},
+        )
 
     def dispatch(
         self,

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Any, Self, get_type_hints
 
+from outreach_sdk.sequences import describe
+
 
 def _timestamp(value: Any) -> Any:
     if isinstance(value, str):
@@ -233,12 +235,29 @@ class Campaign(Model):
     unsubscribe_footer: bool = False
     require_authenticated_domain: bool = False  # hold sends from mailboxes failing the check
     max_per_recipient_domain_per_day: int | None = None  # None: the account's default
-    # Follow-up campaigns: [{label, campaign_id, delay_minutes}], and {campaign_id,
-    # delay_minutes, if} or None.
+    # Follow-up campaigns: [{label, campaign_id, delay_minutes}] and {campaign_id,
+    # delay_minutes, if}, passed through as the API has them.
     on_reply: list[dict[str, Any]] = field(default_factory=list)
     on_complete: dict[str, Any] | None = None
     # enrolled, sent, opened, clicked, replied, bounced, unsubscribed, ...
     stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def steps_in_words(self) -> list[str]:
+        """The sequence, one sentence per element (outreach_sdk.sequences.describe)."""
+        return describe(self.steps)
+
+
+@dataclass
+class StepsPreview(Model):
+    """What an edit of a campaign's steps would do to the enrollments on their way:
+    `moves: [{from_key, to_key, enrollments}]` (`to_key` "end": they complete)."""
+
+    moves: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def moved(self) -> int:
+        return sum(move["enrollments"] for move in self.moves)
 
 
 @dataclass
@@ -361,6 +380,9 @@ class Enrollment(Model):
     contact_email: str = ""
     status: str = ""
     current_step: int = 0
+    # The element it sends or waits at next (None once ended), and the keys passed.
+    current_key: str | None = None
+    path: list[str] = field(default_factory=list)
     variant: str | None = None
     next_send_at: datetime | None = None
     sent_at: datetime | None = None
