@@ -29,6 +29,7 @@ ENROLLMENT_UNSUBSCRIBED = "enrollment.unsubscribed"
 CREDENTIAL_DISABLED = "credential.disabled"
 CAMPAIGN_PAUSED = "campaign.paused"
 ENROLLMENT_CLICKED = "enrollment.clicked"
+ENROLLMENT_BRANCHED = "enrollment.branched"
 
 # The 7 event types of version 1.
 EVENT_TYPES = (
@@ -42,7 +43,7 @@ EVENT_TYPES = (
 )
 # Opt-in types: delivered only to webhooks whose filters name them; `*` stays the
 # version 1 set, so no receiver gets a type it did not ask for (docs/webhooks.md).
-OPT_IN_EVENT_TYPES = (ENROLLMENT_CLICKED,)
+OPT_IN_EVENT_TYPES = (ENROLLMENT_CLICKED, ENROLLMENT_BRANCHED)
 ALL_EVENTS = "*"
 
 

@@ -14,8 +14,9 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
+from outreach.enrollments.branching import path_appended
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -71,26 +72,33 @@ def enrollment_enroll(*, campaign_id, contact_id) -> tuple[Enrollment, bool]:
 # ---------------------------------------------------------------- dispatched: scheduled
 
 
-def _scheduled(next_send_at: datetime, now: datetime) -> dict:
-    return {
+def _scheduled(next_send_at: datetime, now: datetime, current_key: str | None) -> dict:
+    changes = {
         "status": Status.SCHEDULED,
         "next_send_at": next_send_at,
         "dispatched_at": now,
         "updated_at": now,
     }
+    if current_key is not None:
+        changes["current_key"] = current_key
+    return changes
 
 
-def enrollments_schedule(rows: QuerySet, *, next_send_at: datetime, now: datetime) -> int:
-    """Pending enrollments among `rows` are scheduled, their first step due at
-    `next_send_at` (dispatch). Returns how many."""
-    return rows.filter(status=Status.PENDING).update(**_scheduled(next_send_at, now))
+def enrollments_schedule(
+    rows: QuerySet, *, next_send_at: datetime, now: datetime, current_key: str | None = None
+) -> int:
+    """Pending enrollments among `rows` are scheduled, their first step (`current_key`,
+    the campaign's first element) due at `next_send_at` (dispatch). Returns how many."""
+    return rows.filter(status=Status.PENDING).update(**_scheduled(next_send_at, now, current_key))
 
 
-def enrollment_schedule(enrollment: Enrollment, *, next_send_at: datetime, now: datetime) -> bool:
+def enrollment_schedule(
+    enrollment: Enrollment, *, next_send_at: datetime, now: datetime, current_key: str | None = None
+) -> bool:
     """`enrollments_schedule` for one enrollment, kept up to date in memory too."""
-    changes = _scheduled(next_send_at, now)
+    changes = _scheduled(next_send_at, now, current_key)
     rows = Enrollment.objects.filter(pk=enrollment.pk)
-    if not enrollments_schedule(rows, next_send_at=next_send_at, now=now):
+    if not enrollments_schedule(rows, next_send_at=next_send_at, now=now, current_key=current_key):
         return False
     for name, value in changes.items():
         setattr(enrollment, name, value)
@@ -109,10 +117,14 @@ def after_step(*, next_send_at: datetime | None, now: datetime) -> dict:
 
 
 # The same move as `enrollment_sent`, as a CTE of the one-statement record of a sent
-# message (outreach.sending.record_sql), its values from `after_step`.
+# message (outreach.sending.record_sql), its values from `after_step` (or a graph move,
+# outreach.enrollments.branching.Move.columns).
 SENT_MOVE_CTE = """
 moved AS (
-    UPDATE outreach_enrollment SET status = %(status)s, current_step = %(step)s,
+    UPDATE outreach_enrollment SET status = %(status)s, current_step = current_step + 1,
+        last_step = %(step)s, current_key = %(current_key)s,
+        path = path || %(path)s::jsonb, branch_deadline = %(branch_deadline)s,
+        held_until = NULL,
         sent_at = %(now)s, next_send_at = %(next_send_at)s, completed_at = %(completed_at)s,
         credential_id = %(credential)s, send_attempts = 0, last_error = '',
         updated_at = %(now)s
@@ -122,15 +134,27 @@ moved AS (
 
 
 def enrollment_sent(
-    *, enrollment_id, campaign_id, step: int, credential_id, move: dict, now, note: str = ""
+    *,
+    enrollment_id,
+    campaign_id,
+    step: int,
+    credential_id,
+    move: dict,
+    now,
+    note: str = "",
+    keys: list[str] | None = None,
 ) -> bool:
-    """A step sent moves a still-due enrollment on (`move`: after_step's columns); the
-    first step counts it as sent. Intake may have ended it since the claim (a reply, an
-    unsubscribe): then nothing moves. `note`: its last_error (why a reply went unseen).
-    Returns whether it moved."""
+    """A step sent moves a still-due enrollment on (`move`: after_step's columns, or a
+    graph move's, outreach.enrollments.branching): one more email step sent, `step` the
+    position of the last, `keys` appended to its path (the step's key and the branches
+    the move decided); the first step counts it as sent. Intake may have ended it since
+    the claim (a reply, an unsubscribe): then nothing moves. `note`: its last_error (why
+    a reply went unseen). Returns whether it moved."""
     moved = Enrollment.objects.filter(pk=enrollment_id, status__in=Enrollment.DUE_STATUSES).update(
-        **move,
-        current_step=step,
+        **{"current_key": None, "branch_deadline": None, "held_until": None, **move},
+        current_step=F("current_step") + 1,
+        last_step=step,
+        path=path_appended(keys or []),
         sent_at=now,
         credential_id=credential_id,
         send_attempts=0,

@@ -149,6 +149,13 @@ class Enrollment(models.Model):
                 name="enrollment_branch_deadline_idx",
                 condition=Q(status="sent", branch_deadline__isnull=False),
             ),
+            # The enrollments waiting at each branch of a campaign (its stats' `waiting`):
+            # only waiting rows have an entry, so a send writes none.
+            models.Index(
+                fields=["campaign", "current_key"],
+                name="enrollment_waiting_idx",
+                condition=Q(status="sent", branch_deadline__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

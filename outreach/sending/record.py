@@ -16,16 +16,16 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
+from outreach.campaigns.branch_moves import branch_recheck, send_at_of
 from outreach.campaigns.variants import stored_letter
-from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.domain_cap.counts import counts_release
 from outreach.enrollments import (
-    after_step,
     counting,
     enrollment_sent,
     enrollments_fail,
     variant_count,
 )
+from outreach.enrollments.branching import END, Decision, Graph, Move, decisions_record, walk
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mailboxes.pace import reservation_release
 from outreach.models.campaigns import Campaign, CampaignStep
@@ -85,7 +85,10 @@ class _Sent:
     now: datetime
     reply_seen: bool
     attempt: AttemptOutcome
-    move: dict  # outreach.enrollments.after_step
+    move: dict  # the enrollment's columns after it (Move.columns)
+    keys: list[str]  # appended to its path: the step's key, the branches decided
+    decisions: list[Decision]
+    waiting_at: str | None  # the branch it waits at after the send
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor: datetime | None
@@ -115,17 +118,7 @@ def sent_record(
     `finished_at` (default `accepted_at`) ends the attempt's record: a lost worker's
     attempt ends when its recovery gave it up, while its pace still counts from the
     send."""
-    next_step = steps.get(claim.step + 1)
-    next_send_at = None
-    if next_step is not None:
-        next_send_at = step_send_at(
-            after=now,
-            delay_minutes=next_step.delay_minutes,
-            timezone=window_timezone(
-                campaign=campaign, contact_timezone=enrollment.contact.timezone
-            ),
-            window=SendWindow.from_json(campaign.send_window),
-        )
+    move = sent_move(claim=claim, enrollment=enrollment, campaign=campaign, steps=steps, now=now)
     paced = credential.is_paced
     attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, finished_at or accepted_at or now)
     sent = _Sent(
@@ -137,7 +130,10 @@ def sent_record(
         now=now,
         reply_seen=reply_seen,
         attempt=attempt,
-        move=after_step(next_send_at=next_send_at, now=now),
+        move=move.columns(),
+        keys=move.path,
+        decisions=move.decisions,
+        waiting_at=move.current_key if move.waiting else None,
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
             if paced
@@ -145,10 +141,45 @@ def sent_record(
         ),
     )
     # The common case: the writes in one statement (record_sql); when it does not apply
-    # (nothing written), the ORM path does it all.
-    if reply_seen and _sent_statement(sent):
-        return
-    _sent_orm(sent)
+    # (nothing written, or the move decided branches: their counts and events), the ORM
+    # path does it all.
+    if not (reply_seen and not sent.decisions and _sent_statement(sent)):
+        _sent_orm(sent)
+    if sent.waiting_at is not None:
+        # An open or click recorded while this send was (it found the enrollment not
+        # waiting yet) decides the branch now.
+        waiting_at, enrollment_id = sent.waiting_at, enrollment.pk
+        transaction.on_commit(
+            lambda: branch_recheck(enrollment_id=enrollment_id, branch_key=waiting_at),
+            robust=True,
+        )
+
+
+def sent_move(
+    *,
+    claim: SendClaim,
+    enrollment: Enrollment,
+    campaign: Campaign,
+    steps: dict[int, CampaignStep],
+    now: datetime,
+) -> Move:
+    """Where the send of the claim's step moves the enrollment (API.md 17): past the
+    step (its key in the path), to the element the step leads to, as
+    outreach.enrollments.branching.walk goes: the next email step's send (its delay
+    from now, in the window), a branch (decided at once when its event came already,
+    else waited at), or the end."""
+    graph = Graph(steps.values())
+    step = steps.get(claim.step)
+    key = step.key if step is not None else f"step_{claim.step}"
+    following = graph.after(step) if step is not None else END
+    return walk(
+        graph,
+        following,
+        enrollment_id=enrollment.pk,
+        now=now,
+        send_at=send_at_of(campaign, enrollment.contact.timezone, now),
+        passed=[key],
+    )
 
 
 def _sent_moved(sent: _Sent) -> None:
@@ -157,6 +188,7 @@ def _sent_moved(sent: _Sent) -> None:
     for name, value in sent.move.items():
         setattr(enrollment, name, value)
     enrollment.current_step, enrollment.sent_at = sent.claim.step, sent.now
+    enrollment.last_step = sent.claim.step
     enrollment.credential_id = sent.credential.pk
     enrollment.campaign = sent.campaign
 
@@ -180,6 +212,7 @@ def _sent_statement(sent: _Sent) -> bool:
         variant=outgoing.variant,
         now=now,
         move=sent.move,
+        keys=sent.keys,
         pace_floor=sent.pace_floor,
         period=period_bounds(campaign.account, now),
         event_type=ENROLLMENT_SENT,
@@ -206,6 +239,7 @@ def _sent_orm(sent: _Sent) -> None:
             enrollment_id=sent.enrollment.pk,
             credential_id=credential.pk,
             step=claim.step,
+            step_key=sent.keys[0],
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
@@ -225,6 +259,7 @@ def _sent_orm(sent: _Sent) -> None:
             move=sent.move,
             now=sent.now,
             note="" if sent.reply_seen else sent.attempt.text,
+            keys=sent.keys,
         )
         attempt_finish(claim, sent.attempt, now=sent.now)
         credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
@@ -238,6 +273,7 @@ def _sent_orm(sent: _Sent) -> None:
         usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
+            decisions_record(sent.enrollment, sent.decisions)
         else:
             sent.enrollment.refresh_from_db()
             sent.enrollment.campaign = campaign

@@ -1,0 +1,258 @@
+"""An enrollment's moves through its campaign's graph outside a send (API.md 17): the
+branch it waits at decided by an open or click (`message_event_record`), by its
+deadline (`branch_deadlines_decide`, each scheduler run), or on arrival by an event
+recorded meanwhile (`branch_recheck`); and the arrival at a key from elsewhere
+(`enrollment_arrive`, for a live edit of the steps). The graph and its writes are
+outreach.enrollments.branching's; this module adds when a step reached goes out (its
+delay from the move, in the campaign's send window) and what follows a move (a
+completed campaign, the scheduler rung for a step due now).
+
+Decided once: every decision locks the enrollment's row and moves it only while it
+still waits at that branch (a conditional UPDATE), so an event and the deadline, or two
+schedulers, racing for one enrollment make one decision; the loser changes nothing.
+The deadline's scan takes its rows with SKIP LOCKED, so two runs never wait on each
+other, and a run killed before its commit decided nothing: the next run finds the same
+rows (their deadline still passed, the partial index still lists them).
+"""
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from outreach.campaigns.dispatch import sends_schedule_soon
+from outreach.campaigns.state import campaigns_complete_if_done
+from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
+from outreach.enrollments import counting
+from outreach.enrollments.branching import (
+    ELSE,
+    THEN,
+    Graph,
+    Move,
+    SendAt,
+    arrival_write,
+    branch_move,
+    decide,
+    decisions_record,
+    event_happened,
+    event_meets,
+    is_branch,
+    waiting_at,
+    walk,
+)
+from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.sending import Enrollment
+
+logger = logging.getLogger(__name__)
+
+
+def send_at_of(campaign: Campaign, contact_timezone: str, now: datetime) -> SendAt:
+    """When an email step reached now goes out: its delay from now, then the next
+    opening of the campaign's send window (in the contact's zone when it sends so)."""
+    zone = window_timezone(campaign=campaign, contact_timezone=contact_timezone)
+    window = SendWindow.from_json(campaign.send_window)
+
+    def send_at(step: CampaignStep) -> datetime:
+        return step_send_at(
+            after=now, delay_minutes=step.delay_minutes, timezone=zone, window=window
+        )
+
+    return send_at
+
+
+def _after(enrollment: Enrollment, move: Move, now: datetime) -> None:
+    """What follows a move, in its transaction: the campaign may be done; a step due now
+    rings the scheduler once this commits."""
+    if move.status == Enrollment.Status.COMPLETED:
+        campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=now)
+    elif move.next_send_at is not None and move.next_send_at <= now:
+        transaction.on_commit(sends_schedule_soon, robust=True)
+
+
+def _locked_waiting(rows) -> list[Enrollment]:
+    return list(
+        rows.select_related("contact", "campaign").select_for_update(of=("self",), no_key=True)
+    )
+
+
+def _decide_one(
+    enrollment: Enrollment, graph: Graph, *, outcome: str | None, now: datetime
+) -> bool:
+    """Decide the branch a locked, waiting `enrollment` is at: `outcome`, or (None) `then`
+    when its event was recorded before now and `else` otherwise. Whether it moved."""
+    key = enrollment.current_key
+    element = graph.get(key)
+    if key is None or not is_branch(element):
+        # The branch is gone (an edit moves its enrollments in its own transaction).
+        return False
+    assert element is not None and element.branch is not None
+    if outcome is None:
+        happened = event_happened(element.branch, enrollment_id=enrollment.pk, before=now)
+        outcome = THEN if happened else ELSE
+    move = decide(
+        graph,
+        key,
+        outcome,
+        enrollment_id=enrollment.pk,
+        now=now,
+        send_at=send_at_of(enrollment.campaign, enrollment.contact.timezone, now),
+        held_until=enrollment.held_until,
+    )
+    if not branch_move(enrollment_id=enrollment.pk, branch_key=key, move=move, now=now):
+        return False
+    decisions_record(enrollment, move.decisions)
+    _after(enrollment, move, now)
+    return True
+
+
+def branch_decide(
+    *, enrollment_id, branch_key: str, outcome: str | None = None, now: datetime | None = None
+) -> bool:
+    """Decide the branch `branch_key` of an enrollment waiting at it (see _decide_one),
+    in one transaction. False when it no longer waits there."""
+    now = now or timezone.now()
+    with transaction.atomic(), counting():
+        rows = Enrollment.objects.filter(waiting_at(branch_key), pk=enrollment_id)
+        locked = _locked_waiting(rows)
+        if not locked:
+            return False
+        enrollment = locked[0]
+        return _decide_one(
+            enrollment, Graph.of_campaign(enrollment.campaign_id), outcome=outcome, now=now
+        )
+
+
+def branch_recheck(*, enrollment_id, branch_key: str) -> bool:
+    """After a send left an enrollment waiting at `branch_key` (committed): an event
+    recorded while that send was being recorded found it not waiting yet; decide it
+    `then` now if so. Whether it moved. Without this, the deadline would still find the
+    event (it decides `then` when the event came): this only makes it at once."""
+    now = timezone.now()
+    step = CampaignStep.objects.filter(
+        key=branch_key, campaign__enrollments__pk=enrollment_id
+    ).first()
+    if step is None or not step.branch:
+        return False
+    if not event_happened(step.branch, enrollment_id=enrollment_id, before=now):
+        return False
+    return branch_decide(enrollment_id=enrollment_id, branch_key=branch_key, outcome=THEN, now=now)
+
+
+def branch_deadlines_decide(*, now: datetime | None = None) -> int:
+    """Enrollments whose branch deadline passed, decided (`else`, or `then` when the
+    event came after all), found through enrollment_branch_deadline_idx in transactions
+    of SENDING_BATCH_SIZE, up to SENDING_MAX_PER_TICK a run. Returns how many moved."""
+    now = now or timezone.now()
+    moved = 0
+    while moved < settings.SENDING_MAX_PER_TICK:
+        examined, decided = _deadlines_once(now, settings.SENDING_BATCH_SIZE)
+        moved += decided
+        if examined < settings.SENDING_BATCH_SIZE:
+            break
+    return moved
+
+
+def _deadlines_once(now: datetime, limit: int) -> tuple[int, int]:
+    """One transaction of branch_deadlines_decide: (examined, moved)."""
+    with transaction.atomic(), counting():
+        rows = (
+            Enrollment.objects.filter(waiting_at(), branch_deadline__lte=now)
+            .order_by("branch_deadline")
+            .select_for_update(of=("self",), no_key=True, skip_locked=True)
+        )
+        due = list(rows.select_related("contact", "campaign")[:limit])
+        graphs: dict = {}
+        decided = 0
+        for enrollment in due:
+            if enrollment.campaign_id not in graphs:
+                graphs[enrollment.campaign_id] = Graph.of_campaign(enrollment.campaign_id)
+            graph = graphs[enrollment.campaign_id]
+            decided += _decide_one(enrollment, graph, outcome=None, now=now)
+    return len(due), decided
+
+
+# An open's or click's first record on its message, and the branch it may decide.
+_MESSAGE_EVENT = """
+UPDATE outreach_message AS m SET {column} = %(at)s
+WHERE m.id = (
+    SELECT id FROM outreach_message
+    WHERE enrollment_id = %(enrollment)s {step}
+    ORDER BY sent_at DESC LIMIT 1
+) AND m.{column} IS NULL
+RETURNING m.step_key
+"""
+
+
+def message_event_record(
+    *, enrollment_id, kind: str, step: int | None = None, at: datetime | None = None
+) -> bool:
+    """Record an open or click (`kind`: "opened", "clicked") on the message it came
+    from: the message of position `step` (named by the pixel or link), or, for a pixel
+    made before pixels named their step, the enrollment's last message sent. Only its
+    first open (click) is kept (Message.opened_at, clicked_at). In the same transaction,
+    an enrollment waiting at a branch whose condition this meets moves to its `then`.
+    Returns whether this was the message's first such event.
+
+    A repeat is one UPDATE that matches nothing; a first one reads the enrollment's
+    place (one indexed row) and, at a branch, its element."""
+    if kind not in ("opened", "clicked"):
+        raise ValueError(f"not a message event: {kind!r}")
+    at = at or timezone.now()
+    sql = _MESSAGE_EVENT.format(
+        column=f"{kind}_at", step="AND step = %(step)s" if step is not None else ""
+    )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {"at": at, "enrollment": enrollment_id, "step": step})
+            row = cursor.fetchone()
+        if row is None:
+            return False
+        step_key = row[0]
+        waiting = (
+            Enrollment.objects.filter(waiting_at(), pk=enrollment_id)
+            .values_list("current_key", "campaign_id")
+            .first()
+        )
+        if waiting is not None:
+            key, campaign_id = waiting
+            element = CampaignStep.objects.filter(campaign_id=campaign_id, key=key).first()
+            if (
+                element is not None
+                and element.branch
+                and event_meets(element.branch, kind=kind, step_key=step_key)
+            ):
+                branch_decide(enrollment_id=enrollment_id, branch_key=key, outcome=THEN, now=at)
+    return True
+
+
+def enrollment_arrive(
+    *, enrollment_id, key: str, now: datetime, announce: bool = True
+) -> Move | None:
+    """Move an active enrollment to the element `key` now (a live edit of the steps):
+    an email step due after its delay from now, a branch waited at (or decided at once
+    when its event came already), or the end. `announce`: whether branches decided on
+    the way are counted and announced (an edit's moves are not). Returns the move, or
+    None when the enrollment is no longer active. Call it in the edit's transaction."""
+    with transaction.atomic(), counting():
+        locked = _locked_waiting(
+            Enrollment.objects.filter(pk=enrollment_id, status__in=Enrollment.DUE_STATUSES)
+        )
+        if not locked:
+            return None
+        enrollment = locked[0]
+        move = walk(
+            Graph.of_campaign(enrollment.campaign_id),
+            key,
+            enrollment_id=enrollment.pk,
+            now=now,
+            send_at=send_at_of(enrollment.campaign, enrollment.contact.timezone, now),
+            held_until=enrollment.held_until,
+        )
+        if not arrival_write(enrollment_id=enrollment.pk, move=move, now=now):
+            return None
+        if announce:
+            decisions_record(enrollment, move.decisions)
+        _after(enrollment, move, now)
+    return move
