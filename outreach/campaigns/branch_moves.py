@@ -19,7 +19,7 @@ import logging
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from outreach.campaigns.dispatch import sends_schedule_soon
@@ -173,58 +173,19 @@ def _deadlines_once(now: datetime, limit: int) -> tuple[int, int]:
     return len(due), decided
 
 
-# An open's or click's first record on its message, and the branch it may decide.
-_MESSAGE_EVENT = """
-UPDATE outreach_message AS m SET {column} = %(at)s
-WHERE m.id = (
-    SELECT id FROM outreach_message
-    WHERE enrollment_id = %(enrollment)s {step}
-    ORDER BY sent_at DESC LIMIT 1
-) AND m.{column} IS NULL
-RETURNING m.step_key
-"""
-
-
-def message_event_record(
-    *, enrollment_id, kind: str, step: int | None = None, at: datetime | None = None
-) -> bool:
-    """Record an open or click (`kind`: "opened", "clicked") on the message it came
-    from: the message of position `step` (named by the pixel or link), or, for a pixel
-    made before pixels named their step, the enrollment's last message sent. Only its
-    first open (click) is kept (Message.opened_at, clicked_at). In the same transaction,
-    an enrollment waiting at a branch whose condition this meets moves to its `then`.
-    Returns whether this was the message's first such event.
-
-    A repeat is one UPDATE that matches nothing; a first one reads the enrollment's
-    place (one indexed row) and, at a branch, its element."""
-    if kind not in ("opened", "clicked"):
-        raise ValueError(f"not a message event: {kind!r}")
-    at = at or timezone.now()
-    sql = _MESSAGE_EVENT.format(
-        column=f"{kind}_at", step="AND step = %(step)s" if step is not None else ""
-    )
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, {"at": at, "enrollment": enrollment_id, "step": step})
-            row = cursor.fetchone()
-        if row is None:
-            return False
-        step_key = row[0]
-        waiting = (
-            Enrollment.objects.filter(waiting_at(), pk=enrollment_id)
-            .values_list("current_key", "campaign_id")
-            .first()
-        )
-        if waiting is not None:
-            key, campaign_id = waiting
-            element = CampaignStep.objects.filter(campaign_id=campaign_id, key=key).first()
-            if (
-                element is not None
-                and element.branch
-                and event_meets(element.branch, kind=kind, step_key=step_key)
-            ):
-                branch_decide(enrollment_id=enrollment_id, branch_key=key, outcome=THEN, now=at)
-    return True
+def branch_event(*, enrollment_id, branch_key: str, kind: str, step_key: str, at: datetime) -> bool:
+    """The first open or click (`kind`) of an enrollment's message of step `step_key`
+    was just recorded, the enrollment waiting at `branch_key` when it was: when the
+    event meets that branch's condition, the branch is decided `then` (branch_decide:
+    only while it still waits there). Whether it moved."""
+    element = CampaignStep.objects.filter(
+        key=branch_key, campaign__enrollments__pk=enrollment_id
+    ).first()
+    if element is None or not element.branch:
+        return False
+    if not event_meets(element.branch, kind=kind, step_key=step_key):
+        return False
+    return branch_decide(enrollment_id=enrollment_id, branch_key=branch_key, outcome=THEN, now=at)
 
 
 def enrollment_arrive(

@@ -16,7 +16,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from outreach.enrollments.branching import path_appended
+from outreach.enrollments.branching import held, path_appended
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -228,15 +228,16 @@ def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
 
 def enrollment_postpone(*, enrollment_id, until: datetime, now: datetime) -> bool:
     """Hold a due enrollment's next step until `until` (an out-of-office notice's return):
-    its next_send_at is raised, never lowered; the status does not change. Returns
+    its next_send_at is raised, never lowered; the status does not change. One waiting
+    at a branch has no next send yet: its held_until is raised instead, and the step the
+    branch leads to is not due before it (outreach.enrollments.branching). Returns
     whether it moved. A step already claimed by a sending task goes out as claimed."""
-    return bool(
-        Enrollment.objects.filter(
-            pk=enrollment_id,
-            status__in=Enrollment.DUE_STATUSES,
-            next_send_at__lt=until,
-        ).update(next_send_at=until, updated_at=now)
-    )
+    postponed = Enrollment.objects.filter(
+        pk=enrollment_id,
+        status__in=Enrollment.DUE_STATUSES,
+        next_send_at__lt=until,
+    ).update(next_send_at=until, updated_at=now)
+    return bool(postponed) or held(enrollment_id=enrollment_id, until=until, now=now)
 
 
 def enrollments_unsubscribe(enrollments: list[Enrollment], *, at: datetime) -> None:
