@@ -16,6 +16,7 @@ rows (their deadline still passed, the partial index still lists them).
 """
 
 import logging
+from collections import Counter
 from datetime import datetime
 
 from django.conf import settings
@@ -33,6 +34,7 @@ from outreach.enrollments.branching import (
     Move,
     SendAt,
     arrival_write,
+    branch_counts_write,
     branch_move,
     decide,
     decisions_record,
@@ -62,12 +64,13 @@ def send_at_of(campaign: Campaign, contact_timezone: str, now: datetime) -> Send
     return send_at
 
 
-def _after(enrollment: Enrollment, move: Move, now: datetime) -> None:
+def _after(enrollment: Enrollment, move: Move, now: datetime, *, ring: bool = True) -> None:
     """What follows a move, in its transaction: the campaign may be done; a step due now
-    rings the scheduler once this commits."""
+    rings the scheduler once this commits (`ring`; a scheduler run's own decisions are
+    claimed by that run)."""
     if move.status == Enrollment.Status.COMPLETED:
         campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=now)
-    elif move.next_send_at is not None and move.next_send_at <= now:
+    elif ring and move.next_send_at is not None and move.next_send_at <= now:
         transaction.on_commit(sends_schedule_soon, robust=True)
 
 
@@ -78,7 +81,12 @@ def _locked_waiting(rows) -> list[Enrollment]:
 
 
 def _decide_one(
-    enrollment: Enrollment, graph: Graph, *, outcome: str | None, now: datetime
+    enrollment: Enrollment,
+    graph: Graph,
+    *,
+    outcome: str | None,
+    now: datetime,
+    tally: Counter | None = None,
 ) -> bool:
     """Decide the branch a locked, waiting `enrollment` is at: `outcome`, or (None) `then`
     when its event was recorded before now and `else` otherwise. Whether it moved."""
@@ -102,8 +110,8 @@ def _decide_one(
     )
     if not branch_move(enrollment_id=enrollment.pk, branch_key=key, move=move, now=now):
         return False
-    decisions_record(enrollment, move.decisions)
-    _after(enrollment, move, now)
+    decisions_record(enrollment, move.decisions, at=now, tally=tally)
+    _after(enrollment, move, now, ring=tally is None)
     return True
 
 
@@ -165,11 +173,13 @@ def _deadlines_once(now: datetime, limit: int) -> tuple[int, int]:
         due = list(rows.select_related("contact", "campaign")[:limit])
         graphs: dict = {}
         decided = 0
+        tally: Counter = Counter()
         for enrollment in due:
             if enrollment.campaign_id not in graphs:
                 graphs[enrollment.campaign_id] = Graph.of_campaign(enrollment.campaign_id)
             graph = graphs[enrollment.campaign_id]
-            decided += _decide_one(enrollment, graph, outcome=None, now=now)
+            decided += _decide_one(enrollment, graph, outcome=None, now=now, tally=tally)
+        branch_counts_write(tally)
     return len(due), decided
 
 
@@ -214,6 +224,6 @@ def enrollment_arrive(
         if not arrival_write(enrollment_id=enrollment.pk, move=move, now=now):
             return None
         if announce:
-            decisions_record(enrollment, move.decisions)
+            decisions_record(enrollment, move.decisions, at=now)
         _after(enrollment, move, now)
     return move

@@ -116,6 +116,7 @@ class ThreadAttemptSerializer(StrictSerializer):
 class ThreadStepSerializer(StrictSerializer):
     message_id = serializers.CharField()
     step = serializers.IntegerField()
+    key = serializers.CharField(source="step_key", help_text="The step's key when it was sent.")
     variant = serializers.CharField()
     subject = serializers.CharField()
     text = serializers.CharField()
@@ -156,16 +157,32 @@ class ThreadResponseSerializer(StrictModelSerializer):
         return response.error or None
 
 
-class ThreadEntrySerializer(StrictSerializer):
-    """One entry of the thread: `type` says which of `step`, `reply`, `response` and
-    `attempt` carries it (the others are null)."""
+class ThreadBranchSerializer(StrictSerializer):
+    """A branch of the sequence decided (API.md 17): its key, `then` (its event came) or
+    `else` (its deadline passed), and the key it led to ("end": none)."""
 
-    type = serializers.ChoiceField(choices=["step", "reply", "response", "attempt"], source="kind")
+    key = serializers.CharField()
+    outcome = serializers.CharField()
+    next_key = serializers.CharField()
+
+
+class ThreadEntrySerializer(StrictSerializer):
+    """One entry of the thread: `type` says which of `step`, `reply`, `response`,
+    `attempt` and `branch` carries it (the others are null)."""
+
+    type = serializers.ChoiceField(
+        choices=["step", "reply", "response", "attempt", "branch"], source="kind"
+    )
     at = serializers.DateTimeField()
     step = serializers.SerializerMethodField()
     reply = serializers.SerializerMethodField()
     response = serializers.SerializerMethodField()
     attempt = serializers.SerializerMethodField()
+    branch = serializers.SerializerMethodField()
+
+    @extend_schema_field(ThreadBranchSerializer(allow_null=True))
+    def get_branch(self, entry: ThreadEntry):
+        return ThreadBranchSerializer(entry.item).data if entry.kind == "branch" else None
 
     @extend_schema_field(ThreadStepSerializer(allow_null=True))
     def get_step(self, entry: ThreadEntry):

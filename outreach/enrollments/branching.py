@@ -21,6 +21,7 @@ This module knows the graph and the rows; when a step goes out (the delay in the
 window) is the campaigns' rule, passed in as `send_at`.
 """
 
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ from django.db.models import F, Func, JSONField, Q, Sum, Value
 
 from config.db.counters import counter_shard
 from outreach.events import timestamp
+from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import BranchStats, CampaignStep
 from outreach.models.sending import Enrollment, Message
 from webhooks.events import event_emit
@@ -259,12 +261,28 @@ def branch_move(*, enrollment_id, branch_key: str, move: Move, now: datetime) ->
     )
 
 
-def decisions_record(enrollment: Enrollment, decisions: list[Decision]) -> None:
-    """Count each decision in its branch's stats and announce it (enrollment.branched),
-    in the transaction that moved the enrollment (`enrollment.contact` and
-    `enrollment.campaign` loaded)."""
+def decisions_record(
+    enrollment: Enrollment, decisions: list[Decision], *, at: datetime, tally: Counter | None = None
+) -> None:
+    """Keep each decision (BranchDecision, the thread's), count it in its branch's stats
+    and announce it (enrollment.branched), in the transaction that moved the enrollment
+    (`enrollment.contact` and `enrollment.campaign` loaded). With `tally`, the counts
+    are added there, for the caller to write once (`branch_counts_write`)."""
+    if not decisions:
+        return
+    BranchDecision.objects.bulk_create(
+        BranchDecision(
+            enrollment_id=enrollment.pk,
+            key=d.branch_key,
+            outcome=d.outcome,
+            next_key=d.next_key,
+            decided_at=at,
+        )
+        for d in decisions
+    )
+    counts = tally if tally is not None else Counter()
     for decision in decisions:
-        branch_count(enrollment.campaign_id, decision.branch_key, decision.outcome)
+        counts[enrollment.campaign_id, decision.branch_key, decision.outcome] += 1
         event_emit(
             enrollment.campaign.account_id,
             ENROLLMENT_BRANCHED,
@@ -278,6 +296,20 @@ def decisions_record(enrollment: Enrollment, decisions: list[Decision]) -> None:
                 "next_key": decision.next_key,
             },
         )
+    if tally is None:
+        branch_counts_write(counts)
+
+
+def branch_counts_write(tally: Counter) -> None:
+    """Decisions counted, `{(campaign id, key, outcome): n}`: one row of each branch
+    written, in (campaign, key) order, so that transactions writing several never lock
+    two rows in opposite orders."""
+    merged: dict = defaultdict(lambda: [0, 0])
+    for (campaign_id, key, outcome), n in tally.items():
+        merged[campaign_id, key][outcome == ELSE] += n
+    for campaign_id, key in sorted(merged, key=lambda k: (str(k[0]), k[1])):
+        then_n, else_n = merged[campaign_id, key]
+        branch_count(campaign_id, key, then=then_n, else_=else_n)
 
 
 def held(*, enrollment_id, until: datetime, now: datetime) -> bool:
@@ -291,22 +323,23 @@ def held(*, enrollment_id, until: datetime, now: datetime) -> bool:
 # --- the branches' stats -------------------------------------------------------------------
 
 
-def branch_count(campaign_id, key: str, outcome: str) -> None:
-    """One decision of the branch `key`, added to a shard of its counts."""
-    column = "then_count" if outcome == THEN else "else_count"
+def branch_count(campaign_id, key: str, *, then: int = 0, else_: int = 0) -> None:
+    """Decisions of the branch `key` (negative: taken back), added to a shard of its
+    counts."""
     table = BranchStats._meta.db_table
     campaign = BranchStats._meta.get_field("campaign")
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} AS t (campaign_id, key, shard, then_count, else_count)"  # noqa: S608 - the code's own names
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (campaign_id, key, shard)"
-            f" DO UPDATE SET {column} = t.{column} + 1",
+            " DO UPDATE SET then_count = t.then_count + excluded.then_count,"
+            " else_count = t.else_count + excluded.else_count",
             [
                 campaign.get_db_prep_value(campaign_id, connection),
                 key,
                 counter_shard(),
-                int(outcome == THEN),
-                int(outcome == ELSE),
+                then,
+                else_,
             ],
         )
 

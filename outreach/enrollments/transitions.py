@@ -16,7 +16,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from outreach.enrollments.branching import held, path_appended
+from outreach.enrollments.branching import branch_counts_write, held, path_appended
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -27,6 +27,7 @@ from outreach.enrollments.stats import (
     counting,
     variant_count,
 )
+from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
 from outreach.models.sending import DeletedEnrollment, Enrollment, Message
@@ -313,6 +314,12 @@ def _uncount(enrollments: list[Enrollment]) -> None:
                 step, letter = answer_split(code)
                 variant_count(enrollment.campaign_id, step, letter, **{name: -1})
     campaigns = {enrollment.pk: enrollment.campaign_id for enrollment in enrollments}
+    decided: Counter = Counter()
+    for enrollment_id, key, outcome in BranchDecision.objects.filter(
+        enrollment_id__in=list(campaigns)
+    ).values_list("enrollment_id", "key", "outcome"):
+        decided[campaigns[enrollment_id], key, outcome] -= 1
+    branch_counts_write(decided)
     for enrollment_id, step, variant in Message.objects.filter(
         enrollment_id__in=list(campaigns)
     ).values_list("enrollment_id", "step", "variant"):

@@ -12,10 +12,12 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.domains: SenderDomainCheck;
 - outreach.models.blocklist: BlocklistEntry;
 - outreach.models.domain_cap: RecipientDomainCount;
-- outreach.models.sequences: RuleFire.
+- outreach.models.sequences: RuleFire;
+- outreach.models.branches: BranchDecision.
 """
 
 from outreach.models.blocklist import BlocklistEntry
+from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import (
     BranchStats,
     Campaign,
@@ -39,6 +41,7 @@ from outreach.models.sending import (
 from outreach.models.sequences import RuleFire
 
 __all__ = [
+    "BranchDecision",
     "BranchStats",
     "BlocklistEntry",
     "Campaign",

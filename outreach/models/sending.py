@@ -149,8 +149,7 @@ class Enrollment(models.Model):
                 name="enrollment_branch_deadline_idx",
                 condition=Q(status="sent", branch_deadline__isnull=False),
             ),
-            # The enrollments waiting at each branch of a campaign (its stats' `waiting`):
-            # only waiting rows have an entry, so a send writes none.
+            # Those waiting at each branch of a campaign (stats' `waiting`); a send writes none.
             models.Index(
                 fields=["campaign", "current_key"],
                 name="enrollment_waiting_idx",

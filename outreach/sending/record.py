@@ -273,7 +273,7 @@ def _sent_orm(sent: _Sent) -> None:
         usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
-            decisions_record(sent.enrollment, sent.decisions)
+            decisions_record(sent.enrollment, sent.decisions, at=sent.now)
         else:
             sent.enrollment.refresh_from_db()
             sent.enrollment.campaign = campaign
