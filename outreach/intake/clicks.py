@@ -5,41 +5,15 @@ at; later ones only redirect."""
 
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from config.db.prepared import prepared
 from outreach.campaigns.branch_moves import branch_event
 from outreach.campaigns.clicks import ClickTarget
 from outreach.enrollments import count, counting, variant_count
+from outreach.enrollments.clicks import click_record
 from outreach.events import enrollment_clicked_emit
 from outreach.models.sending import Enrollment
-
-# The message's first click and the enrollment's, and the branch it waits at, in one
-# statement: a repeat click is one UPDATE of each that matches nothing.
-CLICK_SQL = prepared(
-    """
-WITH m AS (
-    UPDATE outreach_message SET clicked_at = %(at)s
-    WHERE id = (
-        SELECT id FROM outreach_message
-        WHERE enrollment_id = %(enrollment)s AND step = %(step)s
-        ORDER BY sent_at DESC LIMIT 1
-    ) AND clicked_at IS NULL
-    RETURNING step_key
-),
-e AS (
-    UPDATE outreach_enrollment SET clicked_at = %(at)s, clicked_on = %(on)s,
-        updated_at = %(at)s
-    WHERE id = %(enrollment)s AND clicked_at IS NULL
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM e), (SELECT step_key FROM m), (
-    SELECT current_key FROM outreach_enrollment
-    WHERE id = %(enrollment)s AND status = 'sent' AND branch_deadline IS NOT NULL
-)
-"""
-)
 
 
 def enrollment_mark_clicked(*, target: ClickTarget, at: datetime | None = None) -> bool:
@@ -55,17 +29,9 @@ def enrollment_mark_clicked(*, target: ClickTarget, at: datetime | None = None) 
     at = at or timezone.now()
     # Outside any transaction (the redirect view): BEGIN/statement/COMMIT for a repeat.
     with transaction.atomic(savepoint=False), counting():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                CLICK_SQL,
-                {
-                    "at": at,
-                    "enrollment": target.enrollment_id,
-                    "step": target.step,
-                    "on": f"{target.step}{target.variant}",
-                },
-            )
-            first, step_key, waiting_key = cursor.fetchone()
+        first, step_key, waiting_key = click_record(
+            enrollment_id=target.enrollment_id, step=target.step, variant=target.variant, at=at
+        )
         if first:
             enrollment = Enrollment.objects.select_related("contact", "campaign").get(
                 pk=target.enrollment_id
