@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import F, Func, JSONField, Q, Sum, Value
+from django.db.models import Count, F, Func, JSONField, Q, Sum, Value
 
 from config.db.counters import counter_shard
 from outreach.events import timestamp
@@ -359,9 +359,9 @@ def branch_stats_read(*, campaign_id: UUID, keys: list[str]) -> list[dict]:
     }
     waiting = dict(
         Enrollment.objects.filter(waiting_at(), campaign_id=campaign_id, current_key__in=keys)
-        .values("current_key")
-        .annotate(n=Func(F("id"), function="COUNT"))
         .order_by()
+        .values("current_key")
+        .annotate(n=Count("id"))
         .values_list("current_key", "n")
     )
     return [
