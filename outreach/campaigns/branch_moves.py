@@ -29,6 +29,7 @@ from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.enrollments import counting
 from outreach.enrollments.branching import (
     ELSE,
+    END,
     THEN,
     Graph,
     Move,
@@ -146,6 +147,39 @@ def branch_recheck(*, enrollment_id, branch_key: str) -> bool:
     if not event_happened(step.branch, enrollment_id=enrollment_id, before=now):
         return False
     return branch_decide(enrollment_id=enrollment_id, branch_key=branch_key, outcome=THEN, now=now)
+
+
+def branch_recheck_on_commit(*, enrollment_id, branch_key: str) -> None:
+    """`branch_recheck` once the caller's transaction (a send's record) commits."""
+    transaction.on_commit(
+        lambda: branch_recheck(enrollment_id=enrollment_id, branch_key=branch_key), robust=True
+    )
+
+
+def sent_move(
+    *,
+    position: int,
+    enrollment: Enrollment,
+    campaign: Campaign,
+    steps: dict[int, CampaignStep],
+    now: datetime,
+) -> Move:
+    """Where the send of the step at `position` (of `steps`, by position) moves the
+    enrollment: past the step (its key in the path), to the element the step leads to,
+    as `walk` goes: the next email step's send (its delay from now, in the window), a
+    branch (decided at once when its event came already, else waited at), or the end."""
+    graph = Graph(steps.values())
+    step = steps.get(position)
+    key = step.key if step is not None else f"step_{position}"
+    following = graph.after(step) if step is not None else END
+    return walk(
+        graph,
+        following,
+        enrollment_id=enrollment.pk,
+        now=now,
+        send_at=send_at_of(campaign, enrollment.contact.timezone, now),
+        passed=[key],
+    )
 
 
 def branch_deadlines_decide(*, now: datetime | None = None) -> int:

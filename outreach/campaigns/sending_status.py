@@ -405,6 +405,22 @@ class _Mailbox:
     used: dict = field(default_factory=lambda: defaultdict(int))
 
 
+def _email_positions(campaign: Campaign) -> dict[str, int]:
+    """The campaign's email steps' positions by key (a branch sends nothing)."""
+    steps = CampaignStep.objects.filter(campaign=campaign)
+    return {
+        key: pos
+        for key, pos, branch in steps.values_list("key", "position", "branch")
+        if not branch
+    }
+
+
+def _email_positions(campaign: Campaign) -> dict[str, int]:
+    """The campaign's email steps' positions by key (a branch sends nothing)."""
+    rows = CampaignStep.objects.filter(campaign=campaign).values_list("key", "position", "branch")
+    return {key: position for key, position, branch in rows if not branch}
+
+
 def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     """The scheduler's next sends, estimated: enrollments in next_send_at order, each
     given the earliest instant its mailbox (its thread's, or the campaign's mailbox free
@@ -413,14 +429,7 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     sharing a mailbox may take some of its turns. All of them, earliest first (the
     answer shows UPCOMING_MAX; each mailbox's first is its next attempt)."""
     now = ctx.now
-    # The email steps' positions by key (a branch sends nothing).
-    positions = {
-        key: position
-        for key, position, branch in CampaignStep.objects.filter(campaign=ctx.campaign).values_list(
-            "key", "position", "branch"
-        )
-        if not branch
-    }
+    positions = _email_positions(ctx.campaign)
     state = {}
     for pk, credential in credentials.items():
         paced = paced_until(credential, now)

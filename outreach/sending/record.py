@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
-from outreach.campaigns.branch_moves import branch_recheck, send_at_of
+from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.variants import stored_letter
 from outreach.domain_cap.counts import counts_release
 from outreach.enrollments import (
@@ -25,7 +25,7 @@ from outreach.enrollments import (
     enrollments_fail,
     variant_count,
 )
-from outreach.enrollments.branching import END, Decision, Graph, Move, decisions_record, walk
+from outreach.enrollments.branching import Move, decisions_record
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mailboxes.pace import reservation_release
 from outreach.models.campaigns import Campaign, CampaignStep
@@ -85,10 +85,7 @@ class _Sent:
     now: datetime
     reply_seen: bool
     attempt: AttemptOutcome
-    move: dict  # the enrollment's columns after it (Move.columns)
-    keys: list[str]  # appended to its path: the step's key, the branches decided
-    decisions: list[Decision]
-    waiting_at: str | None  # the branch it waits at after the send
+    move: Move  # outreach.campaigns.branch_moves.sent_move
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor: datetime | None
@@ -118,7 +115,9 @@ def sent_record(
     `finished_at` (default `accepted_at`) ends the attempt's record: a lost worker's
     attempt ends when its recovery gave it up, while its pace still counts from the
     send."""
-    move = sent_move(claim=claim, enrollment=enrollment, campaign=campaign, steps=steps, now=now)
+    move = sent_move(
+        position=claim.step, enrollment=enrollment, campaign=campaign, steps=steps, now=now
+    )
     paced = credential.is_paced
     attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, finished_at or accepted_at or now)
     sent = _Sent(
@@ -130,10 +129,7 @@ def sent_record(
         now=now,
         reply_seen=reply_seen,
         attempt=attempt,
-        move=move.columns(),
-        keys=move.path,
-        decisions=move.decisions,
-        waiting_at=move.current_key if move.waiting else None,
+        move=move,
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
             if paced
@@ -143,49 +139,16 @@ def sent_record(
     # The common case: the writes in one statement (record_sql); when it does not apply
     # (nothing written, or the move decided branches: their counts and events), the ORM
     # path does it all.
-    if not (reply_seen and not sent.decisions and _sent_statement(sent)):
+    if not (reply_seen and not move.decisions and _sent_statement(sent)):
         _sent_orm(sent)
-    if sent.waiting_at is not None:
-        # An open or click recorded while this send was (it found the enrollment not
-        # waiting yet) decides the branch now.
-        waiting_at, enrollment_id = sent.waiting_at, enrollment.pk
-        transaction.on_commit(
-            lambda: branch_recheck(enrollment_id=enrollment_id, branch_key=waiting_at),
-            robust=True,
-        )
-
-
-def sent_move(
-    *,
-    claim: SendClaim,
-    enrollment: Enrollment,
-    campaign: Campaign,
-    steps: dict[int, CampaignStep],
-    now: datetime,
-) -> Move:
-    """Where the send of the claim's step moves the enrollment (API.md 17): past the
-    step (its key in the path), to the element the step leads to, as
-    outreach.enrollments.branching.walk goes: the next email step's send (its delay
-    from now, in the window), a branch (decided at once when its event came already,
-    else waited at), or the end."""
-    graph = Graph(steps.values())
-    step = steps.get(claim.step)
-    key = step.key if step is not None else f"step_{claim.step}"
-    following = graph.after(step) if step is not None else END
-    return walk(
-        graph,
-        following,
-        enrollment_id=enrollment.pk,
-        now=now,
-        send_at=send_at_of(campaign, enrollment.contact.timezone, now),
-        passed=[key],
-    )
+    if move.waiting and move.current_key is not None:
+        branch_recheck_on_commit(enrollment_id=enrollment.pk, branch_key=move.current_key)
 
 
 def _sent_moved(sent: _Sent) -> None:
     """The enrollment in memory as the record moved it (the event reads it)."""
     enrollment = sent.enrollment
-    for name, value in sent.move.items():
+    for name, value in sent.move.columns().items():
         setattr(enrollment, name, value)
     enrollment.current_step, enrollment.sent_at = sent.claim.step, sent.now
     enrollment.last_step = sent.claim.step
@@ -211,8 +174,8 @@ def _sent_statement(sent: _Sent) -> bool:
         text=outgoing.text,
         variant=outgoing.variant,
         now=now,
-        move=sent.move,
-        keys=sent.keys,
+        move=sent.move.columns(),
+        keys=sent.move.path,
         pace_floor=sent.pace_floor,
         period=period_bounds(campaign.account, now),
         event_type=ENROLLMENT_SENT,
@@ -239,7 +202,7 @@ def _sent_orm(sent: _Sent) -> None:
             enrollment_id=sent.enrollment.pk,
             credential_id=credential.pk,
             step=claim.step,
-            step_key=sent.keys[0],
+            step_key=sent.move.path[0],
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
@@ -256,10 +219,10 @@ def _sent_orm(sent: _Sent) -> None:
             campaign_id=campaign.pk,
             step=claim.step,
             credential_id=credential.pk,
-            move=sent.move,
+            move=sent.move.columns(),
             now=sent.now,
             note="" if sent.reply_seen else sent.attempt.text,
-            keys=sent.keys,
+            keys=sent.move.path,
         )
         attempt_finish(claim, sent.attempt, now=sent.now)
         credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
@@ -273,7 +236,7 @@ def _sent_orm(sent: _Sent) -> None:
         usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
-            decisions_record(sent.enrollment, sent.decisions, at=sent.now)
+            decisions_record(sent.enrollment, sent.move.decisions, at=sent.now)
         else:
             sent.enrollment.refresh_from_db()
             sent.enrollment.campaign = campaign
