@@ -407,16 +407,6 @@ class _Mailbox:
 
 def _email_positions(campaign: Campaign) -> dict[str, int]:
     """The campaign's email steps' positions by key (a branch sends nothing)."""
-    steps = CampaignStep.objects.filter(campaign=campaign)
-    return {
-        key: pos
-        for key, pos, branch in steps.values_list("key", "position", "branch")
-        if not branch
-    }
-
-
-def _email_positions(campaign: Campaign) -> dict[str, int]:
-    """The campaign's email steps' positions by key (a branch sends nothing)."""
     rows = CampaignStep.objects.filter(campaign=campaign).values_list("key", "position", "branch")
     return {key: position for key, position, branch in rows if not branch}
 

@@ -350,12 +350,15 @@ def branch_stats_read(*, campaign_id: UUID, keys: list[str]) -> list[dict]:
     index (enrollment_waiting_idx: only the enrollments waiting now have an entry)."""
     if not keys:
         return []
-    decided = {
-        row["key"]: row
-        for row in BranchStats.objects.filter(campaign_id=campaign_id, key__in=keys)
+    decided: dict[str, tuple[int, int]] = {
+        key: (then_sum or 0, else_sum or 0)
+        for key, then_sum, else_sum in BranchStats.objects.filter(
+            campaign_id=campaign_id, key__in=keys
+        )
         .values("key")
         .annotate(then_sum=Sum("then_count"), else_sum=Sum("else_count"))
         .order_by()
+        .values_list("key", "then_sum", "else_sum")
     }
     waiting = dict(
         Enrollment.objects.filter(waiting_at(), campaign_id=campaign_id, current_key__in=keys)
@@ -368,8 +371,8 @@ def branch_stats_read(*, campaign_id: UUID, keys: list[str]) -> list[dict]:
         {
             "key": key,
             "waiting": waiting.get(key, 0),
-            "then_count": decided.get(key, {}).get("then_sum") or 0,
-            "else_count": decided.get(key, {}).get("else_sum") or 0,
+            "then_count": decided.get(key, (0, 0))[0],
+            "else_count": decided.get(key, (0, 0))[1],
         }
         for key in keys
     ]

@@ -33,6 +33,8 @@ from outreach.models.contacts import Contact
 from outreach.models.sending import DeletedEnrollment, Enrollment, Message
 
 Status = Enrollment.Status
+# An ended enrollment is nowhere in its sequence any more (API.md 17: current_key null).
+_ENDED = {"current_key": None, "branch_deadline": None, "held_until": None}
 
 # ---------------------------------------------------------------- enrolled: pending
 
@@ -172,7 +174,7 @@ def enrollments_complete(*, enrollment_ids: Iterable[UUID], now: datetime) -> in
     are completed. Returns how many."""
     return Enrollment.objects.filter(
         pk__in=list(enrollment_ids), status__in=Enrollment.DUE_STATUSES
-    ).update(status=Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now)
+    ).update(status=Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now, **_ENDED)
 
 
 # ---------------------------------------------------------------- no send possible: failed
@@ -181,7 +183,13 @@ def enrollments_complete(*, enrollment_ids: Iterable[UUID], now: datetime) -> in
 def enrollments_fail(rows: QuerySet, *, error: str, now: datetime | None, **columns) -> int:
     """Due enrollments among `rows` end `failed` with `error` (no retry can help, or
     the retries ran out; `columns`: more to write, e.g. send_attempts). Returns how many."""
-    changes = {"status": Status.FAILED, "next_send_at": None, "last_error": error, **columns}
+    changes = {
+        "status": Status.FAILED,
+        "next_send_at": None,
+        "last_error": error,
+        **_ENDED,
+        **columns,
+    }
     if now is not None:
         changes["updated_at"] = now
     return rows.filter(status__in=Enrollment.DUE_STATUSES).update(**changes)
@@ -195,7 +203,12 @@ def enrollment_bounce(*, enrollment_id, reason: str, at: datetime) -> Enrollment
     Returns the enrollment (with its contact and campaign) when this call bounced it,
     None when it was bounced already. Lock its contact first (the lock order)."""
     won = Enrollment.objects.filter(pk=enrollment_id, bounced_at__isnull=True).update(
-        status=Status.BOUNCED, bounced_at=at, bounce_reason=reason, next_send_at=None, updated_at=at
+        status=Status.BOUNCED,
+        bounced_at=at,
+        bounce_reason=reason,
+        next_send_at=None,
+        updated_at=at,
+        **_ENDED,
     )
     if not won:
         return None
@@ -221,7 +234,9 @@ def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
     if stops:
         enrollment.status = Status.REPLIED
         enrollment.next_send_at = None
-        fields += ["status", "next_send_at"]
+        fields += ["status", "next_send_at", *_ENDED]
+        for name, value in _ENDED.items():
+            setattr(enrollment, name, value)
     enrollment.save(update_fields=fields)
     answer_count(enrollment, "replied")
     return stops
@@ -245,7 +260,7 @@ def enrollments_unsubscribe(enrollments: list[Enrollment], *, at: datetime) -> N
     """The contact unsubscribed: its active enrollments (locked, as read) end
     `unsubscribed`, each counted in its campaign."""
     Enrollment.objects.filter(pk__in=[e.pk for e in enrollments]).update(
-        status=Status.UNSUBSCRIBED, unsubscribed_at=at, next_send_at=None, updated_at=at
+        status=Status.UNSUBSCRIBED, unsubscribed_at=at, next_send_at=None, updated_at=at, **_ENDED
     )
     for enrollment in enrollments:
         enrollment.status = Status.UNSUBSCRIBED
@@ -279,6 +294,7 @@ def enrollments_suppressed_end(rows: QuerySet, *, bounce_reason: str, now: datet
                 status=status,
                 next_send_at=None,
                 updated_at=now,
+                **_ENDED,
                 **{f"{name}_at": Subquery(contact.values(f"{name}_at")[:1])},
                 **columns,
             )
@@ -295,7 +311,12 @@ def enrollments_stop(rows: QuerySet, *, campaign_id, reason: str, at: datetime) 
     """Active enrollments among `rows` (of one campaign) end `stopped` for `reason`,
     counted. Returns how many."""
     stopped = rows.filter(status__in=Enrollment.ACTIVE_STATUSES).update(
-        status=Status.STOPPED, stop_reason=reason, stopped_at=at, next_send_at=None, updated_at=at
+        status=Status.STOPPED,
+        stop_reason=reason,
+        stopped_at=at,
+        next_send_at=None,
+        updated_at=at,
+        **_ENDED,
     )
     if stopped:
         count(campaign_id, stopped=stopped)
