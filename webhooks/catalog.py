@@ -14,6 +14,7 @@ from webhooks.models import (
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
     ENROLLMENT_BOUNCED,
+    ENROLLMENT_BRANCHED,
     ENROLLMENT_CLICKED,
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
@@ -294,6 +295,26 @@ EVENT_CATALOG: dict[str, EventType] = {
                 "url": "https://example.com/pricing",
                 "clicked_at": _WHEN,
             },
+            opt_in=True,
+        ),
+        EventType(
+            ENROLLMENT_BRANCHED,
+            "An enrollment waiting at a branch of its sequence was decided: the open or "
+            "click the branch waits for came (`then`), or its deadline passed without it "
+            "(`else`). One event per decision; a live edit of the steps emits none. "
+            "Opt-in: delivered only to webhooks whose event_filters name it.",
+            _object(
+                {
+                    **_ENROLLMENT_BASE,
+                    "branch_key": {"type": "string", "description": "The branch's key."},
+                    "outcome": {"type": "string", "enum": ["then", "else"]},
+                    "next_key": {
+                        "type": "string",
+                        "description": 'The key of the element it goes to, or "end".',
+                    },
+                }
+            ),
+            {**_IDS, "branch_key": "opened_intro", "outcome": "then", "next_key": "case_study"},
             opt_in=True,
         ),
         EventType(

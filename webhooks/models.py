@@ -29,6 +29,7 @@ ENROLLMENT_UNSUBSCRIBED = "enrollment.unsubscribed"
 CREDENTIAL_DISABLED = "credential.disabled"
 CAMPAIGN_PAUSED = "campaign.paused"
 ENROLLMENT_CLICKED = "enrollment.clicked"
+ENROLLMENT_BRANCHED = "enrollment.branched"
 REPLY_RECEIVED = "reply.received"
 REPLY_LABELLED = "reply.labelled"
 
@@ -46,6 +47,7 @@ EVENT_TYPES = (
 # version 1 set, so no receiver gets a type it did not ask for (docs/webhooks.md).
 OPT_IN_EVENT_TYPES = (
     ENROLLMENT_CLICKED,
+    ENROLLMENT_BRANCHED,
     REPLY_RECEIVED,
     REPLY_LABELLED,
 )

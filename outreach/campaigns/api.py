@@ -200,11 +200,13 @@ class CampaignViewSet(
     def stats(self, request, pk=None):
         campaign = self.get_object()
         body = enrollments.stats_read(campaign_ids=[campaign.pk])[campaign.pk]
+        elements = list(campaign.steps.all())
         return Response(
             {
                 "campaign_id": str(campaign.pk),
                 **body,
-                "steps": selectors.campaign_step_stats(campaign=campaign),
+                "steps": selectors.campaign_step_stats(campaign=campaign, elements=elements),
+                "branches": selectors.campaign_branch_stats(campaign=campaign, elements=elements),
             }
         )
 

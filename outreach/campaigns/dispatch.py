@@ -111,7 +111,9 @@ def campaign_dispatch(
         for zone in zones:
             send_at = _first_send_at(campaign, first_step, now, contact_timezone=zone)
             rows = pending.filter(contact__timezone=zone) if len(zones) > 1 else pending
-            count = enrollments_schedule(rows, next_send_at=send_at, now=now)
+            count = enrollments_schedule(
+                rows, next_send_at=send_at, now=now, current_key=first_step.key
+            )
             dispatched += count
             due_now = due_now or (count > 0 and send_at <= now)
         campaign_activate(campaign=campaign, at=now)
@@ -182,7 +184,9 @@ def outreach_create(
         enrollment, created = enrollment_enroll(campaign_id=campaign.pk, contact_id=row.pk)
         changed = created
         send_at = _first_send_at(campaign, first_step, now, contact_timezone=row.timezone)
-        if enrollment_schedule(enrollment, next_send_at=send_at, now=now):
+        if enrollment_schedule(
+            enrollment, next_send_at=send_at, now=now, current_key=first_step.key
+        ):
             changed = True
             if send_at <= now:
                 transaction.on_commit(sends_schedule_soon, robust=True)

@@ -36,13 +36,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 
 from outreach import enrollments
 from outreach.campaigns import graph
+from outreach.campaigns.branch_moves import branch_recheck_on_commit
+from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.domain_cap.counts import counts_release
+from outreach.enrollments.branching import event_messages
 from outreach.mailboxes.pace import reservation_release, utc_day
 from outreach.models.campaigns import Campaign
 from outreach.models.sending import Enrollment, SendClaim
@@ -107,7 +110,9 @@ def moves_apply(
         rows = _waiting(campaign).filter(current_key=move.from_key)
         target = by_key.get(move.to_key)
         if target is None:
+            ids = list(rows.values_list("pk", flat=True)) if campaign.on_complete else []
             ended |= bool(enrollments.enrollments_complete_rows(rows, now=now))
+            completed_followups_enqueue(campaign=campaign, enrollment_ids=ids)
         elif target.branch is not None:
             enrollments_arrive_at_branch(rows, branch=target, now=now)
         else:
@@ -160,10 +165,20 @@ def _reservations_return(claims: list[SendClaim]) -> None:
 
 def enrollments_arrive_at_branch(rows: QuerySet, *, branch: graph.Element, now: datetime) -> int:
     """Enrollments an edit brings to a branch wait there from now, up to its
-    within_minutes. The one place an edit places enrollments at a branch."""
+    within_minutes. The one place an edit places enrollments at a branch. Those whose
+    open or click the branch waits for came already (found in one query) are decided
+    `then` by the branch itself once the edit commits (branch_moves.branch_recheck: a
+    decision of the branch, announced as any; the edit itself announces nothing)."""
     assert branch.branch is not None
     deadline = now + timedelta(minutes=branch.branch["within_minutes"])
-    return enrollments.enrollments_wait_at_branch(rows, key=branch.key, deadline=deadline, now=now)
+    ids = list(rows.values_list("pk", flat=True))
+    moved = enrollments.enrollments_wait_at_branch(rows, key=branch.key, deadline=deadline, now=now)
+    met = Enrollment.objects.filter(pk__in=ids, current_key=branch.key).filter(
+        Exists(event_messages(branch.branch, before=now).filter(enrollment_id=OuterRef("pk")))
+    )
+    for enrollment_id in met.values_list("pk", flat=True):
+        branch_recheck_on_commit(enrollment_id=enrollment_id, branch_key=branch.key)
+    return moved
 
 
 def _to_step(campaign: Campaign, rows: QuerySet, *, step: graph.Element, now: datetime) -> None:

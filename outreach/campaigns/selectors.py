@@ -7,6 +7,7 @@ from django.db.models.functions import JSONObject
 from config.api.ids import is_uuid
 from outreach.campaigns.variants import step_letters
 from outreach.enrollments import STAT_NAMES, VARIANT_STAT_NAMES, variant_stats_read
+from outreach.enrollments.branching import branch_stats_read
 from outreach.errors import EnrollmentNotFound
 from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
@@ -67,8 +68,9 @@ def campaigns_with_relations(queryset: QuerySet[Campaign]) -> QuerySet[Campaign]
     )
 
 
-def campaign_step_stats(*, campaign: Campaign) -> list[dict]:
-    """Per step, per A/B variant: {variant, sent, opened, replied, bounced}, from the
+def campaign_step_stats(*, campaign: Campaign, elements: list | None = None) -> list[dict]:
+    """Per email step (its `key` beside its position), per A/B variant: {variant, sent,
+    opened, replied, bounced}, from the
     counts kept on write (outreach.enrollments; one small query whatever the campaign's
     size).
 
@@ -81,7 +83,10 @@ def campaign_step_stats(*, campaign: Campaign) -> list[dict]:
     counts: dict[int, dict[str, dict]] = {}
     for (step, variant), row in variant_stats_read(campaign_id=campaign.pk).items():
         counts.setdefault(step, {})[variant] = row
-    steps = {step.position: step for step in campaign.steps.all()}
+    # Email steps: a branch sends nothing (campaign_branch_stats counts its decisions).
+    if elements is None:
+        elements = list(campaign.steps.all())
+    steps = {step.position: step for step in elements if not step.branch}
     result = []
     for position in sorted(set(steps) | set(counts)):
         seen = counts.get(position, {})
@@ -91,10 +96,20 @@ def campaign_step_stats(*, campaign: Campaign) -> list[dict]:
         result.append(
             {
                 "position": position,
+                "key": steps[position].key if position in steps else None,
                 "variants": [{"variant": letter, **seen.get(letter, zero)} for letter in letters],
             }
         )
     return result
+
+
+def campaign_branch_stats(*, campaign: Campaign, elements: list) -> list[dict]:
+    """Per branch among the campaign's `elements` (its steps), in their order: {key,
+    waiting, then_count, else_count} (outreach.enrollments.branching.branch_stats_read:
+    the decisions counted on write, the waiting ones read from their partial index,
+    never a scan of the campaign's enrollments; no query without a branch)."""
+    keys = [step.key for step in sorted(elements, key=lambda s: s.position) if step.branch]
+    return branch_stats_read(campaign_id=campaign.pk, keys=keys)
 
 
 def campaign_with_relations(*, campaign_id) -> Campaign:

@@ -21,6 +21,7 @@ from django.db.models import Count, F, Min
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap import counts as domain_cap
 from outreach.domains.services import domain_check_summary
+from outreach.enrollments.branching import waiting_at
 from outreach.mailboxes.pace import (
     daily_limit_in_force,
     next_utc_midnight,
@@ -305,12 +306,40 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
     upcoming = [
         {**item, "blocker": blockers.get(item["credential_id"])} for item in planned[:UPCOMING_MAX]
     ]
+    upcoming += _waiting_on_branch(campaign, UPCOMING_MAX - len(upcoming))
     return {
         "campaign_id": campaign.pk,
         "status": campaign.status,
         "mailboxes": mailboxes,
         "upcoming": upcoming,
     }
+
+
+def _waiting_on_branch(campaign: Campaign, limit: int) -> list[dict]:
+    """Enrollments waiting at a branch (API.md 17), nearest deadline first, after the
+    planned sends: no send is planned for them until the branch is decided (its event,
+    or `until`, its deadline)."""
+    if limit <= 0:
+        return []
+    rows = (
+        Enrollment.objects.filter(waiting_at(), campaign=campaign)
+        .order_by("branch_deadline", "pk")
+        .values_list("pk", "contact__email", "current_key", "branch_deadline")[:limit]
+    )
+    return [
+        {
+            "enrollment_id": pk,
+            "contact_email": email,
+            "step": None,
+            "key": key,
+            "credential_id": None,
+            "earliest_at": None,
+            "reason": "waiting_on_branch",
+            "until": deadline,
+            "blocker": None,
+        }
+        for pk, email, key, deadline in rows
+    ]
 
 
 def _domain_unauthenticated_skip(campaign: Campaign, credential: SmtpCredential) -> bool:
@@ -393,6 +422,12 @@ class _Mailbox:
     used: dict = field(default_factory=lambda: defaultdict(int))
 
 
+def _email_positions(campaign: Campaign) -> dict[str, int]:
+    """The campaign's email steps' positions by key (a branch sends nothing)."""
+    rows = CampaignStep.objects.filter(campaign=campaign).values_list("key", "position", "branch")
+    return {key: position for key, position, branch in rows if not branch}
+
+
 def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     """The scheduler's next sends, estimated: enrollments in next_send_at order, each
     given the earliest instant its mailbox (its thread's, or the campaign's mailbox free
@@ -401,9 +436,7 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     sharing a mailbox may take some of its turns. All of them, earliest first (the
     answer shows UPCOMING_MAX; each mailbox's first is its next attempt)."""
     now = ctx.now
-    positions = set(
-        CampaignStep.objects.filter(campaign=ctx.campaign).values_list("position", flat=True)
-    )
+    positions = _email_positions(ctx.campaign)
     state = {}
     for pk, credential in credentials.items():
         paced = paced_until(credential, now)
@@ -413,14 +446,19 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
     rows = (
         waiting.annotate(email=F("contact__email"), zone=F("contact__timezone"))
         .order_by("next_send_at", "pk")
-        .values_list("pk", "email", "zone", "current_step", "credential_id", "next_send_at")
+        .values_list(
+            "pk", "email", "zone", "current_step", "credential_id", "next_send_at", "current_key"
+        )
     )[:PLAN_ENROLLMENTS_MAX]
     rows = list(rows)
     by_domain = _domain_counts_today(ctx, rows, now)
     planned = []
-    for pk, email, zone, current_step, credential_id, next_send_at in rows:
-        step = current_step + 1
-        if step not in positions:
+    keys = {position: key for key, position in positions.items()}
+    for pk, email, zone, current_step, credential_id, next_send_at, current_key in rows:
+        # The step at its key; a row moved before enrollments had keys: the one after
+        # its last sent (as the scheduler reads it).
+        step = positions.get(current_key) if current_key else current_step + 1
+        if step not in keys:
             continue
         zone = window_timezone(campaign=ctx.campaign, contact_timezone=zone)
         thread = _thread_key(credential_id, ctx.enabled)
@@ -440,6 +478,7 @@ def _plan(ctx: _Context, credentials: dict, waiting) -> list[dict]:
                 "enrollment_id": pk,
                 "contact_email": email,
                 "step": step,
+                "key": keys[step],
                 "credential_id": chosen,
                 "earliest_at": at,
             }

@@ -65,12 +65,22 @@ class VariantStatsSerializer(StrictSerializer):
 
 class StepStatsSerializer(StrictSerializer):
     position = serializers.IntegerField()
+    # Null for a position only earlier messages had (the step was removed since).
+    key = serializers.CharField(allow_null=True)
     variants = VariantStatsSerializer(many=True)
+
+
+class BranchStatsSerializer(StrictSerializer):
+    key = serializers.CharField()
+    waiting = serializers.IntegerField()
+    then_count = serializers.IntegerField()
+    else_count = serializers.IntegerField()
 
 
 class CampaignStatsSerializer(StatsSerializer):
     campaign_id = serializers.UUIDField()
     steps = StepStatsSerializer(many=True)
+    branches = BranchStatsSerializer(many=True)
 
 
 class CampaignSerializer(RepresentationMixin, StrictSerializer):
@@ -251,9 +261,22 @@ class SendingMailboxSerializer(StrictSerializer):
 class UpcomingSendSerializer(StrictSerializer):
     enrollment_id = serializers.UUIDField()
     contact_email = serializers.CharField()
-    step = serializers.IntegerField()
-    credential_id = serializers.UUIDField()
-    earliest_at = TimestampField()
+    step = serializers.IntegerField(
+        allow_null=True, help_text="The step's position; null while waiting at a branch."
+    )
+    key = serializers.CharField(
+        help_text="The key of the step it sends, or of the branch it waits at."
+    )
+    credential_id = serializers.UUIDField(allow_null=True)
+    earliest_at = TimestampField(allow_null=True)
+    reason = serializers.CharField(
+        required=False,
+        help_text='Only on an enrollment waiting at a branch: "waiting_on_branch" (no send '
+        "is planned until the branch is decided).",
+    )
+    until = TimestampField(
+        required=False, help_text="Only with `reason`: the branch's deadline for this enrollment."
+    )
     blocker = SendingReasonSerializer(
         allow_null=True,
         help_text="What holds this send beyond its time: the mailbox_unreachable reason of "

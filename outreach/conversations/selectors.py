@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from outreach.models.branches import BranchDecision
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.models.sending import Enrollment, Message, SendClaim
 
@@ -28,20 +29,22 @@ def replies_of(*, account, filters: dict[str, Any]):
 
 @dataclass(frozen=True)
 class ThreadEntry:
-    """One entry of a thread: `kind` is `step`, `reply`, `response` or `attempt` (an
-    SMTP attempt that sent nothing); `at` orders it (a step's sent_at, a reply's
-    received_at, a response's sent_at or, not sent yet, its created_at, an attempt's
-    finished_at). A step carries the attempt that sent it (`attempt`; None for a
+    """One entry of a thread: `kind` is `step`, `reply`, `response`, `attempt` (an
+    SMTP attempt that sent nothing) or `branch` (a branch of the sequence decided,
+    API.md 17); `at` orders it (a step's sent_at, a reply's received_at, a response's
+    sent_at or, not sent yet, its created_at, an attempt's finished_at, a branch's
+    decided_at). A step carries the attempt that sent it (`attempt`; None for a
     message sent before attempts were recorded)."""
 
     kind: str
     at: datetime
-    item: Message | Reply | ReplyResponse | SendClaim
+    item: Message | Reply | ReplyResponse | SendClaim | BranchDecision
     attempt: SendClaim | None = None
 
 
 def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
-    """The conversation of one enrollment, oldest first. Four queries."""
+    """The conversation of one enrollment, oldest first, with the path it took through
+    its sequence (each step's key, each branch decided). Five queries."""
     # With their mailboxes (each entry names the mailbox's auth_method).
     attempts = SendClaim.objects.filter(
         enrollment=enrollment, finished_at__isnull=False
@@ -68,7 +71,12 @@ def enrollment_thread(*, enrollment: Enrollment) -> list[ThreadEntry]:
             "credential"
         )
     ]
-    # Same instant: a failed attempt, the step, then the reply to it, then the response.
-    order = {"attempt": -1, "step": 0, "reply": 1, "response": 2}
+    entries += [
+        ThreadEntry("branch", decision.decided_at, decision)
+        for decision in BranchDecision.objects.filter(enrollment=enrollment)
+    ]
+    # Same instant: a failed attempt, the step, a branch it decided at once, then the
+    # reply to it, then the response.
+    order = {"attempt": -1, "step": 0, "branch": 0.5, "reply": 1, "response": 2}
     entries.sort(key=lambda entry: (entry.at, order[entry.kind]))
     return entries

@@ -131,6 +131,7 @@ class ThreadAttemptSerializer(StrictSerializer):
 class ThreadStepSerializer(StrictSerializer):
     message_id = serializers.CharField()
     step = serializers.IntegerField()
+    key = serializers.CharField(source="step_key", help_text="The step's key when it was sent.")
     variant = serializers.CharField()
     subject = serializers.CharField()
     text = serializers.CharField()
@@ -171,11 +172,22 @@ class ThreadResponseSerializer(StrictModelSerializer):
         return response.error or None
 
 
-class ThreadEntrySerializer(StrictSerializer):
-    """One entry of the thread: `type` says which of `step`, `reply`, `response` and
-    `attempt` carries it (the others are null)."""
+class ThreadBranchSerializer(StrictSerializer):
+    """A branch of the sequence decided (API.md 17): its key, `then` (its event came) or
+    `else` (its deadline passed), and the key it led to ("end": none)."""
 
-    type = serializers.ChoiceField(choices=["step", "reply", "response", "attempt"], source="kind")
+    key = serializers.CharField()
+    outcome = serializers.CharField()
+    next_key = serializers.CharField()
+
+
+class ThreadEntrySerializer(StrictSerializer):
+    """One entry of the thread: `type` says which of `step`, `reply`, `response`,
+    `attempt` and `branch` carries it (the others are null)."""
+
+    type = serializers.ChoiceField(
+        choices=["step", "reply", "response", "attempt", "branch"], source="kind"
+    )
     at = serializers.DateTimeField()
     auth_method = serializers.SerializerMethodField(
         help_text="The `auth_method` of the mailbox the entry went through or came in to "
@@ -185,6 +197,11 @@ class ThreadEntrySerializer(StrictSerializer):
     reply = serializers.SerializerMethodField()
     response = serializers.SerializerMethodField()
     attempt = serializers.SerializerMethodField()
+    branch = serializers.SerializerMethodField()
+
+    @extend_schema_field(ThreadBranchSerializer(allow_null=True))
+    def get_branch(self, entry: ThreadEntry):
+        return ThreadBranchSerializer(entry.item).data if entry.kind == "branch" else None
 
     @extend_schema_field(
         serializers.ChoiceField(choices=SmtpCredential.AuthMethod.choices, allow_null=True)

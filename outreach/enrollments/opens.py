@@ -2,7 +2,9 @@
 one statement that records the open, fires `enrollment.opened` and counts it.
 
 The read (the enrollment, its contact's email, its campaign's account) answers a repeat
-open by itself: one statement, in autocommit, nothing written. For a first open the event's
+open by itself: one statement, in autocommit, nothing written but the first open of the
+message the pixel names (Message.opened_at, API.md 17), which the same statement records
+and reports with the branch the enrollment waits at (the caller decides it). For a first open the event's
 data is built from it by the one function every producer uses
 (outreach.events.enrollment_event_data), and one prepared statement, its own transaction,
 writes the rest:
@@ -25,7 +27,9 @@ COMMIT); bench/README.md ("the last step to 0.8") measures the difference.
 import contextlib
 import json
 import uuid
-from datetime import timedelta
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -59,7 +63,21 @@ _FIELDS = (
     "opened_on",
 )
 _READ = f"""
-SELECT {", ".join(f"e.{name}" for name in _FIELDS)}, c.email, k.account_id
+WITH m AS (
+    -- The first open of the message the pixel names (its step; a pixel naming none: the
+    -- enrollment's last message), in the same statement: a repeat stays one statement.
+    UPDATE outreach_message SET opened_at = %(at)s
+    WHERE id = (
+        SELECT id FROM outreach_message
+        WHERE enrollment_id = %(enrollment)s
+          AND (%(step)s::integer IS NULL OR step = %(step)s::integer)
+        ORDER BY sent_at DESC LIMIT 1
+    ) AND opened_at IS NULL
+    RETURNING step_key
+)
+SELECT {", ".join(f"e.{name}" for name in _FIELDS)}, c.email, k.account_id,
+    (SELECT step_key FROM m),
+    CASE WHEN e.status = 'sent' AND e.branch_deadline IS NOT NULL THEN e.current_key END
 FROM outreach_enrollment AS e
 JOIN outreach_contact AS c ON c.id = e.contact_id
 JOIN outreach_campaign AS k ON k.id = e.campaign_id
@@ -111,11 +129,46 @@ OPEN_SQL = prepared(
 )
 
 
-def enrollment_open(*, enrollment_id, at) -> bool:
+@dataclass
+class MessageOpen:
+    """The open as its message sees it (API.md 17): `step`, the position the pixel names
+    (None: a pixel made before pixels named one, which counts for the last message);
+    after the read, `step_key`, the key of the message's step when this was its first
+    open (None otherwise), and `waiting_key`, the branch the enrollment waits at then."""
+
+    at: datetime
+    step: int | None = None
+    step_key: str | None = None
+    waiting_key: str | None = None
+
+
+# The open the read of this call records on its message (set by enrollment_open).
+_message: ContextVar[MessageOpen | None] = ContextVar("message_open", default=None)
+
+
+def enrollment_open(*, enrollment_id, at, step: int | None = None) -> bool:
     """Record an enrollment's first open, fire enrollment.opened and count it (module
     docstring); whether this call was the first open. A repeat open, or an enrollment
     that is gone, is one read and writes nothing. Outside a transaction the write is its
     own; inside one (a caller's atomic block) it runs in a savepoint."""
+    return enrollment_message_open(enrollment_id=enrollment_id, at=at, step=step)[0]
+
+
+def enrollment_message_open(
+    *, enrollment_id, at, step: int | None = None
+) -> tuple[bool, MessageOpen]:
+    """`enrollment_open`, and the first open of the message (MessageOpen), recorded by
+    the read's statement (a repeat open stays one statement): (first open of the
+    enrollment, the message's open)."""
+    message = MessageOpen(at=at, step=step)
+    token = _message.set(message)
+    try:
+        return _open(enrollment_id, at), message
+    finally:
+        _message.reset(token)
+
+
+def _open(enrollment_id, at) -> bool:
     enrollment = _read(enrollment_id, READ_SQL)
     if enrollment is None:
         return False
@@ -140,17 +193,21 @@ def enrollment_open(*, enrollment_id, at) -> bool:
 def _read(enrollment_id, sql: str) -> Enrollment | None:
     """The enrollment as the open needs it (its contact's email and its campaign's
     account loaded), or None when it is gone or was opened before."""
+    message = _message.get() or MessageOpen(at=timezone.now())
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"enrollment": enrollment_id})
+        cursor.execute(sql, {"enrollment": enrollment_id, "at": message.at, "step": message.step})
         row = cursor.fetchone()
     if row is None:
         return None
     values = dict(zip(_FIELDS, row, strict=False))
+    step_key, waiting_key = row[len(_FIELDS) + 2 :]
+    if step_key is not None:  # the message's first open (a read again finds it opened)
+        message.step_key, message.waiting_key = step_key, waiting_key
     if values["opened_at"] is not None:
         return None
     # The column's text, as the ORM's JSONField decodes it.
     values["variants"] = json.loads(values["variants"] or "{}", cls=_VARIANTS.decoder)
-    email, account_id = row[len(_FIELDS) :]
+    email, account_id = row[len(_FIELDS) : len(_FIELDS) + 2]
     enrollment = _loaded(Enrollment, values)
     enrollment.contact = _loaded(Contact, {"id": values["contact_id"], "email": email})
     enrollment.campaign = _loaded(Campaign, {"id": values["campaign_id"], "account_id": account_id})

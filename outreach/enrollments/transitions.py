@@ -14,8 +14,9 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
+from outreach.enrollments.branching import branch_counts_write, held, path_appended
 from outreach.enrollments.stats import (
     ANSWERS,
     STAT_NAMES,
@@ -26,11 +27,14 @@ from outreach.enrollments.stats import (
     counting,
     variant_count,
 )
+from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
 from outreach.models.sending import DeletedEnrollment, Enrollment, Message
 
 Status = Enrollment.Status
+# An ended enrollment is nowhere in its sequence any more (API.md 17: current_key null).
+_ENDED = {"current_key": None, "branch_deadline": None, "held_until": None}
 
 # ---------------------------------------------------------------- enrolled: pending
 
@@ -71,26 +75,33 @@ def enrollment_enroll(*, campaign_id, contact_id) -> tuple[Enrollment, bool]:
 # ---------------------------------------------------------------- dispatched: scheduled
 
 
-def _scheduled(next_send_at: datetime, now: datetime) -> dict:
-    return {
+def _scheduled(next_send_at: datetime, now: datetime, current_key: str | None) -> dict:
+    changes = {
         "status": Status.SCHEDULED,
         "next_send_at": next_send_at,
         "dispatched_at": now,
         "updated_at": now,
     }
+    if current_key is not None:
+        changes["current_key"] = current_key
+    return changes
 
 
-def enrollments_schedule(rows: QuerySet, *, next_send_at: datetime, now: datetime) -> int:
-    """Pending enrollments among `rows` are scheduled, their first step due at
-    `next_send_at` (dispatch). Returns how many."""
-    return rows.filter(status=Status.PENDING).update(**_scheduled(next_send_at, now))
+def enrollments_schedule(
+    rows: QuerySet, *, next_send_at: datetime, now: datetime, current_key: str | None = None
+) -> int:
+    """Pending enrollments among `rows` are scheduled, their first step (`current_key`,
+    the campaign's first element) due at `next_send_at` (dispatch). Returns how many."""
+    return rows.filter(status=Status.PENDING).update(**_scheduled(next_send_at, now, current_key))
 
 
-def enrollment_schedule(enrollment: Enrollment, *, next_send_at: datetime, now: datetime) -> bool:
+def enrollment_schedule(
+    enrollment: Enrollment, *, next_send_at: datetime, now: datetime, current_key: str | None = None
+) -> bool:
     """`enrollments_schedule` for one enrollment, kept up to date in memory too."""
-    changes = _scheduled(next_send_at, now)
+    changes = _scheduled(next_send_at, now, current_key)
     rows = Enrollment.objects.filter(pk=enrollment.pk)
-    if not enrollments_schedule(rows, next_send_at=next_send_at, now=now):
+    if not enrollments_schedule(rows, next_send_at=next_send_at, now=now, current_key=current_key):
         return False
     for name, value in changes.items():
         setattr(enrollment, name, value)
@@ -109,10 +120,14 @@ def after_step(*, next_send_at: datetime | None, now: datetime) -> dict:
 
 
 # The same move as `enrollment_sent`, as a CTE of the one-statement record of a sent
-# message (outreach.sending.record_sql), its values from `after_step`.
+# message (outreach.sending.record_sql), its values from `after_step` (or a graph move,
+# outreach.enrollments.branching.Move.columns).
 SENT_MOVE_CTE = """
 moved AS (
-    UPDATE outreach_enrollment SET status = %(status)s, current_step = %(step)s,
+    UPDATE outreach_enrollment SET status = %(status)s, current_step = current_step + 1,
+        last_step = %(step)s, current_key = %(current_key)s,
+        path = path || %(path)s::jsonb, branch_deadline = %(branch_deadline)s,
+        held_until = NULL,
         sent_at = %(now)s, next_send_at = %(next_send_at)s, completed_at = %(completed_at)s,
         credential_id = %(credential)s, send_attempts = 0, last_error = '',
         updated_at = %(now)s
@@ -122,15 +137,27 @@ moved AS (
 
 
 def enrollment_sent(
-    *, enrollment_id, campaign_id, step: int, credential_id, move: dict, now, note: str = ""
+    *,
+    enrollment_id,
+    campaign_id,
+    step: int,
+    credential_id,
+    move: dict,
+    now,
+    note: str = "",
+    keys: list[str] | None = None,
 ) -> bool:
-    """A step sent moves a still-due enrollment on (`move`: after_step's columns); the
-    first step counts it as sent. Intake may have ended it since the claim (a reply, an
-    unsubscribe): then nothing moves. `note`: its last_error (why a reply went unseen).
-    Returns whether it moved."""
+    """A step sent moves a still-due enrollment on (`move`: after_step's columns, or a
+    graph move's, outreach.enrollments.branching): one more email step sent, `step` the
+    position of the last, `keys` appended to its path (the step's key and the branches
+    the move decided); the first step counts it as sent. Intake may have ended it since
+    the claim (a reply, an unsubscribe): then nothing moves. `note`: its last_error (why
+    a reply went unseen). Returns whether it moved."""
     moved = Enrollment.objects.filter(pk=enrollment_id, status__in=Enrollment.DUE_STATUSES).update(
-        **move,
-        current_step=step,
+        **{"current_key": None, "branch_deadline": None, "held_until": None, **move},
+        current_step=F("current_step") + 1,
+        last_step=step,
+        path=path_appended(keys or []),
         sent_at=now,
         credential_id=credential_id,
         send_attempts=0,
@@ -155,13 +182,7 @@ def enrollments_complete_rows(rows: QuerySet, *, now: datetime) -> int:
     many: a live edit that ends the sequence where they wait). Ended, they are at no
     element. Returns how many."""
     return rows.filter(status__in=Enrollment.DUE_STATUSES).update(
-        status=Status.COMPLETED,
-        completed_at=now,
-        next_send_at=None,
-        current_key=None,
-        branch_deadline=None,
-        held_until=None,
-        updated_at=now,
+        status=Status.COMPLETED, completed_at=now, next_send_at=None, updated_at=now, **_ENDED
     )
 
 
@@ -171,7 +192,13 @@ def enrollments_complete_rows(rows: QuerySet, *, now: datetime) -> int:
 def enrollments_fail(rows: QuerySet, *, error: str, now: datetime | None, **columns) -> int:
     """Due enrollments among `rows` end `failed` with `error` (no retry can help, or
     the retries ran out; `columns`: more to write, e.g. send_attempts). Returns how many."""
-    changes = {"status": Status.FAILED, "next_send_at": None, "last_error": error, **columns}
+    changes = {
+        "status": Status.FAILED,
+        "next_send_at": None,
+        "last_error": error,
+        **_ENDED,
+        **columns,
+    }
     if now is not None:
         changes["updated_at"] = now
     return rows.filter(status__in=Enrollment.DUE_STATUSES).update(**changes)
@@ -185,7 +212,12 @@ def enrollment_bounce(*, enrollment_id, reason: str, at: datetime) -> Enrollment
     Returns the enrollment (with its contact and campaign) when this call bounced it,
     None when it was bounced already. Lock its contact first (the lock order)."""
     won = Enrollment.objects.filter(pk=enrollment_id, bounced_at__isnull=True).update(
-        status=Status.BOUNCED, bounced_at=at, bounce_reason=reason, next_send_at=None, updated_at=at
+        status=Status.BOUNCED,
+        bounced_at=at,
+        bounce_reason=reason,
+        next_send_at=None,
+        updated_at=at,
+        **_ENDED,
     )
     if not won:
         return None
@@ -211,7 +243,9 @@ def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
     if stops:
         enrollment.status = Status.REPLIED
         enrollment.next_send_at = None
-        fields += ["status", "next_send_at"]
+        fields += ["status", "next_send_at", *_ENDED]
+        for name, value in _ENDED.items():
+            setattr(enrollment, name, value)
     enrollment.save(update_fields=fields)
     answer_count(enrollment, "replied")
     return stops
@@ -219,22 +253,23 @@ def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
 
 def enrollment_postpone(*, enrollment_id, until: datetime, now: datetime) -> bool:
     """Hold a due enrollment's next step until `until` (an out-of-office notice's return):
-    its next_send_at is raised, never lowered; the status does not change. Returns
+    its next_send_at is raised, never lowered; the status does not change. One waiting
+    at a branch has no next send yet: its held_until is raised instead, and the step the
+    branch leads to is not due before it (outreach.enrollments.branching). Returns
     whether it moved. A step already claimed by a sending task goes out as claimed."""
-    return bool(
-        Enrollment.objects.filter(
-            pk=enrollment_id,
-            status__in=Enrollment.DUE_STATUSES,
-            next_send_at__lt=until,
-        ).update(next_send_at=until, updated_at=now)
-    )
+    postponed = Enrollment.objects.filter(
+        pk=enrollment_id,
+        status__in=Enrollment.DUE_STATUSES,
+        next_send_at__lt=until,
+    ).update(next_send_at=until, updated_at=now)
+    return bool(postponed) or held(enrollment_id=enrollment_id, until=until, now=now)
 
 
 def enrollments_unsubscribe(enrollments: list[Enrollment], *, at: datetime) -> None:
     """The contact unsubscribed: its active enrollments (locked, as read) end
     `unsubscribed`, each counted in its campaign."""
     Enrollment.objects.filter(pk__in=[e.pk for e in enrollments]).update(
-        status=Status.UNSUBSCRIBED, unsubscribed_at=at, next_send_at=None, updated_at=at
+        status=Status.UNSUBSCRIBED, unsubscribed_at=at, next_send_at=None, updated_at=at, **_ENDED
     )
     for enrollment in enrollments:
         enrollment.status = Status.UNSUBSCRIBED
@@ -268,6 +303,7 @@ def enrollments_suppressed_end(rows: QuerySet, *, bounce_reason: str, now: datet
                 status=status,
                 next_send_at=None,
                 updated_at=now,
+                **_ENDED,
                 **{f"{name}_at": Subquery(contact.values(f"{name}_at")[:1])},
                 **columns,
             )
@@ -284,7 +320,12 @@ def enrollments_stop(rows: QuerySet, *, campaign_id, reason: str, at: datetime) 
     """Active enrollments among `rows` (of one campaign) end `stopped` for `reason`,
     counted. Returns how many."""
     stopped = rows.filter(status__in=Enrollment.ACTIVE_STATUSES).update(
-        status=Status.STOPPED, stop_reason=reason, stopped_at=at, next_send_at=None, updated_at=at
+        status=Status.STOPPED,
+        stop_reason=reason,
+        stopped_at=at,
+        next_send_at=None,
+        updated_at=at,
+        **_ENDED,
     )
     if stopped:
         count(campaign_id, stopped=stopped)
@@ -303,6 +344,12 @@ def _uncount(enrollments: list[Enrollment]) -> None:
                 step, letter = answer_split(code)
                 variant_count(enrollment.campaign_id, step, letter, **{name: -1})
     campaigns = {enrollment.pk: enrollment.campaign_id for enrollment in enrollments}
+    decided: Counter = Counter()
+    for enrollment_id, key, outcome in BranchDecision.objects.filter(
+        enrollment_id__in=list(campaigns)
+    ).values_list("enrollment_id", "key", "outcome"):
+        decided[campaigns[enrollment_id], key, outcome] -= 1
+    branch_counts_write(decided)
     for enrollment_id, step, variant in Message.objects.filter(
         enrollment_id__in=list(campaigns)
     ).values_list("enrollment_id", "step", "variant"):

@@ -11,29 +11,54 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from outreach.campaigns.branch_moves import branch_event
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.stopping import domain_reply_lock, enrollments_stop_same_domain
 from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import (
     counting,
-    enrollment_open,
     enrollment_reply,
     enrollments_unsubscribe,
 )
-from outreach.events import ENROLLMENT_UNSUBSCRIBED, enrollment_emit, enrollment_replied_emit
+from outreach.enrollments.opens import enrollment_message_open
+from outreach.events import (
+    ENROLLMENT_UNSUBSCRIBED,
+    enrollment_emit,
+    enrollment_replied_emit,
+)
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.sending import Enrollment
 
 logger = logging.getLogger(__name__)
 
 
-def enrollment_mark_opened(*, enrollment_id, at: datetime | None = None) -> bool:
-    """Record the first open of an enrollment and fire enrollment.opened.
+def enrollment_mark_opened(
+    *, enrollment_id, at: datetime | None = None, step: int | None = None
+) -> bool:
+    """Record the first open of an enrollment and fire enrollment.opened; and the first
+    open of its message (the step at position `step`, or its last message for a pixel
+    that names none), which moves an enrollment waiting at a branch on opens of it
+    (outreach.campaigns.branch_moves).
 
     The pixel calls this on every load, so a repeat open is a single read that writes
-    nothing (outreach.enrollments.opens). Returns whether this call was the first open.
+    nothing (outreach.enrollments.opens) and an UPDATE of the message that matches
+    nothing. Returns whether this call was the enrollment's first open.
     """
-    return enrollment_open(enrollment_id=enrollment_id, at=at or timezone.now())
+    at = at or timezone.now()
+    first, message = enrollment_message_open(enrollment_id=enrollment_id, at=at, step=step)
+    if message.step_key is not None and message.waiting_key is not None:
+        # The message's first open, the enrollment waiting at a branch: decided now if
+        # the open meets it, in a transaction of its own right after the open's
+        # statement. (Were this process lost between the two, the branch's deadline
+        # finds the open recorded and decides `then`.)
+        branch_event(
+            enrollment_id=enrollment_id,
+            branch_key=message.waiting_key,
+            kind="opened",
+            step_key=message.step_key,
+            at=at,
+        )
+    return first
 
 
 def enrollment_mark_replied(

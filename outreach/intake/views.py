@@ -48,18 +48,20 @@ def _method_not_allowed(allowed: list[str]) -> JsonResponse:
 
 def open_pixel(request, token: str):
     """GET /t/o/<token>.gif: always the same GIF; the first load of a valid token
-    records the open. Cost of a repeat or a bad token: no query, or one UPDATE (and one
-    read on a tracking domain: its token must be of the domain's account, else 404)."""
+    records the open. Cost of a repeat or a bad token: no query, or one read and one
+    UPDATE that matches nothing (the message's first open), and one read on a tracking
+    domain (its token must be of the domain's account, else 404)."""
     if request.method not in ("GET", "HEAD"):
         return _method_not_allowed(["GET", "HEAD"])
-    enrollment_id = tokens.token_read(purpose=tokens.OPEN, token=token)
+    named = tokens.token_names(purpose=tokens.OPEN, token=token)
+    enrollment_id = named.enrollment_id if named is not None else None
     if enrollment_id is not None and not tracking_host_serves(request, enrollment_id):
         # Another account's host, or one the token was never sent on: nothing here.
         return HttpResponse(status=404)
     # HEAD is what link scanners and proxies probe with: it answers, never records.
     if enrollment_id is not None and request.method == "GET":
         try:
-            enrollment_mark_opened(enrollment_id=enrollment_id)
+            enrollment_mark_opened(enrollment_id=enrollment_id, step=named.step if named else None)
         except Exception:
             # The image must load whatever happens; the open is lost, not the email's look.
             logger.exception("open pixel: could not record the open of %s", enrollment_id)

@@ -2,7 +2,8 @@
 finds them (the app label stays `outreach`, the tables `outreach_*`).
 
 - outreach.models.mailboxes: Security, SmtpCredential, OAuthAuthorization;
-- outreach.models.campaigns: Campaign, CampaignStep, CampaignStats, StepVariantStats;
+- outreach.models.campaigns: Campaign, CampaignStep, CampaignStats, StepVariantStats,
+  BranchStats;
 - outreach.models.contacts: Contact, Suppression, ContactImport;
 - outreach.models.sending: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
   SendClaim;
@@ -11,11 +12,19 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.domains: SenderDomainCheck;
 - outreach.models.blocklist: BlocklistEntry;
 - outreach.models.domain_cap: RecipientDomainCount;
-- outreach.models.sequences: RuleFire.
+- outreach.models.sequences: RuleFire;
+- outreach.models.branches: BranchDecision.
 """
 
 from outreach.models.blocklist import BlocklistEntry
-from outreach.models.campaigns import Campaign, CampaignStats, CampaignStep, StepVariantStats
+from outreach.models.branches import BranchDecision
+from outreach.models.campaigns import (
+    BranchStats,
+    Campaign,
+    CampaignStats,
+    CampaignStep,
+    StepVariantStats,
+)
 from outreach.models.contacts import Contact, ContactImport, Suppression
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.models.domain_cap import RecipientDomainCount
@@ -32,6 +41,8 @@ from outreach.models.sending import (
 from outreach.models.sequences import RuleFire
 
 __all__ = [
+    "BranchDecision",
+    "BranchStats",
     "BlocklistEntry",
     "Campaign",
     "CampaignStats",

@@ -189,3 +189,30 @@ class StepVariantStats(models.Model):
 
     def __str__(self) -> str:
         return f"step {self.step}{self.variant} of {self.campaign_id}"
+
+
+class BranchStats(models.Model):
+    """The decisions of one branch of a campaign (API.md 17), counted on write in the
+    transaction of each decision (outreach.enrollments.branching): `then_count`, the
+    enrollments its event sent to `then`; `else_count`, those its deadline sent to
+    `else`. Summed over shards (config/db/counters.py) as CampaignStats's. How many wait
+    at it now is read from the enrollments' waiting index instead (a count kept on write
+    would have to be taken back by every way an enrollment can leave a branch)."""
+
+    # No index of its own: branch_stats_unique leads with it.
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    key = models.CharField(max_length=40)
+    shard = models.PositiveSmallIntegerField(default=0, db_default=0)
+    then_count = models.IntegerField(default=0, db_default=0)
+    else_count = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        verbose_name_plural = "branch stats"
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "key", "shard"], name="branch_stats_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"branch {self.key} of {self.campaign_id}"

@@ -155,6 +155,12 @@ class Enrollment(models.Model):
                 name="enrollment_completed_idx",
                 condition=Q(status="completed"),
             ),
+            # Those waiting at each branch of a campaign (stats' `waiting`); a send writes none.
+            models.Index(
+                fields=["campaign", "current_key"],
+                name="enrollment_waiting_idx",
+                condition=Q(status="sent", branch_deadline__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -38,6 +38,7 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
+from outreach.enrollments.branching import leads_to_email
 from outreach.mailboxes.secrets import secrets_hidden
 from outreach.mailboxes.smtp import smtp_close
 from outreach.models.campaigns import CampaignStep
@@ -162,7 +163,7 @@ class MailboxBatch:
         name = _RESULT_FIELDS[outcome]
         setattr(self.result, name, getattr(self.result, name) + 1)
         campaign_id = claim.enrollment.campaign_id
-        if name != "sent" or claim.step + 1 not in self.steps[campaign_id]:
+        if name != "sent" or not leads_to_email(self.steps[campaign_id], claim.step):
             # A bounce, a failure or a last step ends the enrollment; a deferral may
             # (its last attempt): the campaign may be done.
             self.ended.add(campaign_id)

@@ -145,7 +145,7 @@ def message_build(
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url)
+    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url, step.position)
     if campaign.track_clicks:
         text, html = _links_tracked(
             text,
@@ -218,10 +218,16 @@ def reply_subject(subject: str) -> str:
 
 
 def _bodies(
-    campaign: Campaign, content, values: dict, enrollment: Enrollment, unsubscribe_url: str
+    campaign: Campaign,
+    content,
+    values: dict,
+    enrollment: Enrollment,
+    unsubscribe_url: str,
+    position: int,
 ) -> tuple[str, str | None]:
     """The text body and the HTML one (None without HTML), rendered, with the
-    unsubscribe footer and the open pixel as the campaign asks."""
+    unsubscribe footer and the open pixel (naming the step at `position`) as the
+    campaign asks."""
     # The footer goes to each part that does not place the link itself.
     footer = campaign.unsubscribe_footer
     text = template_render(content.body_text, values, kind="text")
@@ -233,7 +239,7 @@ def _bodies(
     if footer and not places_variable(content.body_html, UNSUBSCRIBE_URL):
         html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
     if campaign.track_opens:
-        token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+        token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk, step=position)
         html = _with_pixel(html, f"{tracking_base_url(campaign.account)}/t/o/{token}.gif")
     return text, html
 

@@ -16,17 +16,17 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
+from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.variants import stored_letter
-from outreach.campaigns.windows import SendWindow, step_send_at, window_timezone
 from outreach.domain_cap.counts import counts_release
 from outreach.enrollments import (
-    after_step,
     counting,
     enrollment_sent,
     enrollments_fail,
     variant_count,
 )
+from outreach.enrollments.branching import Move, decisions_record
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mailboxes.pace import reservation_release
 from outreach.models.campaigns import Campaign, CampaignStep
@@ -86,7 +86,7 @@ class _Sent:
     now: datetime
     reply_seen: bool
     attempt: AttemptOutcome
-    move: dict  # outreach.enrollments.after_step
+    move: Move  # outreach.campaigns.branch_moves.sent_move
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor: datetime | None
@@ -117,17 +117,9 @@ def sent_record(
     `finished_at` (default `accepted_at`) ends the attempt's record: a lost worker's
     attempt ends when its recovery gave it up, while its pace still counts from the
     send."""
-    next_step = steps.get(claim.step + 1)
-    next_send_at = None
-    if next_step is not None:
-        next_send_at = step_send_at(
-            after=now,
-            delay_minutes=next_step.delay_minutes,
-            timezone=window_timezone(
-                campaign=campaign, contact_timezone=enrollment.contact.timezone
-            ),
-            window=SendWindow.from_json(campaign.send_window),
-        )
+    move = sent_move(
+        position=claim.step, enrollment=enrollment, campaign=campaign, steps=steps, now=now
+    )
     paced = credential.is_paced
     attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, finished_at or accepted_at or now)
     sent = _Sent(
@@ -139,7 +131,7 @@ def sent_record(
         now=now,
         reply_seen=reply_seen,
         attempt=attempt,
-        move=after_step(next_send_at=next_send_at, now=now),
+        move=move,
         metered=not credential.is_simulator,  # it never leaves (docs/sandbox.md)
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
@@ -148,19 +140,23 @@ def sent_record(
         ),
     )
     # The common case: the writes in one statement (record_sql, which meters the send:
-    # for metered ones only); otherwise the ORM path does it all.
-    if not (reply_seen and sent.metered and _sent_statement(sent)):
+    # for metered ones only); when it does not apply (nothing written, a simulated send,
+    # or the move decided branches: their counts and events), the ORM path does it all.
+    if not (reply_seen and sent.metered and not move.decisions and _sent_statement(sent)):
         _sent_orm(sent)
-    if sent.move["status"] == Enrollment.Status.COMPLETED:  # its on_complete rule, if any
+    if move.waiting and move.current_key is not None:
+        branch_recheck_on_commit(enrollment_id=enrollment.pk, branch_key=move.current_key)
+    if move.status == Enrollment.Status.COMPLETED:  # its on_complete rule, if any
         completed_followups_enqueue(campaign=campaign, enrollment_ids=[enrollment.pk])
 
 
 def _sent_moved(sent: _Sent) -> None:
     """The enrollment in memory as the record moved it (the event reads it)."""
     enrollment = sent.enrollment
-    for name, value in sent.move.items():
+    for name, value in sent.move.columns().items():
         setattr(enrollment, name, value)
     enrollment.current_step, enrollment.sent_at = sent.claim.step, sent.now
+    enrollment.last_step = sent.claim.step
     enrollment.credential_id = sent.credential.pk
     enrollment.campaign = sent.campaign
 
@@ -183,7 +179,8 @@ def _sent_statement(sent: _Sent) -> bool:
         text=outgoing.text,
         variant=outgoing.variant,
         now=now,
-        move=sent.move,
+        move=sent.move.columns(),
+        keys=sent.move.path,
         pace_floor=sent.pace_floor,
         period=period_bounds(campaign.account, now),
         event_type=ENROLLMENT_SENT,
@@ -206,6 +203,7 @@ def _sent_orm(sent: _Sent) -> None:
             enrollment_id=sent.enrollment.pk,
             credential_id=credential.pk,
             step=claim.step,
+            step_key=sent.move.path[0],
             message_id=outgoing.message_id,
             to_email=outgoing.to_email,
             subject=outgoing.subject,
@@ -222,9 +220,10 @@ def _sent_orm(sent: _Sent) -> None:
             campaign_id=campaign.pk,
             step=claim.step,
             credential_id=credential.pk,
-            move=sent.move,
+            move=sent.move.columns(),
             now=sent.now,
             note="" if sent.reply_seen else sent.attempt.text,
+            keys=sent.move.path,
         )
         attempt_finish(claim, sent.attempt, now=sent.now)
         credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
@@ -239,6 +238,7 @@ def _sent_orm(sent: _Sent) -> None:
             usage_record_increment(account=campaign.account, at=sent.now)
         if moved:
             _sent_moved(sent)
+            decisions_record(sent.enrollment, sent.move.decisions, at=sent.now)
         else:
             sent.enrollment.refresh_from_db()
             sent.enrollment.campaign = campaign

@@ -50,9 +50,10 @@ _SQL = """
 WITH
 msg AS (
     INSERT INTO outreach_message (id, account_id, enrollment_id, credential_id, step,
-        message_id, to_email, subject, text, variant, sent_at, reply_seen, created_at)
+        step_key, message_id, to_email, subject, text, variant, sent_at, reply_seen,
+        created_at)
     VALUES (%(message_pk)s, %(account)s, %(enrollment)s, %(credential)s, %(step)s,
-        %(message_id)s, %(to_email)s, %(subject)s, %(text)s, %(variant)s, %(now)s, true,
+        %(step_key)s, %(message_id)s, %(to_email)s, %(subject)s, %(text)s, %(variant)s, %(now)s, true,
         %(created)s)
     RETURNING 1
 ),
@@ -166,6 +167,7 @@ def record_sent(
     variant: str,
     now: datetime,
     move: dict,
+    keys: list[str],
     pace_floor: datetime | None,
     period: tuple[datetime, datetime],
     event_type: str,
@@ -197,10 +199,16 @@ def record_sent(
         "text": text,
         "variant": variant,
         "now": now,
-        # The enrollment's columns after the step (outreach.enrollments.after_step).
+        # The enrollment's columns after the step (outreach.enrollments.branching.Move).
         "status": move["status"],
         "next_send_at": move["next_send_at"],
         "completed_at": move["completed_at"],
+        "current_key": move["current_key"],
+        "branch_deadline": move["branch_deadline"],
+        # The step's key (the message's) and the branches the move decided: the path's
+        # new keys.
+        "step_key": keys[0],
+        "path": json.dumps(keys),
         # GREATEST ignores NULL: an unpaced mailbox keeps its value.
         "pace_floor": pace_floor,
         "due": [str(s) for s in Enrollment.DUE_STATUSES],

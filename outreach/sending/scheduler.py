@@ -3,7 +3,10 @@
 Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in order:
 
 1. recovers the claims of dead workers whose lease lapsed (`claims_recover`);
-2. ends due enrollments whose contact became suppressed meanwhile;
+2. ends due enrollments whose contact became suppressed meanwhile, and decides the
+   branches whose deadline passed (`branch_deadlines_decide`: `else`, or `then` when
+   the event came; found through their partial index, so the enrollments waiting at a
+   branch cost a run nothing until their deadline);
 3. claims due enrollments (status scheduled/sent, next_send_at <= now, campaign active,
    contact not suppressed, no open claim) in transactions of SENDING_BATCH_SIZE:
    `SELECT ... FOR UPDATE SKIP LOCKED`, so several schedulers never take the same row.
@@ -13,7 +16,8 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    enrollment before another's claim committed fails on that index and rolls back (the
    lost race). Per enrollment it decides:
    - the contact's address is on the account's blocklist: stopped (`blocked`);
-   - no step left (steps were removed): completed;
+   - the email step at its current_key (the element it waits for); none (steps were
+     removed): completed;
    - the campaign's send window is closed now (in the contact's time zone when the
      campaign sends in contact time zones): next_send_at = the next opening;
    - the mailbox: the thread's credential when it has one that is still enabled and in
@@ -64,6 +68,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
+from outreach.campaigns.branch_moves import branch_deadlines_decide
 from outreach.campaigns.followups import completions_followup
 from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
@@ -282,7 +287,13 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
         )
         enrollments = list(
             due.only(
-                "id", "campaign_id", "contact_id", "current_step", "credential_id", "next_send_at"
+                "id",
+                "campaign_id",
+                "contact_id",
+                "current_step",
+                "current_key",
+                "credential_id",
+                "next_send_at",
             )[:batch_size]
         )
         if not enrollments:
@@ -374,8 +385,8 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         if (account_of[enrollment.pk], enrollment.contact_email) in blocked:  # type: ignore[attr-defined]  # annotated
             plan.blocked.append(enrollment)
             continue
-        step = enrollment.current_step + 1
-        if step not in positions[campaign.pk]:
+        step = _step_due(enrollment, positions[campaign.pk])
+        if step is None:
             plan.complete.append(enrollment)
             continue
         window = SendWindow.from_json(campaign.send_window)
@@ -454,20 +465,31 @@ def _reauthorization_only(candidates: list, campaign, unauthenticated, unauthori
     return not candidates or all(pk in unauthorized for pk in candidates)
 
 
+def _step_due(enrollment: Enrollment, positions: dict) -> int | None:
+    """The position of the email step a due enrollment sends: the one at its
+    current_key (API.md 17), or, for a row moved before enrollments had keys, the one
+    after its last sent. None when there is none (steps were removed): completed."""
+    if enrollment.current_key:
+        return positions.get(enrollment.current_key)
+    step = enrollment.current_step + 1
+    return step if step in positions.values() else None
+
+
 def _campaigns_read(campaign_ids: set) -> tuple[dict, dict, dict]:
     """The campaigns by id (with their account's recipient domain cap, `account_cap`),
-    their step positions, and their credential ids in link order."""
+    their email steps' positions by key, and their credential ids in link order."""
     campaigns = {
         c.pk: c
         for c in Campaign.objects.filter(pk__in=campaign_ids).annotate(
             account_cap=F("account__max_per_recipient_domain_per_day")
         )
     }
-    positions = defaultdict(set)
-    for campaign_id, position in CampaignStep.objects.filter(
+    positions: dict = defaultdict(dict)
+    for campaign_id, key, position, branch in CampaignStep.objects.filter(
         campaign_id__in=campaign_ids
-    ).values_list("campaign_id", "position"):
-        positions[campaign_id].add(position)
+    ).values_list("campaign_id", "key", "position", "branch"):
+        if not branch:  # a branch sends nothing
+            positions[campaign_id][key] = position
     linked = defaultdict(list)  # campaign -> credential ids, in link order
     for campaign_id, credential_id in (
         Campaign.credentials.through.objects.filter(campaign_id__in=campaign_ids)
@@ -657,6 +679,9 @@ def schedule_due(*, now: datetime | None = None, enqueue: bool = False) -> list[
 def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
     claims_recover(now=now)
     suppressed_end(now=now)
+    # Branches whose deadline passed (outreach.campaigns.branch_moves): decided before
+    # the claims, so a step they lead to that is due now goes out in this run.
+    branch_deadlines_decide(now=now)
     batch_size = settings.SENDING_BATCH_SIZE
     examined_total = 0
     batches: list[Batch] = []

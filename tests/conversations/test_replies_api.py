@@ -200,6 +200,7 @@ def test_the_thread_lists_steps_replies_and_responses_in_time_order(api_client, 
     assert entries[0]["step"] == {
         "message_id": step1.message_id,
         "step": 1,
+        "key": step1.step_key,
         "variant": "A",
         "subject": step1.subject,
         "text": "Hi Ada, step one.",

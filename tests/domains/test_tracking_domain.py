@@ -214,7 +214,7 @@ def test_sent_pixels_use_the_verified_domain(smtp_sink, zone):
     _run()
     (received,) = sink.messages
     html = received.message.get_body(("html",)).get_content()
-    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk)
+    pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk, step=1)
     assert f'background="https://track.acme.test/t/o/{pixel}.gif"' in html
     # The unsubscribe link stays on the service's host.
     assert "http://testserver/u/" in received.message["List-Unsubscribe"]

@@ -371,14 +371,20 @@ def test_stats_per_step_and_variant(
         "steps": [
             {
                 "position": 1,
+                "key": "step_1",
                 "variants": [
                     row("A", sent=1, bounced=1),
                     row("B", sent=2, opened=2),
                     row("D", sent=1),
                 ],
             },
-            {"position": 2, "variants": [row("A", sent=1, replied=1), row("B"), row("C")]},
+            {
+                "position": 2,
+                "key": "step_2",
+                "variants": [row("A", sent=1, replied=1), row("B"), row("C")],
+            },
         ],
+        "branches": [],
     }
     # What was kept on write is what a recount finds.
     assert enrollments.stats_check(campaign_id=campaign.pk) == {}
