@@ -56,8 +56,9 @@ $(STAMP): pyproject.toml $(wildcard $(addsuffix /pyproject.toml,$(CLIENTS)))
 	$(PYTHON) -m venv $(VENV)
 	@# uv (a wheel from the package index, into the venv) installs in seconds what pip
 	@# takes a minute or two for; where it has no wheel or fails, pip does it all.
-	if $(BIN)/pip install --quiet --disable-pip-version-check uv==0.13.9; then \
-	  $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]' $(addprefix -e ,$(CLIENTS)); \
+	if $(BIN)/pip install --quiet --disable-pip-version-check uv==0.13.9 && [ -x $(BIN)/uv ] && \
+	  $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test]' $(addprefix -e ,$(CLIENTS)); then \
+	  :; \
 	else \
 	  $(BIN)/pip install --quiet --upgrade pip && \
 	  $(BIN)/pip install --quiet -e '.[test]' $(addprefix -e ,$(CLIENTS)); \

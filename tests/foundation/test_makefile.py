@@ -139,6 +139,39 @@ def test_a_venv_made_by_another_python_is_rebuilt(tmp_path):
     assert (work / ".venv/pip.log").read_text().count("-e .[test]") == 1
 
 
+def test_the_install_goes_through_uv_when_it_installs(tmp_path):
+    """uv, taken into the venv by its pip, installs the project; pip does not."""
+    bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
+    _fake(bin_dir / "python3.13", "3.13.0")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("")
+    venv = work / ".venv"
+    # A pip that installs uv: a uv recording its calls.
+    pip = (
+        f'#!/bin/sh\necho "$@" >> "{venv}/pip.log"\n'
+        f'case "$*" in *uv==*) printf \'#!/bin/sh\\necho "$@" >> "{venv}/uv.log"\\n\' '
+        f'> "{venv}/bin/uv"; chmod +x "{venv}/bin/uv";; esac\n'
+    )
+    _fake(venv / "bin/python", "3.13.0")
+    (venv / "bin/pip").write_text(pip)
+    (venv / "bin/pip").chmod(0o755)
+    python = bin_dir / "python3.13"
+    # Its `-m venv` keeps the venv's own pip (the fake's would replace it).
+    python.write_text(
+        python.read_text()
+        .replace('cp "$0" "$3/bin/python"', "true")
+        .replace('printf \'#!/bin/sh\\necho "$@" >> "%s/pip.log"\\n\' "$3" > "$3/bin/pip"', "true")
+    )
+    result = _make("install", path_dir=bin_dir, pyenv=pyenv, cwd=work)
+    assert result.returncode == 0, result.stderr
+    assert "uv==" in (venv / "pip.log").read_text()
+    assert "-e .[test]" not in (venv / "pip.log").read_text()
+    assert (
+        "pip install --quiet --python .venv/bin/python -e .[test]" in (venv / "uv.log").read_text()
+    )
+
+
 def test_a_venv_of_the_same_python_is_kept(tmp_path):
     bin_dir, pyenv = tmp_path / "bin", tmp_path / "pyenv"
     _fake(bin_dir / "python3.13", "3.13.0")
