@@ -39,7 +39,8 @@ from django.http.request import split_domain_port, validate_host
 
 from accounts.models import Account
 from config.dns import FAILED, lookup
-from outreach.models.sending import DeletedEnrollment, Enrollment
+from outreach.models.sending import Enrollment
+from outreach.models.tombstones import DeletedEnrollment
 
 TRACKING_PATH_PREFIX = "/t/"
 VERIFICATION_NAME_PREFIX = "_outreach-verify."

@@ -37,6 +37,7 @@ An open is not a change of status; it is read, then recorded, announced and coun
 one statement, `enrollment_open` (opens), which outreach.intake.services calls.
 """
 
+from outreach.enrollments.deletions import campaign_delete, contact_delete, enrollments_delete
 from outreach.enrollments.edit_moves import enrollments_move_to_step, enrollments_wait_at_branch
 from outreach.enrollments.opens import enrollment_open
 from outreach.enrollments.recount import stats_check, stats_recount, variant_stats_recount
@@ -57,8 +58,6 @@ from outreach.enrollments.stats import (
 from outreach.enrollments.transitions import (
     SENT_MOVE_CTE,
     after_step,
-    campaign_delete,
-    contact_delete,
     enroll,
     enrollment_bounce,
     enrollment_enroll,
@@ -68,7 +67,6 @@ from outreach.enrollments.transitions import (
     enrollment_sent,
     enrollments_complete,
     enrollments_complete_rows,
-    enrollments_delete,
     enrollments_fail,
     enrollments_schedule,
     enrollments_stop,

@@ -22,13 +22,14 @@ window) is the campaigns' rule, passed in as `send_at`.
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import Count, F, Func, JSONField, Q, Sum, Value
+from django.db.models import Count, F, Func, JSONField, Q, QuerySet, Sum, Value
 
 from config.db.counters import counter_shard
 from outreach.events import timestamp
@@ -97,7 +98,7 @@ def is_branch(step: CampaignStep | None) -> bool:
 # --- the condition -------------------------------------------------------------------------
 
 
-def _kinds(branch: dict) -> tuple[str, ...]:
+def _kinds(branch: Mapping[str, Any]) -> tuple[str, ...]:
     on = branch.get("on", "opened")
     return ("opened", "clicked") if on == "opened_or_clicked" else (on,)
 
@@ -109,7 +110,7 @@ def event_meets(branch: dict, *, kind: str, step_key: str) -> bool:
     return kind in _kinds(branch) and of in (ANY, step_key)
 
 
-def event_messages(branch: dict, *, before: datetime):
+def event_messages(branch: Mapping[str, Any], *, before: datetime) -> QuerySet[Message]:
     """The messages whose open or click (as `on` says), recorded before `before`, meets
     the branch: of step `of`, or any; filter by enrollment (or OuterRef("pk"))."""
     condition = Q()

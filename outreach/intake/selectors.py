@@ -8,7 +8,8 @@ from uuid import UUID
 from outreach.conversations.parse import text_storable
 from outreach.models.contacts import Contact
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import DeletedEnrollment, Enrollment, Message
+from outreach.models.sending import Enrollment, Message
+from outreach.models.tombstones import DeletedEnrollment
 from outreach.sending.tokens import Named
 
 _ANGLE_ID = re.compile(r"<([^<>\s]+)>")

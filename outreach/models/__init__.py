@@ -5,8 +5,8 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.campaigns: Campaign, CampaignStep, CampaignStats, StepVariantStats,
   BranchStats;
 - outreach.models.contacts: Contact, Suppression, ContactImport;
-- outreach.models.sending: Enrollment, DeletedEnrollment, Message, CredentialCampaignStats,
-  SendClaim;
+- outreach.models.sending: Enrollment, Message, CredentialCampaignStats, SendClaim;
+- outreach.models.tombstones: DeletedEnrollment;
 - outreach.models.intake: RelayWebhookToken;
 - outreach.models.conversations: Reply, ReplyResponse;
 - outreach.models.domains: SenderDomainCheck;
@@ -33,12 +33,12 @@ from outreach.models.intake import RelayWebhookToken
 from outreach.models.mailboxes import OAuthAuthorization, Security, SmtpCredential
 from outreach.models.sending import (
     CredentialCampaignStats,
-    DeletedEnrollment,
     Enrollment,
     Message,
     SendClaim,
 )
 from outreach.models.sequences import RuleFire
+from outreach.models.tombstones import DeletedEnrollment
 
 __all__ = [
     "BranchDecision",

@@ -139,9 +139,8 @@ def sent_record(
             else None
         ),
     )
-    # The common case: the writes in one statement (record_sql, which meters the send:
-    # for metered ones only); when it does not apply (nothing written, a simulated send,
-    # or the move decided branches: their counts and events), the ORM path does it all.
+    # One statement (record_sql) in the common case; the ORM path when it did not apply,
+    # or for a simulated send (not metered) or a move that decided branches.
     if not (reply_seen and sent.metered and not move.decisions and _sent_statement(sent)):
         _sent_orm(sent)
     if move.waiting and move.current_key is not None:

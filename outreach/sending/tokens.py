@@ -13,7 +13,7 @@ What a token names:
 - an unsubscribe link: the enrollment and its contact (`<enrollment hex><contact hex>`),
   so the link outlives its enrollment and campaign. Links sent before the contact was
   named carry the enrollment alone; a deleted enrollment's tombstone
-  (outreach.models.sending.DeletedEnrollment) still leads them to the contact.
+  (outreach.models.tombstones.DeletedEnrollment) still leads them to the contact.
 """
 
 import uuid

@@ -12,7 +12,7 @@ from outreach.campaigns.clicks import click_token_make
 from outreach.campaigns.tracking import tracking_base_url
 from outreach.domains.beat import tracking_domains_check
 from outreach.domains.tracking import verification_token
-from outreach.enrollments.transitions import enrollments_delete
+from outreach.enrollments.deletions import enrollments_delete
 from outreach.intake.views import PIXEL_GIF
 from outreach.models.campaigns import CampaignStep
 from outreach.sending import tokens

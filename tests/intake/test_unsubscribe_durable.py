@@ -10,7 +10,8 @@ from django.test import Client
 from outreach import enrollments
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.contacts import Contact, Suppression
-from outreach.models.sending import DeletedEnrollment, Enrollment
+from outreach.models.sending import Enrollment
+from outreach.models.tombstones import DeletedEnrollment
 from outreach.sending import tokens
 from outreach.sending.scheduler import schedule_due
 from outreach.sending.send import batch_send
