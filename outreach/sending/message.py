@@ -145,7 +145,9 @@ def message_build(
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url, step.position)
+    # The pixel names the step's position (API.md 17: each message's opens are its own).
+    position = getattr(step, "position", None)
+    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url, position)
     if campaign.track_clicks:
         text, html = _links_tracked(
             text,
@@ -223,7 +225,7 @@ def _bodies(
     values: dict,
     enrollment: Enrollment,
     unsubscribe_url: str,
-    position: int,
+    position: int | None,
 ) -> tuple[str, str | None]:
     """The text body and the HTML one (None without HTML), rendered, with the
     unsubscribe footer and the open pixel (naming the step at `position`) as the
