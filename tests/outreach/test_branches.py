@@ -296,3 +296,43 @@ def test_message_opens_and_clicks_are_per_message_the_enrollments_the_first(sink
     assert Client().get(link).status_code == 302
     assert message_of(enrollment, "one").clicked_at is not None
     assert message_of(enrollment, "two").clicked_at is None
+
+
+def test_a_reply_while_waiting_ends_it_and_its_deadline_decides_nothing(sink):
+    from outreach.intake.services import enrollment_mark_replied
+
+    campaign = graph_campaign(sink, OPENED_INTRO)
+    start = timezone.now() - timedelta(days=2)
+    enrollment = enrolled(campaign, at=start)
+    run(start)
+    assert enrollment_mark_replied(enrollment_id=enrollment.pk, at=later(start, 10))
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.current_key, enrollment.branch_deadline) == (
+        "replied",
+        None,
+        None,
+    )
+    run(later(start, DAY + 1))
+    assert branched_events() == [] and Message.objects.count() == 1
+
+
+def test_arriving_at_a_key_from_an_edit_waits_or_decides_without_an_event(sink):
+    from outreach.campaigns.branch_moves import enrollment_arrive
+
+    campaign = graph_campaign(sink, OPENED_INTRO)
+    waiter, opener = enrolled(campaign), enrolled(campaign)
+    now = timezone.now()
+    run(now)
+    assert enrollment_mark_opened(enrollment_id=opener.pk, step=1)
+    opener.refresh_from_db()
+    assert opener.current_key == "case_study"
+    # An edit moves both back to the branch: the opener is decided at once (its open
+    # came), the other waits from now; an edit announces nothing.
+    events = len(branched_events())
+    move = enrollment_arrive(enrollment_id=waiter.pk, key="wait", now=later(now, 1), announce=False)
+    assert move is not None and move.waiting
+    move = enrollment_arrive(enrollment_id=opener.pk, key="wait", now=later(now, 1), announce=False)
+    assert move is not None and move.current_key == "case_study"
+    waiter.refresh_from_db()
+    assert (waiter.current_key, waiter.branch_deadline) == ("wait", later(now, 1 + DAY))
+    assert len(branched_events()) == events
