@@ -1,6 +1,7 @@
 """Campaign models: campaigns, steps and their kept stats."""
 
 import uuid
+from typing import Any
 
 from django.db import models
 
@@ -109,7 +110,7 @@ class CampaignStep(models.Model):
     def __str__(self) -> str:
         return f"{self.campaign_id} step {self.position}"
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # A step made without a key (the admin, a fixture) gets its default one.
         if not self.key:
             self.key = f"step_{self.position}"
