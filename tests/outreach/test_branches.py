@@ -336,3 +336,21 @@ def test_arriving_at_a_key_from_an_edit_waits_or_decides_without_an_event(sink):
     waiter.refresh_from_db()
     assert (waiter.current_key, waiter.branch_deadline) == ("wait", later(now, 1 + DAY))
     assert len(branched_events()) == events
+
+
+def test_a_deadline_to_the_end_completes_the_enrollment_and_its_campaign(sink):
+    elements = [email("intro", "wait"), branch("wait", of="intro", then="more", else_="end")]
+    campaign = graph_campaign(sink, [*elements, email("more", "end")])
+    start = timezone.now() - timedelta(days=2)
+    enrollment = enrolled(campaign, at=start)
+    run(start)
+    run(later(start, DAY + 1))
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.current_key, enrollment.path) == (
+        "completed",
+        None,
+        ["intro", "wait"],
+    )
+    campaign.refresh_from_db()
+    assert campaign.status == "completed"
+    assert [(e["outcome"], e["next_key"]) for e in branched_events()] == [("else", "end")]
