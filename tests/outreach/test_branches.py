@@ -107,6 +107,15 @@ def test_an_open_after_reaching_the_branch_moves_it_to_then_at_once(sink, settin
     ]
     run(timezone.now())
     assert [m.step_key for m in Message.objects.order_by("sent_at")] == ["intro", "case_study"]
+    # A reply now answers the case study: position 3, the second email sent.
+    from outreach.enrollments import variant_stats_read
+    from outreach.intake.services import enrollment_mark_replied
+
+    assert enrollment_mark_replied(enrollment_id=enrollment.pk)
+    enrollment.refresh_from_db()
+    assert (enrollment.current_step, enrollment.last_step, enrollment.replied_on) == (2, 3, "3A")
+    assert variant_stats_read(campaign_id=campaign.pk)[(3, "A")]["replied"] == 1
+    assert stats_check(campaign_id=campaign.pk) == {}
 
 
 def test_an_open_before_reaching_the_branch_decides_it_on_arrival(sink):
