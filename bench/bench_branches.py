@@ -1,7 +1,8 @@
 """Branches (API.md 17): N enrollments waiting at one branch, 10% of them opening within
 its deadline.
 
-    DATABASE_URL=postgres://... REDIS_URL=... .venv/bin/python bench/bench_branches.py [n]
+    DATABASE_URL=postgres://... REDIS_URL=... .venv/bin/python bench/bench_branches.py [n] \
+      [--cost-only]   (1. alone: no opens)
 
 1. The scheduler run's cost without and with the N waiting enrollments: the fastest
    (and the median) of RUNS runs (`schedule_due`, nothing due) before they exist, then
@@ -31,7 +32,9 @@ os.environ["SENDING_SCHEDULE_ON_DISPATCH"] = "false"
 
 from _setup import account_create, account_drop, mailboxes_create, prepare  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+N = int(ARGS[0]) if ARGS else 100_000
+COST_ONLY = "--cost-only" in sys.argv
 OPENING = max(1, N // 10)
 RUNS = 41
 WARM = 5
@@ -190,6 +193,8 @@ def main() -> None:
         without = _run_cost()
         ids = _waiting(account, campaign, timezone.now())
         with_waiting = _run_cost()
+        if COST_ONLY:
+            ids = []
 
         opened_at: dict = {}
         claimed: dict = {}
@@ -197,7 +202,7 @@ def main() -> None:
         ticker = threading.Thread(target=_ticks, args=(stop, claimed))
         ticker.start()
         started = time.perf_counter()
-        for enrollment_id in ids[:: len(ids) // OPENING][:OPENING]:
+        for enrollment_id in ids[:: max(1, len(ids) // OPENING)][:OPENING]:
             opened_at[enrollment_id] = time.time()
             enrollment_mark_opened(enrollment_id=enrollment_id, step=1)
         opening = time.perf_counter() - started

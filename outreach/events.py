@@ -13,6 +13,7 @@ from webhooks.models import (  # the one list of event types
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
     ENROLLMENT_BOUNCED,
+    ENROLLMENT_BRANCHED,
     ENROLLMENT_CLICKED,
     ENROLLMENT_OPENED,
     ENROLLMENT_REPLIED,
@@ -119,6 +120,21 @@ def enrollment_clicked_emit(*, enrollment, url: str):
         "clicked_at": timestamp(enrollment.clicked_at),
     }
     return event_emit(enrollment.campaign.account_id, ENROLLMENT_CLICKED, data)
+
+
+def enrollment_branched_emit(*, enrollment, branch_key: str, outcome: str, next_key: str):
+    """enrollment.branched (opt-in): a branch of the enrollment's sequence decided,
+    `then` or `else`, and the key it led to ("end": none)."""
+    data = {
+        "enrollment_id": str(enrollment.pk),
+        "campaign_id": str(enrollment.campaign_id),
+        "contact_id": str(enrollment.contact_id),
+        "contact_email": enrollment.contact.email,
+        "branch_key": branch_key,
+        "outcome": outcome,
+        "next_key": next_key,
+    }
+    return event_emit(enrollment.campaign.account_id, ENROLLMENT_BRANCHED, data)
 
 
 def credential_disabled_emit(*, credential, campaign, bounce_rate: float, threshold: float):

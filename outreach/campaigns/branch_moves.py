@@ -65,14 +65,18 @@ def send_at_of(campaign: Campaign, contact_timezone: str, now: datetime) -> Send
     return send_at
 
 
-def _after(enrollment: Enrollment, move: Move, now: datetime, *, ring: bool = True) -> None:
-    """What follows a move, in its transaction: the campaign may be done; a step due now
-    rings the scheduler once this commits (`ring`; a scheduler run's own decisions are
-    claimed by that run)."""
+def _after(enrollment: Enrollment, move: Move, now: datetime, *, run: set | None = None) -> None:
+    """What follows a move, in its transaction (its branch counts written first): the
+    campaign may be done; a step due now rings the scheduler once this commits. In a
+    scheduler run's batch (`run`: the campaigns to complete after the batch's counts),
+    nothing rings: the run claims what its decisions made due."""
     if move.status == Enrollment.Status.COMPLETED:
-        campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=now)
         completions_followup([enrollment])  # its on_complete rule, if any
-    elif ring and move.next_send_at is not None and move.next_send_at <= now:
+        if run is not None:
+            run.add(enrollment.campaign_id)
+        else:
+            campaigns_complete_if_done(campaign_ids=[enrollment.campaign_id], at=now)
+    elif run is None and move.next_send_at is not None and move.next_send_at <= now:
         transaction.on_commit(sends_schedule_soon, robust=True)
 
 
@@ -89,6 +93,7 @@ def _decide_one(
     outcome: str | None,
     now: datetime,
     tally: Counter | None = None,
+    completed: set | None = None,
 ) -> bool:
     """Decide the branch a locked, waiting `enrollment` is at: `outcome`, or (None) `then`
     when its event was recorded before now and `else` otherwise. Whether it moved."""
@@ -113,7 +118,7 @@ def _decide_one(
     if not branch_move(enrollment_id=enrollment.pk, branch_key=key, move=move, now=now):
         return False
     decisions_record(enrollment, move.decisions, at=now, tally=tally)
-    _after(enrollment, move, now, ring=tally is None)
+    _after(enrollment, move, now, run=completed)
     return True
 
 
@@ -209,12 +214,18 @@ def _deadlines_once(now: datetime, limit: int) -> tuple[int, int]:
         graphs: dict = {}
         decided = 0
         tally: Counter = Counter()
+        completed: set = set()
         for enrollment in due:
             if enrollment.campaign_id not in graphs:
                 graphs[enrollment.campaign_id] = Graph.of_campaign(enrollment.campaign_id)
             graph = graphs[enrollment.campaign_id]
-            decided += _decide_one(enrollment, graph, outcome=None, now=now, tally=tally)
+            decided += _decide_one(
+                enrollment, graph, outcome=None, now=now, tally=tally, completed=completed
+            )
+        # The lock order of every decision: the branches' counts, then the campaigns.
         branch_counts_write(tally)
+        if completed:
+            campaigns_complete_if_done(campaign_ids=completed, at=now)
     return len(due), decided
 
 

@@ -32,12 +32,10 @@ from django.db import connection
 from django.db.models import Count, F, Func, JSONField, Q, QuerySet, Sum, Value
 
 from config.db.counters import counter_shard
-from outreach.events import timestamp
+from outreach.events import enrollment_branched_emit, timestamp
 from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import BranchStats, CampaignStep
 from outreach.models.sending import Enrollment, Message
-from webhooks.events import event_emit
-from webhooks.models import ENROLLMENT_BRANCHED
 
 END = "end"
 THEN = "then"
@@ -288,18 +286,11 @@ def decisions_record(
     counts = tally if tally is not None else Counter()
     for decision in decisions:
         counts[enrollment.campaign_id, decision.branch_key, decision.outcome] += 1
-        event_emit(
-            enrollment.campaign.account_id,
-            ENROLLMENT_BRANCHED,
-            {
-                "enrollment_id": str(enrollment.pk),
-                "campaign_id": str(enrollment.campaign_id),
-                "contact_id": str(enrollment.contact_id),
-                "contact_email": enrollment.contact.email,
-                "branch_key": decision.branch_key,
-                "outcome": decision.outcome,
-                "next_key": decision.next_key,
-            },
+        enrollment_branched_emit(
+            enrollment=enrollment,
+            branch_key=decision.branch_key,
+            outcome=decision.outcome,
+            next_key=decision.next_key,
         )
     if tally is None:
         branch_counts_write(counts)

@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from config.db.counters import counter_shard
 from config.db.prepared import prepared
-from outreach.enrollments.stats import answered, stats_ctes, variant_ctes
+from outreach.enrollments.stats import answered, answered_position, stats_ctes, variant_ctes
 from outreach.events import enrollment_event_data
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
@@ -55,6 +55,7 @@ _FIELDS = (
     "contact_id",
     "status",
     "current_step",
+    "last_step",
     "variants",
     "sent_at",
     "replied_at",
@@ -96,8 +97,11 @@ opened AS (
     SET opened_at = %(at)s, updated_at = %(at)s,
         opened_on = CASE WHEN e.current_step > 0 THEN %(answered)s ELSE e.opened_on END
     WHERE e.id = %(enrollment)s AND e.opened_at IS NULL
-      AND e.status = %(status)s AND e.current_step = %(step)s
-      AND COALESCE(e.variants ->> e.current_step::text, 'A') = %(letter)s
+      AND e.status = %(status)s AND e.current_step = %(steps_sent)s
+      AND e.last_step = %(last_step)s
+      AND COALESCE(
+        e.variants ->> (CASE WHEN e.last_step > 0 THEN e.last_step ELSE e.current_step END)::text,
+        'A') = %(letter)s
       AND e.sent_at IS NOT DISTINCT FROM %(sent_at)s
       AND e.replied_at IS NOT DISTINCT FROM %(replied_at)s
       AND e.bounce_reason IS NOT DISTINCT FROM %(bounce_reason)s
@@ -218,7 +222,7 @@ def _write(enrollment: Enrollment, at) -> list[str]:
     """OPEN_SQL for the enrollment as read; the ids of the webhooks whose drains it rang.
     Raises DataError (MARKER) when the enrollment was opened or changed since the read."""
     code = answered(enrollment)  # "" before any step was sent: no variant counted
-    letter = (enrollment.variants or {}).get(str(enrollment.current_step), "A")
+    letter = (enrollment.variants or {}).get(str(answered_position(enrollment)), "A")
     # The data as every producer of the event builds it, from the state the UPDATE re-checks.
     data = enrollment_event_data(enrollment, event_type=ENROLLMENT_OPENED)
     created = timezone.now()
@@ -230,7 +234,11 @@ def _write(enrollment: Enrollment, at) -> list[str]:
                 "at": at,
                 "answered": code,
                 "status": enrollment.status,
-                "step": enrollment.current_step,
+                # The steps sent and the last one's position, re-checked; the
+                # position is also the step whose variant the open counts for.
+                "steps_sent": enrollment.current_step,
+                "last_step": enrollment.last_step,
+                "step": answered_position(enrollment),
                 "letter": letter,
                 "sent_at": enrollment.sent_at,
                 "replied_at": enrollment.replied_at,

@@ -209,11 +209,18 @@ def variant_count(campaign_id, step: int, variant: str, **deltas: int) -> None:
 
 def answered(enrollment: Enrollment) -> str:
     """The step and variant ("2B") an open, reply or bounce of the enrollment answers
-    now: its last step sent ("" before any)."""
+    now: its last step sent, by position (`last_step`; a row from before it was kept:
+    `current_step`, the same in a sequence without branches), "" before any."""
     if not enrollment.current_step:
         return ""
-    letter = (enrollment.variants or {}).get(str(enrollment.current_step), "A")
-    return f"{enrollment.current_step}{letter}"
+    position = answered_position(enrollment)
+    letter = (enrollment.variants or {}).get(str(position), "A")
+    return f"{position}{letter}"
+
+
+def answered_position(enrollment: Enrollment) -> int:
+    """The position of the enrollment's last step sent (see `answered`)."""
+    return enrollment.last_step or enrollment.current_step
 
 
 def answer_split(code: str) -> tuple[int, str]:

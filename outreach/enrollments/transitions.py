@@ -29,6 +29,12 @@ Status = Enrollment.Status
 # An ended enrollment is nowhere in its sequence any more (API.md 17: current_key null).
 _ENDED = {"current_key": None, "branch_deadline": None, "held_until": None}
 
+
+def _ended(**columns) -> dict:
+    """The columns of an enrollment that ends: `columns`, no next send, no place."""
+    return {**columns, "next_send_at": None, **_ENDED}
+
+
 # ---------------------------------------------------------------- enrolled: pending
 
 
@@ -185,13 +191,7 @@ def enrollments_complete_rows(rows: QuerySet, *, now: datetime) -> int:
 def enrollments_fail(rows: QuerySet, *, error: str, now: datetime | None, **columns) -> int:
     """Due enrollments among `rows` end `failed` with `error` (no retry can help, or
     the retries ran out; `columns`: more to write, e.g. send_attempts). Returns how many."""
-    changes = {
-        "status": Status.FAILED,
-        "next_send_at": None,
-        "last_error": error,
-        **_ENDED,
-        **columns,
-    }
+    changes = _ended(status=Status.FAILED, last_error=error, **columns)
     if now is not None:
         changes["updated_at"] = now
     return rows.filter(status__in=Enrollment.DUE_STATUSES).update(**changes)
@@ -205,12 +205,7 @@ def enrollment_bounce(*, enrollment_id, reason: str, at: datetime) -> Enrollment
     Returns the enrollment (with its contact and campaign) when this call bounced it,
     None when it was bounced already. Lock its contact first (the lock order)."""
     won = Enrollment.objects.filter(pk=enrollment_id, bounced_at__isnull=True).update(
-        status=Status.BOUNCED,
-        bounced_at=at,
-        bounce_reason=reason,
-        next_send_at=None,
-        updated_at=at,
-        **_ENDED,
+        **_ended(status=Status.BOUNCED, bounced_at=at, bounce_reason=reason, updated_at=at)
     )
     if not won:
         return None
@@ -313,12 +308,7 @@ def enrollments_stop(rows: QuerySet, *, campaign_id, reason: str, at: datetime) 
     """Active enrollments among `rows` (of one campaign) end `stopped` for `reason`,
     counted. Returns how many."""
     stopped = rows.filter(status__in=Enrollment.ACTIVE_STATUSES).update(
-        status=Status.STOPPED,
-        stop_reason=reason,
-        stopped_at=at,
-        next_send_at=None,
-        updated_at=at,
-        **_ENDED,
+        **_ended(status=Status.STOPPED, stop_reason=reason, stopped_at=at, updated_at=at)
     )
     if stopped:
         count(campaign_id, stopped=stopped)

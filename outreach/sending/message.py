@@ -145,7 +145,7 @@ def message_build(
         ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ("X-Auto-Response-Suppress", "OOF, AutoReply"),
     )
-    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url, step.position)
+    text, html = _bodies(campaign, content, values, enrollment, unsubscribe_url, step)
     if campaign.track_clicks:
         text, html = _links_tracked(
             text,
@@ -223,11 +223,11 @@ def _bodies(
     values: dict,
     enrollment: Enrollment,
     unsubscribe_url: str,
-    position: int,
+    step: CampaignStep,
 ) -> tuple[str, str | None]:
     """The text body and the HTML one (None without HTML), rendered, with the
-    unsubscribe footer and the open pixel (naming the step at `position`) as the
-    campaign asks."""
+    unsubscribe footer and the open pixel (naming the step's position, API.md 17: each
+    message's opens are its own) as the campaign asks."""
     # The footer goes to each part that does not place the link itself.
     footer = campaign.unsubscribe_footer
     text = template_render(content.body_text, values, kind="text")
@@ -239,7 +239,11 @@ def _bodies(
     if footer and not places_variable(content.body_html, UNSUBSCRIBE_URL):
         html = _before_body_end(html, unsubscribe_footer_html(unsubscribe_url))
     if campaign.track_opens:
-        token = tokens.token_make(purpose=tokens.OPEN, enrollment_id=enrollment.pk, step=position)
+        token = tokens.token_make(
+            purpose=tokens.OPEN,
+            enrollment_id=enrollment.pk,
+            step=getattr(step, "position", None),
+        )
         html = _with_pixel(html, f"{tracking_base_url(campaign.account)}/t/o/{token}.gif")
     return text, html
 

@@ -107,6 +107,15 @@ def test_an_open_after_reaching_the_branch_moves_it_to_then_at_once(sink, settin
     ]
     run(timezone.now())
     assert [m.step_key for m in Message.objects.order_by("sent_at")] == ["intro", "case_study"]
+    # A reply now answers the case study: position 3, the second email sent.
+    from outreach.enrollments import variant_stats_read
+    from outreach.intake.services import enrollment_mark_replied
+
+    assert enrollment_mark_replied(enrollment_id=enrollment.pk)
+    enrollment.refresh_from_db()
+    assert (enrollment.current_step, enrollment.last_step, enrollment.replied_on) == (2, 3, "3A")
+    assert variant_stats_read(campaign_id=campaign.pk)[(3, "A")]["replied"] == 1
+    assert stats_check(campaign_id=campaign.pk) == {}
 
 
 def test_an_open_before_reaching_the_branch_decides_it_on_arrival(sink):
@@ -296,3 +305,76 @@ def test_message_opens_and_clicks_are_per_message_the_enrollments_the_first(sink
     assert Client().get(link).status_code == 302
     assert message_of(enrollment, "one").clicked_at is not None
     assert message_of(enrollment, "two").clicked_at is None
+
+
+def test_a_reply_while_waiting_ends_it_and_its_deadline_decides_nothing(sink):
+    from outreach.intake.services import enrollment_mark_replied
+
+    campaign = graph_campaign(sink, OPENED_INTRO)
+    start = timezone.now() - timedelta(days=2)
+    enrollment = enrolled(campaign, at=start)
+    run(start)
+    assert enrollment_mark_replied(enrollment_id=enrollment.pk, at=later(start, 10))
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.current_key, enrollment.branch_deadline) == (
+        "replied",
+        None,
+        None,
+    )
+    run(later(start, DAY + 1))
+    assert branched_events() == [] and Message.objects.count() == 1
+
+
+def test_an_edit_that_brings_enrollments_to_a_branch_decides_those_whose_open_came(
+    sink, api_client, account, django_capture_on_commit_callbacks
+):
+    """An edit removes the step two enrollments wait to send; its old next is a branch on
+    opens of the intro: the one that opened goes on to `then` at once (the branch's own
+    decision, announced), the other waits from the edit; the edit announces nothing."""
+    elements = [
+        email("intro", "hold"),
+        email("hold", "wait", delay=DAY),
+        branch("wait", of="intro", then="more", else_="end"),
+        email("more", "end", delay=60),
+    ]
+    campaign = graph_campaign(sink, elements, account=account)
+    waiter, opener = enrolled(campaign), enrolled(campaign)
+    now = timezone.now()
+    run(now)
+    assert enrollment_mark_opened(enrollment_id=opener.pk, step=1)
+    steps = api_client.get(f"/campaigns/{campaign.pk}").json()["steps"]
+    kept = [step for step in steps if step["key"] != "hold"]
+    kept[0]["next"] = "wait"
+    preview = api_client.post(
+        f"/campaigns/{campaign.pk}/steps/preview", {"steps": kept}, format="json"
+    )
+    assert preview.json()["moves"] == [{"from_key": "hold", "to_key": "wait", "enrollments": 2}]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_client.patch(f"/campaigns/{campaign.pk}", {"steps": kept}, format="json")
+    assert response.status_code == 200, response.json()
+    waiter.refresh_from_db()
+    opener.refresh_from_db()
+    assert (waiter.current_key, waiter.next_send_at) == ("wait", None)
+    assert waiter.branch_deadline > now
+    assert (opener.current_key, opener.branch_deadline) == ("more", None)
+    assert [(e["branch_key"], e["outcome"], e["next_key"]) for e in branched_events()] == [
+        ("wait", "then", "more")
+    ]
+
+
+def test_a_deadline_to_the_end_completes_the_enrollment_and_its_campaign(sink):
+    elements = [email("intro", "wait"), branch("wait", of="intro", then="more", else_="end")]
+    campaign = graph_campaign(sink, [*elements, email("more", "end")])
+    start = timezone.now() - timedelta(days=2)
+    enrollment = enrolled(campaign, at=start)
+    run(start)
+    run(later(start, DAY + 1))
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.current_key, enrollment.path) == (
+        "completed",
+        None,
+        ["intro", "wait"],
+    )
+    campaign.refresh_from_db()
+    assert campaign.status == "completed"
+    assert [(e["outcome"], e["next_key"]) for e in branched_events()] == [("else", "end")]

@@ -13,7 +13,7 @@ from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookDeliveryFactory, WebhookFactory
 from webhooks.catalog import EVENT_CATALOG
 from webhooks.events import event_emit
-from webhooks.models import EVENT_TYPES, DeliveryJob, WebhookDelivery
+from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES, DeliveryJob, WebhookDelivery
 from webhooks.secrets import secret_generate
 
 # Made-up event payloads, emitted to exercise the outbox (tests/support/event_schemas.py).
@@ -48,11 +48,13 @@ def test_event_types_list_every_type_with_a_schema(api_client, anon_client):
     assert response.status_code == 200
     body = response.json()
     assert [item["type"] for item in body if not item["opt_in"]] == list(EVENT_TYPES)
-    assert [item["type"] for item in body if item["opt_in"]] == [
+    assert [item["type"] for item in body if item["opt_in"]] == list(OPT_IN_EVENT_TYPES)
+    assert {
         "enrollment.clicked",
+        "enrollment.branched",
         "reply.received",
         "reply.labelled",
-    ]
+    } == set(OPT_IN_EVENT_TYPES)
     for item in body:
         assert item["description"]
         assert item["schema"]["type"] == "object"
@@ -71,7 +73,7 @@ def test_event_types_list_every_type_with_a_schema(api_client, anon_client):
     assert_error(anon_client.get("/webhook_event_types"), 401, "authentication_required")
 
 
-@pytest.mark.parametrize("event_type", EVENT_TYPES)
+@pytest.mark.parametrize("event_type", EVENT_TYPES + OPT_IN_EVENT_TYPES)
 def test_each_example_matches_its_schema(event_type):
     assert event_problems(event_type, EVENT_CATALOG[event_type].example) == []
 
