@@ -74,8 +74,9 @@ def _open(message: Message, credential: SmtpCredential) -> str:
     token = pixel_token(message)
     if token is None:
         return "no open pixel in the message"
-    enrollment_id = tokens.token_read(purpose=tokens.OPEN, token=token)
-    first = enrollment_mark_opened(enrollment_id=enrollment_id)
+    named = tokens.token_names(purpose=tokens.OPEN, token=token)
+    assert named is not None  # made just now
+    first = enrollment_mark_opened(enrollment_id=named.enrollment_id, step=named.step)
     return "opened" if first else "opened before"
 
 
@@ -89,8 +90,10 @@ def pixel_token(message: Message) -> str | None:
     step = CampaignStep.objects.filter(campaign_id=campaign.pk, position=message.step).first()
     if step is None or not step_content(step, message.variant).body_html.strip():
         return None
-    # Signed without a timestamp: the same token the message carries.
-    return tokens.token_make(purpose=tokens.OPEN, enrollment_id=message.enrollment_id)
+    # Signed without a timestamp: the same token the message carries (it names the step).
+    return tokens.token_make(
+        purpose=tokens.OPEN, enrollment_id=message.enrollment_id, step=message.step
+    )
 
 
 def first_tracked_link(message: Message) -> ClickTarget | None:
