@@ -145,14 +145,19 @@ def branch_recheck(*, enrollment_id, branch_key: str) -> bool:
     `then` now if so. Whether it moved. Without this, the deadline would still find the
     event (it decides `then` when the event came): this only makes it at once."""
     now = timezone.now()
-    step = CampaignStep.objects.filter(
-        key=branch_key, campaign__enrollments__pk=enrollment_id
-    ).first()
-    if step is None or not step.branch:
-        return False
-    if not event_happened(step.branch, enrollment_id=enrollment_id, before=now):
+    branch = _branch_of(enrollment_id=enrollment_id, branch_key=branch_key)
+    if branch is None or not event_happened(branch, enrollment_id=enrollment_id, before=now):
         return False
     return branch_decide(enrollment_id=enrollment_id, branch_key=branch_key, outcome=THEN, now=now)
+
+
+def _branch_of(*, enrollment_id, branch_key: str) -> dict | None:
+    """The condition of the branch `branch_key` of the enrollment's campaign, or None
+    when the campaign has no branch of that key (an edit removed it)."""
+    element = CampaignStep.objects.filter(
+        key=branch_key, campaign__enrollments__pk=enrollment_id
+    ).first()
+    return element.branch if element is not None and element.branch else None
 
 
 def branch_recheck_on_commit(*, enrollment_id, branch_key: str) -> None:
@@ -234,11 +239,7 @@ def branch_event(*, enrollment_id, branch_key: str, kind: str, step_key: str, at
     was just recorded, the enrollment waiting at `branch_key` when it was: when the
     event meets that branch's condition, the branch is decided `then` (branch_decide:
     only while it still waits there). Whether it moved."""
-    element = CampaignStep.objects.filter(
-        key=branch_key, campaign__enrollments__pk=enrollment_id
-    ).first()
-    if element is None or not element.branch:
-        return False
-    if not event_meets(element.branch, kind=kind, step_key=step_key):
+    branch = _branch_of(enrollment_id=enrollment_id, branch_key=branch_key)
+    if branch is None or not event_meets(branch, kind=kind, step_key=step_key):
         return False
     return branch_decide(enrollment_id=enrollment_id, branch_key=branch_key, outcome=THEN, now=at)
