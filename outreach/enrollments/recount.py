@@ -19,7 +19,8 @@ from outreach.enrollments.stats import (
     stats_read,
     variant_stats_read,
 )
-from outreach.models.campaigns import CampaignStats, StepVariantStats
+from outreach.models.branches import BranchDecision
+from outreach.models.campaigns import BranchStats, CampaignStats, CampaignStep, StepVariantStats
 from outreach.models.sending import Enrollment, Message
 
 # What each count counts, as a filter on enrollments (for recounts).
@@ -99,6 +100,7 @@ def stats_check(*, campaign_id, repair: bool = False) -> dict[str, tuple[int, in
             for name in VARIANT_STAT_NAMES:
                 if had[name] != has[name]:
                     drift[f"{key[0]}{key[1]} {name}"] = (had[name], has[name])
+        drift.update(_branches_check(campaign_id, repair=repair))
         if repair and drift:
             zeros = dict.fromkeys(STAT_NAMES, 0)
             CampaignStats.objects.filter(campaign_id=campaign_id).update(**zeros)
@@ -148,3 +150,61 @@ def _shards_lock(campaign_id) -> None:
         .filter(campaign_id=campaign_id)
         .order_by("step", "variant", "shard")
     )
+
+
+def branch_stats_recount(*, campaign_id) -> dict[str, dict[str, int]]:
+    """A campaign's branch decisions counted from their kept rows (BranchDecision):
+    {key: {then_count, else_count}}."""
+    counts: defaultdict[str, dict[str, int]] = defaultdict(
+        lambda: {"then_count": 0, "else_count": 0}
+    )
+    decisions = (
+        BranchDecision.objects.filter(enrollment__campaign_id=campaign_id)
+        .values_list("key", "outcome")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for key, outcome, n in decisions:
+        counts[key][f"{outcome}_count"] = n
+    return dict(counts)
+
+
+def _branches_check(campaign_id, *, repair: bool) -> dict[str, tuple[int, int]]:
+    """stats_check's part for the branches' counts (BranchStats), after the campaign's and
+    its variants' rows are locked: every shard of each branch made to exist and locked
+    (a decision adds to a row that exists, or inserts one, which cannot happen then), the
+    kept sums compared with the recount, and with `repair` set to it (in shard 0)."""
+    steps = CampaignStep.objects.filter(campaign_id=campaign_id, branch__isnull=False)
+    decided = BranchDecision.objects.filter(enrollment__campaign_id=campaign_id)
+    keys = set(steps.values_list("key", flat=True))
+    keys |= set(BranchStats.objects.filter(campaign_id=campaign_id).values_list("key", flat=True))
+    keys |= set(decided.order_by().values_list("key", flat=True).distinct())
+    if not keys:
+        return {}
+    BranchStats.objects.bulk_create(
+        [
+            BranchStats(campaign_id=campaign_id, key=key, shard=shard)
+            for key in sorted(keys)
+            for shard in range(shard_count())
+        ],
+        ignore_conflicts=True,
+    )
+    zero = {"then_count": 0, "else_count": 0}
+    kept: defaultdict[str, dict[str, int]] = defaultdict(lambda: dict(zero))
+    # Locked in (key, shard) order, the order decisions write them in.
+    rows = BranchStats.objects.select_for_update().filter(campaign_id=campaign_id)
+    for row in rows.order_by("key", "shard"):
+        kept[row.key]["then_count"] += row.then_count
+        kept[row.key]["else_count"] += row.else_count
+    actual = branch_stats_recount(campaign_id=campaign_id)
+    drift = {
+        f"branch {key} {name}": (kept[key][name], actual.get(key, zero)[name])
+        for key in sorted(keys)
+        for name in zero
+        if kept[key][name] != actual.get(key, zero)[name]
+    }
+    if repair and drift:
+        BranchStats.objects.filter(campaign_id=campaign_id).update(**zero)
+        for key, counts in actual.items():
+            BranchStats.objects.filter(campaign_id=campaign_id, key=key, shard=0).update(**counts)
+    return drift

@@ -378,3 +378,27 @@ def test_a_deadline_to_the_end_completes_the_enrollment_and_its_campaign(sink):
     campaign.refresh_from_db()
     assert campaign.status == "completed"
     assert [(e["outcome"], e["next_key"]) for e in branched_events()] == [("else", "end")]
+
+
+def test_campaign_stats_recounts_the_branches_decisions_and_repairs_them(sink, api_client, account):
+    from django.core.management import CommandError, call_command
+
+    from outreach.models.campaigns import BranchStats
+
+    campaign = graph_campaign(sink, OPENED_INTRO, account=account)
+    start = timezone.now() - timedelta(days=2)
+    enrolled(campaign, at=start)  # waits, then its deadline sends it to else
+    opener = enrolled(campaign, at=start)
+    run(start)
+    enrollment_mark_opened(enrollment_id=opener.pk, at=later(start, 5))
+    run(later(start, DAY + 1))
+    call_command("campaign_stats", str(campaign.pk))  # kept on write: no drift
+    # A count lost (a row edited by hand, a bug): the command says so, then repairs it.
+    BranchStats.objects.filter(campaign=campaign).update(then_count=0, else_count=5)
+    with pytest.raises(CommandError):
+        call_command("campaign_stats", str(campaign.pk))
+    call_command("campaign_stats", str(campaign.pk), "--repair")
+    body = api_client.get(f"/campaigns/{campaign.pk}/stats").json()
+    assert body["branches"] == [{"key": "wait", "waiting": 0, "then_count": 1, "else_count": 1}]
+    call_command("campaign_stats", str(campaign.pk))
+    assert stats_check(campaign_id=campaign.pk) == {}
