@@ -197,3 +197,39 @@ def test_mail_posted_to_a_simulator_never_touches_what_a_real_mailbox_sent(
     assert (real.status, real.replied_at, real.bounce_reason) == ("sent", None, None)
     assert Reply.objects.count() == 0 and events() == []
     assert CredentialCampaignStats.objects.filter(bounces__gt=0).count() == 0
+
+
+def test_hostile_mail_is_kept_with_its_defects_and_the_next_message_still_goes_through(
+    sent, django_capture_on_commit_callbacks
+):
+    """Broken MIME posted as a reply (an unterminated multipart, an unknown charset, 8-bit
+    bytes, a header line of 20,000 characters): 202, the reply kept with what was wrong in
+    it; a NUL is refused with its reason; a well-formed reply is then taken as usual."""
+    enrollment, message, client = sent
+    hostile = (
+        "From: Anna <anna@example.org>\r\n"
+        f"In-Reply-To: <{message.message_id}>\r\n"
+        "Message-ID: <hostile@example.org>\r\n"
+        f"X-Long: {'A' * 20000}\r\n"
+        "Subject: Re: =?x-unknown?B?////?=\r\n"
+        'Content-Type: multipart/alternative; boundary="never"\r\n'
+        "\r\n"
+        "--never\r\n"
+        "Content-Type: text/plain; charset=x-no-such-charset\r\n"
+        "Content-Transfer-Encoding: base64\r\n"
+        "\r\n"
+        "SGVsbG8gdGhlcmU\x00\xff\xfe!!\r\n"
+    )
+    # A NUL cannot be stored in a text column: refused with the reason, nothing queued.
+    assert_error(post(client, message.credential_id, {"raw": hostile}), 422, "validation_failed")
+    assert Reply.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(client, message.credential_id, {"raw": hostile.replace("\x00", "")})
+    assert response.status_code == 202, response.content
+    kept = Reply.objects.get(enrollment=enrollment, message_id="hostile@example.org")
+    assert kept.defects  # kept and reported, not a crashed intake
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(client, message.credential_id, {"raw": saved_reply_to(message)})
+    assert response.status_code == 202
+    assert Reply.objects.filter(enrollment=enrollment).count() == 2
