@@ -13,9 +13,11 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.blocklist: BlocklistEntry;
 - outreach.models.domain_cap: RecipientDomainCount;
 - outreach.models.sequences: RuleFire;
-- outreach.models.branches: BranchDecision.
+- outreach.models.branches: BranchDecision;
+- outreach.models.analytics: AnalyticsHour.
 """
 
+from outreach.models.analytics import AnalyticsHour
 from outreach.models.blocklist import BlocklistEntry
 from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import (
@@ -41,6 +43,7 @@ from outreach.models.sequences import RuleFire
 from outreach.models.tombstones import DeletedEnrollment
 
 __all__ = [
+    "AnalyticsHour",
     "BranchDecision",
     "BranchStats",
     "BlocklistEntry",

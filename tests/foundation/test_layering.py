@@ -11,7 +11,7 @@ registers in its AppConfig.ready (accounts' signup steps: docs/accounts.md).
 Inside outreach the same rule holds between its packages and top-level modules, each
 importing only those below it (docs/architecture.md, "The order inside the app"):
 
-    models < errors < emails < timezones < events < admin_base < api_fields
+    models < errors < emails < bounce_types < timezones < events < admin_base < api_fields
       < enrollments < domains < blocklist < contacts < mailboxes < domain_cap
       < campaigns < sending < conversations < intake
       < metrics < admin < urls < management < migrations < apps
@@ -33,6 +33,7 @@ OUTREACH = [
     "models",
     "errors",
     "emails",
+    "bounce_types",
     "timezones",
     "events",
     "admin_base",
