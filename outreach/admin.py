@@ -14,5 +14,6 @@ from outreach.campaigns import admin as campaigns_admin  # noqa: F401
 from outreach.contacts import admin as contacts_admin  # noqa: F401
 from outreach.conversations import admin as conversations_admin  # noqa: F401
 from outreach.domains import admin as domains_admin  # noqa: F401
+from outreach.intake import admin as intake_admin  # noqa: F401
 from outreach.mailboxes import admin as mailboxes_admin  # noqa: F401
 from outreach.sending import admin as sending_admin  # noqa: F401

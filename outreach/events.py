@@ -53,13 +53,18 @@ def enrollment_event_data(enrollment, *, event_type: str) -> dict:
         return {**base, "unsubscribed_at": timestamp(enrollment.unsubscribed_at)}
     if event_type not in _ENROLLMENT_STATE_EVENTS:
         raise ValueError(f"not an enrollment event: {event_type!r}")
-    return {
+    data = {
         **base,
         "status": enrollment.status,
         "sent_at": timestamp(enrollment.sent_at),
         "replied_at": timestamp(enrollment.replied_at),
         "bounce_reason": enrollment.bounce_reason or None,
     }
+    if event_type == ENROLLMENT_BOUNCED:
+        # What the bounce meant (outreach.bounce_types; docs/sending.md, "Bounce types").
+        data["bounce_type"] = enrollment.bounce_type or None
+        data["bounce_category"] = enrollment.bounce_category or None
+    return data
 
 
 def enrollment_emit(*, enrollment, event_type: str):

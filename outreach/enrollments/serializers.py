@@ -70,6 +70,8 @@ class EnrollmentSerializer(StrictModelSerializer):
             "clicked_at",
             "replied_at",
             "bounce_reason",
+            "bounce_type",
+            "bounce_category",
             "unsubscribed_at",
             "stopped_at",
             "stop_reason",

@@ -200,12 +200,27 @@ def enrollments_fail(rows: QuerySet, *, error: str, now: datetime | None, **colu
 # ---------------------------------------------------------------- the contact answers
 
 
-def enrollment_bounce(*, enrollment_id, reason: str, at: datetime) -> Enrollment | None:
-    """The enrollment's message bounced: `bounced`, once, with what it answered counted.
-    Returns the enrollment (with its contact and campaign) when this call bounced it,
-    None when it was bounced already. Lock its contact first (the lock order)."""
+def enrollment_bounce(
+    *,
+    enrollment_id,
+    reason: str,
+    at: datetime,
+    bounce_type: str | None = None,
+    bounce_category: str | None = None,
+) -> Enrollment | None:
+    """The enrollment's message bounced: `bounced`, once, with what it answered counted
+    and what the bounce meant (outreach.bounce_types). Returns the enrollment (with its
+    contact and campaign) when this call bounced it, None when it was bounced already.
+    Lock its contact first (the lock order)."""
     won = Enrollment.objects.filter(pk=enrollment_id, bounced_at__isnull=True).update(
-        **_ended(status=Status.BOUNCED, bounced_at=at, bounce_reason=reason, updated_at=at)
+        **_ended(
+            status=Status.BOUNCED,
+            bounced_at=at,
+            bounce_reason=reason,
+            bounce_type=bounce_type,
+            bounce_category=bounce_category,
+            updated_at=at,
+        )
     )
     if not won:
         return None

@@ -26,9 +26,11 @@ from outreach.intake.reports import DeliveryReport, delivery_report_parse, is_de
 from outreach.intake.selectors import (
     enrollment_sent_from,
     message_find,
+    message_id_normalize,
     message_ids_in_header,
     message_ids_known,
 )
+from outreach.models.intake import UnmatchedReport
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, Message
 from outreach.sending.bounces import enrollment_mark_bounced
@@ -42,8 +44,6 @@ UNMATCHED = "unmatched"  # also: a delivery report about another recipient than 
 IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports, repeats
 UNREADABLE = "unreadable"  # raised while read (the detail says what); the poll went past it
 KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNVERIFIED, UNMATCHED, IGNORED, UNREADABLE)
-
-_DAEMON_LOCALPARTS = {"mailer-daemon", "postmaster"}
 
 
 @dataclass
@@ -127,16 +127,15 @@ def message_match(
     if message.get_content_type() == "multipart/report":
         if not is_delivery_report(message):
             return Outcome(uid, IGNORED, detail="report that is not a delivery status")
-        full, _ = message_from_bytes_bounded(fetch_full())
-        return _delivery_report_apply(credential, uid, delivery_report_parse(full))
+        return _report_read(credential, uid, fetch_full)
 
     sender = _address(message.get("From"))
     if sender == credential.from_email.lower() or message_ids_known(
         account_id=account_id, message_ids=[message.get("Message-ID") or ""]
     ):
         return Outcome(uid, IGNORED, detail="our own message")
-    if sender.split("@")[0] in _DAEMON_LOCALPARTS:
-        return Outcome(uid, IGNORED, detail="mail system notice that is not a delivery report")
+    if is_delivery_report(message):  # a notice in words (outreach.intake.reports_text)
+        return _report_read(credential, uid, fetch_full)
 
     referenced = message_ids_in_header(message.get("In-Reply-To")) + message_ids_in_header(
         message.get("References")
@@ -154,6 +153,49 @@ def message_match(
     )
     verified = dmarc_aligned_pass(message, authserv_id=authserv_id)
     return Match(enrollment, sender_verified=verified)
+
+
+def _report_read(credential: SmtpCredential, uid: int, fetch_full) -> Outcome:
+    """A delivery report read whole and applied; one that changed nothing because it
+    names no message of ours (or another recipient) is kept as unmatched."""
+    full, _ = message_from_bytes_bounded(fetch_full())
+    report = delivery_report_parse(full)
+    if report is None and full.get_content_type() != "multipart/report":
+        return Outcome(uid, IGNORED, detail="mail system notice that names no failure")
+    outcome = _delivery_report_apply(credential, uid, report)
+    if outcome.kind == UNMATCHED and report is not None:
+        unmatched_report_keep(
+            credential=credential, uid=uid, message=full, report=report, outcome=outcome
+        )
+    return outcome
+
+
+def unmatched_report_keep(
+    *,
+    credential: SmtpCredential,
+    uid: int,
+    message: EmailMessage,
+    report: DeliveryReport,
+    outcome: Outcome,
+) -> None:
+    """Keep a report that changed nothing (UnmatchedReport), once per report."""
+    failure = next((f for f in report.failures if f.permanent), report.failures[0])
+    klass = failure.bounce_class
+    UnmatchedReport.objects.get_or_create(
+        credential=credential,
+        report_id=(message_id_normalize(message.get("Message-ID")) or f"imap-{uid}")[:255],
+        defaults={
+            "account_id": credential.account_id,
+            "sender": _address(message.get("From"))[:254],
+            "subject": " ".join(str(message.get("Subject") or "").split())[:255],
+            "detail": outcome.detail,
+            "recipients": ", ".join(r for f in report.failures for r in f.recipients),
+            "reason": failure.reason[:1000],
+            "bounce_type": klass.type,
+            "bounce_category": klass.category,
+            "received_at": _received_at(message),
+        },
+    )
 
 
 def _delivery_report_apply(
@@ -180,7 +222,10 @@ def _delivery_report_apply(
             f"delivery report names {named}, not the message's recipient: not counted",
         )
     changed = enrollment_mark_bounced(
-        enrollment=sent.enrollment, reason=failure.reason, credential=sent.credential
+        enrollment=sent.enrollment,
+        reason=failure.reason,
+        credential=sent.credential,
+        bounce_class=failure.bounce_class,
     )
     return Outcome(
         uid,

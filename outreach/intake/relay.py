@@ -29,6 +29,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.api.ids import is_uuid
+from outreach.bounce_types import BLOCK, BounceClass, classify
 from outreach.contacts.suppression import suppression_record
 from outreach.intake.selectors import message_find
 from outreach.intake.services import contact_unsubscribe
@@ -62,6 +63,8 @@ class RelayEvent:
     message_id: str  # as the provider gave it; may be empty
     recipient: str = ""
     reason: str = ""
+    # A bounce's meaning (outreach.bounce_types), from the provider's type and words.
+    bounce_class: BounceClass | None = None
 
 
 @dataclass
@@ -138,14 +141,28 @@ def mailgun_events(event_data: dict) -> list[RelayEvent]:
     detail = status.get("description") or status.get("message") or event_data.get("reason") or ""
     code = status.get("code")
     reason = f"{code} {detail}".strip() if code else str(detail)
+    klass = None
+    if kind == BOUNCE:
+        klass = classify(code=code if isinstance(code, int) else None, text=reason)
+        if event_data.get("reason") == "espblock":  # the receiving provider blocked the sender
+            klass = _as_block(klass)
     return [
         RelayEvent(
             kind=kind,
             message_id=str(headers.get("message-id") or ""),
             recipient=str(event_data.get("recipient") or ""),
             reason=reason or "Permanent failure reported by Mailgun",
+            bounce_class=klass,
         )
     ]
+
+
+def _as_block(klass: BounceClass) -> BounceClass:
+    """A provider's word that the sender was refused, not the address: a `block`, with
+    the category the reply's words give when it is one of the block categories."""
+    if klass.type == BLOCK:
+        return klass
+    return BounceClass(BLOCK, "blocked")
 
 
 # --- SendGrid ----------------------------------------------------------------------------
@@ -191,18 +208,23 @@ def sendgrid_verify(*, public_key: str, body: bytes, signature: str, timestamp: 
 
 
 def sendgrid_events(items: list) -> list[RelayEvent]:
-    """`bounce` events (type `bounce`; `blocked` is a rejection of the message, not
-    of the address, and SendGrid does not suppress it) and `spamreport` complaints."""
+    """`bounce` events and `spamreport` complaints. A bounce of type `blocked` is a
+    rejection of the message, not of the address (SendGrid does not suppress it): a
+    `block` bounce; type `bounce` is classified by its status and words."""
     events = []
     for item in items:
         if not isinstance(item, dict):
             continue
         event = item.get("event")
-        if event == "bounce" and item.get("type", "bounce") != "blocked":
+        klass = None
+        if event == "bounce":
             status = str(item.get("status") or "")
             reason = str(item.get("reason") or "")
             text = f"{status} {reason}".strip() if status and status not in reason else reason
             kind = BOUNCE
+            klass = classify(code=None, text=text or status)
+            if item.get("type") == "blocked":
+                klass = _as_block(klass)
         elif event == "spamreport":
             kind, text = COMPLAINT, ""
         else:
@@ -213,6 +235,7 @@ def sendgrid_events(items: list) -> list[RelayEvent]:
                 message_id=str(item.get("smtp-id") or ""),
                 recipient=str(item.get("email") or ""),
                 reason=text or "Bounce reported by SendGrid",
+                bounce_class=klass,
             )
         )
     return events
@@ -278,7 +301,10 @@ def relay_event_apply(
             outcome.ignored += 1
             return
         changed = enrollment_mark_bounced(
-            enrollment=message.enrollment, reason=event.reason, credential=message.credential
+            enrollment=message.enrollment,
+            reason=event.reason,
+            credential=message.credential,
+            bounce_class=event.bounce_class,
         )
         outcome.bounced += 1 if changed else 0
         outcome.ignored += 0 if changed else 1

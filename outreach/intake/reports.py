@@ -35,8 +35,9 @@ def _has_status_part(message: EmailMessage) -> bool:
 
 
 def is_delivery_report(message: EmailMessage) -> bool:
-    """An RFC 3464 report (by its type or its status part), or mail system notice that
-    reads as a bounce: from a mailer daemon or postmaster, or with a bounce's Subject."""
+    """An RFC 3464 report (by its type or its status part), or a mail system notice
+    that reads as a bounce: from a mailer daemon or postmaster, or sent by a machine
+    with a bounce's Subject."""
     if message.get_content_type() == "multipart/report":
         report_type = message.get_param("report-type") or ""
         assert isinstance(report_type, str)  # a tuple only for an RFC 2231 value
@@ -45,8 +46,18 @@ def is_delivery_report(message: EmailMessage) -> bool:
         return True
     sender = str(message.get("From") or "").lower()
     localpart = sender.split("@")[0].split("<")[-1].strip().strip('"')
-    return localpart in _DAEMON_LOCALPARTS or bool(
-        _BOUNCE_SUBJECT.search(str(message.get("Subject") or ""))
+    if localpart in _DAEMON_LOCALPARTS:
+        return True
+    # By its Subject only mail a machine sent (a null return path, or Auto-Submitted),
+    # and no reply or forward: a person writing "Re: Undeliverable" is no bounce.
+    subject = " ".join(str(message.get("Subject") or "").split())
+    automatic = str(message.get("Return-Path") or "").strip() == "<>" or str(
+        message.get("Auto-Submitted") or "no"
+    ).strip().lower() not in ("", "no")
+    return (
+        automatic
+        and not re.match(r"(?:re|fwd?|aw|wg|sv|tr)\s*:", subject, re.IGNORECASE)
+        and bool(_BOUNCE_SUBJECT.search(subject))
     )
 
 

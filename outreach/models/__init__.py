@@ -7,7 +7,7 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.contacts: Contact, Suppression, ContactImport;
 - outreach.models.sending: Enrollment, Message, CredentialCampaignStats, SendClaim;
 - outreach.models.tombstones: DeletedEnrollment;
-- outreach.models.intake: RelayWebhookToken;
+- outreach.models.intake: RelayWebhookToken, UnmatchedReport;
 - outreach.models.conversations: Reply, ReplyResponse;
 - outreach.models.domains: SenderDomainCheck;
 - outreach.models.blocklist: BlocklistEntry;
@@ -31,7 +31,7 @@ from outreach.models.contacts import Contact, ContactImport, Suppression
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.models.domain_cap import RecipientDomainCount
 from outreach.models.domains import SenderDomainCheck
-from outreach.models.intake import RelayWebhookToken
+from outreach.models.intake import RelayWebhookToken, UnmatchedReport
 from outreach.models.mailboxes import OAuthAuthorization, Security, SmtpCredential
 from outreach.models.sending import (
     CredentialCampaignStats,
@@ -68,4 +68,5 @@ __all__ = [
     "SmtpCredential",
     "StepVariantStats",
     "Suppression",
+    "UnmatchedReport",
 ]

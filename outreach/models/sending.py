@@ -91,6 +91,10 @@ class Enrollment(models.Model):
     replied_at = models.DateTimeField(null=True, blank=True)
     bounced_at = models.DateTimeField(null=True, blank=True)
     bounce_reason = models.TextField(null=True, blank=True)
+    # What the bounce meant (outreach.bounce_types): hard, soft or block, and its
+    # category from the published list; null unless bounced by a classified refusal.
+    bounce_type = models.CharField(max_length=8, null=True, blank=True)
+    bounce_category = models.CharField(max_length=32, null=True, blank=True)
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     stopped_at = models.DateTimeField(null=True, blank=True)

@@ -42,6 +42,8 @@ class EnrollmentAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "replied_at",
         "bounced_at",
         "bounce_reason",
+        "bounce_type",
+        "bounce_category",
         "unsubscribed_at",
         "completed_at",
         "stopped_at",

@@ -4,13 +4,18 @@ reports in the mailbox).
 
     enrollment_mark_bounced(enrollment=..., reason="550 5.1.1 no such user")
 
+Each bounce is classified (outreach.bounce_types: `hard`, `soft` or `block`, and a
+category); the source passes its class, or the reason's words are read here.
 In one transaction:
-1. the enrollment becomes `bounced` (bounced_at, bounce_reason, no further sends) --
-   a conditional UPDATE, so a second bounce for it changes nothing and fires nothing;
-2. the contact is suppressed (bounced_at), and its address recorded on the account's
-   suppression list (outreach.contacts.suppression): never sent to or enrolled again, even
-   once the contact is deleted and re-added;
-3. the bounce is counted on the credential (bounced_count) and in its per-campaign
+1. the enrollment becomes `bounced` (bounced_at, bounce_reason, bounce_type,
+   bounce_category, no further sends) -- a conditional UPDATE, so a second bounce for it
+   changes nothing and fires nothing;
+2. a `hard` bounce only (the address will never accept): the contact is suppressed
+   (bounced_at), and its address recorded on the account's suppression list
+   (outreach.contacts.suppression): never sent to or enrolled again, even once the
+   contact is deleted and re-added. After a `soft` or `block` bounce the contact stays
+   sendable by other campaigns and mailboxes;
+3. the bounce, whatever its type, is counted on the credential (bounced_count) and in its per-campaign
    stats; `enrollment.bounced` is emitted;
 4. the credential's bounce rate in that campaign (bounces / sends, once it has at least
    BOUNCE_RATE_MIN_SENDS sends there) is compared with the campaign's
@@ -32,6 +37,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from outreach.bounce_types import HARD, BounceClass, classify
 from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.contacts.suppression import suppression_record
 from outreach.enrollments import counting, enrollment_bounce
@@ -81,8 +87,13 @@ def enrollment_mark_bounced(
     at: datetime | None = None,
     credential: SmtpCredential | None = None,
     rejected_at_send: bool = False,
+    bounce_class: BounceClass | None = None,
 ) -> bool:
     """Record a permanent bounce of `enrollment` (see the module docstring for the rules).
+
+    `bounce_class`: what the bounce meant, as its source read it (a report's status and
+    diagnostic, an SMTP reply's code and words, a provider's event type); by default the
+    reason's words are classified.
 
     `credential`: the mailbox that sent the bounced message (intake: the Message's
     credential); defaults to the enrollment's thread mailbox. `rejected_at_send`: the
@@ -94,6 +105,7 @@ def enrollment_mark_bounced(
     """
     at = at or timezone.now()
     reason = (reason or "bounced").strip()[:BOUNCE_REASON_MAX_CHARS] or "bounced"
+    klass = bounce_class or classify(code=None, text=reason)
     with transaction.atomic(), counting():
         # The contact before its enrollment: the order of every change that locks both
         # (an unsubscribe, a deleted contact).
@@ -102,18 +114,25 @@ def enrollment_mark_bounced(
             .filter(pk=enrollment.contact_id)
             .values_list("pk")
         )
-        row = enrollment_bounce(enrollment_id=enrollment.pk, reason=reason, at=at)
+        row = enrollment_bounce(
+            enrollment_id=enrollment.pk,
+            reason=reason,
+            at=at,
+            bounce_type=klass.type,
+            bounce_category=klass.category,
+        )
         if row is None:
             return False
-        Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
-            bounced_at=at, updated_at=at
-        )
-        suppression_record(
-            account_id=row.contact.account_id,
-            email=row.contact.email_lower,
-            reason=Suppression.Reason.BOUNCED,
-            at=at,
-        )
+        if klass.type == HARD:
+            Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
+                bounced_at=at, updated_at=at
+            )
+            suppression_record(
+                account_id=row.contact.account_id,
+                email=row.contact.email_lower,
+                reason=Suppression.Reason.BOUNCED,
+                at=at,
+            )
         credential_id = credential.pk if credential is not None else row.credential_id
         if credential_id is not None:
             SmtpCredential.objects.filter(pk=credential_id).update(
@@ -130,7 +149,14 @@ def enrollment_mark_bounced(
             _protect(credential_id=credential_id, campaign=row.campaign, at=at)
         # The bounce may have ended the campaign's last active enrollment.
         campaigns_complete_if_done(campaign_ids=[row.campaign_id], at=at)
-    for name in ("status", "bounced_at", "bounce_reason", "next_send_at"):
+    for name in (
+        "status",
+        "bounced_at",
+        "bounce_reason",
+        "bounce_type",
+        "bounce_category",
+        "next_send_at",
+    ):
         setattr(enrollment, name, getattr(row, name))
     return True
 

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_key_create
-from outreach.models.contacts import Suppression
+from outreach.models.contacts import Contact, Suppression
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
 from tests.conftest import client_for
@@ -81,7 +81,7 @@ def test_it_applies_a_whole_batch(keys, campaign_enrollments):
     ).encode()
     response = post(bounced.credential_id, body, keys.headers(body))
     assert response.status_code == 200, response.content
-    assert response.json() == {"received": 3, "bounced": 1, "unsubscribed": 1, "ignored": 1}
+    assert response.json() == {"received": 4, "bounced": 2, "unsubscribed": 1, "ignored": 1}
 
     bounced.refresh_from_db()
     assert bounced.status == Enrollment.Status.BOUNCED
@@ -91,9 +91,18 @@ def test_it_applies_a_whole_batch(keys, campaign_enrollments):
     )
     complained.refresh_from_db()
     assert complained.status == Enrollment.Status.UNSUBSCRIBED
+    assert (bounced.bounce_type, bounced.bounce_category) == ("hard", "user_unknown")
+    assert Contact.objects.get(pk=bounced.contact_id).bounced_at is not None
+    # SendGrid's "blocked" refused the message, not the address: a `block` bounce, and
+    # the contact stays sendable.
     untouched.refresh_from_db()
-    assert untouched.status == Enrollment.Status.SENT  # "blocked" is not a bounce of the address
-    assert [e.data["enrollment_id"] for e in events("enrollment.bounced")] == [str(bounced.pk)]
+    assert untouched.status == Enrollment.Status.BOUNCED
+    assert (untouched.bounce_type, untouched.bounce_category) == ("block", "spam_detected")
+    assert Contact.objects.get(pk=untouched.contact_id).bounced_at is None
+    assert not Suppression.objects.filter(email_lower=untouched.contact.email_lower).exists()
+    bounced_events = {e.data["enrollment_id"]: e.data for e in events("enrollment.bounced")}
+    assert set(bounced_events) == {str(bounced.pk), str(untouched.pk)}
+    assert bounced_events[str(untouched.pk)]["bounce_type"] == "block"
     assert [e.data["enrollment_id"] for e in events("enrollment.unsubscribed")] == [
         str(complained.pk)
     ]

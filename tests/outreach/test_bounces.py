@@ -80,6 +80,8 @@ def test_it_bounces_the_enrollment_suppresses_the_contact_and_emits(campaign, cr
             "sent_at": "2026-03-02T10:00:00.000000Z",
             "replied_at": None,
             "bounce_reason": "550 5.1.1 no such user",
+            "bounce_type": "hard",
+            "bounce_category": "user_unknown",
         }
     ]
 
