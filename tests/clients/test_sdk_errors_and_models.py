@@ -57,6 +57,20 @@ def test_typed_results_ignore_fields_added_later_and_parse_timestamps():
     assert not hasattr(campaign, "a_field_from_next_year")
 
 
+def test_an_enrollment_shows_what_its_bounce_meant():
+    enrollment = models.Enrollment.from_api(
+        {
+            "id": "e1",
+            "status": "bounced",
+            "bounce_reason": "552 5.2.2 mailbox full",
+            "bounce_type": "soft",
+            "bounce_category": "mailbox_full",
+        }
+    )
+    assert (enrollment.bounce_type, enrollment.bounce_category) == ("soft", "mailbox_full")
+    assert models.Enrollment.from_api({"id": "e2", "status": "sent"}).bounce_type is None
+
+
 def _signed(body: bytes, secret: str, at: int | None = None) -> str:
     return signature_header(secret=secret, body=body, timestamp=at or int(time.time()))
 

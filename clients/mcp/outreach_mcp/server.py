@@ -567,7 +567,13 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
     def resume_campaign(campaign_id: CampaignId) -> dict[str, Any]:
         return client.campaigns.resume(campaign_id).raw
 
-    @tool(READ, "List a campaign's enrollments (one per contact), newest first.")
+    @tool(
+        READ,
+        "List a campaign's enrollments (one per contact), newest first. A bounced one has "
+        "bounce_reason, bounce_type (hard: the address will never accept, the contact is "
+        "suppressed; soft: it could not take this message; block: the sender was refused) "
+        "and bounce_category (user_unknown, mailbox_full, blocked, ...).",
+    )
     def list_enrollments(
         campaign_id: CampaignId,
         status: Annotated[

@@ -390,6 +390,10 @@ class Enrollment(Model):
     clicked_at: datetime | None = None
     replied_at: datetime | None = None
     bounce_reason: str | None = None
+    # What the bounce meant: `hard` (the contact is suppressed), `soft` or `block`, and
+    # its category (user_unknown, mailbox_full, blocked, ...); None unless bounced.
+    bounce_type: str | None = None
+    bounce_category: str | None = None
     unsubscribed_at: datetime | None = None
     stopped_at: datetime | None = None
     stop_reason: str | None = None  # `blocked`: the account's blocklist names the contact
