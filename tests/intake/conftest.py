@@ -175,11 +175,19 @@ class Dovecot:
                 service anvil {{
                   chroot =
                 }}
+                service auth {{
+                  unix_listener {self.root}/run/auth-smtp {{
+                    mode = 0666
+                  }}
+                }}
                 """
             )
             + users
         )
         self.home = home
+        self.mail_uid, self.mail_gid = uid, gid
+        # Dovecot's authentication for an SMTP server (Postfix's SASL, tests/support/postfix.py).
+        self.auth_socket = self.root / "run" / "auth-smtp"
         self.process = subprocess.Popen(
             [DOVECOT, "-F", "-c", str(self.config)],
             stdout=subprocess.DEVNULL,

@@ -180,9 +180,7 @@ def test_every_label_names_a_published_category(corpus):
     assert {row[3] for row in corpus if row[2] != "delay"} <= set(CATEGORIES)
 
 
-@pytest.mark.parametrize(
-    "name", sorted(p.name for p in (CORPUS / "flufl_bounce").glob("*.txt"))
-)
+@pytest.mark.parametrize("name", sorted(p.name for p in (CORPUS / "flufl_bounce").glob("*.txt")))
 def test_every_message_reads_without_raising(name):
     message = _message(name)
     is_delivery_report(message)
