@@ -47,6 +47,8 @@ def classify(*, code: int | None, text: str) -> BounceClass:
     status = enhanced_status(text)
     klass = status.split(".")[0] if status else (str(code)[0] if code else "5")
     subject = status.split(".", 1)[1] if status else ""
+    if subject == "4.7":  # X.4.7, delivery time expired: a series of retries ended
+        return BounceClass(SOFT, "expired")
     if klass == "4":
         rate = subject.startswith("7.")
         return BounceClass(SOFT, "rate_limited" if rate else "temporary", rate_limited=rate)

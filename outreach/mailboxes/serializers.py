@@ -104,6 +104,14 @@ class RampUpSerializer(StrictSerializer):
         min_value=1, help_text="Added to it for each UTC day after that one."
     )
 
+    def validate(self, attrs):
+        # Both, even inside a PATCH (whose partial reaches nested serializers): a ramp is
+        # replaced whole, never half-written.
+        missing = {name: ["This field is required."] for name in self.fields if name not in attrs}
+        if missing:
+            raise serializers.ValidationError(missing)
+        return attrs
+
 
 RESUME_ONLY = (
     "Only null: PATCH {paused_at: null} resumes a mailbox the complaint guard paused "

@@ -9,12 +9,17 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from outreach.bounce_types import BounceClass, classify
 from outreach.domains.providers import mx_provider, recipient_provider
 from outreach.mailboxes.breaker import pause_length, strike_record
+from outreach.models.campaigns import Campaign
+from outreach.models.mailboxes import SmtpCredential
 from outreach.models.reputation import ProviderPause
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.bounces import enrollment_mark_bounced
+from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _events, _more_mailboxes, _run
+from tests.support.ports import free_port
 from tests.support.provider_refusals import (
     GMAIL_UNAUTHENTICATED,
     OUTLOOK_RATE_LIMITED,
@@ -207,8 +212,6 @@ def test_a_block_reported_later_counts_where_every_bounce_passes(sink, zones):
 
 
 def test_strikes_older_than_an_hour_do_not_count(db):
-    from tests.outreach.factories import CredentialFactory
-
     credential = CredentialFactory()
     pair = {"credential_id": credential.pk, "provider": "yahoo", "reason": "blocks", "detail": "x"}
     strike_record(**pair, at=NOW)
@@ -218,8 +221,6 @@ def test_strikes_older_than_an_hour_do_not_count(db):
 
 
 def test_each_further_pause_doubles_up_to_a_day_and_the_doubling_is_forgotten(db):
-    from tests.outreach.factories import CredentialFactory
-
     credential = CredentialFactory()
     pair = {"credential_id": credential.pk, "provider": "google", "reason": "blocks", "detail": "x"}
     at, lengths = NOW, []
@@ -287,3 +288,51 @@ def test_sending_status_and_the_mailbox_show_the_pause(sink, zones, api_client, 
             "detail": GMAIL_UNAUTHENTICATED.split("\r\n")[0],
         }
     ]
+
+
+# --- temporary refusals: the series ends in a soft bounce ------------------------------------
+
+
+def test_a_series_of_4xx_ends_soft_expired_after_soft_bounce_max_hours(sink, settings):
+    settings.SENDING_RETRY_SCHEDULE = [30 * 3600]
+    settings.SENDING_MAX_ATTEMPTS = 10
+    settings.SOFT_BOUNCE_MAX_HOURS = 72
+    campaign = _campaign(sink)
+    sink.reject_rcpt("full@example.org", "452 4.2.2 Mailbox full")
+    enrollment = _enroll(campaign, email="full@example.org")
+
+    _run()
+    _run(NOW + timedelta(hours=30))
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.send_attempts) == ("scheduled", 2)
+    # The third attempt, 60 hours in: a fourth would come 90 hours after the first.
+    _run(NOW + timedelta(hours=60))
+
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.send_attempts) == ("bounced", 3)
+    assert enrollment.bounce_reason == (
+        "4.4.7 Delivery expired after 3 attempts over 72 hours; last reply: 452 4.2.2 Mailbox full"
+    )
+    assert classify(code=None, text=enrollment.bounce_reason) == BounceClass("soft", "expired")
+    [event] = _events("enrollment.bounced")
+    assert event["enrollment_id"] == str(enrollment.pk)
+    assert sink.messages == []
+    assert not ProviderPause.objects.exists()  # a full mailbox is no strike
+
+
+def test_connection_failures_still_end_failed(settings):
+    settings.SENDING_RETRY_SCHEDULE = [60]
+    settings.SENDING_MAX_ATTEMPTS = 2
+    campaign = CampaignFactory(status=Campaign.Status.ACTIVE)
+    SmtpCredential.objects.filter(campaigns=campaign).update(
+        smtp_host="127.0.0.1", smtp_port=free_port(), smtp_security="none"
+    )
+    enrollment = _enroll(campaign, email="ada@example.org")
+
+    _run()
+    _run(NOW + timedelta(seconds=60))
+
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.send_attempts) == ("failed", 2)
+    assert enrollment.bounced_at is None
+    assert _events("enrollment.bounced") == []
