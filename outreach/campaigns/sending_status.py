@@ -76,7 +76,7 @@ class _Context:
     domain_held: dict = field(default_factory=dict)
     # mailbox id -> the earliest send the plan gives it (its next attempt)
     first_planned: dict = field(default_factory=dict)
-    # mailbox id -> the circuit breaker's pauses in force (outreach.mailboxes.breaker)
+    # mailbox id -> the circuit breaker's pauses in force (outreach.sending.breaker)
     pauses: dict = field(default_factory=dict)
 
     def zones_due(self, credential: SmtpCredential) -> dict:
@@ -131,7 +131,7 @@ def _reauthorization_required(ctx: _Context, credential: SmtpCredential) -> Reas
 
 
 def _complaint_rate(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """Paused by the complaint guard (outreach.mailboxes.complaints) until resumed."""
+    """Paused by the complaint guard (outreach.sending.complaints) until resumed."""
     if credential.paused_at is not None and credential.disabled_at is None:
         return Reason(
             "complaint_rate",
@@ -149,12 +149,13 @@ def _daily_limit_reached(ctx: _Context, credential: SmtpCredential) -> Reason | 
     if sent_today(credential, today) >= limit:
         ramp = ramp_limit(credential, today)
         if ramp is not None and ramp < min(credential.daily_limit, settings.DAILY_LIMIT_MAX):
+            steps = credential.ramp_up or {}
             return Reason(
                 "ramping_up",
                 until=next_utc_midnight(ctx.now),
                 detail=f"Ramp-up: {limit} sends today (start_per_day "
-                f"{credential.ramp_up['start_per_day']}, increase_per_day "
-                f"{credential.ramp_up['increase_per_day']}), below its daily_limit "
+                f"{steps.get('start_per_day')}, increase_per_day "
+                f"{steps.get('increase_per_day')}), below its daily_limit "
                 f"{credential.daily_limit}.",
             )
         return Reason(

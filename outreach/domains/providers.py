@@ -1,5 +1,5 @@
 """The mailbox provider behind a recipient domain, for the circuit breaker
-(outreach.mailboxes.breaker; docs/deliverability.md, "The circuit breaker"): `google`,
+(outreach.sending.breaker; docs/deliverability.md, "The circuit breaker"): `google`,
 `microsoft`, `yahoo`, `apple` or `other`, read from the domain's MX hosts through the
 service's resolver (config.dns, cached per process for each answer's TTL).
 

@@ -32,11 +32,11 @@ from config.api.ids import is_uuid
 from outreach.contacts.suppression import suppression_record
 from outreach.intake.selectors import message_find
 from outreach.intake.services import contact_unsubscribe
-from outreach.mailboxes.complaints import complaint_record
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.intake import RelayWebhookToken
 from outreach.models.mailboxes import SmtpCredential
 from outreach.sending.bounces import enrollment_mark_bounced
+from outreach.sending.complaints import complaint_record
 
 logger = logging.getLogger(__name__)
 

@@ -107,7 +107,9 @@ class RampUpSerializer(StrictSerializer):
     def validate(self, attrs):
         # Both, even inside a PATCH (whose partial reaches nested serializers): a ramp is
         # replaced whole, never half-written.
-        missing = {name: ["This field is required."] for name in self.fields if name not in attrs}
+        missing = {
+            str(name): ["This field is required."] for name in self.fields if name not in attrs
+        }
         if missing:
             raise serializers.ValidationError(missing)
         return attrs

@@ -100,7 +100,7 @@ class SmtpCredential(models.Model):
     disabled_reason = models.CharField(
         max_length=32, choices=DisabledReason.choices, blank=True, default=""
     )
-    # Stopped by the complaint guard (outreach.mailboxes.complaints): enabled, but given no
+    # Stopped by the complaint guard (outreach.sending.complaints): enabled, but given no
     # claim until PATCH {paused_at: null} resumes it (docs/deliverability.md).
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_reason = models.CharField(

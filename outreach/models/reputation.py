@@ -1,12 +1,12 @@
 """A sender that protects its reputation (API.md 20; docs/deliverability.md).
 
 - `ProviderPause`: one row per (mailbox, recipient provider) that was ever paused by the
-  circuit breaker (outreach.mailboxes.breaker): the pause in force until `until`, and how
+  circuit breaker (outreach.sending.breaker): the pause in force until `until`, and how
   far its doubling has gone (`level`), kept to double the next one;
 - `ProviderStrike`: a `block` bounce or a 4.7.x answer from a provider to a mailbox, kept
   for an hour: three within the last hour pause the pair;
 - `MailboxComplaint`: a spam complaint about a message of a mailbox, for its complaint
-  rate over the last 30 days (outreach.mailboxes.complaints).
+  rate over the last 30 days (outreach.sending.complaints).
 """
 
 import uuid

@@ -39,7 +39,6 @@ from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
 from outreach.enrollments.branching import leads_to_email
-from outreach.mailboxes.breaker import held_until, pauses_of, strike_reason
 from outreach.mailboxes.secrets import secrets_hidden
 from outreach.mailboxes.smtp import smtp_close
 from outreach.models.campaigns import CampaignStep
@@ -47,6 +46,7 @@ from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
 from outreach.sending import simulator
 from outreach.sending.attempts import BatchResult
+from outreach.sending.breaker import held_until, pauses_of, strike_reason
 from outreach.sending.message import Outgoing, first_subject, is_reply, message_build
 from outreach.sending.record import (
     AttemptOutcome,

@@ -24,7 +24,7 @@ In one transaction:
 6. the enrollment's campaign, still active with no active enrollment left, is completed
    (outreach.campaigns.state, the check the sending engine runs after a batch);
 7. a `block` bounce (its class read from the reason, outreach.bounce_types) is a strike
-   of the circuit breaker toward the recipient's provider (outreach.mailboxes.breaker).
+   of the circuit breaker toward the recipient's provider (outreach.sending.breaker).
 """
 
 import logging
@@ -42,11 +42,11 @@ from outreach.events import (
     credential_disabled_emit,
     enrollment_emit,
 )
-from outreach.mailboxes.breaker import strike_from_reply
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import CredentialCampaignStats, Enrollment
+from outreach.sending.breaker import strike_from_reply
 
 logger = logging.getLogger(__name__)
 

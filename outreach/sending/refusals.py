@@ -1,6 +1,6 @@
 """A temporary refusal (4xx) or a broken connection: the step retried on
 SENDING_RETRY_SCHEDULE until its series ends (docs/sending.md, "Retries"), and a 4.7.x
-refusal counted by the circuit breaker (outreach.mailboxes.breaker)."""
+refusal counted by the circuit breaker (outreach.sending.breaker)."""
 
 from datetime import datetime, timedelta
 
@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models import Min
 
 from outreach.enrollments import enrollments_fail
-from outreach.mailboxes.breaker import strike_from_reply
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.attempts import AttemptOutcome, Outcome, attempt_finish
 from outreach.sending.bounces import enrollment_mark_bounced
+from outreach.sending.breaker import strike_from_reply
 from outreach.sending.record import reservations_release, retry_delay
 
 
@@ -25,7 +25,7 @@ def temporary_record(
     4xx refusal, once no retry fits within SOFT_BOUNCE_MAX_HOURS of the step's first
     attempt. A series ended by a refusal bounces `soft` (`expired`); one ended by a
     connection failure is failed. A 4.7.x refusal is a strike for the circuit breaker
-    (outreach.mailboxes.breaker)."""
+    (outreach.sending.breaker)."""
     attempts = enrollment.send_attempts + 1
     refused = attempt.code is not None and 400 <= attempt.code < 500
     with transaction.atomic():

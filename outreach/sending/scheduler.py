@@ -76,7 +76,6 @@ from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.domains.providers import recipient_domain, recipient_providers
 from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
-from outreach.mailboxes.breaker import pauses_in_force
 from outreach.mailboxes.pace import (
     daily_used,
     next_utc_midnight,
@@ -90,6 +89,7 @@ from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.blocked import blocked_stop
+from outreach.sending.breaker import pauses_in_force
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.rotation import Rotation, rotation_first
 from outreach.sending.tasks import send_mailboxes
@@ -487,7 +487,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
 
 def _held_by_breaker(enrollments: list, linked: dict, view: _RunView) -> dict:
     """Per enrollment whose recipient's provider a mailbox of its campaign is paused
-    toward (outreach.mailboxes.breaker): {mailbox: until}. Without a pause in force for
+    toward (outreach.sending.breaker): {mailbox: until}. Without a pause in force for
     one of these campaigns' mailboxes (the usual case) it reads nothing: no provider is
     looked up, and the claim query stays the one query it was."""
     mailboxes = {pk for ids in linked.values() for pk in ids}
@@ -497,7 +497,7 @@ def _held_by_breaker(enrollments: list, linked: dict, view: _RunView) -> dict:
             paused[provider][pk] = pause.until
     if not paused:
         return {}
-    domains = {e.pk: recipient_domain(e.contact_email) for e in enrollments}  # type: ignore[attr-defined]  # annotated
+    domains = {e.pk: recipient_domain(e.contact_email) for e in enrollments}
     providers = recipient_providers(domains.values())
     return {
         pk: paused[providers[domain]]

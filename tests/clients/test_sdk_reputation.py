@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 from outreach_sdk import Client
 
-from outreach.mailboxes.breaker import strike_record
 from outreach.models.mailboxes import SmtpCredential
+from outreach.sending.breaker import strike_record
 from tests.clients.conftest import mailbox_create
 
 pytestmark = [pytest.mark.e2e]

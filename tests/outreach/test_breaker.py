@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from outreach.bounce_types import BounceClass, classify
 from outreach.domains.providers import mx_provider, recipient_provider
-from outreach.mailboxes.breaker import pause_length, strike_record
 from outreach.models.campaigns import Campaign
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.reputation import ProviderPause
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.bounces import enrollment_mark_bounced
+from outreach.sending.breaker import pause_length, strike_record
 from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _events, _more_mailboxes, _run
 from tests.support.ports import free_port
