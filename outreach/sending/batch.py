@@ -362,9 +362,9 @@ class MailboxBatch:
                 f"retried, next try at {_when(retry_at)}" if retry_at else "not retried",
                 attempt.text,
             )
-            if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
-                assert self.conn is not None  # the connection _transact's failure was on
-                smtp_close(self.conn)
+            # A 421 closes the session (RFC 5321 3.8; smtp_transaction closed it too).
+            if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)) or attempt.code == 421:
+                smtp_close(self.conn)  # type: ignore[arg-type]  # the failure's connection
                 self.conn = None  # reconnect for the next message
         if strike:  # recorded: a pause of the mailbox toward a provider may begin with it
             self.held = pauses_of(self.credential.pk, now=now)

@@ -21,6 +21,7 @@ from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _events, _more_mailboxes, _run
 from tests.support.ports import free_port
 from tests.support.provider_refusals import (
+    GMAIL_RATE_LIMITED,
     GMAIL_UNAUTHENTICATED,
     OUTLOOK_RATE_LIMITED,
     OUTLOOK_UNAUTHENTICATED,
@@ -336,3 +337,24 @@ def test_connection_failures_still_end_failed(settings):
     assert (enrollment.status, enrollment.send_attempts) == ("failed", 2)
     assert enrollment.bounced_at is None
     assert _events("enrollment.bounced") == []
+
+
+def test_gmail_421_rate_limits_close_the_session_and_the_next_message_reconnects(sink, zones):
+    campaign = _campaign(sink)
+    credential = campaign.credentials.get()
+    limited = [f"l{i}@{GMAIL_HOSTED}" for i in range(3)]
+    for index, address in enumerate(limited):
+        sink.reject_rcpt(address, GMAIL_RATE_LIMITED, times=1)
+        _enroll(campaign, email=address, at=NOW - timedelta(minutes=5 - index))
+    other = _enroll(campaign, email=f"ok@{MICROSOFT_HOSTED}")
+
+    [result] = _run()
+
+    # Each 421 closed the session; the next message opened another, and no message was
+    # charged an attempt for a session the server had closed.
+    assert (result.retried, result.sent) == (3, 1)
+    other.refresh_from_db()
+    assert (other.status, other.send_attempts) == ("completed", 0)
+    pause = ProviderPause.objects.get(credential=credential)
+    assert (pause.provider, pause.reason) == ("google", "rate_limited")
+    assert "4.7.28" in pause.detail
