@@ -571,6 +571,13 @@ SENDING_MAX_ATTEMPTS = env.int("SENDING_MAX_ATTEMPTS", default=5)
 SENDING_RETRY_SCHEDULE = env.list(
     "SENDING_RETRY_SCHEDULE", cast=int, default=[300, 900, 3600, 14400]
 )
+# Hours a series of temporary refusals (4xx) of one step may last: the step is retried on
+# SENDING_RETRY_SCHEDULE until SENDING_MAX_ATTEMPTS or this, whichever comes first, then
+# the enrollment bounces `soft` (`expired`).
+SOFT_BOUNCE_MAX_HOURS = env.float("SOFT_BOUNCE_MAX_HOURS", default=72.0)
+# A mailbox whose spam complaints reach this percent of its sends of the last 30 days (at
+# least 100 sends) is paused (complaint_rate) until resumed: Gmail's line, 0.3%.
+COMPLAINT_RATE_PAUSE_PERCENT = env.float("COMPLAINT_RATE_PAUSE_PERCENT", default=0.3)
 # Seconds before a batch is retried after a mailbox failure (authentication, sender refused).
 SENDING_CREDENTIAL_RETRY_SECONDS = env.int("SENDING_CREDENTIAL_RETRY_SECONDS", default=900)
 # Mailboxes must log in (password or OAuth): a mailbox without a login is refused on create
@@ -632,6 +639,10 @@ DNS_LOOKUP_CONCURRENCY = max(1, env.int("DNS_LOOKUP_CONCURRENCY", default=128))
 # have no DNS to ask.
 RECIPIENT_DOMAIN_CHECK = env.bool("RECIPIENT_DOMAIN_CHECK", default=not EMBEDDED)
 RECIPIENT_DOMAIN_CHECK_BY_DEFAULT = EMBEDDED and "RECIPIENT_DOMAIN_CHECK" not in os.environ
+# Read the provider of a recipient domain (google, microsoft, yahoo, apple, other) from its
+# MX records for the circuit breaker (docs/deliverability.md); off: only the providers'
+# consumer domains (gmail.com, outlook.com, ...) are told apart, every other is `other`.
+RECIPIENT_PROVIDER_LOOKUP = env.bool("RECIPIENT_PROVIDER_LOOKUP", default=not EMBEDDED)
 # The name an account's tracking domain must be a CNAME to: BASE_URL's host by default.
 TRACKING_DOMAIN_CNAME_TARGET = env.str("TRACKING_DOMAIN_CNAME_TARGET", default=_base_host).lower()
 # Beat checks every mailbox's From domain again once a day, and tracking domains every hour.

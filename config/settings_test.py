@@ -27,6 +27,7 @@ os.environ.setdefault("SMTP_REQUIRE_LOGIN", "false")
 # No test asks the internet's DNS: the domain check tests start a DNS server of their own
 # (tests/support/dns_server.py) and turn the recipient check on themselves.
 os.environ.setdefault("RECIPIENT_DOMAIN_CHECK", "false")
+os.environ.setdefault("RECIPIENT_PROVIDER_LOOKUP", "false")
 
 # Under pytest-xdist each test process (gw0, gw1, ...) gets a Redis database of its
 # own: its end-to-end Celery workers, queue purges and rate-limit buckets must not

@@ -12,6 +12,7 @@ from webhooks.events import event_emit
 from webhooks.models import (  # the one list of event types
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
+    CREDENTIAL_THROTTLED,
     ENROLLMENT_BOUNCED,
     ENROLLMENT_BRANCHED,
     ENROLLMENT_CLICKED,
@@ -161,4 +162,26 @@ def campaign_paused_emit(*, campaign, reason: str):
         campaign.account_id,
         CAMPAIGN_PAUSED,
         {"campaign_id": str(campaign.pk), "name": campaign.name, "reason": reason},
+    )
+
+
+def credential_throttled_emit(
+    *, credential, provider: str | None, reason: str, until: datetime | None, detail: str
+):
+    """credential.throttled (opt-in): the mailbox stopped sending toward `provider` until
+    `until` (the circuit breaker), or altogether until resumed (provider and until null:
+    the complaint guard). Written only when a webhook of the account asks for it."""
+    if not _wanted(credential.account_id, CREDENTIAL_THROTTLED):
+        return None
+    return event_emit(
+        credential.account_id,
+        CREDENTIAL_THROTTLED,
+        {
+            "credential_id": str(credential.pk),
+            "from_email": credential.from_email,
+            "provider": provider,
+            "reason": reason,
+            "until": timestamp(until),
+            "detail": detail,
+        },
     )

@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from config.metrics_scrape import age_seconds
 from outreach.models.contacts import ContactImport
 from outreach.models.mailboxes import SmtpCredential
+from outreach.models.reputation import ProviderPause, RecipientProvider
 from outreach.models.sending import Enrollment
 
 
@@ -39,6 +40,7 @@ def outreach_state_read() -> Iterator[Metric]:
 
     mailboxes = SmtpCredential.objects.aggregate(
         disabled=Count("pk", filter=Q(disabled_at__isnull=False)),
+        paused=Count("pk", filter=Q(disabled_at__isnull=True, paused_at__isnull=False)),
         reauthorization=Count(
             "pk",
             filter=Q(
@@ -50,11 +52,28 @@ def outreach_state_read() -> Iterator[Metric]:
     family = GaugeMetricFamily(
         "outreach_mailboxes_unavailable",
         "Mailboxes that cannot send, by state (disabled; reauthorization_required: an OAuth "
-        "mailbox whose provider refused its refresh token).",
+        "mailbox whose provider refused its refresh token; paused: by the complaint guard).",
         labels=["state"],
     )
     family.add_metric(["disabled"], mailboxes["disabled"])
     family.add_metric(["reauthorization_required"], mailboxes["reauthorization"])
+    family.add_metric(["paused"], mailboxes["paused"])
+    yield family
+
+    # The circuit breaker's pairs paused now (providerpause_until_idx).
+    paused = dict(
+        ProviderPause.objects.filter(until__gt=now)
+        .values_list("provider")
+        .annotate(n=Count("pk"))
+        .values_list("provider", "n")
+    )
+    family = GaugeMetricFamily(
+        "outreach_mailbox_provider_pauses",
+        "Mailbox and recipient provider pairs the circuit breaker pauses now, by provider.",
+        labels=["provider"],
+    )
+    for provider in RecipientProvider.values:
+        family.add_metric([provider], paused.get(provider, 0))
     yield family
 
     unfinished = (ContactImport.Status.PENDING, ContactImport.Status.PROCESSING)

@@ -13,6 +13,7 @@ from typing import Any
 from webhooks.models import (
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
+    CREDENTIAL_THROTTLED,
     ENROLLMENT_BOUNCED,
     ENROLLMENT_BRANCHED,
     ENROLLMENT_CLICKED,
@@ -389,6 +390,40 @@ EVENT_CATALOG: dict[str, EventType] = {
                 "bounce_rate": 7.5,
                 "threshold": 5.0,
             },
+        ),
+        EventType(
+            CREDENTIAL_THROTTLED,
+            "A mailbox stopped sending to protect its reputation: toward one recipient "
+            "provider until `until` (the circuit breaker: `blocks` or `rate_limited`), or "
+            "altogether until resumed with PATCH {paused_at: null} (`complaint_rate`; "
+            "`provider` and `until` null). Opt-in: delivered only to webhooks whose "
+            "event_filters name it (docs/deliverability.md).",
+            _object(
+                {
+                    "credential_id": _UUID,
+                    "from_email": {"type": "string", "format": "email"},
+                    "provider": {
+                        "type": ["string", "null"],
+                        "enum": ["google", "microsoft", "yahoo", "apple", "other", None],
+                    },
+                    "reason": {
+                        "type": "string",
+                        "enum": ["blocks", "rate_limited", "complaint_rate"],
+                    },
+                    "until": _NULLABLE_TIMESTAMP,
+                    "detail": {"type": "string", "description": "The server's words."},
+                }
+            ),
+            {
+                "credential_id": "00000000-0000-4000-8000-000000000004",
+                "from_email": "sender@example.com",
+                "provider": "google",
+                "reason": "blocks",
+                "until": "2026-03-02T11:00:00.000000Z",
+                "detail": "550 5.7.26 This mail has been blocked because the sender is "
+                "unauthenticated.",
+            },
+            opt_in=True,
         ),
         EventType(
             CAMPAIGN_PAUSED,

@@ -32,6 +32,7 @@ ENROLLMENT_CLICKED = "enrollment.clicked"
 ENROLLMENT_BRANCHED = "enrollment.branched"
 REPLY_RECEIVED = "reply.received"
 REPLY_LABELLED = "reply.labelled"
+CREDENTIAL_THROTTLED = "credential.throttled"
 
 # The 7 event types of version 1.
 EVENT_TYPES = (
@@ -50,6 +51,7 @@ OPT_IN_EVENT_TYPES = (
     ENROLLMENT_BRANCHED,
     REPLY_RECEIVED,
     REPLY_LABELLED,
+    CREDENTIAL_THROTTLED,
 )
 ALL_EVENTS = "*"
 

@@ -26,6 +26,7 @@ from outreach.mailboxes.pace import (
     daily_limit_in_force,
     next_utc_midnight,
     paced_until,
+    ramp_limit,
     sent_today,
     utc_day,
 )
@@ -33,6 +34,7 @@ from outreach.mailboxes.secrets import secrets_hidden
 from outreach.mailboxes.simulator_day import simulator_sent_today
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
+from outreach.models.reputation import ProviderPause
 from outreach.models.sending import Enrollment
 
 UPCOMING_MAX = 20
@@ -53,6 +55,8 @@ class Reason:
     # A failure's: when it was recorded, and when the next attempt is planned.
     since: datetime | None = None
     retry_at: datetime | None = None
+    # provider_paused: the recipient provider the mailbox is paused toward.
+    provider: str | None = None
 
 
 @dataclass
@@ -72,6 +76,8 @@ class _Context:
     domain_held: dict = field(default_factory=dict)
     # mailbox id -> the earliest send the plan gives it (its next attempt)
     first_planned: dict = field(default_factory=dict)
+    # mailbox id -> the circuit breaker's pauses in force (outreach.sending.breaker)
+    pauses: dict = field(default_factory=dict)
 
     def zones_due(self, credential: SmtpCredential) -> dict:
         zones = dict(self.due.get(credential.pk, {}))
@@ -124,9 +130,34 @@ def _reauthorization_required(ctx: _Context, credential: SmtpCredential) -> Reas
     return None
 
 
+def _complaint_rate(ctx: _Context, credential: SmtpCredential) -> Reason | None:
+    """Paused by the complaint guard (outreach.sending.complaints) until resumed."""
+    if credential.paused_at is not None and credential.disabled_at is None:
+        return Reason(
+            "complaint_rate",
+            since=credential.paused_at,
+            detail="Paused: its spam complaints passed COMPLAINT_RATE_PAUSE_PERCENT of its "
+            "sends of the last 30 days. PATCH /smtp_credentials/:id {paused_at: null} "
+            "resumes it.",
+        )
+    return None
+
+
 def _daily_limit_reached(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    limit = daily_limit_in_force(credential)
-    if sent_today(credential, utc_day(ctx.now)) >= limit:
+    today = utc_day(ctx.now)
+    limit = daily_limit_in_force(credential, today)
+    if sent_today(credential, today) >= limit:
+        ramp = ramp_limit(credential, today)
+        if ramp is not None and ramp < min(credential.daily_limit, settings.DAILY_LIMIT_MAX):
+            steps = credential.ramp_up or {}
+            return Reason(
+                "ramping_up",
+                until=next_utc_midnight(ctx.now),
+                detail=f"Ramp-up: {limit} sends today (start_per_day "
+                f"{steps.get('start_per_day')}, increase_per_day "
+                f"{steps.get('increase_per_day')}), below its daily_limit "
+                f"{credential.daily_limit}.",
+            )
         return Reason(
             "daily_limit_reached",
             until=next_utc_midnight(ctx.now),
@@ -228,11 +259,21 @@ def _nothing_due(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     return Reason("nothing_due", until=ctx.next_due_at(credential))
 
 
+def provider_paused(ctx: _Context, credential: SmtpCredential) -> list[Reason]:
+    """One reason per recipient provider the circuit breaker pauses the mailbox toward:
+    it still sends to the others (so these alone leave can_send_now true)."""
+    return [
+        Reason("provider_paused", until=p.until, detail=p.detail, provider=p.provider)
+        for p in sorted(ctx.pauses.get(credential.pk, ()), key=lambda p: p.provider)
+    ]
+
+
 # In the order they are reported. Each: (context, mailbox) -> Reason or None.
 REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
     _campaign_completed,
     _campaign_paused,
     _mailbox_disabled,
+    _complaint_rate,
     _reauthorization_required,
     _mailbox_unreachable,
     _domain_unauthenticated,
@@ -277,6 +318,7 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         c.pk
         for c in credentials
         if c.disabled_at is None
+        and c.paused_at is None
         and c.oauth_status != SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
         and _domain_unauthenticated_skip(campaign, c)
     ]
@@ -285,6 +327,7 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         now=now,
         window=SendWindow.from_json(campaign.send_window),
         enabled=enabled,
+        pauses=_pauses_read(credentials, now),
     )
     # Claimed enrollments are in flight: not due, not planned.
     waiting = _active_enrollments(campaign).not_in_flight()
@@ -389,26 +432,33 @@ def _domain_held_read(ctx: _Context, waiting) -> None:
         ctx.domain_held.setdefault(_thread_key(credential_id, ctx.enabled), set()).add(domain)
 
 
+def _pauses_read(credentials: list, now: datetime) -> dict:
+    pauses: dict = defaultdict(list)
+    for pause in ProviderPause.objects.filter(
+        credential_id__in=[c.pk for c in credentials], until__gt=now
+    ):
+        pauses[pause.credential_id].append(pause)
+    return pauses
+
+
+def _reason_json(r: Reason) -> dict:
+    shown = {"code": r.code, "until": r.until, "detail": r.detail}
+    shown.update(since=r.since, retry_at=r.retry_at)
+    return shown if r.provider is None else {**shown, "provider": r.provider}
+
+
 def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> dict:
-    """One mailbox's entry: whether it can send now, and why not (REASONS)."""
+    """One mailbox's entry: whether it can send now, and why not (REASONS, then the
+    providers it is paused toward)."""
     reasons = [r for check in REASONS if (r := check(ctx, credential)) is not None]
     return {
         "credential_id": credential.pk,
         "from_email": credential.from_email,
         "can_send_now": not reasons,
-        "reasons": [
-            {
-                "code": r.code,
-                "until": r.until,
-                "detail": r.detail,
-                "since": r.since,
-                "retry_at": r.retry_at,
-            }
-            for r in reasons
-        ],
+        "reasons": [_reason_json(r) for r in reasons + provider_paused(ctx, credential)],
         "next_send_earliest_at": credential.next_send_earliest_at,
         "sent_today": sent_today(credential, today),
-        "daily_limit": daily_limit_in_force(credential),
+        "daily_limit": daily_limit_in_force(credential, today),
         "domain_check": domain_check_summary(getattr(credential, "domain_check", None)),
     }
 
@@ -529,7 +579,7 @@ def _slot(box: _Mailbox, after: datetime, zone: str, window) -> datetime | None:
     at = max(after, box.free_at)
     for _ in range(PLAN_DAYS_MAX):
         at = send_window_next_open(at, timezone=zone, window=window)
-        if box.used[utc_day(at)] < daily_limit_in_force(box.credential):
+        if box.used[utc_day(at)] < daily_limit_in_force(box.credential, utc_day(at)):
             return at
         at = next_utc_midnight(at)
     return None

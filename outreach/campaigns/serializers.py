@@ -228,6 +228,9 @@ class SendingReasonSerializer(StrictSerializer):
             "domain_unauthenticated",
             "recipient_domain_limit",
             "mailbox_unreachable",
+            "provider_paused",
+            "complaint_rate",
+            "ramping_up",
         ]
     )
     until = TimestampField(allow_null=True, help_text="When it lifts; null when not known.")
@@ -240,6 +243,12 @@ class SendingReasonSerializer(StrictSerializer):
         allow_null=True,
         help_text="mailbox_unreachable: when the mailbox is next tried (its first planned "
         "send); null when no send waits for it, and for other reasons.",
+    )
+    provider = serializers.ChoiceField(
+        choices=["google", "microsoft", "yahoo", "apple", "other"],
+        required=False,
+        help_text="Only on provider_paused: the recipient provider the mailbox is paused "
+        "toward (the circuit breaker); it still sends to the others.",
     )
 
 

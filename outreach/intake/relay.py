@@ -37,6 +37,7 @@ from outreach.models.contacts import Contact, Suppression
 from outreach.models.intake import RelayWebhookToken
 from outreach.models.mailboxes import SmtpCredential
 from outreach.sending.bounces import enrollment_mark_bounced
+from outreach.sending.complaints import complaint_record
 
 logger = logging.getLogger(__name__)
 
@@ -334,6 +335,11 @@ def relay_event_apply(
         outcome.ignored += 1
         return
     moved = contact_unsubscribe(contact_id=contact_id, reason=Suppression.Reason.COMPLAINED)
+    if moved:
+        # Counted once per contact it unsubscribes (a provider's repeated report of it is
+        # not a second complaint), against the mailbox that sent the message.
+        sender = message.credential_id if message is not None else None
+        complaint_record(credential_id=sender or credential.pk, at=timezone.now())
     outcome.unsubscribed += len(moved)
     outcome.ignored += 0 if moved else 1
 

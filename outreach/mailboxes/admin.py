@@ -1,12 +1,14 @@
 """Back office of the mailboxes (outreach.admin): health first, secrets never shown."""
 
 from django.contrib import admin
+from django.utils import timezone
 from django.utils.html import format_html
 
 from config.admin_base import ReadOnlyAdmin
 from outreach.admin_base import html_table
 from outreach.mailboxes.services import credential_update
 from outreach.models.mailboxes import SmtpCredential
+from outreach.models.reputation import ProviderPause
 from outreach.models.sending import CredentialCampaignStats, SendClaim
 
 # The mailbox page lists this many of its latest SMTP attempts.
@@ -21,6 +23,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "disabled_at",
         "last_error_at",
         "disabled_reason",
+        "paused_reason",
         "bounce_rate",
         "auth_method",
         "oauth_status",
@@ -79,10 +82,15 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "bounce_rate",
         "disabled_at",
         "disabled_reason",
+        "paused_at",
+        "paused_reason",
+        "ramp_up",
+        "ramp_started_on",
         "last_error",
         "last_error_at",
         "created_at",
         "campaign_health",
+        "provider_pauses",
         "latest_attempts",
     )
     editable = ("daily_limit", "from_name", "min_interval_seconds", "max_interval_seconds")
@@ -159,6 +167,26 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             )
         ]
         return html_table(("Campaign", "Sends", "Bounces", "Bounce rate", "Threshold"), rows)
+
+    @admin.display(description="Provider pauses (circuit breaker)")
+    def provider_pauses(self, obj):
+        """Each recipient provider the mailbox was ever paused toward: its latest pause,
+        whether in force, and the doubling's level (docs/deliverability.md)."""
+        now = timezone.now()
+        rows = [
+            (
+                p.provider,
+                "in force" if p.until > now else "ended",
+                p.paused_at,
+                p.until,
+                p.level,
+                p.reason,
+                p.detail or "-",
+            )
+            for p in ProviderPause.objects.filter(credential=obj).order_by("provider")
+        ]
+        headers = ("Provider", "State", "Paused at", "Until", "Level", "Reason", "Server said")
+        return html_table(headers, rows)
 
     @admin.display(description=f"Latest {ATTEMPTS_SHOWN} SMTP attempts")
     def latest_attempts(self, obj):

@@ -35,7 +35,12 @@ class CredentialViewSet(
     http_method_names = ["get", "post", "patch", "delete"]
 
     def get_queryset(self):
-        return super().get_queryset().order_by("-created_at", "-pk")
+        return (
+            super()
+            .get_queryset()
+            .prefetch_related("provider_pauses")
+            .order_by("-created_at", "-pk")
+        )
 
     @extend_schema(responses={201: CredentialCreatedSerializer})
     def create(self, request):

@@ -20,11 +20,25 @@ def next_utc_midnight(at: datetime) -> datetime:
     return datetime.combine(utc_day(at) + timedelta(days=1), time(0), tzinfo=UTC)
 
 
-def daily_limit_in_force(credential: SmtpCredential) -> int:
-    """The mailbox's daily limit, at most DAILY_LIMIT_MAX: a limit stored above it (before
-    the maximum existed, or by staff) counts as the maximum."""
+def ramp_limit(credential: SmtpCredential, today: date) -> int | None:
+    """The ramp-up's limit on `today` (UTC), `start_per_day + increase_per_day × n`, n the
+    days since its first claim after ramp_up was set (0 until then); None without one."""
+    ramp = credential.ramp_up
+    if not ramp:
+        return None
+    started = credential.ramp_started_on
+    days = max(0, (today - started).days) if started is not None else 0
+    return int(ramp["start_per_day"]) + int(ramp["increase_per_day"]) * days
+
+
+def daily_limit_in_force(credential: SmtpCredential, today: date) -> int:
+    """The mailbox's daily limit on `today`, at most DAILY_LIMIT_MAX (a limit stored above
+    it, before the maximum existed or by staff, counts as the maximum) and at most its
+    ramp-up's limit of the day (ramp_limit)."""
     maximum: int = settings.DAILY_LIMIT_MAX
-    return min(credential.daily_limit, maximum)
+    limit = min(credential.daily_limit, maximum)
+    ramp = ramp_limit(credential, today)
+    return limit if ramp is None else min(limit, ramp)
 
 
 def sent_today(credential: SmtpCredential, today: date) -> int:
@@ -41,7 +55,7 @@ def daily_used(today: date) -> Case:
 
 def room_today(credential: SmtpCredential, today: date) -> int:
     """Sends the mailbox may still make on `today` (UTC)."""
-    return max(0, daily_limit_in_force(credential) - sent_today(credential, today))
+    return max(0, daily_limit_in_force(credential, today) - sent_today(credential, today))
 
 
 def paced_until(credential: SmtpCredential, now: datetime) -> datetime | None:

@@ -2,6 +2,8 @@
 settings (docs/outreach.md)."""
 
 from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.fields import TimestampField
@@ -15,6 +17,7 @@ from outreach.models.mailboxes import (
     Security,
     SmtpCredential,
 )
+from outreach.models.reputation import RecipientProvider, ThrottleReason
 
 DEFAULT_PORTS = {"smtp": {"starttls": 587, "ssl": 465, "none": 25}, "imap": {"ssl": 993}}
 
@@ -93,6 +96,38 @@ _SHOWN_AFTER = {
 }
 
 
+class RampUpSerializer(StrictSerializer):
+    start_per_day = serializers.IntegerField(
+        min_value=1, help_text="The daily limit on the day of its first send."
+    )
+    increase_per_day = serializers.IntegerField(
+        min_value=1, help_text="Added to it for each UTC day after that one."
+    )
+
+    def validate(self, attrs):
+        # Both, even inside a PATCH (whose partial reaches nested serializers): a ramp is
+        # replaced whole, never half-written.
+        missing = {
+            str(name): ["This field is required."] for name in self.fields if name not in attrs
+        }
+        if missing:
+            raise serializers.ValidationError(missing)
+        return attrs
+
+
+RESUME_ONLY = (
+    "Only null: PATCH {paused_at: null} resumes a mailbox the complaint guard paused "
+    "(disabled_at disables one by hand)."
+)
+
+
+class ProviderPauseSerializer(StrictSerializer):
+    provider = serializers.ChoiceField(choices=RecipientProvider.choices)
+    until = TimestampField()
+    reason = serializers.ChoiceField(choices=ThrottleReason.choices)
+    detail = serializers.CharField(help_text="The server's words on the strike that paused it.")
+
+
 class CredentialSerializer(StrictModelSerializer):
     from_email = serializers.CharField(max_length=254)
     smtp_port = serializers.IntegerField(min_value=1, max_value=65535, required=False)
@@ -132,6 +167,26 @@ class CredentialSerializer(StrictModelSerializer):
     disabled_reason = BlankAsNullChoiceField(
         choices=SmtpCredential.DisabledReason.choices, read_only=True
     )
+    ramp_up = RampUpSerializer(
+        required=False,
+        allow_null=True,
+        help_text="Ramp-up of a new mailbox: its effective daily limit is min(daily_limit, "
+        "start_per_day + increase_per_day × n), n the UTC days since its first send after "
+        "ramp_up was set. Null: none (docs/deliverability.md).",
+    )
+    paused_at = TimestampField(
+        required=False,
+        allow_null=True,
+        help_text="Set by the complaint guard (paused_reason `complaint_rate`): the mailbox "
+        "sends nothing until PATCH {paused_at: null}.",
+    )
+    paused_reason = BlankAsNullChoiceField(
+        choices=SmtpCredential.PausedReason.choices, read_only=True
+    )
+    provider_pauses = serializers.SerializerMethodField(
+        help_text="The circuit breaker's pauses in force: toward these recipient providers "
+        "the mailbox sends nothing until `until`."
+    )
     smtp_password_set = serializers.SerializerMethodField()
     imap_password_set = serializers.SerializerMethodField()
     relay_signing_key_set = serializers.SerializerMethodField()
@@ -164,6 +219,9 @@ class CredentialSerializer(StrictModelSerializer):
             ),
             "disabled_at",
             "disabled_reason",
+            "paused_at",
+            "paused_reason",
+            "provider_pauses",
             "sent_count",
             "bounced_count",
             "last_error",
@@ -186,6 +244,20 @@ class CredentialSerializer(StrictModelSerializer):
 
     def get_relay_webhook_url(self, obj) -> str:
         return f"{settings.BASE_URL}/inbound/relay/{obj.pk}"
+
+    @extend_schema_field(ProviderPauseSerializer(many=True))
+    def get_provider_pauses(self, obj) -> list[dict]:
+        now = timezone.now()
+        return [
+            {"provider": p.provider, "until": p.until, "reason": p.reason, "detail": p.detail}
+            for p in sorted(obj.provider_pauses.all(), key=lambda p: p.provider)
+            if p.until > now
+        ]
+
+    def validate_paused_at(self, value):
+        if value is not None:
+            raise serializers.ValidationError(RESUME_ONLY)
+        return value
 
     def get_smtp_password_set(self, obj) -> bool:
         return bool(obj.smtp_password)

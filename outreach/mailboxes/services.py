@@ -50,7 +50,14 @@ def credential_update(*, credential: SmtpCredential, data: dict[str, Any]) -> Sm
         if errors:
             raise ValidationFailed(errors)
         pace_before = (current.min_interval_seconds, current.max_interval_seconds)
+        ramp_before = current.ramp_up
         _settings_set(current, data)
+        if current.ramp_up != ramp_before:
+            # A new ramp counts its days from its own first send (docs/deliverability.md).
+            current.ramp_started_on = None
+        if "paused_at" in data:  # only null passes the serializer: resume
+            current.paused_at = None
+            current.paused_reason = ""
         if (current.min_interval_seconds, current.max_interval_seconds) != pace_before:
             # The time it may send next follows the new pace (docs/sending.md, "Mailbox
             # pace"), from the time the row holds now.

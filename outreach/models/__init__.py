@@ -14,7 +14,8 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.domain_cap: RecipientDomainCount;
 - outreach.models.sequences: RuleFire;
 - outreach.models.branches: BranchDecision;
-- outreach.models.analytics: AnalyticsHour.
+- outreach.models.analytics: AnalyticsHour;
+- outreach.models.reputation: ProviderPause, ProviderStrike, MailboxComplaint.
 """
 
 from outreach.models.analytics import AnalyticsHour
@@ -33,6 +34,7 @@ from outreach.models.domain_cap import RecipientDomainCount
 from outreach.models.domains import SenderDomainCheck
 from outreach.models.intake import RelayWebhookToken, UnmatchedReport
 from outreach.models.mailboxes import OAuthAuthorization, Security, SmtpCredential
+from outreach.models.reputation import MailboxComplaint, ProviderPause, ProviderStrike
 from outreach.models.sending import (
     CredentialCampaignStats,
     Enrollment,
@@ -55,8 +57,11 @@ __all__ = [
     "CredentialCampaignStats",
     "DeletedEnrollment",
     "Enrollment",
+    "MailboxComplaint",
     "Message",
     "OAuthAuthorization",
+    "ProviderPause",
+    "ProviderStrike",
     "RecipientDomainCount",
     "RelayWebhookToken",
     "Reply",

@@ -41,6 +41,9 @@ class SmtpCredential(models.Model):
         CONNECTED = "connected"
         REAUTHORIZATION_REQUIRED = "reauthorization_required"
 
+    class PausedReason(models.TextChoices):
+        COMPLAINT_RATE = "complaint_rate"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(
         "accounts.Account", on_delete=models.CASCADE, related_name="smtp_credentials"
@@ -97,6 +100,16 @@ class SmtpCredential(models.Model):
     disabled_reason = models.CharField(
         max_length=32, choices=DisabledReason.choices, blank=True, default=""
     )
+    # Stopped by the complaint guard (outreach.sending.complaints): enabled, but given no
+    # claim until PATCH {paused_at: null} resumes it (docs/deliverability.md).
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_reason = models.CharField(
+        max_length=32, choices=PausedReason.choices, blank=True, default=""
+    )
+    # Ramp-up: {"start_per_day": int, "increase_per_day": int} or null (outreach.mailboxes.pace),
+    # counted from ramp_started_on, the UTC day of its first claim after ramp_up was set.
+    ramp_up = models.JSONField(null=True, blank=True, default=None)
+    ramp_started_on = models.DateField(null=True, blank=True)
     sent_count = models.PositiveBigIntegerField(default=0)
     bounced_count = models.PositiveBigIntegerField(default=0)
     # Last SMTP failure that is not a bounce (authentication, connection), for the API and admin.
@@ -143,6 +156,7 @@ class SmtpCredential(models.Model):
         "max_interval_seconds",
         "relay_provider",
         "relay_signing_key",
+        "ramp_up",
     )
 
     # Written only by outreach.mailboxes.oauth, under its refresh lease: a save of the whole row

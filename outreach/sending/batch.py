@@ -46,12 +46,8 @@ from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
 from outreach.sending import simulator
 from outreach.sending.attempts import BatchResult
-from outreach.sending.message import (
-    Outgoing,
-    first_subject,
-    is_reply,
-    message_build,
-)
+from outreach.sending.breaker import held_until, pauses_of, strike_reason
+from outreach.sending.message import Outgoing, first_subject, is_reply, message_build
 from outreach.sending.record import (
     AttemptOutcome,
     Outcome,
@@ -60,9 +56,9 @@ from outreach.sending.record import (
     claim_release,
     credential_error_record,
     sent_record,
-    temporary_record,
     undeliverable_record,
 )
+from outreach.sending.refusals import temporary_record
 from outreach.sending.smtp import (
     ERROR_MAX_CHARS,
     MailboxError,
@@ -111,6 +107,7 @@ class MailboxBatch:
     clock: Callable[[], datetime] = timezone.now
     # Campaigns of which a message of this batch may have ended an enrollment.
     ended: set[UUID] = field(default_factory=set)
+    held: dict[str, datetime] = field(default_factory=dict)  # paused providers (breaker)
 
     def run(self) -> BatchResult:
         """Send the claims in order over one connection; the result."""
@@ -134,10 +131,12 @@ class MailboxBatch:
             for rest in self.claims[index:]:
                 self._skip(rest, now)
             return False
-        if self.credential.disabled_at is not None or step is None:
-            # Disabled by this batch's bounces, or the step was removed: the scheduler
-            # decides again (another mailbox, or completion).
-            self._skip(claim, now)
+        held = held_until(self.held, claim.enrollment.contact.email)
+        if held or self.credential.disabled_at is not None or step is None:
+            # Held toward a provider paused meanwhile (due after the pause, no attempt
+            # counted), disabled by this batch's bounces, or the step was removed: the
+            # scheduler decides again (another mailbox, or completion).
+            self._skip(claim, now, held)
             return True
         if refusal := simulator.address_refusal(self.credential, claim.enrollment.contact.email):
             self._undeliverable(claim, refusal, now)  # never asked of a server
@@ -171,8 +170,8 @@ class MailboxBatch:
             outcome=outcome, auth_method=self.credential.auth_method, due_at=claim.due_at, now=now
         )
 
-    def _skip(self, claim: SendClaim, now) -> None:
-        claim_release(claim, now=now, next_send_at=now)
+    def _skip(self, claim: SendClaim, now, until: datetime | None = None) -> None:
+        claim_release(claim, now=now, next_send_at=until or now)
         self.result.skipped += 1
 
     def _connect(self, index: int, now) -> bool:
@@ -336,6 +335,7 @@ class MailboxBatch:
         """Record a failed transaction by its class (smtp_error_classify re-raises an
         unknown one); False when the mailbox failed."""
         failure = smtp_error_classify(exc)
+        strike = strike_reason(code=getattr(failure, "code", None), text=str(failure))
         if isinstance(failure, PermanentError):
             bounce_record(
                 claim=claim,
@@ -362,10 +362,12 @@ class MailboxBatch:
                 f"retried, next try at {_when(retry_at)}" if retry_at else "not retried",
                 attempt.text,
             )
-            if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)):
-                assert self.conn is not None  # the connection _transact's failure was on
-                smtp_close(self.conn)
+            # A 421 closes the session (RFC 5321 3.8; smtp_transaction closed it too).
+            if isinstance(exc, (smtplib.SMTPServerDisconnected, OSError)) or attempt.code == 421:
+                smtp_close(self.conn)  # type: ignore[arg-type]  # the failure's connection
                 self.conn = None  # reconnect for the next message
+        if strike:  # recorded: a pause of the mailbox toward a provider may begin with it
+            self.held = pauses_of(self.credential.pk, now=now)
         return True
 
     def _abandon(self, index: int, failure: Exception, now, started: float) -> None:

@@ -27,7 +27,9 @@ In one transaction:
    are locked first, so two credentials disabled concurrently still pause it exactly once
    (outreach.campaigns.state, which the scheduler calls too);
 6. the enrollment's campaign, still active with no active enrollment left, is completed
-   (outreach.campaigns.state, the check the sending engine runs after a batch).
+   (outreach.campaigns.state, the check the sending engine runs after a batch);
+7. a `block` bounce (its class read from the reason, outreach.bounce_types) is a strike
+   of the circuit breaker toward the recipient's provider (outreach.sending.breaker).
 """
 
 import logging
@@ -50,6 +52,7 @@ from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import CredentialCampaignStats, Enrollment
+from outreach.sending.breaker import strike_from_reply
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +150,14 @@ def enrollment_mark_bounced(
         enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
         if credential_id is not None:
             _protect(credential_id=credential_id, campaign=row.campaign, at=at)
+            # A `block` bounce is a strike toward the recipient's provider.
+            strike_from_reply(
+                credential_id=credential_id,
+                email=row.contact.email_lower,
+                code=None,
+                text=reason,
+                at=at,
+            )
         # The bounce may have ended the campaign's last active enrollment.
         campaigns_complete_if_done(campaign_ids=[row.campaign_id], at=at)
     for name in (

@@ -1,4 +1,4 @@
-"""Recording a send's outcome: sent, retried, undeliverable, bounced, interrupted, the
+"""Recording a send's outcome: sent, retried (outreach.sending.refusals), undeliverable, bounced, interrupted, the
 mailbox's failure. Each finishes the claim's row as the record of its SMTP attempt
 (`attempt_finish`) in the transaction that records the outcome; the enrollment's or the
 mailbox's `last_error` is that attempt's text (`AttemptOutcome.text`)."""
@@ -59,10 +59,10 @@ def claim_release(claim: SendClaim, *, now: datetime, next_send_at: datetime | N
     moved it meanwhile, e.g. an out-of-office's postponement)."""
     with transaction.atomic():
         if SendClaim.objects.open().filter(pk=claim.pk).delete()[0]:
-            _reservations_release(claim, now=now, next_send_at=next_send_at)
+            reservations_release(claim, now=now, next_send_at=next_send_at)
 
 
-def _reservations_release(claim: SendClaim, *, now: datetime, next_send_at) -> None:
+def reservations_release(claim: SendClaim, *, now: datetime, next_send_at) -> None:
     """The claim's units of the mailbox's day and of the recipient domain's, given back;
     its still-due enrollment due at `next_send_at` (None, or not after `now`: left
     alone, as claim_release says)."""
@@ -245,37 +245,12 @@ def _sent_orm(sent: _Sent) -> None:
         enrollment_emit(enrollment=sent.enrollment, event_type=ENROLLMENT_SENT)
 
 
-def temporary_record(
-    *, claim: SendClaim, enrollment: Enrollment, attempt: AttemptOutcome, now
-) -> datetime | None:
-    """A 4xx or a broken connection (`attempt`, deferred): retried after
-    SENDING_RETRY_SCHEDULE (the time returned), or failed once SENDING_MAX_ATTEMPTS
-    attempts have failed (None, as when the claim was no longer open)."""
-    attempts = enrollment.send_attempts + 1
-    with transaction.atomic():
-        if not attempt_finish(claim, attempt, now=now):
-            return None
-        _reservations_release(claim, now=now, next_send_at=None)
-        rows = Enrollment.objects.filter(pk=enrollment.pk, status__in=Enrollment.DUE_STATUSES)
-        if attempts >= settings.SENDING_MAX_ATTEMPTS:
-            enrollments_fail(rows, error=attempt.text, now=now, send_attempts=attempts)
-            return None
-        retry_at = now + retry_delay(attempts)
-        rows.update(
-            next_send_at=retry_at,
-            send_attempts=attempts,
-            last_error=attempt.text,
-            updated_at=now,
-        )
-        return retry_at
-
-
 def undeliverable_record(*, claim: SendClaim, enrollment, attempt: AttemptOutcome, now) -> None:
     """No retry can help (the message cannot be built, or its address cannot be
     expressed to this server): failed."""
     with transaction.atomic():
         if attempt_finish(claim, attempt, now=now):
-            _reservations_release(claim, now=now, next_send_at=None)
+            reservations_release(claim, now=now, next_send_at=None)
             enrollments_fail(
                 Enrollment.objects.filter(pk=enrollment.pk), error=attempt.text, now=now
             )
@@ -315,7 +290,7 @@ def credential_error_record(
             last_error=attempt.text, last_error_at=now
         )
         if claim is not None and attempt_finish(claim, attempt, now=now):
-            _reservations_release(claim, now=now, next_send_at=retry_at)
+            reservations_release(claim, now=now, next_send_at=retry_at)
     credential.last_error, credential.last_error_at = attempt.text, now
 
 

@@ -84,8 +84,9 @@ class Rotation:
         threads get no more claims in it."""
         return self._open == 0
 
-    def best(self):
-        """The best mailbox now, or None when each is paced or took its share."""
+    def best(self, held=()):
+        """The best mailbox now, or None when each is paced or took its share; with
+        `held` (mailboxes paused toward the recipient's provider), the best of the others."""
         heap = self._heap
         while heap:
             key, order, pk = heap[0]
@@ -96,13 +97,28 @@ class Rotation:
             if current != key:  # worse since it was pushed
                 heapq.heapreplace(heap, (current, order, pk))
                 continue
-            return pk
+            if pk not in held:
+                return pk
+            # Rare (a circuit breaker's pause in force): the best of the rest, by a scan.
+            rest = [
+                (self._key(other), order, other)
+                for _, order, other in heap
+                if other not in held
+                and other not in self._paced
+                and self._claimed[other, self._campaign_id] < self._share
+            ]
+            return min(rest)[2] if rest else None
         return None
 
     def taken(self, pk) -> None:
         """`pk`, the mailbox `best()` gave, got a claim (counted in room and claimed)."""
         if self._claimed[pk, self._campaign_id] >= self._share:
             self._open -= 1
-        key, order, top = self._heap[0]
-        assert top == pk, "taken() follows best()"
-        heapq.heapreplace(self._heap, (self._key(pk), order, pk))
+        heap = self._heap
+        if heap[0][2] == pk:
+            heapq.heapreplace(heap, (self._key(pk), heap[0][1], pk))
+            return
+        # A mailbox best() chose past a held one at the top.
+        index = next(i for i, item in enumerate(heap) if item[2] == pk)
+        heap[index] = (self._key(pk), heap[index][1], pk)
+        heapq.heapify(heap)

@@ -73,6 +73,7 @@ from outreach.campaigns.followups import completions_followup
 from outreach.campaigns.state import campaigns_complete_if_done, campaigns_pause_if_unsendable
 from outreach.campaigns.windows import SendWindow, send_window_next_open, window_timezone
 from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
+from outreach.domains.providers import recipient_domain, recipient_providers
 from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
 from outreach.mailboxes.pace import (
@@ -88,6 +89,7 @@ from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.blocked import blocked_stop
+from outreach.sending.breaker import pauses_in_force
 from outreach.sending.recovery import claims_recover, suppressed_end
 from outreach.sending.rotation import Rotation, rotation_first
 from outreach.sending.tasks import send_mailboxes
@@ -131,9 +133,10 @@ def _due_queryset(now: datetime):
 
 
 def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
-    """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paced past
-    `now` (as paced_until says) and not still sending an earlier run's claims."""
-    free = Q(**{f"{prefix}disabled_at__isnull": True}) & (
+    """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paused by the
+    complaint guard, not paced past `now` (as paced_until says) and not still sending an
+    earlier run's claims."""
+    free = Q(**{f"{prefix}disabled_at__isnull": True, f"{prefix}paused_at__isnull": True}) & (
         Q(**{f"{prefix}next_send_earliest_at__isnull": True})
         | Q(**{f"{prefix}next_send_earliest_at__lte": now})
         | Q(**{f"{prefix}max_interval_seconds": 0})
@@ -177,6 +180,8 @@ class _RunView:
     capped: set = field(default_factory=set)  # campaigns whose mailboxes took their share
     enabled: dict = field(default_factory=dict)  # enabled mailbox -> its oauth_status
     linked_seen: set = field(default_factory=set)  # campaigns whose mailboxes are in it
+    # (mailbox, provider) -> its ProviderPause in force (the circuit breaker), read once
+    pauses: dict = field(default_factory=dict)
 
     @classmethod
     def read(cls, *, now: datetime, busy: set) -> "_RunView":
@@ -184,7 +189,13 @@ class _RunView:
         mailboxes = [
             mailbox
             for mailbox in SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=())).only(
-                "id", "max_interval_seconds", "daily_limit", "daily_sent_count", "daily_sent_on"
+                "id",
+                "max_interval_seconds",
+                "daily_limit",
+                "daily_sent_count",
+                "daily_sent_on",
+                "ramp_up",
+                "ramp_started_on",
             )
             if mailbox.pk not in busy
         ]
@@ -217,7 +228,8 @@ class _RunView:
                 .values_list("campaign_id", flat=True)[: settings.SENDING_MAX_PER_TICK]
             )
         room = {m.pk: room_today(m, today) for m in mailboxes}
-        return cls(now, busy, free, serving, unsendable, room, rotating_due)
+        pauses = pauses_in_force(now=now)
+        return cls(now, busy, free, serving, unsendable, room, rotating_due, pauses=pauses)
 
     def share(self, campaign_id, enabled: int) -> int:
         """The most rotating claims one of the campaign's `enabled` mailboxes takes in
@@ -269,6 +281,8 @@ class _Plan:
     blocked: list = field(default_factory=list)  # enrollments whose address is blocked
     # enrollment id -> the recipient domain count its claim reserves a unit of
     domain_counts: dict = field(default_factory=dict)
+    # mailboxes whose ramp-up counts its days from this claim, its first since it was set
+    ramp_starts: set = field(default_factory=set)
 
 
 def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
@@ -333,6 +347,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
     # another run, or by a claim earlier in this one) gets no claim.
     paced = {pk for pk, c in credentials.items() if paced_until(c, now)}
+    held_of = _held_by_breaker(enrollments, linked, view)
     window_open_at: dict = {}
     # Looked at again then (a re-authorization does not wake them; they wait this long).
     reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
@@ -345,18 +360,20 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     share_of: dict = {}
     rotation_of: dict = {}
     stuck_of: dict = {}
+    takers_of: dict = {}
     for campaign in campaigns.values():
         enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         enabled_of[campaign.pk] = (enabled, set(enabled))
         # Its new threads' share per mailbox: over the mailboxes that may take claims
         # (sending, paced or free), not those waiting to be re-authorized or held back.
-        takers = sum(
-            1
+        takers = [
+            pk
             for pk in enabled
             if pk not in unauthorized
             and not (campaign.require_authenticated_domain and pk in unauthenticated)
-        )
-        share_of[campaign.pk] = view.share(campaign.pk, takers)
+        ]
+        takers_of[campaign.pk] = takers
+        share_of[campaign.pk] = view.share(campaign.pk, len(takers))
         # Once per campaign for its new threads (it walks every enabled mailbox).
         stuck_of[campaign.pk] = _reauthorization_only(
             enabled, campaign, unauthenticated, unauthorized
@@ -412,12 +429,22 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             plan.defer[reauthorization_wait].append(enrollment.pk)
             continue
         rotation = None if on_thread else rotation_of[campaign.pk]
+        # Mailboxes paused toward the recipient's provider (the circuit breaker) -> until.
+        held = held_of.get(enrollment.pk, {})
         if rotation is None:
+            if thread in held:  # the thread keeps its mailbox: the step waits for it
+                plan.defer[held[thread]].append(enrollment.pk)
+                continue
             chosen = thread if thread in usable_of[campaign.pk] and thread not in paced else None
         else:
-            chosen = rotation.best()
+            chosen = rotation.best(held)
             if rotation.shares_taken:
                 plan.capped.add(campaign.pk)
+            takers = takers_of[campaign.pk]
+            if chosen is None and held and takers and all(pk in held for pk in takers):
+                # Every mailbox that could take it is paused toward its provider.
+                plan.defer[min(held[pk] for pk in takers)].append(enrollment.pk)
+                continue
         if chosen is None:
             # Its mailboxes are all still sending, paced, held for a moment, or took their
             # share of the run: a later run.
@@ -444,6 +471,8 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             plan.domain_counts[enrollment.pk] = turn
         room[chosen] -= 1
         plan.claims.append((enrollment, chosen, step))
+        if credentials[chosen].ramp_up and credentials[chosen].ramp_started_on is None:
+            plan.ramp_starts.add(chosen)
         if credentials[chosen].is_paced:
             paced.add(chosen)
             plan.paced[chosen] = now + pace_gap(credentials[chosen])
@@ -454,6 +483,27 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             rotation.taken(chosen)
     view.room.update(room)
     return plan
+
+
+def _held_by_breaker(enrollments: list, linked: dict, view: _RunView) -> dict:
+    """Per enrollment whose recipient's provider a mailbox of its campaign is paused
+    toward (outreach.sending.breaker): {mailbox: until}. Without a pause in force for
+    one of these campaigns' mailboxes (the usual case) it reads nothing: no provider is
+    looked up, and the claim query stays the one query it was."""
+    mailboxes = {pk for ids in linked.values() for pk in ids}
+    paused: dict = defaultdict(dict)  # provider -> {mailbox: until}
+    for (pk, provider), pause in view.pauses.items():
+        if pk in mailboxes:
+            paused[provider][pk] = pause.until
+    if not paused:
+        return {}
+    domains = {e.pk: recipient_domain(e.contact_email) for e in enrollments}
+    providers = recipient_providers(domains.values())
+    return {
+        pk: paused[providers[domain]]
+        for pk, domain in domains.items()
+        if providers[domain] in paused
+    }
 
 
 def _reauthorization_only(candidates: list, campaign, unauthenticated, unauthorized) -> bool:
@@ -609,6 +659,9 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
         ]
         if pace:
             changes["next_send_earliest_at"] = Case(*pace, default=F("next_send_earliest_at"))
+        ramp = [When(pk=pk, then=Value(today)) for pk in credential_ids if pk in plan.ramp_starts]
+        if ramp:
+            changes["ramp_started_on"] = Case(*ramp, default=F("ramp_started_on"))
         SmtpCredential.objects.filter(pk__in=credential_ids).update(**changes)
     return batches
 

@@ -120,6 +120,7 @@ def test_every_family_has_help_and_the_documented_type(client, token):
         "outreach_send_backlog": "gauge",
         "outreach_send_backlog_oldest_seconds": "gauge",
         "outreach_mailboxes_unavailable": "gauge",
+        "outreach_mailbox_provider_pauses": "gauge",
         "outreach_webhook_jobs": "gauge",
         "outreach_webhook_jobs_due": "gauge",
         "outreach_webhook_jobs_oldest_due_seconds": "gauge",

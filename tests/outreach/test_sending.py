@@ -545,12 +545,12 @@ def test_a_5xx_on_data_is_a_bounce(sink):
     assert enrollment.bounce_reason == "554 5.7.1 Message refused"
 
 
-def test_a_4xx_retries_later_then_fails(sink, settings):
+def test_a_4xx_retries_later_then_bounces_soft(sink, settings):
     settings.SENDING_RETRY_SCHEDULE = [60, 600]
     settings.SENDING_MAX_ATTEMPTS = 3
     campaign = _campaign(sink)
     credential = campaign.credentials.get()
-    sink.reject_rcpt("busy@example.org", "451 4.7.1 Greylisted, try later")
+    sink.reject_rcpt("busy@example.org", "451 4.3.2 Try again later")
     enrollment = _enroll(campaign, email="busy@example.org")
 
     [result] = _run()
@@ -558,7 +558,7 @@ def test_a_4xx_retries_later_then_fails(sink, settings):
     enrollment.refresh_from_db()
     assert enrollment.status == "scheduled"
     assert enrollment.send_attempts == 1
-    assert enrollment.last_error == "451 4.7.1 Greylisted, try later"
+    assert enrollment.last_error == "451 4.3.2 Try again later"
     assert enrollment.next_send_at == NOW + timedelta(seconds=60)
     credential.refresh_from_db()
     assert credential.daily_sent_count == 0  # the reservation was given back
@@ -571,10 +571,16 @@ def test_a_4xx_retries_later_then_fails(sink, settings):
 
     _run(NOW + timedelta(seconds=660))
     enrollment.refresh_from_db()
-    assert enrollment.status == "failed"
+    # The series ended (SENDING_MAX_ATTEMPTS): a soft bounce, `expired` (RFC 3463's
+    # 4.4.7), with its event.
+    assert enrollment.status == "bounced"
     assert enrollment.next_send_at is None
-    assert enrollment.bounced_at is None
-    assert _events("enrollment.bounced") == []
+    assert enrollment.send_attempts == 3
+    assert enrollment.bounce_reason == (
+        "4.4.7 Delivery expired after 3 attempts; last reply: 451 4.3.2 Try again later"
+    )
+    [bounced] = _events("enrollment.bounced")
+    assert bounced["enrollment_id"] == str(enrollment.pk)
     assert sink.messages == []
 
 

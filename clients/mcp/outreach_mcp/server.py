@@ -239,7 +239,12 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
 
         return register
 
-    @tool(READ, "List the mailboxes (SMTP credentials) campaigns can send from.")
+    @tool(
+        READ,
+        "List the mailboxes (SMTP credentials) campaigns can send from, each with its "
+        "provider_pauses (the recipient providers it sends nothing to until `until`, after "
+        "their blocks or rate limits) and paused_at (paused by its spam complaints).",
+    )
     def list_mailboxes() -> list[dict[str, Any]]:
         return _first(client.mailboxes.list(), MAX_LIST)
 
@@ -506,7 +511,11 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         "cap of sends to a recipient domain is reached; domain_unauthenticated: the mailbox's "
         "From domain check has errors and the campaign requires an authenticated domain; "
         "mailbox_unreachable: its last attempt could not connect or log in, with the "
-        "server's words, since when and retry_at, the next try), "
+        "server's words, since when and retry_at, the next try; complaint_rate: paused by "
+        "its spam complaints until resumed; ramping_up: its ramp-up's limit of the day; "
+        "provider_paused: paused toward one recipient provider, google, microsoft, yahoo, "
+        "apple or other, after its blocks or rate limits, with the server's words, while "
+        "it still sends to the others), "
         "each with the time it lifts, and the next planned sends.",
     )
     def get_sending_status(campaign_id: CampaignId) -> dict[str, Any]:

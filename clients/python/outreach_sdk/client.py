@@ -321,6 +321,10 @@ class Mailboxes(_Resource):
             models.Mailbox, "PATCH", f"/smtp_credentials/{mailbox_id}", json_body=changes
         )
 
+    def resume(self, mailbox_id: str) -> models.Mailbox:
+        """Resume a mailbox the complaint guard paused (`paused_reason` complaint_rate)."""
+        return self.update(mailbox_id, paused_at=None)
+
     def delete(self, mailbox_id: str) -> None:
         self._t.json("DELETE", f"/smtp_credentials/{mailbox_id}")
 

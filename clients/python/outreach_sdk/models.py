@@ -193,6 +193,13 @@ class Mailbox(Model):
     relay_webhook_url: str = ""
     disabled_at: datetime | None = None
     disabled_reason: str | None = None
+    # The complaint guard's pause (paused_reason complaint_rate): Mailboxes.resume ends it.
+    paused_at: datetime | None = None
+    paused_reason: str | None = None
+    # The circuit breaker's pauses in force: [{provider, until, reason, detail}].
+    provider_pauses: list[dict[str, Any]] = field(default_factory=list)
+    # {start_per_day, increase_per_day}, or None.
+    ramp_up: dict[str, int] | None = None
     sent_count: int = 0
     bounced_count: int = 0
     last_error: str | None = None
@@ -327,16 +334,21 @@ class SendingStatus(Model):
 
 
 def _mailbox_line(box: dict[str, Any]) -> str:
-    if box.get("can_send_now"):
+    """A mailbox paused toward some recipient providers (provider_paused) can still send
+    to the others: "can send now, except: provider_paused google until ..."."""
+    if box.get("can_send_now") and not box.get("reasons"):
         return f"{box.get('from_email')}: can send now."
     reasons = "; ".join(
         reason["code"]
+        + (f" {reason['provider']}" if reason.get("provider") else "")
         + (f" until {reason['until']}" if reason.get("until") else "")
         + (f" ({reason['detail']})" if reason.get("detail") else "")
         + (f" since {reason['since']}" if reason.get("since") else "")
         + (f", retry at {reason['retry_at']}" if reason.get("retry_at") else "")
         for reason in box.get("reasons", [])
     )
+    if box.get("can_send_now"):
+        return f"{box.get('from_email')}: can send now, except: {reasons}."
     return f"{box.get('from_email')}: {reasons}."
 
 
