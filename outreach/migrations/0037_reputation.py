@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("outreach", "0035_analytics_hours"),
+        ("outreach", "0036_bounce_types"),
     ]
 
     operations = [
