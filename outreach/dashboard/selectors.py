@@ -14,6 +14,7 @@ MIN_ATTEMPTS attempts in the window (the auto-disable's minimum, so one bounce o
 send flags nobody).
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -64,7 +65,7 @@ def _platform_hours(start: datetime) -> QuerySet[AnalyticsHour]:
 def platform_days(*, start: datetime) -> list[Day]:
     """Sends, bounces and complaints per UTC day across the platform, every day of the
     window (zeros included), oldest first: one query."""
-    found = {
+    found: dict[date, Mapping[str, Any]] = {
         row["day"]: row
         for row in _platform_hours(start)
         .annotate(day=TruncDate("hour", tzinfo=UTC))
@@ -84,7 +85,7 @@ def platform_days(*, start: datetime) -> list[Day]:
     ]
 
 
-def _per_account(start: datetime) -> QuerySet[AnalyticsHour, dict[str, Any]]:
+def _per_account(start: datetime) -> QuerySet[Any, Any]:
     """One row per account over the window: `account__email`, its `sends` (and
     `sends_recent`, the last BUSY_DAYS days), `bounces`, `complaint_count`, `attempts` and
     both rates (percent; None without a send)."""

@@ -79,6 +79,7 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "daily_sent_on",
         "min_interval_seconds",
         "max_interval_seconds",
+        "pace",
         "next_send_earliest_at",
         "sent_count",
         "bounced_count",
