@@ -10,6 +10,8 @@ class ApiKeyInline(ReadOnlyAdmin, admin.TabularInline):
     key is issued through the API (the plaintext exists only in that response)."""
 
     model = ApiKey
+    verbose_name = "API key"
+    verbose_name_plural = "API keys"
     fields = ("prefix", "label", "client_kind", "created_at", "last_used_at", "revoked_at")
     extra = 0
     can_change = False

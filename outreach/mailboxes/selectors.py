@@ -3,7 +3,11 @@
 from collections.abc import Iterable
 from uuid import UUID
 
+from django.db.models import OuterRef, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+
 from accounts.models import Account
+from outreach.models.analytics import AnalyticsHour
 from outreach.models.mailboxes import SmtpCredential
 
 
@@ -16,3 +20,28 @@ def credentials_owned(
             account=account, pk__in=list(credential_ids)
         )
     }
+
+
+def credentials_with_answers(
+    queryset: QuerySet[SmtpCredential], names: tuple[str, ...] = ("opened", "replied")
+) -> QuerySet[SmtpCredential]:
+    """Mailboxes with these analytics counters (outreach.models.analytics.COUNTERS) as
+    `<name>_total` integers over all time, 0 before any, in the list's one query: each a
+    subquery summing the mailbox's credential-grain hours (the rows' unique index leads
+    with the account, the grain and the credential). Counted from when the hourly rows
+    began to be kept; simulated traffic included (it is the mailbox's own)."""
+    hours = AnalyticsHour.objects.filter(
+        account=OuterRef("account"),
+        grain=AnalyticsHour.Grain.CREDENTIAL,
+        campaign__isnull=True,
+        credential=OuterRef("pk"),
+    ).order_by()
+    return queryset.annotate(
+        **{
+            f"{name}_total": Coalesce(
+                Subquery(hours.values("credential").annotate(total=Sum(name)).values("total")),
+                0,
+            )
+            for name in names
+        }
+    )

@@ -87,6 +87,7 @@ class Reply(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name_plural = "replies"
         ordering = ["-created_at"]
         constraints = [
             # The intake may see a message twice (a crash before its UID was remembered).

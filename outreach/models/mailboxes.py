@@ -169,6 +169,7 @@ class SmtpCredential(models.Model):
     )
 
     class Meta:
+        verbose_name = "SMTP credential"
         ordering = ["-created_at"]
         # Keyset pages (config.api.pagination): the order, tie-breaker included.
         indexes = [
@@ -238,6 +239,7 @@ class OAuthAuthorization(models.Model):
     used_at = models.DateTimeField(null=True, blank=True)  # the callback
 
     class Meta:
+        verbose_name = "OAuth authorization"
         indexes = [models.Index(fields=["expires_at"], name="oauth_authorization_expiry_idx")]
 
     def __str__(self) -> str:

@@ -250,6 +250,7 @@ class CredentialCampaignStats(models.Model):
     bounces = models.PositiveIntegerField(default=0)
 
     class Meta:
+        verbose_name_plural = "credential campaign stats"
         constraints = [
             models.UniqueConstraint(
                 fields=["credential", "campaign"], name="credential_campaign_stats_unique"

@@ -14,7 +14,7 @@ importing only those below it (docs/architecture.md, "The order inside the app")
     models < errors < emails < bounce_types < timezones < events < admin_base < api_fields
       < enrollments < domains < blocklist < contacts < mailboxes < domain_cap
       < campaigns < sending < conversations < intake
-      < metrics < admin < urls < management < migrations < apps
+      < metrics < dashboard < admin < urls < management < migrations < apps
 
 The models are the ground floor; then the modules every package may use (errors,
 addresses, time zones, webhook payloads, the admin's and the API's shared pieces); then
@@ -49,6 +49,7 @@ OUTREACH = [
     "conversations",
     "intake",
     "metrics",
+    "dashboard",
     "admin",
     "urls",
     "management",
