@@ -107,7 +107,9 @@ class CampaignViewSet(
         serializer = DispatchSerializer(data=request.data, context={"account": request.user})
         serializer.is_valid(raise_exception=True)
         dispatched = dispatch.campaign_dispatch(
-            campaign=campaign, contact_ids=serializer.validated_data.get("contact_ids")
+            campaign=campaign,
+            contact_ids=serializer.validated_data.get("contact_ids"),
+            api_key=request.auth,
         )
         return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
 
@@ -240,7 +242,7 @@ class OutreachView(AccountScopedAPIView):
         except InvalidContactData as exc:  # pragma: no cover - the serializer checked it
             raise ValidationFailed({f"contact.{exc.field_name}": [exc.message]}) from None
         enrollment, changed = dispatch.outreach_create(
-            account=request.user, campaign=campaign, contact=contact
+            account=request.user, campaign=campaign, contact=contact, api_key=request.auth
         )
         return Response(
             EnrollmentSerializer(enrollment).data,

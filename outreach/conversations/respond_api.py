@@ -40,5 +40,6 @@ class ReplyRespondView(AccountScopedAPIView):
             reply=reply,
             body_text=serializer.validated_data["body_text"],
             body_html=serializer.validated_data["body_html"],
+            api_key=request.auth,
         )
         return Response(ResponseSerializer(response).data, status=status.HTTP_201_CREATED)
