@@ -32,6 +32,8 @@ ENROLLMENT_CLICKED = "enrollment.clicked"
 ENROLLMENT_BRANCHED = "enrollment.branched"
 REPLY_RECEIVED = "reply.received"
 REPLY_LABELLED = "reply.labelled"
+APPROVAL_REQUESTED = "approval.requested"
+APPROVAL_DECIDED = "approval.decided"
 
 # The 7 event types of version 1.
 EVENT_TYPES = (
@@ -50,6 +52,8 @@ OPT_IN_EVENT_TYPES = (
     ENROLLMENT_BRANCHED,
     REPLY_RECEIVED,
     REPLY_LABELLED,
+    APPROVAL_REQUESTED,
+    APPROVAL_DECIDED,
 )
 ALL_EVENTS = "*"
 

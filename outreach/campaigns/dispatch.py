@@ -127,6 +127,16 @@ def campaign_dispatch(
     return dispatched
 
 
+def dispatch_candidates_count(*, campaign: Campaign, contact_ids: Sequence[UUID] | None) -> int:
+    """How many contacts a dispatch would move now (at most): its pending, unsuppressed
+    enrollments. What a drafter's dispatch is checked against its key's limit with when
+    asked; the count is exact when the approval runs."""
+    pending = Enrollment.objects.filter(campaign=campaign, status=Enrollment.Status.PENDING)
+    if contact_ids is not None:
+        pending = pending.filter(contact_id__in=list(contact_ids))
+    return pending.filter(_not_suppressed()).count()
+
+
 def _blocked_stop(campaign: Campaign, contact_ids: Sequence[UUID] | None, now: datetime) -> None:
     """Stop the pending enrollments of blocked contacts (outreach.blocklist), counted."""
     blocked = blocked_pending_ids(

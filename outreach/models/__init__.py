@@ -14,10 +14,12 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.domain_cap: RecipientDomainCount;
 - outreach.models.sequences: RuleFire;
 - outreach.models.branches: BranchDecision;
-- outreach.models.analytics: AnalyticsHour.
+- outreach.models.analytics: AnalyticsHour;
+- outreach.models.approvals: Approval.
 """
 
 from outreach.models.analytics import AnalyticsHour
+from outreach.models.approvals import Approval
 from outreach.models.blocklist import BlocklistEntry
 from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import (
@@ -44,6 +46,7 @@ from outreach.models.tombstones import DeletedEnrollment
 
 __all__ = [
     "AnalyticsHour",
+    "Approval",
     "BranchDecision",
     "BranchStats",
     "BlocklistEntry",

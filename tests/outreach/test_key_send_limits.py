@@ -129,7 +129,7 @@ def test_two_concurrent_dispatches_cannot_both_pass_the_limit(live_db):
     for thread in threads:
         thread.join()
     outcomes = sorted(
-        (type(r).__name__ if isinstance(r, Exception) else str(r) for r in results.values())
+        type(r).__name__ if isinstance(r, Exception) else str(r) for r in results.values()
     )
     assert outcomes == ["2", "KeySendLimitReached"]
     assert KeySendCount.objects.get(api_key=key).count == 2
