@@ -1,4 +1,5 @@
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.db.models import Q
@@ -123,7 +124,7 @@ class ApiKey(models.Model):
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
-def active_keys_q(now=None) -> Q:
+def active_keys_q(now: datetime | None = None) -> Q:
     """The filter of the keys that authenticate: not revoked, not expired."""
     now = now or timezone.now()
     return Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))

@@ -11,6 +11,7 @@ the approval `failed`, with the refusal in `outcome`; nothing of a failed send r
 """
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
@@ -39,7 +40,9 @@ class RequesterInactive(Exception):
 
 
 def _dispatch_run(approval: Approval, account: Account, key: ApiKey) -> dict:
-    campaign = Campaign.objects.filter(account=account, pk=approval.campaign_id).first()
+    campaign = None
+    if approval.campaign_id is not None:
+        campaign = Campaign.objects.filter(account=account, pk=approval.campaign_id).first()
     if campaign is None:
         raise CampaignNotFound()
     email_verified_check(account)
@@ -67,11 +70,13 @@ def _outreach_run(approval: Approval, account: Account, key: ApiKey) -> dict:
 
 
 def _respond_run(approval: Approval, account: Account, key: ApiKey) -> dict:
-    reply = (
-        Reply.objects.select_related("credential", "contact")
-        .filter(account=account, pk=approval.reply_id)
-        .first()
-    )
+    reply = None
+    if approval.reply_id is not None:
+        reply = (
+            Reply.objects.select_related("credential", "contact")
+            .filter(account=account, pk=approval.reply_id)
+            .first()
+        )
     if reply is None:
         raise ReplyNotFound()
     response = response_create(
@@ -84,7 +89,7 @@ def _respond_run(approval: Approval, account: Account, key: ApiKey) -> dict:
     return {"response_id": str(response.pk)}
 
 
-_RUNS = {
+_RUNS: dict[str, Callable[[Approval, Account, ApiKey], dict]] = {
     Approval.Action.DISPATCH: _dispatch_run,
     Approval.Action.OUTREACH: _outreach_run,
     Approval.Action.RESPOND: _respond_run,

@@ -68,7 +68,8 @@ def _refused(response) -> bool:
 def test_each_role_gets_the_documented_answer(role_clients, anon_client, operation):
     required = RULES[operation]
     if required == PUBLIC:  # no API key (some have a credential of their own)
-        assert _call(anon_client, operation).json().get("code") != "authentication_required"
+        response = _call(anon_client, operation)
+        assert b"authentication_required" not in response.content
         return
     assert _call(anon_client, operation).status_code == 401
     for role, client in role_clients.items():

@@ -54,6 +54,8 @@ def test_event_types_list_every_type_with_a_schema(api_client, anon_client):
         "enrollment.branched",
         "reply.received",
         "reply.labelled",
+        "approval.requested",
+        "approval.decided",
     } == set(OPT_IN_EVENT_TYPES)
     for item in body:
         assert item["description"]
