@@ -338,3 +338,18 @@ def test_no_event_without_a_webhook_that_asks(account, drafter_client):
     _pending(campaign, 1)
     _held_dispatch(drafter_client, campaign)
     assert not Event.objects.filter(type__startswith="approval.").exists()
+
+
+def test_the_list_costs_the_same_whatever_its_length(
+    account, drafter_client, sender_client, django_assert_max_num_queries, auth_queries
+):
+    campaign = CampaignFactory(account=account)
+    _pending(campaign, 1)
+    for _ in range(2):
+        _held_dispatch(drafter_client, campaign)
+    with django_assert_max_num_queries(auth_queries + 1):
+        assert len(sender_client.get("/approvals").json()) == 2
+    for _ in range(5):
+        _held_dispatch(drafter_client, campaign)
+    with django_assert_max_num_queries(auth_queries + 1):
+        assert len(sender_client.get("/approvals").json()) == 7
