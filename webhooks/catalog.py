@@ -10,9 +10,8 @@ description unnoticed. `example_data` is the `data` of a test delivery
 
 from typing import Any
 
+from webhooks.approval_events import approval_event_types
 from webhooks.models import (
-    APPROVAL_DECIDED,
-    APPROVAL_REQUESTED,
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
     ENROLLMENT_BOUNCED,
@@ -78,56 +77,6 @@ _ENROLLMENT_STATE = _object(
         "bounce_reason": {"type": ["string", "null"], "description": "Null unless bounced."},
     }
 )
-
-
-_KEY_REF = {
-    "type": "object",
-    "properties": {"api_key_id": _UUID, "prefix": {"type": "string"}},
-    "required": ["api_key_id", "prefix"],
-    "additionalProperties": False,
-}
-# An approval as GET /approvals/:id shows it (docs/agents.md, "Approvals").
-_APPROVAL_SCHEMA = _object(
-    {
-        "id": _UUID,
-        "action": {"type": "string", "enum": ["dispatch", "outreach", "respond"]},
-        "campaign_id": {"type": ["string", "null"], "format": "uuid"},
-        "contact_ids": {"type": ["array", "null"], "items": _UUID},
-        "contact": {"type": ["object", "null"]},
-        "reply_id": {"type": ["string", "null"], "format": "uuid"},
-        "body_text": {"type": "string"},
-        "body_html": {"type": "string"},
-        "requested_by": _KEY_REF,
-        "decided_by": {"anyOf": [_KEY_REF, {"type": "null"}]},
-        "status": {
-            "type": "string",
-            "enum": ["pending", "approved", "rejected", "expired", "failed"],
-        },
-        "reason": {"type": "string"},
-        "outcome": {"type": ["object", "null"]},
-        "created_at": _TIMESTAMP,
-        "decided_at": {"type": ["string", "null"], "format": "date-time"},
-        "expires_at": _TIMESTAMP,
-    }
-)
-_APPROVAL_EXAMPLE = {
-    "id": "00000000-0000-4000-8000-000000000006",
-    "action": "dispatch",
-    "campaign_id": "00000000-0000-4000-8000-000000000003",
-    "contact_ids": None,
-    "contact": None,
-    "reply_id": None,
-    "body_text": "",
-    "body_html": "",
-    "requested_by": {"api_key_id": "00000000-0000-4000-8000-000000000007", "prefix": "ak_live_Ab3"},
-    "decided_by": None,
-    "status": "pending",
-    "reason": "",
-    "outcome": None,
-    "created_at": "2026-01-15T09:30:00.000000Z",
-    "decided_at": None,
-    "expires_at": "2026-01-18T09:30:00.000000Z",
-}
 
 
 class EventType:
@@ -399,31 +348,6 @@ EVENT_CATALOG: dict[str, EventType] = {
             opt_in=True,
         ),
         EventType(
-            APPROVAL_REQUESTED,
-            "A drafter key asked to send (dispatch, outreach or respond) and the send is "
-            "held as an approval until an admin or sender key decides (docs/agents.md). "
-            "`data`: the approval, as GET /approvals/:id shows it. Opt-in: delivered only "
-            "to webhooks whose event_filters name it.",
-            _APPROVAL_SCHEMA,
-            _APPROVAL_EXAMPLE,
-            opt_in=True,
-        ),
-        EventType(
-            APPROVAL_DECIDED,
-            "An approval left `pending`: approved (it ran; `outcome` says what it did), "
-            "rejected, failed (what refused it is in `outcome`) or expired. `data`: the "
-            "approval. Opt-in: delivered only to webhooks whose event_filters name it.",
-            _APPROVAL_SCHEMA,
-            {
-                **_APPROVAL_EXAMPLE,
-                "status": "approved",
-                "decided_by": {"api_key_id": _IDS["contact_id"], "prefix": "ak_live_9Zq"},
-                "decided_at": _WHEN,
-                "outcome": {"dispatched": 12},
-            },
-            opt_in=True,
-        ),
-        EventType(
             CREDENTIAL_DISABLED,
             "A mailbox was disabled because its bounce rate in a campaign exceeded the "
             "campaign's threshold.",
@@ -460,6 +384,7 @@ EVENT_CATALOG: dict[str, EventType] = {
                 "reason": "all_credentials_disabled",
             },
         ),
+        *approval_event_types(EventType),
     )
 }
 # The catalog describes every type of the list, and no other.

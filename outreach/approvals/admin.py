@@ -16,6 +16,8 @@ class ApprovalAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     search_fields = ("id", "account__email", "requested_by__prefix")
     list_select_related = ("account", "requested_by")
     show_full_result_count = False
+    can_change = False
+    can_delete = False
     ordering = ("-created_at",)
     fields = (
         "id",
