@@ -135,3 +135,19 @@ def test_two_concurrent_dispatches_cannot_both_pass_the_limit(live_db):
     assert KeySendCount.objects.get(api_key=key).count == 2
     scheduled = Enrollment.objects.filter(status=Enrollment.Status.SCHEDULED).count()
     assert scheduled == 2
+
+
+def test_responses_count_one_each_and_stop_at_the_limit(account):
+    from outreach.models.conversations import ReplyResponse
+    from tests.conversations.factories import ReplyFactory
+
+    key = api_key_create(account=account, label="agent", role="sender", daily_send_limit=1)
+    client = client_for(key.plaintext)
+    campaign = CampaignFactory(account=account)
+    replies = [ReplyFactory(message__enrollment__campaign=campaign) for _ in range(2)]
+    first = client.post(f"/replies/{replies[0].pk}/respond", {"body_text": "Yes."}, format="json")
+    second = client.post(f"/replies/{replies[1].pk}/respond", {"body_text": "No."}, format="json")
+    assert first.status_code == 201, first.content
+    body = assert_error(second, 403, "key_send_limit_reached")
+    assert (body["details"]["limit"], body["details"]["used"]) == (1, 1)
+    assert list(ReplyResponse.objects.values_list("body_text", flat=True)) == ["Yes."]
