@@ -1,8 +1,8 @@
 """Bearer API key authentication.
 
 `Authorization: Bearer ak_live_...` → SHA-256 → one indexed lookup → account.
-Unknown, malformed and revoked keys get the same invalid_api_key answer, so
-nothing can be learned by probing.
+Unknown, malformed, revoked and expired keys (past their `expires_at`) get the same
+invalid_api_key answer, so nothing can be learned by probing.
 
 Every authenticated request also sets the key's last_used_at (a single UPDATE)
 and counts the request for the usage view (ApiRequestCount, one upsert). The
@@ -44,7 +44,8 @@ def _statement() -> tuple[str, list[str], list[str], list[str]]:
     key_columns = ", ".join(_columns(ApiKey, key_table))
     sql = (
         f"WITH k AS (UPDATE {key_table} SET last_used_at = %s "  # noqa: S608 (our tables)
-        f"WHERE key_hash = %s AND revoked_at IS NULL RETURNING {key_columns}), "
+        "WHERE key_hash = %s AND revoked_at IS NULL "
+        f"AND (expires_at IS NULL OR expires_at > %s) RETURNING {key_columns}), "
         f"c AS (INSERT INTO {count_table} (account_id, client_kind, hour, count) "
         "SELECT k.account_id, k.client_kind, %s, 1 FROM k "
         "ON CONFLICT (account_id, hour, client_kind) "
@@ -61,7 +62,7 @@ def _key_authenticate(digest: str, now) -> ApiKey | None:
     sql, key_names, account_names, plan_names = _statement()
     hour = now.replace(minute=0, second=0, microsecond=0)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [now, digest, hour])
+        cursor.execute(sql, [now, digest, now, hour])
         row = cursor.fetchone()
     if row is None:
         return None

@@ -15,7 +15,11 @@ class CannotRevokeLastKey(ServiceError):
     code = "cannot_revoke_last_key"
     status = 422
     message = "The account's last active API key cannot be revoked."
-    description = "Create another key first, then revoke this one."
+    description = (
+        "An account keeps at least one active key, and at least one active `admin` key. "
+        "Create another (admin) key first, then revoke this one. `details.reason`: "
+        "`last_key` or `last_admin_key`."
+    )
 
 
 class ApiKeyLimitReached(ServiceError):
@@ -53,4 +57,16 @@ class EmailUnverified(ServiceError):
         "or `POST /outreaches`: signup emails it a link. No email, or the link expired? "
         "`POST /signup/verification` (with your API key) sends a new one. `details`: `email` "
         "(where the link goes), `resend_url`."
+    )
+
+
+class KeySendLimitReached(ServiceError):
+    code = "key_send_limit_reached"
+    status = 403
+    message = "This API key has reached its daily send limit."
+    description = (
+        "A key with a `daily_send_limit` may dispatch, enrol or answer that many contacts per "
+        "UTC day; a request that would pass it is refused whole (nothing of it is sent). "
+        "`details`: `limit`, `used` (before this request), `resets_at` (the next UTC midnight). "
+        "A drafter's approval is checked when asked and again when approved."
     )

@@ -1,8 +1,10 @@
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
+from django.utils import timezone
 
 from config.crypto import EncryptedTextField
 
@@ -71,6 +73,14 @@ class ApiKey(models.Model):
         MCP = "mcp"
         SDK = "sdk"
 
+    class Role(models.TextChoices):
+        """What the key may do (config.api.roles, docs/accounts.md "Roles")."""
+
+        ADMIN = "admin"
+        SENDER = "sender"
+        DRAFTER = "drafter"
+        READER = "reader"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="api_keys")
     prefix = models.CharField(
@@ -82,6 +92,12 @@ class ApiKey(models.Model):
     client_kind = models.CharField(
         max_length=10, choices=ClientKind.choices, default=ClientKind.DIRECT
     )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.ADMIN)
+    # Contacts the key may dispatch, enrol or answer per UTC day (KeySendCount); null: no
+    # limit but the plan's.
+    daily_send_limit = models.PositiveIntegerField(null=True, blank=True)
+    # After it the key is refused as a revoked one and no longer counts as active.
+    expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -101,7 +117,35 @@ class ApiKey(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.is_expired
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+def active_keys_q(now: datetime | None = None) -> Q:
+    """The filter of the keys that authenticate: not revoked, not expired."""
+    now = now or timezone.now()
+    return Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+class KeySendCount(models.Model):
+    """Contacts one key dispatched, enrolled or answered on one UTC day: its
+    daily_send_limit's counter, raised in the send's own transaction
+    (accounts.send_limits)."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField(help_text="The UTC day.")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["api_key", "day"], name="key_send_count_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.api_key_id} {self.day} {self.count}"
 
 
 class ApiRequestCount(models.Model):

@@ -1,6 +1,7 @@
 """Serializers of the accounts API: signup, email verification and API keys
 (docs/accounts.md)."""
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from accounts.models import ApiKey
@@ -48,13 +49,18 @@ class ApiKeySerializer(RepresentationMixin, StrictSerializer):
     # A field named like Field.label, which djangorestframework-stubs type as a string.
     label = serializers.CharField(read_only=True)  # type: ignore[assignment]
     client_kind = serializers.ChoiceField(choices=ApiKey.ClientKind.choices, read_only=True)
-    status = serializers.SerializerMethodField(help_text="`active` or `revoked`.")
+    role = serializers.ChoiceField(choices=ApiKey.Role.choices, read_only=True)
+    daily_send_limit = serializers.IntegerField(read_only=True, allow_null=True)
+    expires_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    status = serializers.SerializerMethodField(help_text="`active`, `revoked` or `expired`.")
     created_at = serializers.DateTimeField(read_only=True)
     last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
     revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
     def get_status(self, obj: ApiKey) -> str:
-        return "active" if obj.is_active else "revoked"
+        if obj.revoked_at is not None:
+            return "revoked"
+        return "expired" if obj.is_expired else "active"
 
 
 class ApiKeyCreatedSerializer(ApiKeySerializer):
@@ -68,3 +74,19 @@ class ApiKeyCreateSerializer(StrictSerializer):
     client_kind = serializers.ChoiceField(
         choices=ApiKey.ClientKind.choices, default=ApiKey.ClientKind.DIRECT
     )
+    role = serializers.ChoiceField(choices=ApiKey.Role.choices, default=ApiKey.Role.ADMIN)
+    daily_send_limit = serializers.IntegerField(
+        min_value=0,
+        max_value=1_000_000,
+        allow_null=True,
+        default=None,
+        help_text="Contacts the key may dispatch, enrol or answer per UTC day; null: no limit.",
+    )
+    expires_at = serializers.DateTimeField(
+        allow_null=True, default=None, help_text="In the future; after it the key is refused."
+    )
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future.")
+        return value

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.errors import ApiKeyLimitReached, CannotRevokeLastKey
-from accounts.models import Account, ApiKey, IdempotencyRecord
+from accounts.models import Account, ApiKey, IdempotencyRecord, active_keys_q
 from accounts.tokens import PREFIX_LENGTH, token_generate, token_hash
 from config.api.errors import ValidationFailed
 from plans.models import Plan
@@ -40,15 +40,22 @@ class IssuedKey:
 
 
 def api_key_create(
-    *, account: Account, label: str = "", client_kind: str = ApiKey.ClientKind.DIRECT
+    *,
+    account: Account,
+    label: str = "",
+    client_kind: str = ApiKey.ClientKind.DIRECT,
+    role: str = ApiKey.Role.ADMIN,
+    daily_send_limit: int | None = None,
+    expires_at: datetime | None = None,
 ) -> IssuedKey:
     """A new key of the account. Raises ApiKeyLimitReached when the account already holds
-    API_KEYS_MAX active keys: the account row is locked first, so concurrent creations
-    count one after the other and none slips past the bound."""
+    API_KEYS_MAX active keys (expired ones are not active): the account row is locked
+    first, so concurrent creations count one after the other and none slips past the
+    bound."""
     plaintext = token_generate()
     with transaction.atomic():
         Account.objects.select_for_update(no_key=True).filter(pk=account.pk).first()
-        active = ApiKey.objects.filter(account=account, revoked_at__isnull=True).count()
+        active = ApiKey.objects.filter(active_keys_q(), account=account).count()
         if active >= settings.API_KEYS_MAX:
             raise ApiKeyLimitReached(details={"limit": settings.API_KEYS_MAX})
         api_key = ApiKey.objects.create(
@@ -57,6 +64,9 @@ def api_key_create(
             key_hash=token_hash(plaintext),
             label=label,
             client_kind=client_kind,
+            role=role,
+            daily_send_limit=daily_send_limit,
+            expires_at=expires_at,
         )
     logger.info(
         "api key created account=%s key=%s prefix=%s", account.pk, api_key.pk, api_key.prefix
@@ -65,7 +75,8 @@ def api_key_create(
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    """Revoke a key unless it is the account's last active one.
+    """Revoke a key unless it is the account's last active one, or its last active admin
+    key (expired keys are not active).
 
     The account row is locked first, so two requests revoking an account's last
     two keys at once run one after the other and the second sees it would leave
@@ -78,13 +89,16 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         current = ApiKey.objects.get(pk=api_key.pk)
         if current.revoked_at is not None:
             return current
-        others_active = (
-            ApiKey.objects.filter(account_id=current.account_id, revoked_at__isnull=True)
-            .exclude(pk=current.pk)
-            .exists()
+        others = ApiKey.objects.filter(active_keys_q(), account_id=current.account_id).exclude(
+            pk=current.pk
         )
-        if not others_active:
-            raise CannotRevokeLastKey()
+        if not others.exists():
+            raise CannotRevokeLastKey(details={"reason": "last_key"})
+        if current.role == ApiKey.Role.ADMIN and not others.filter(role=ApiKey.Role.ADMIN).exists():
+            raise CannotRevokeLastKey(
+                "The account's last active admin key cannot be revoked.",
+                details={"reason": "last_admin_key"},
+            )
         current.revoked_at = timezone.now()
         current.save(update_fields=["revoked_at"])
     logger.info(

@@ -452,6 +452,7 @@ CELERY_IMPORTS = [
     "outreach.sending.tasks",
     "outreach.sending.beat",
     "outreach.domains.beat",
+    "outreach.approvals.beat",
 ]
 # Periodic work; each entry's task lives in its app's tasks (or beat) module.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
@@ -533,6 +534,16 @@ CELERY_BEAT_SCHEDULE["outreach-replies-purge"] = {
     "schedule": 3600.0,
 }
 # --- end conversations ---
+
+# --- outreach: approvals (docs/agents.md) ---
+# Hours a drafter key's held send waits for a decision; then beat marks it `expired`.
+APPROVAL_TTL_HOURS = env.int("APPROVAL_TTL_HOURS", default=72)
+CELERY_BEAT_SCHEDULE["outreach-approvals-expire"] = {
+    "task": "outreach.tasks.approvals_expire",
+    "schedule": 60.0,
+    "options": {"expires": 60.0},
+}
+# --- end approvals ---
 
 # --- outreach: recipient domain cap (docs/deliverability.md) ---
 # Past days' per-domain send counts are purged hourly.

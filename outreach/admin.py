@@ -9,6 +9,7 @@ in outreach/admin_base.py); Django's autodiscovery imports this module, which im
 them.
 """
 
+from outreach.approvals import admin as approvals_admin  # noqa: F401
 from outreach.blocklist import admin as blocklist_admin  # noqa: F401
 from outreach.campaigns import admin as campaigns_admin  # noqa: F401
 from outreach.contacts import admin as contacts_admin  # noqa: F401

@@ -121,3 +121,21 @@ class CredentialNotSimulated(ServiceError):
     status = 409
     message = "This mailbox is not a simulator."
     description = "`POST /smtp_credentials/:id/inbound` takes messages into simulator mailboxes only (`auth_method` `simulator`, made with `POST /smtp_credentials/simulator`): a real mailbox's mail comes from its own server, through its IMAP polling. Nothing was queued."
+
+
+class ApprovalNotFound(ServiceError):
+    code = "approval_not_found"
+    status = 404
+    message = "No such approval."
+    description = "The id is unknown, or belongs to another account."
+
+
+class ApprovalNotPending(ServiceError):
+    code = "approval_not_pending"
+    status = 409
+    message = "The approval is not pending: it was decided already, or expired."
+    description = (
+        "Only a `pending` approval can be approved or rejected; nothing was sent. `details`: "
+        "`status` (its status now: `approved`, `rejected`, `failed` or `expired`). An "
+        "approval past its `expires_at` is expired even before beat marks it so."
+    )

@@ -5,6 +5,7 @@ inside the transaction of the state change, so the payloads cannot drift apart.
 Timestamps are ISO 8601 UTC strings with microseconds and `Z`, as the API shows them.
 """
 
+from collections.abc import Callable
 from datetime import datetime
 
 from config.timestamps import utc_timestamp
@@ -93,6 +94,13 @@ def _wanted(account_id, event_type: str) -> bool:
     return Webhook.objects.filter(
         account_id=account_id, disabled_at__isnull=True, event_filters__contains=[event_type]
     ).exists()
+
+
+def approval_emit(*, account_id, event_type: str, data: Callable[[], dict]):
+    """approval.requested / approval.decided (opt-in): `data()`, the approval's API
+    JSON, built only when a webhook wants it."""
+    if _wanted(account_id, event_type):
+        event_emit(account_id, event_type, data())
 
 
 def reply_received_emit(*, account_id, data: dict):

@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from outreach.approval_decisions import api as approvals_api
 from outreach.blocklist import api as blocklist_api
 from outreach.campaigns import api as campaigns_api
 from outreach.campaigns import clock
@@ -20,6 +21,7 @@ router.register("contacts", contacts_api.ContactViewSet, basename="contact")
 router.register("contact_imports", contacts_api.ContactImportViewSet, basename="contact-import")
 router.register("replies", conversations_api.ReplyViewSet, basename="reply")
 router.register("blocklist", blocklist_api.BlocklistViewSet, basename="blocklist")
+router.register("approvals", approvals_api.ApprovalViewSet, basename="approval")
 
 urlpatterns = [
     # intake: public endpoints (docs/intake.md)

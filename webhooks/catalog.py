@@ -10,6 +10,7 @@ description unnoticed. `example_data` is the `data` of a test delivery
 
 from typing import Any
 
+from webhooks.approval_events import approval_event_types
 from webhooks.models import (
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
@@ -441,6 +442,7 @@ EVENT_CATALOG: dict[str, EventType] = {
                 "reason": "all_credentials_disabled",
             },
         ),
+        *approval_event_types(EventType),
     )
 }
 # The catalog describes every type of the list, and no other.

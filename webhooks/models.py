@@ -33,6 +33,8 @@ ENROLLMENT_BRANCHED = "enrollment.branched"
 REPLY_RECEIVED = "reply.received"
 REPLY_LABELLED = "reply.labelled"
 CREDENTIAL_THROTTLED = "credential.throttled"
+APPROVAL_REQUESTED = "approval.requested"
+APPROVAL_DECIDED = "approval.decided"
 
 # The 7 event types of version 1.
 EVENT_TYPES = (
@@ -52,6 +54,8 @@ OPT_IN_EVENT_TYPES = (
     REPLY_RECEIVED,
     REPLY_LABELLED,
     CREDENTIAL_THROTTLED,
+    APPROVAL_REQUESTED,
+    APPROVAL_DECIDED,
 )
 ALL_EVENTS = "*"
 

@@ -121,6 +121,19 @@ class PermissionDenied(ServiceError):
     description = "The credentials given do not allow this request."
 
 
+class InsufficientRole(ServiceError):
+    code = "insufficient_role"
+    status = 403
+    message = "This API key's role may not perform this operation."
+    description = (
+        "Each API key has a role: `reader` < `drafter` < `sender` < `admin`, each allowed what "
+        'the ones before it are (docs/accounts.md, "Roles", lists every operation and the '
+        "role it needs). The role is checked before the id, so the answer is the same for any "
+        "id. `details`: `role` (the key's), `required` (the least role the operation needs). "
+        "Use a key with that role, or have an admin create one (`POST /api_keys` with `role`)."
+    )
+
+
 class NotFoundError(ServiceError):
     code = "not_found"
     status = 404

@@ -4,7 +4,8 @@ Every view adds the rate limit's headers (RateLimit-Policy, RateLimit) its throt
 decided on: ServiceAPIView, and the account-scoped bases below, which also narrow
 their queryset to the caller's account, so another account's resource is the same
 404 as one that does not exist on every endpoint, without each view
-having to remember it.
+having to remember it. Every one of them checks the key's role against the operation's
+(config.api.roles) before the handler, or the id, is looked at.
 """
 
 from collections.abc import Mapping
@@ -12,11 +13,16 @@ from typing import TYPE_CHECKING
 
 from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
 from config.api.errors import NotFoundError, ServiceError, ValidationFailed
 from config.api.ids import is_uuid
+from config.api.roles import KeyRolePermission
 from config.api.serializers import UNKNOWN_FIELD
+
+# Every authenticated view: a key, and a role its operation allows (config.api.roles).
+KEY_PERMISSIONS = [IsAuthenticated, KeyRolePermission]
 
 if TYPE_CHECKING:  # what the mixins are mixed into
     _APIViewBase = APIView
@@ -85,11 +91,14 @@ class StrictBodyMixin(_APIViewBase):
 
 
 class ServiceAPIView(StrictBodyMixin, RateLimitHeadersMixin, APIView):
-    pass
+    permission_classes = KEY_PERMISSIONS
 
 
 class AccountScopedMixin(_ViewBase):
-    """Narrows `queryset` to `request.user` (the authenticated Account)."""
+    """Narrows `queryset` to `request.user` (the authenticated Account), after the key's
+    role was checked (KEY_PERMISSIONS)."""
+
+    permission_classes = KEY_PERMISSIONS
 
     # The field linking the model to its account.
     account_field = "account"

@@ -10,11 +10,14 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
+from accounts.send_limits import key_sends_check
 from accounts.verification import email_verified_check
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet, no_request_body
 from outreach import enrollments
+from outreach.approvals.serializers import ApprovalSerializer, approval_data
+from outreach.approvals.services import approval_request, held_for_approval
 from outreach.campaigns import dispatch, edits, followups, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
@@ -95,10 +98,15 @@ class CampaignViewSet(
 
     @extend_schema(
         request=DispatchSerializer,
-        responses=inline_serializer(
-            "DispatchResult",
-            {"campaign_id": serializers.UUIDField(), "dispatched": serializers.IntegerField()},
-        ),
+        responses={
+            200: inline_serializer(
+                "DispatchResult",
+                {"campaign_id": serializers.UUIDField(), "dispatched": serializers.IntegerField()},
+            ),
+            202: ApprovalSerializer,
+        },
+        description="A drafter key's dispatch is held: 202 with its approval, nothing sent "
+        "(docs/agents.md).",
     )
     # Not named `dispatch`: that is APIView's request entry point.
     @action(detail=True, methods=["post"], url_path="dispatch", url_name="dispatch")
@@ -106,8 +114,19 @@ class CampaignViewSet(
         campaign = self.get_object()
         serializer = DispatchSerializer(data=request.data, context={"account": request.user})
         serializer.is_valid(raise_exception=True)
+        contact_ids = serializer.validated_data.get("contact_ids")
+        if held_for_approval(request.auth):
+            count = dispatch.dispatch_candidates_count(campaign=campaign, contact_ids=contact_ids)
+            key_sends_check(api_key=request.auth, count=count)
+            approval = approval_request(
+                api_key=request.auth,
+                action="dispatch",
+                campaign_id=campaign.pk,
+                contact_ids=contact_ids,
+            )
+            return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)
         dispatched = dispatch.campaign_dispatch(
-            campaign=campaign, contact_ids=serializer.validated_data.get("contact_ids")
+            campaign=campaign, contact_ids=contact_ids, api_key=request.auth
         )
         return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
 
@@ -225,7 +244,9 @@ class OutreachView(AccountScopedAPIView):
 
     @extend_schema(
         request=OutreachSerializer,
-        responses={201: EnrollmentSerializer, 200: EnrollmentSerializer},
+        responses={201: EnrollmentSerializer, 200: EnrollmentSerializer, 202: ApprovalSerializer},
+        description="A drafter key's outreach is held: 202 with its approval, nothing sent "
+        "(docs/agents.md).",
     )
     @idempotent
     def post(self, request):
@@ -239,8 +260,17 @@ class OutreachView(AccountScopedAPIView):
             contact = contact_data_clean(serializer.validated_data["contact"])
         except InvalidContactData as exc:  # pragma: no cover - the serializer checked it
             raise ValidationFailed({f"contact.{exc.field_name}": [exc.message]}) from None
+        if held_for_approval(request.auth):
+            key_sends_check(api_key=request.auth, count=1)
+            approval = approval_request(
+                api_key=request.auth,
+                action="outreach",
+                campaign_id=campaign.pk,
+                contact=dict(request.data["contact"]),
+            )
+            return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)
         enrollment, changed = dispatch.outreach_create(
-            account=request.user, campaign=campaign, contact=contact
+            account=request.user, campaign=campaign, contact=contact, api_key=request.auth
         )
         return Response(
             EnrollmentSerializer(enrollment).data,

@@ -11,7 +11,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey
+from accounts.send_limits import key_sends_count
 from billing.usage import plan_limit_enforce
 from config.api.errors import ValidationFailed
 from outreach.blocklist.selectors import blocked_among, blocked_pending_ids
@@ -88,11 +89,14 @@ def campaign_dispatch(
     campaign: Campaign,
     contact_ids: Sequence[UUID] | None = None,
     now: datetime | None = None,
+    api_key: ApiKey | None = None,
 ) -> int:
     """Move pending enrollments (all of them, or those of `contact_ids`) to scheduled with
     step 1's send time. One set-based UPDATE, whatever the count. Suppressed contacts'
     enrollments stay pending and are not counted; those the account's blocklist names
-    are stopped (`blocked`). Returns the number dispatched."""
+    are stopped (`blocked`). The dispatched are counted against `api_key`'s daily send
+    limit, in the same transaction: past it, nothing is dispatched
+    (KeySendLimitReached). Returns the number dispatched."""
     now = now or timezone.now()
     with transaction.atomic():
         campaign, first_step = _dispatch_lock(campaign)
@@ -116,10 +120,21 @@ def campaign_dispatch(
             )
             dispatched += count
             due_now = due_now or (count > 0 and send_at <= now)
+        key_sends_count(api_key=api_key, count=dispatched, now=now)
         campaign_activate(campaign=campaign, at=now)
         if due_now:
             transaction.on_commit(sends_schedule_soon, robust=True)
     return dispatched
+
+
+def dispatch_candidates_count(*, campaign: Campaign, contact_ids: Sequence[UUID] | None) -> int:
+    """How many contacts a dispatch would move now (at most): its pending, unsuppressed
+    enrollments. What a drafter's dispatch is checked against its key's limit with when
+    asked; the count is exact when the approval runs."""
+    pending = Enrollment.objects.filter(campaign=campaign, status=Enrollment.Status.PENDING)
+    if contact_ids is not None:
+        pending = pending.filter(contact_id__in=list(contact_ids))
+    return pending.filter(_not_suppressed()).count()
 
 
 def _blocked_stop(campaign: Campaign, contact_ids: Sequence[UUID] | None, now: datetime) -> None:
@@ -159,11 +174,16 @@ def sends_schedule_soon() -> None:
 
 
 def outreach_create(
-    *, account: Account, campaign: Campaign, contact: ContactData, now: datetime | None = None
+    *,
+    account: Account,
+    campaign: Campaign,
+    contact: ContactData,
+    now: datetime | None = None,
+    api_key: ApiKey | None = None,
 ) -> tuple[Enrollment, bool]:
-    """Upsert the contact, enroll it, dispatch that one enrollment. Returns
-    (enrollment, changed): changed is False when the contact was already enrolled
-    and dispatched (a no-op)."""
+    """Upsert the contact, enroll it, dispatch that one enrollment (counted against
+    `api_key`'s daily send limit). Returns (enrollment, changed): changed is False when
+    the contact was already enrolled and dispatched (a no-op)."""
     now = now or timezone.now()
     # Before the campaign's lock: the lookups may take DNS_TIMEOUT_SECONDS.
     refusal = recipient_refusal(contact.email)
@@ -188,6 +208,7 @@ def outreach_create(
             enrollment, next_send_at=send_at, now=now, current_key=first_step.key
         ):
             changed = True
+            key_sends_count(api_key=api_key, count=1, now=now)
             if send_at <= now:
                 transaction.on_commit(sends_schedule_soon, robust=True)
         campaign_activate(campaign=campaign, at=now)

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.send_limits import key_sends_count
 from outreach.conversations.response_sending import (
     credential_unavailable_reason,
     recipient_blocked_entry,
@@ -60,7 +61,13 @@ def thread_references(reply: Reply) -> list[str]:
 
 
 def response_create(
-    *, account, reply: Reply, body_text: str, body_html: str = "", now: datetime | None = None
+    *,
+    account,
+    reply: Reply,
+    body_text: str,
+    body_html: str = "",
+    now: datetime | None = None,
+    api_key=None,
 ) -> ReplyResponse:
     """A response to `reply`, queued: its send starts once the row is committed.
 
@@ -69,7 +76,8 @@ def response_create(
     from, unsubscribed or bounced; ContactBlocked when the account's blocklist names
     either (the checks of a step's send, outreach.sending.scheduler). Not
     subject to the plan's soft cap (it is not a new dispatch), nor to pace or send
-    windows; counted in the period's sends once the server has it."""
+    windows; counted in the period's sends once the server has it, and against `api_key`'s
+    daily send limit in the row's transaction (KeySendLimitReached: nothing queued)."""
     reason = credential_unavailable_reason(reply.credential)
     if reason is not None:
         raise CredentialUnavailable(details={"reason": reason})
@@ -86,6 +94,7 @@ def response_create(
     now = now or timezone.now()
     in_reply_to = reply.message_id if _MESSAGE_ID.fullmatch(reply.message_id) else ""
     with transaction.atomic():
+        key_sends_count(api_key=api_key, count=1, now=now)
         response = ReplyResponse.objects.create(
             account=account,
             reply=reply,

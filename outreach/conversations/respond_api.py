@@ -6,7 +6,10 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
+from accounts.send_limits import key_sends_check
 from config.api.viewsets import AccountScopedAPIView
+from outreach.approvals.serializers import ApprovalSerializer, approval_data
+from outreach.approvals.services import approval_request, held_for_approval
 from outreach.conversations.respond import response_create
 from outreach.conversations.serializers import ResponseCreateSerializer, ResponseSerializer
 from outreach.errors import ReplyNotFound
@@ -23,22 +26,36 @@ class ReplyRespondView(AccountScopedAPIView):
 
     @extend_schema(
         request=ResponseCreateSerializer,
-        responses={201: ResponseSerializer},
+        responses={201: ResponseSerializer, 202: ApprovalSerializer},
         summary="Respond to a reply",
         description="Sends `body_text` (and `body_html`) at once from the mailbox that "
         "received the reply, as `Re: <subject>` with In-Reply-To and References, to the "
         "address the reply came from. 201 with the response, `queued`; its `status` "
-        "becomes `sent` or `failed`. Accepts Idempotency-Key.",
+        "becomes `sent` or `failed`. Accepts Idempotency-Key. A drafter key's response is "
+        "held: 202 with its approval, nothing sent (docs/agents.md).",
     )
     @idempotent
     def post(self, request, reply_id=None):
         reply = self.get_object()
         serializer = ResponseCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        if held_for_approval(request.auth):
+            key_sends_check(api_key=request.auth, count=1)
+            approval = approval_request(
+                api_key=request.auth,
+                action="respond",
+                campaign_id=reply.campaign_id,
+                contact_ids=[reply.contact_id],
+                reply_id=reply.pk,
+                body_text=serializer.validated_data["body_text"],
+                body_html=serializer.validated_data["body_html"],
+            )
+            return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)
         response = response_create(
             account=request.user,
             reply=reply,
             body_text=serializer.validated_data["body_text"],
             body_html=serializer.validated_data["body_html"],
+            api_key=request.auth,
         )
         return Response(ResponseSerializer(response).data, status=status.HTTP_201_CREATED)

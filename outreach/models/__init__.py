@@ -15,10 +15,12 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.sequences: RuleFire;
 - outreach.models.branches: BranchDecision;
 - outreach.models.analytics: AnalyticsHour;
-- outreach.models.reputation: ProviderPause, ProviderStrike, MailboxComplaint.
+- outreach.models.reputation: ProviderPause, ProviderStrike, MailboxComplaint;
+- outreach.models.approvals: Approval.
 """
 
 from outreach.models.analytics import AnalyticsHour
+from outreach.models.approvals import Approval
 from outreach.models.blocklist import BlocklistEntry
 from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import (
@@ -46,6 +48,7 @@ from outreach.models.tombstones import DeletedEnrollment
 
 __all__ = [
     "AnalyticsHour",
+    "Approval",
     "BranchDecision",
     "BranchStats",
     "BlocklistEntry",

@@ -93,6 +93,7 @@ STAFF_MAY = {
     "billing.BillingAccount": (False, True, False),
     "billing.PspEvent": (False, False, True),
     "billing.UsageRecord": (False, True, True),
+    "outreach.Approval": (False, False, False),
     "outreach.BlocklistEntry": (False, True, True),
     "outreach.Campaign": (False, True, True),
     "outreach.Contact": (False, True, True),

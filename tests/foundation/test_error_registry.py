@@ -58,6 +58,7 @@ def test_every_code_has_one_class_importable_from_its_errors_module():
                 "email_unverified",
                 "idempotency_conflict",
                 "idempotency_in_progress",
+                "key_send_limit_reached",
             },
         ),
         (

@@ -12,8 +12,8 @@ Inside outreach the same rule holds between its packages and top-level modules, 
 importing only those below it (docs/architecture.md, "The order inside the app"):
 
     models < errors < emails < bounce_types < timezones < events < admin_base < api_fields
-      < enrollments < domains < blocklist < contacts < mailboxes < domain_cap
-      < campaigns < sending < conversations < intake
+      < enrollments < domains < blocklist < contacts < mailboxes < domain_cap < approvals
+      < campaigns < sending < conversations < approval_decisions < intake
       < metrics < dashboard < admin < urls < management < migrations < apps
 
 The models are the ground floor; then the modules every package may use (errors,
@@ -44,9 +44,11 @@ OUTREACH = [
     "contacts",
     "mailboxes",
     "domain_cap",
+    "approvals",
     "campaigns",
     "sending",
     "conversations",
+    "approval_decisions",
     "intake",
     "metrics",
     "dashboard",

@@ -55,6 +55,8 @@ def test_event_types_list_every_type_with_a_schema(api_client, anon_client):
         "reply.received",
         "reply.labelled",
         "credential.throttled",
+        "approval.requested",
+        "approval.decided",
     } == set(OPT_IN_EVENT_TYPES)
     for item in body:
         assert item["description"]

@@ -27,6 +27,7 @@ from outreach_sdk import Client, OutreachError, RouteNotFound
 from pydantic import ConfigDict, Field
 
 from outreach_mcp import __version__
+from outreach_mcp.approvals import KeyRole, held_answer
 from outreach_mcp.confirmation import (
     Binding,
     ConfirmationError,
@@ -212,7 +213,12 @@ def _reply_summary(reply) -> dict[str, Any]:
     return summary
 
 
-def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
+def build_server(
+    client: Client, confirmations: Confirmations, *, key_role: str | None = None
+) -> MCPServer:
+    """`key_role`: the role of the client's key when known; else read from the service
+    on the first send (outreach_mcp.approvals.KeyRole)."""
+    role = KeyRole(client, key_role)
     server = MCPServer(
         "outreach",
         version=__version__,
@@ -228,7 +234,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
         "first: show it to the user, and call the tool again with its confirmation_token only "
         "once they agree. A token sends once, exactly what it previewed. Mailboxes send 2 to 5 "
         "minutes apart by default (their pace); get_sending_status explains a campaign that "
-        "does not send.",
+        "does not send. With a drafter key the sending tools ask for an approval instead (no "
+        "token): a person with an admin or sender key approves it in the service; "
+        "list_approvals shows them.",
     )
 
     def tool(annotations: ToolAnnotations, description: str):
@@ -445,6 +453,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             extra={"contact": contact, "steps": campaign.steps},
         )
         preview = outreach_preview(client, campaign, contact)
+        if role.drafting:  # the service holds it for a person: no confirmation here
+            held = client.outreaches.create(campaign_id=campaign_id, contact=contact)
+            return held_answer(held, preview)
         answer = confirmation_gate(
             confirmations, binding, token=confirmation_token, preview=preview
         )
@@ -486,6 +497,9 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
                 "message": "No pending enrollment to dispatch: nothing was sent.",
                 "preview": preview,
             }
+        if role.drafting:  # the service holds it for a person: no confirmation here
+            held = client.campaigns.dispatch(campaign_id, contact_ids=preview["contact_ids"])
+            return held_answer(held, preview)
         binding = Binding(
             action="dispatch_campaign",
             target=campaign.id,
@@ -743,6 +757,8 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             extra={"body_text": body_text, "body_html": body_html},
         )
         preview = response_preview(client, reply, body_text, body_html)
+        if role.drafting:  # the service holds it for a person: no confirmation here
+            return held_answer(client.replies.respond(reply_id, body_text, body_html), preview)
         answer = confirmation_gate(
             confirmations, binding, token=confirmation_token, preview=preview
         )
@@ -753,6 +769,18 @@ def build_server(client: Client, confirmations: Confirmations) -> MCPServer:
             reply_id, body_text, body_html, idempotency_key=idempotency_key(confirmation_token)
         )
         return {"status": "responded", "response": sent.raw}
+
+    @tool(
+        READ,
+        "List approvals: sends a drafter key asked for, held until a person with an admin "
+        "or sender key approves or rejects them (status pending by default; approved, "
+        "rejected, expired, failed).",
+    )
+    def list_approvals(
+        status: Literal["pending", "approved", "rejected", "expired", "failed"] = "pending",
+        limit: Limit = 20,
+    ) -> list[dict[str, Any]]:
+        return [a.raw for a in itertools.islice(client.approvals.list(status=status), limit)]
 
     # --- deliverability (docs/deliverability.md) -------------------------------------------
 

@@ -1,6 +1,6 @@
 """Python client for the outreach service's API."""
 
-from outreach_sdk import sequences, webhooks
+from outreach_sdk import approvals, sequences, webhooks
 from outreach_sdk.client import Client
 from outreach_sdk.errors import *  # noqa: F403 - every error class, by its code's name
 from outreach_sdk.errors import ERROR_CLASSES, APIConnectionError, OutreachError, error_class
@@ -13,6 +13,7 @@ __all__ = [
     "Client",
     "OutreachError",
     "error_class",
+    "approvals",
     "sequences",
     "webhooks",
 ]

@@ -22,6 +22,7 @@ from typing import IO, Any, TypeVar
 
 from outreach_sdk import errors, models
 from outreach_sdk._transport import DEFAULT_BASE_URL, Transport
+from outreach_sdk.approvals import Approval, Approvals, sent_or_held
 
 M = TypeVar("M", bound=models.Model)
 
@@ -77,10 +78,25 @@ class ApiKeys(_Resource):
         return self._each(models.ApiKey, "/api_keys", limit=limit)
 
     def create(
-        self, *, label: str, client_kind: str = "direct", idempotency_key: str | None = None
+        self,
+        *,
+        label: str,
+        client_kind: str = "direct",
+        role: str | None = None,
+        daily_send_limit: int | None = None,
+        expires_at: datetime | str | None = None,
+        idempotency_key: str | None = None,
     ) -> models.ApiKey:
-        """The new key; `.plaintext` is shown only here."""
-        body = {"label": label, "client_kind": client_kind}
+        """The new key; `.plaintext` is shown only here. `role`: `admin` (the default),
+        `sender`, `drafter` (its sends wait for an approval) or `reader`;
+        `daily_send_limit`: contacts per UTC day; `expires_at`: when it stops working."""
+        body = {
+            "label": label,
+            "client_kind": client_kind,
+            **_given(
+                role=role, daily_send_limit=daily_send_limit, expires_at=_timestamp(expires_at)
+            ),
+        }
         return self._one(
             models.ApiKey,
             "POST",
@@ -407,14 +423,14 @@ class Campaigns(_Resource):
         *,
         contact_ids: list[str] | None = None,
         all_pending: bool = False,
-    ) -> models.DispatchResult:
-        """Schedule step 1 for the named pending enrollments, or for all of them."""
+    ) -> models.DispatchResult | Approval:
+        """Schedule step 1 for the named pending enrollments, or for all of them. With a
+        drafter key: an Approval, nothing sent."""
         body: dict[str, Any] = {"all_pending": True} if all_pending else {}
         if contact_ids is not None:
             body["contact_ids"] = contact_ids
-        return self._one(
-            models.DispatchResult, "POST", f"/campaigns/{campaign_id}/dispatch", json_body=body
-        )
+        answer = self._t.json("POST", f"/campaigns/{campaign_id}/dispatch", json_body=body)
+        return sent_or_held(models.DispatchResult, answer)
 
     def advance(
         self, campaign_id: str, minutes: int, *, idempotency_key: str | None = None
@@ -559,16 +575,17 @@ class Outreaches(_Resource):
         campaign_id: str,
         contact: dict[str, Any],
         idempotency_key: str | None = None,
-    ) -> models.Enrollment:
-        """Upsert the contact, enroll it and dispatch that one enrollment at once."""
-        return self._one(
-            models.Enrollment,
+    ) -> models.Enrollment | Approval:
+        """Upsert the contact, enroll it and dispatch that one enrollment at once. With a
+        drafter key: an Approval, nothing sent."""
+        answer = self._t.json(
             "POST",
             "/outreaches",
             json_body={"campaign_id": campaign_id, "contact": contact},
             idempotent=True,
             idempotency_key=idempotency_key,
         )
+        return sent_or_held(models.Enrollment, answer)
 
 
 class Replies(_Resource):
@@ -622,18 +639,19 @@ class Replies(_Resource):
         body_html: str | None = None,
         *,
         idempotency_key: str | None = None,
-    ) -> models.ReplyResponse:
+    ) -> models.ReplyResponse | Approval:
         """Answer a reply at once, in its thread, from the mailbox that received it
         (`Re:` subject, In-Reply-To and References chained). Sends an email: retried
-        with the same Idempotency-Key, so it never goes out twice."""
-        return self._one(
-            models.ReplyResponse,
+        with the same Idempotency-Key, so it never goes out twice. With a drafter key: an
+        Approval, nothing sent."""
+        answer = self._t.json(
             "POST",
             f"/replies/{reply_id}/respond",
             json_body=_given(body_text=body_text, body_html=body_html),
             idempotent=True,
             idempotency_key=idempotency_key,
         )
+        return sent_or_held(models.ReplyResponse, answer)
 
 
 class Blocklist(_Resource):
@@ -791,6 +809,14 @@ class Client:
         self.blocklist = Blocklist(self._transport)
         self.sending_defaults = SendingDefaults(self._transport)
         self.tracking_domain = TrackingDomain(self._transport)
+        self.approvals = Approvals(self._transport)
+
+    @property
+    def key_prefix(self) -> str | None:
+        """The prefix (first 12 characters) of the client's API key, as GET /api_keys
+        lists it; never the key itself."""
+        api_key = self._transport.api_key
+        return api_key[:12] if api_key else None
 
     def signup(self, *, email: str, name: str = "") -> models.Signup:
         """Create an account (no key needed); `.api_key.plaintext` is its first key."""

@@ -209,6 +209,28 @@ class BlocklistEntryNotFound(NotFoundError):
     code = "blocklist_entry_not_found"
 
 
+class ApprovalNotFound(NotFoundError):
+    code = "approval_not_found"
+
+
+class InsufficientRole(PermissionDeniedError):
+    """The key's role may not do this; `details`: `role`, `required`."""
+
+    code = "insufficient_role"
+
+
+class KeySendLimitReached(PermissionDeniedError):
+    """The key's daily send limit; `details`: `limit`, `used`, `resets_at`."""
+
+    code = "key_send_limit_reached"
+
+
+class ApprovalNotPending(ConflictError):
+    """Decided already, or expired: nothing was sent. `details.status`: its status."""
+
+    code = "approval_not_pending"
+
+
 class MethodNotAllowed(MethodNotAllowedError):
     code = "method_not_allowed"
 

@@ -53,6 +53,9 @@ class ApiKey(Model):
     prefix: str = ""
     label: str = ""
     client_kind: str = "direct"
+    role: str = "admin"
+    daily_send_limit: int | None = None
+    expires_at: datetime | None = None
     status: str | None = None
     created_at: datetime | None = None
     last_used_at: datetime | None = None
