@@ -4,7 +4,8 @@ Every view adds the rate limit's headers (RateLimit-Policy, RateLimit) its throt
 decided on: ServiceAPIView, and the account-scoped bases below, which also narrow
 their queryset to the caller's account, so another account's resource is the same
 404 as one that does not exist on every endpoint, without each view
-having to remember it.
+having to remember it. Every base writes the audit row of each write request that
+succeeds, in the request's transaction (config.api.audit).
 """
 
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from rest_framework import viewsets
 from rest_framework.generics import GenericAPIView
 from rest_framework.views import APIView
 
+from config.api.audit import AuditMixin
 from config.api.errors import NotFoundError, ServiceError, ValidationFailed
 from config.api.ids import is_uuid
 from config.api.serializers import UNKNOWN_FIELD
@@ -84,7 +86,7 @@ class StrictBodyMixin(_APIViewBase):
             raise ValidationFailed({"non_field_errors": ["This endpoint takes no request body."]})
 
 
-class ServiceAPIView(StrictBodyMixin, RateLimitHeadersMixin, APIView):
+class ServiceAPIView(AuditMixin, StrictBodyMixin, RateLimitHeadersMixin, APIView):
     pass
 
 
@@ -121,12 +123,12 @@ class AccountScopedMixin(_ViewBase):
 
 
 class AccountScopedViewSet(
-    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, viewsets.GenericViewSet
+    AuditMixin, AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, viewsets.GenericViewSet
 ):
     pass
 
 
 class AccountScopedAPIView(
-    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, GenericAPIView
+    AuditMixin, AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, GenericAPIView
 ):
     pass

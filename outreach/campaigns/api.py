@@ -48,6 +48,7 @@ class CampaignViewSet(
 ):
     queryset = Campaign.objects.all()
     serializer_class = CampaignSerializer
+    audit_actions = {"stop_enrollment": "enrollment.stop", "steps_preview": None}
     not_found_error = CampaignNotFound
     pagination_class = StartingAfterPagination
     http_method_names = ["get", "post", "patch", "delete"]
@@ -217,6 +218,7 @@ class OutreachView(AccountScopedAPIView):
     queryset = Campaign.objects.all()
     not_found_error = CampaignNotFound
     serializer_class = OutreachSerializer
+    audit_actions = {"post": "outreach.create"}
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
