@@ -5,6 +5,7 @@ body texts); after the test every audit row, every column of it, is searched for
 The API key of the `api_key` fixture is always among them.
 """
 
+import contextlib
 import json
 from collections.abc import Iterator
 
@@ -47,10 +48,8 @@ class UsedValues(set):
         self.update(string_leaves(body))
 
     def add_response(self, response) -> None:
-        try:
+        with contextlib.suppress(ValueError, TypeError):
             self.update(secret_leaves(response.json()))
-        except (ValueError, TypeError):
-            pass
 
 
 @pytest.fixture
