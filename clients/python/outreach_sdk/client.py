@@ -22,6 +22,7 @@ from typing import IO, Any, TypeVar
 
 from outreach_sdk import errors, models
 from outreach_sdk._transport import DEFAULT_BASE_URL, Transport
+from outreach_sdk.audit import AuditEvents
 
 M = TypeVar("M", bound=models.Model)
 
@@ -787,6 +788,7 @@ class Client:
         self.blocklist = Blocklist(self._transport)
         self.sending_defaults = SendingDefaults(self._transport)
         self.tracking_domain = TrackingDomain(self._transport)
+        self.audit_events = AuditEvents(self._transport)
 
     def signup(self, *, email: str, name: str = "") -> models.Signup:
         """Create an account (no key needed); `.api_key.plaintext` is its first key."""
