@@ -22,9 +22,13 @@ transaction), and each action run on selected rows (`response_action`, made one
 transaction here), one row per selected row, named after the action.
 """
 
+from typing import Any
+
 from django.contrib.admin import helpers
 from django.contrib.admin.options import BaseModelAdmin
 from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 
 from config.api.audit import staff_audit
 from config.db.rows import row_change
@@ -79,11 +83,13 @@ class ReadOnlyAdmin(BaseModelAdmin):
             staff_audit(request, obj, verb="delete")
         return super().log_deletions(request, queryset)  # type: ignore[misc]
 
-    def response_action(self, request, queryset):
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
         """An action on selected rows: one transaction with its audit rows."""
         name = request.POST.get("action", "")
         with transaction.atomic():
-            response = super().response_action(request, queryset)  # type: ignore[misc]
+            response = super().response_action(request, queryset, *args, **kwargs)  # type: ignore[misc]
             confirmed = name not in _LOGGED_ACTIONS and request.POST.getlist(
                 helpers.ACTION_CHECKBOX_NAME
             )

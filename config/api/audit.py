@@ -63,7 +63,7 @@ class AuditRecord:
     staff_user: Any = None
 
 
-Writer = Callable[[Any, AuditRecord], None]
+Writer = Callable[[Any, AuditRecord], object]
 _writer: list[Writer] = []
 
 
