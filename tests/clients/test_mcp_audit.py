@@ -5,8 +5,8 @@ import pytest
 from outreach_sdk import Client
 
 from accounts.services import api_key_create
-from tests.clients.test_mcp_server import _error, _result
 from tests.clients.test_mcp_sandbox import _run
+from tests.clients.test_mcp_server import _error, _result
 
 pytestmark = [pytest.mark.e2e]
 
