@@ -2,6 +2,7 @@
 the live service: what the agent's key changed, named by action and fields."""
 
 import pytest
+import requests
 from outreach_sdk import Client
 
 from accounts.services import api_key_create
@@ -12,6 +13,8 @@ pytestmark = [pytest.mark.e2e]
 
 
 def test_an_agent_reads_the_audit_log(service_url, sdk_key, sdk_account):
+    # The workers' first answer includes their start: not under the SDK's 30 s timeout.
+    requests.get(f"{service_url}/health", timeout=120)
     api = Client(api_key=sdk_key, base_url=service_url)
     contact = api.contacts.create(email="ada@example.org")
     issued = api_key_create(account=sdk_account, label="agent", client_kind="mcp")

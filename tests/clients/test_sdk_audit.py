@@ -4,6 +4,7 @@ against the live service."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import requests
 from outreach_sdk import Client, errors, models
 
 from tests.outreach.factories import CampaignFactory
@@ -11,6 +12,8 @@ from tests.outreach.factories import CampaignFactory
 
 @pytest.fixture
 def client(service_url, sdk_key):
+    # The workers' first answer includes their start: not under the SDK's 30 s timeout.
+    requests.get(f"{service_url}/health", timeout=120)
     return Client(api_key=sdk_key, base_url=service_url)
 
 
