@@ -1,7 +1,9 @@
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
-from accounts.models import Account, ApiKey, IdempotencyRecord
+from accounts.models import Account, ApiKey, AuditEvent, IdempotencyRecord
 from config.admin_base import ReadOnlyAdmin
 
 
@@ -57,6 +59,7 @@ class AccountAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "psp_current_period_end",
         "email_verified_at",
         "created_at",
+        "audit_log",
     )
     # The provider's notifications own the others.
     editable = ("email", "name", "plan")
@@ -66,6 +69,11 @@ class AccountAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     @admin.display(boolean=True, description="Email verified", ordering="email_verified_at")
     def email_verified(self, obj: Account) -> bool:
         return obj.email_verified
+
+    @admin.display(description="Audit log")
+    def audit_log(self, obj: Account) -> str:
+        url = reverse("admin:accounts_auditevent_changelist")
+        return format_html('<a href="{}?account__id__exact={}">Audit events</a>', url, obj.pk)
 
     @admin.action(description="Mark the signup address verified")
     def email_mark_verified(self, request, queryset):
@@ -99,3 +107,42 @@ class IdempotencyRecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         "completed_at",
     )
     can_change = False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """The audit log, read-only: every change to an account's data, by its keys, by the
+    public (signup) and by staff. Opened from an account's page, filtered to it."""
+
+    list_display = (
+        "created_at",
+        "account",
+        "action",
+        "resource_type",
+        "resource_id",
+        "actor_type",
+        "actor_name",
+        "request_id",
+    )
+    list_filter = ("actor_type", "resource_type")
+    search_fields = ("=account__id", "account__email", "action", "=resource_id", "=request_id")
+    list_select_related = ("account",)
+    ordering = ("-created_at",)
+    fields = (
+        "id",
+        "account",
+        "created_at",
+        "action",
+        "resource_type",
+        "resource_id",
+        "actor_type",
+        "actor_id",
+        "actor_name",
+        "actor_client_kind",
+        "request_id",
+        "idempotency_key",
+        "ip",
+        "changes",
+    )
+    can_change = False
+    can_delete = False

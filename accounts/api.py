@@ -45,6 +45,7 @@ class SignupView(ServiceAPIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
     throttle_classes = [SignupRateThrottle]
+    audit_actions = {"post": "account.signup"}
 
     @extend_schema(
         summary="Sign up",
@@ -88,6 +89,7 @@ class EmailVerificationView(ServiceAPIView):
     """The signup address proof of the caller's account: its state, and a new link."""
 
     throttle_classes = [ApiKeyRateThrottle, VerificationEmailRateThrottle]
+    audit_actions = {"post": None}  # sends an email; changes no data
 
     @extend_schema(
         summary="Signup address: proven or not",

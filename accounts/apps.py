@@ -10,3 +10,7 @@ class AccountsConfig(AppConfig):
             errors,  # noqa: F401 (registers its error codes)
             schema,  # noqa: F401 (registers the OpenAPI auth extension)
         )
+        from accounts.audit import audit_event_write
+        from config.api.audit import register_writer
+
+        register_writer(audit_event_write)  # the audit rows of API and admin changes

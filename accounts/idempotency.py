@@ -37,6 +37,7 @@ from django.utils import timezone
 from accounts.errors import IdempotencyConflict, IdempotencyInProgress
 from accounts.models import IdempotencyRecord
 from accounts.services import IDEMPOTENCY_WINDOW
+from config.api.audit import audit_response, audited_call
 from config.api.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ def idempotent(handler):
         key = _validated_key(request)
         account = request.user
         if key is None or account is None:
-            return handler(self, request, *args, **kwargs)
+            return audited_call(self, functools.partial(handler, self), request, *args, **kwargs)
         record = _claim(
             account=account, key=key, fingerprint=request_fingerprint(request), request=request
         )
@@ -222,6 +223,8 @@ def idempotent(handler):
                     response = self.handle_exception(exc)  # Re-raises what nothing renders.
                 if response.status_code >= 500:
                     raise _Release(response)
+                request.idempotency_key = key  # the audit row names it
+                audit_response(self, request, response)  # with its change, never on a replay
                 content, headers = _rendered(self, request, response)
                 _store(record, status=response.status_code, content=content, headers=headers)
         except _Release as release:

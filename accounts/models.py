@@ -222,3 +222,46 @@ class RateLimitBucket(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bucket} {self.count}"
+
+
+class AuditEvent(models.Model):
+    """One request that changed an account's data (docs/audit.md): who, what, when.
+
+    Written in the change's own transaction (config.api.audit), never with a value or a
+    secret: `changes` names the fields a request set, nothing more.
+    """
+
+    class ActorType(models.TextChoices):
+        API_KEY = "api_key"
+        STAFF = "staff"
+        PUBLIC = "public"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="+")
+    # Shown as `occurred_at`; named for the keyset pages (config.api.pagination).
+    created_at = models.DateTimeField()
+    actor_type = models.CharField(max_length=10, choices=ActorType.choices)
+    # The key's id, the staff user's id, or "" for the public.
+    actor_id = models.CharField(max_length=64, blank=True, default="")
+    # The key's prefix or the staff user's username.
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    actor_client_kind = models.CharField(max_length=10, blank=True, default="")
+    action = models.CharField(max_length=100)
+    resource_type = models.CharField(max_length=50)
+    resource_id = models.CharField(max_length=64, blank=True, default="")
+    request_id = models.CharField(max_length=200, blank=True, default="")
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    changes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # Keyset pages, newest first, and the `since` filter.
+            models.Index(fields=["account", "created_at", "id"], name="auditevent_page_idx"),
+            # Retention deletes by age across accounts.
+            models.Index(fields=["created_at"], name="auditevent_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.resource_type} {self.resource_id} by {self.actor_type}"

@@ -5,6 +5,7 @@ import uuid
 from celery import shared_task
 from django.db import transaction
 
+from accounts.audit import audit_events_prune as _audit_events_prune
 from accounts.models import Account
 from accounts.ratelimit import rate_limit_buckets_prune as _rate_limit_buckets_prune
 from accounts.services import idempotency_records_prune
@@ -28,6 +29,12 @@ def idempotency_prune() -> int:
 def rate_limit_buckets_prune() -> int:
     """Hourly (beat): delete spent SQL rate-limit buckets (embedded mode)."""
     return _rate_limit_buckets_prune()
+
+
+@shared_task(name="accounts.tasks.audit_events_prune")
+def audit_events_prune() -> int:
+    """Daily (beat): delete audit events older than AUDIT_RETENTION_DAYS, in batches."""
+    return _audit_events_prune()
 
 
 @shared_task(name="accounts.tasks.verification_email_send")

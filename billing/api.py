@@ -73,6 +73,8 @@ class UsageView(ServiceAPIView):
 
 
 class CheckoutView(ServiceAPIView):
+    audit_actions = {"post": "billing.checkout"}
+
     @extend_schema(
         summary="Start a hosted Stripe Checkout for a plan",
         request=CheckoutRequestSerializer,
@@ -91,6 +93,8 @@ class CheckoutView(ServiceAPIView):
 
 
 class PortalView(ServiceAPIView):
+    audit_actions = {"post": "billing.portal"}
+
     @no_request_body
     @extend_schema(
         summary="Open the hosted Stripe customer portal",
@@ -109,7 +113,11 @@ class PspWebhookView(ServiceAPIView):
     """Stripe's notifications. Authenticated by the Stripe-Signature header (the
     shared signing secret), not by an API key: no key authentication, no
     per-key rate limit, no CSRF (DRF's APIView is CSRF-exempt without session
-    authentication)."""
+    authentication).
+
+    Not audited: a provider's notification, no actor of the account (docs/audit.md)."""
+
+    audit_actions = {"post": None}
 
     authentication_classes: list = []
     permission_classes = [AllowAny]

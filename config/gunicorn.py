@@ -21,6 +21,7 @@ from gunicorn.glogging import Logger
 
 from config.gunicorn_worker import WebWorker
 from config.logs import ACCESS_LOG_FORMAT, RedactFilter, formatter
+from config.request_id import RequestIdFilter
 
 worker_class = WebWorker
 # Requests each process serves at once; each thread keeps its own database connection.
@@ -57,6 +58,7 @@ class ServiceLogger(Logger):
             for handler in log.handlers:
                 handler.setFormatter(formatter(json_format))
                 handler.addFilter(RedactFilter())
+                handler.addFilter(RequestIdFilter())
 
 
 logger_class = ServiceLogger

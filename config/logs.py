@@ -6,6 +6,9 @@
 - No secret in any line: the tokens of tracking and unsubscribe paths, API keys past
   their public prefix and webhook secrets are replaced by `[redacted]`.
 - LOG_FORMAT=json: one JSON object per line.
+- A line written while a request runs names it: `request_id=<id>` at the end of a plain
+  line, `"request_id"` in a JSON one (the response's `X-Request-Id`, config.request_id);
+  gunicorn's access line ends with it too.
 
 Celery and gunicorn use this too: the Celery app leaves logging to Django's LOGGING
 (config.celery), and gunicorn's logger class (config/gunicorn.py) puts the same filter and
@@ -18,6 +21,8 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+
+from config.request_id import NO_REQUEST, RequestIdFilter
 
 REDACTED = "[redacted]"
 _REDACTIONS = [
@@ -107,30 +112,49 @@ class JsonFormatter(logging.Formatter):
             else record.process,
             "message": record.getMessage(),
         }
+        request_id = getattr(record, "request_id", NO_REQUEST)
+        if request_id != NO_REQUEST:
+            entry["request_id"] = request_id
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-# gunicorn's access line without its own timestamp (the formatter adds one).
-ACCESS_LOG_FORMAT = '%(h)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms'
+# gunicorn's access line without its own timestamp (the formatter adds one), ending with
+# the response's X-Request-Id.
+ACCESS_LOG_FORMAT = (
+    '%(h)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms request_id=%({x-request-id}o)s'
+)
+
+
+class PlainFormatter(logging.Formatter):
+    """PLAIN_FORMAT, and ` request_id=<id>` at the end of a line written in a request."""
+
+    def __init__(self) -> None:
+        super().__init__(PLAIN_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        request_id = getattr(record, "request_id", NO_REQUEST)
+        return line if request_id == NO_REQUEST else f"{line} request_id={request_id}"
 
 
 def formatter(json_format: bool) -> logging.Formatter:
-    return JsonFormatter() if json_format else logging.Formatter(PLAIN_FORMAT)
+    return JsonFormatter() if json_format else PlainFormatter()
 
 
 def logging_config(
     *, level: str, json_format: bool, periodic_tasks: Iterable[str], filesystem_broker: bool
 ) -> dict[str, Any]:
     """The LOGGING setting."""
-    formatter = {"()": JsonFormatter} if json_format else {"format": PLAIN_FORMAT}
+    formatter = {"()": JsonFormatter if json_format else PlainFormatter}
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {
             "redact": {"()": RedactFilter},
+            "request_id": {"()": RequestIdFilter},
             "quiet_idle": {
                 "()": QuietIdleFilter,
                 "periodic_tasks": list(periodic_tasks),
@@ -142,7 +166,7 @@ def logging_config(
             "console": {
                 "class": "logging.StreamHandler",
                 "formatter": "default",
-                "filters": ["quiet_idle", "redact"],
+                "filters": ["quiet_idle", "redact", "request_id"],
             }
         },
         "root": {"handlers": ["console"], "level": level},

@@ -140,6 +140,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Before all: every response carries X-Request-Id, the other middleware's too.
+    "config.request_id.RequestIdMiddleware",
     # Outermost: every request is counted, those the other middleware answer too.
     "config.metrics_scrape.HttpMetricsMiddleware",
     "config.api.middleware.BodySizeLimitMiddleware",
@@ -248,6 +250,8 @@ API_ACCOUNT_RATE_LIMIT = env.int("API_ACCOUNT_RATE_LIMIT", default=120)
 # accounts: active API keys an account may hold at once; POST /api_keys beyond it is a 422
 # `api_key_limit_reached` (revoke one first).
 API_KEYS_MAX = env.int("API_KEYS_MAX", default=20)
+# Days the audit log keeps a row (docs/audit.md); a daily beat task deletes older ones.
+AUDIT_RETENTION_DAYS = max(1, env.int("AUDIT_RETENTION_DAYS", default=400))
 # accounts: a new account proves its signup address (a link emailed to it) before its first
 # dispatch or outreach (docs/accounts.md). On in production; off in the embedded mode.
 SIGNUP_EMAIL_VERIFICATION = env.bool("SIGNUP_EMAIL_VERIFICATION", default=not EMBEDDED)
@@ -460,6 +464,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 CELERY_BEAT_SCHEDULE["accounts-idempotency-prune"] = {
     "task": "accounts.tasks.idempotency_prune",
     "schedule": 3600.0,
+}
+# accounts: the audit log keeps AUDIT_RETENTION_DAYS (docs/audit.md).
+CELERY_BEAT_SCHEDULE["accounts-audit-prune"] = {
+    "task": "accounts.tasks.audit_events_prune",
+    "schedule": 86400.0,
 }
 CELERY_BEAT_SCHEDULE["accounts-rate-limit-prune"] = {
     "task": "accounts.tasks.rate_limit_buckets_prune",

@@ -5,7 +5,9 @@ decided on: ServiceAPIView, and the account-scoped bases below, which also narro
 their queryset to the caller's account, so another account's resource is the same
 404 as one that does not exist on every endpoint, without each view
 having to remember it. Every one of them checks the key's role against the operation's
-(config.api.roles) before the handler, or the id, is looked at.
+(config.api.roles) before the handler, or the id, is looked at, and writes the audit row
+of each write request that
+succeeds, in the request's transaction (config.api.audit).
 """
 
 from collections.abc import Mapping
@@ -16,6 +18,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
+from config.api.audit import AuditMixin
 from config.api.errors import NotFoundError, ServiceError, ValidationFailed
 from config.api.ids import is_uuid
 from config.api.roles import KeyRolePermission
@@ -90,7 +93,7 @@ class StrictBodyMixin(_APIViewBase):
             raise ValidationFailed({"non_field_errors": ["This endpoint takes no request body."]})
 
 
-class ServiceAPIView(StrictBodyMixin, RateLimitHeadersMixin, APIView):
+class ServiceAPIView(AuditMixin, StrictBodyMixin, RateLimitHeadersMixin, APIView):
     permission_classes = KEY_PERMISSIONS
 
 
@@ -130,12 +133,12 @@ class AccountScopedMixin(_ViewBase):
 
 
 class AccountScopedViewSet(
-    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, viewsets.GenericViewSet
+    AuditMixin, AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, viewsets.GenericViewSet
 ):
     pass
 
 
 class AccountScopedAPIView(
-    AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, GenericAPIView
+    AuditMixin, AccountScopedMixin, StrictBodyMixin, RateLimitHeadersMixin, GenericAPIView
 ):
     pass

@@ -51,6 +51,7 @@ class CampaignViewSet(
 ):
     queryset = Campaign.objects.all()
     serializer_class = CampaignSerializer
+    audit_actions = {"stop_enrollment": "enrollment.stop", "steps_preview": None}
     not_found_error = CampaignNotFound
     pagination_class = StartingAfterPagination
     http_method_names = ["get", "post", "patch", "delete"]
@@ -236,6 +237,7 @@ class OutreachView(AccountScopedAPIView):
     queryset = Campaign.objects.all()
     not_found_error = CampaignNotFound
     serializer_class = OutreachSerializer
+    audit_actions = {"post": "outreach.create"}
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)

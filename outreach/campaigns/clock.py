@@ -79,6 +79,7 @@ class CampaignAdvanceView(AccountScopedAPIView):
     queryset = Campaign.objects.all()
     not_found_error = CampaignNotFound
     serializer_class = AdvanceSerializer
+    audit_actions = {"post": "campaign.advance"}
 
     @extend_schema(
         request=AdvanceSerializer,

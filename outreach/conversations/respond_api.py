@@ -23,6 +23,7 @@ class ReplyRespondView(AccountScopedAPIView):
     not_found_error = ReplyNotFound
     lookup_url_kwarg = "reply_id"
     serializer_class = ResponseCreateSerializer
+    audit_actions = {"post": "reply.respond"}
 
     @extend_schema(
         request=ResponseCreateSerializer,

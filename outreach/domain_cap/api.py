@@ -14,6 +14,8 @@ class SendingDefaultsView(ServiceAPIView):
     """The defaults of the account's campaigns: `max_per_recipient_domain_per_day`
     (null: no cap) applies to every campaign whose own is null."""
 
+    audit_actions = {"patch": "sending_defaults.update"}
+
     @extend_schema(responses=SendingDefaultsSerializer)
     def get(self, request):
         return Response(SendingDefaultsSerializer(request.user).data)

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
+from config.api.audit import AuditMixin
 from config.api.viewsets import AccountScopedMixin, RateLimitHeadersMixin, ServiceAPIView
 from outreach.domains import services, tracking
 from outreach.domains.serializers import (
@@ -41,8 +42,10 @@ def _check_body(credential: SmtpCredential, check: SenderDomainCheck | None) -> 
     }
 
 
-class DomainCheckView(AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView):
+class DomainCheckView(AuditMixin, AccountScopedMixin, RateLimitHeadersMixin, GenericAPIView):
     """The mailbox's From domain check: SPF, DKIM, DMARC, MX (docs/deliverability.md)."""
+
+    audit_actions = {"post": "smtp_credential.domain_check"}
 
     queryset = SmtpCredential.objects.select_related("domain_check")
     not_found_error = CredentialNotFound
@@ -91,6 +94,8 @@ def _tracking_body(account) -> dict:
 
 class TrackingDomainView(ServiceAPIView):
     """The account's tracking domain (docs/deliverability.md, "Tracking domain")."""
+
+    audit_actions = {"put": "tracking_domain.update"}
 
     @extend_schema(responses=TrackingDomainSerializer, summary="The account's tracking domain")
     def get(self, request):

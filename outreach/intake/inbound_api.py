@@ -44,6 +44,7 @@ class InboundMessageView(AccountScopedAPIView):
     queryset = SmtpCredential.objects.all()
     not_found_error = CredentialNotFound
     lookup_url_kwarg = "pk"
+    audit_actions = {"post": "smtp_credential.inbound"}
     serializer_class = InboundMessageSerializer
 
     @extend_schema(

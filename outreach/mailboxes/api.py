@@ -32,6 +32,7 @@ class CredentialViewSet(
     queryset = SmtpCredential.objects.all()
     serializer_class = CredentialSerializer
     not_found_error = CredentialNotFound
+    audit_actions = {"simulator": "smtp_credential.create", "oauth": "smtp_credential.connect"}
     http_method_names = ["get", "post", "patch", "delete"]
 
     def get_queryset(self):

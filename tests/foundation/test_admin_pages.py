@@ -89,6 +89,7 @@ def test_list_pages_show_health_first(admin_client, some_of_everything, url, hea
 # is added but plans; a view-only page has no Save; some rows are never deleted here.
 STAFF_MAY = {
     "accounts.Account": (False, True, True),
+    "accounts.AuditEvent": (False, False, False),
     "accounts.IdempotencyRecord": (False, False, True),
     "billing.BillingAccount": (False, True, False),
     "billing.PspEvent": (False, False, True),

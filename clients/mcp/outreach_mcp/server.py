@@ -913,6 +913,33 @@ def build_server(
             max_per_recipient_domain_per_day=max_per_recipient_domain_per_day
         ).raw
 
+    # --- audit log (docs/audit.md) ---------------------------------------------------------
+
+    @tool(
+        READ,
+        "List the account's audit log, newest first: who changed what (an API key by its "
+        "prefix, staff, or the public for a signup), the action (e.g. campaign.update), the "
+        "resource and the names of the fields changed (never their values). Filters narrow "
+        "it; since: an RFC 3339 time, inclusive. An admin key's.",
+    )
+    def list_audit_events(
+        action: Annotated[str | None, Field(description="e.g. campaign.update")] = None,
+        resource_type: Annotated[str | None, Field(description="e.g. campaign")] = None,
+        resource_id: str | None = None,
+        api_key_id: str | None = None,
+        since: Annotated[str | None, Field(description="e.g. 2026-11-28T00:00:00Z")] = None,
+        limit: Limit = 20,
+    ) -> list[dict[str, Any]]:
+        events = client.audit_events.list(
+            action=action,
+            resource_type=resource_type,
+            resource_id=resource_id,
+            api_key_id=api_key_id,
+            since=since,
+            limit=limit,
+        )
+        return _first(events, limit)
+
     return server
 
 

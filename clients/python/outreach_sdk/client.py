@@ -23,6 +23,7 @@ from typing import IO, Any, TypeVar
 from outreach_sdk import errors, models
 from outreach_sdk._transport import DEFAULT_BASE_URL, Transport
 from outreach_sdk.approvals import Approval, Approvals, sent_or_held
+from outreach_sdk.audit import AuditEvents
 
 M = TypeVar("M", bound=models.Model)
 
@@ -810,6 +811,7 @@ class Client:
         self.sending_defaults = SendingDefaults(self._transport)
         self.tracking_domain = TrackingDomain(self._transport)
         self.approvals = Approvals(self._transport)
+        self.audit_events = AuditEvents(self._transport)
 
     @property
     def key_prefix(self) -> str | None:

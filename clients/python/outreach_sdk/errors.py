@@ -34,6 +34,9 @@ class OutreachError(Exception):
         self.details = details or {}
         self.type = type
         self.headers = headers or {}
+        # The service's id of the request (X-Request-Id): quote it to support; it is also
+        # the `request_id` of the audit log and of the service's log lines.
+        self.request_id: str | None = self.headers.get("X-Request-Id")
 
     def __str__(self) -> str:
         prefix = f"{self.status} {self.code}: " if self.status else ""

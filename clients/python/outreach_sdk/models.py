@@ -638,3 +638,36 @@ class TrackingDomain(Model):
     cname_target: str = ""
     txt_name: str | None = None
     txt_value: str = ""
+
+
+@dataclass
+class AuditActor(Model):
+    """Who made a change: `type` `api_key` (`id`, `prefix`, `client_kind`), `staff`
+    (`id`, `username`) or `public` (a signup)."""
+
+    type: str = ""
+    id: str | None = None
+    prefix: str | None = None
+    username: str | None = None
+    client_kind: str | None = None
+
+
+@dataclass
+class AuditResource(Model):
+    type: str = ""
+    id: str | None = None
+
+
+@dataclass
+class AuditEvent(Model):
+    """One request that changed the account's data; `changes` names fields, never values."""
+
+    id: str = ""
+    occurred_at: datetime | None = None
+    actor: AuditActor = field(default_factory=AuditActor)
+    action: str = ""
+    resource: AuditResource = field(default_factory=AuditResource)
+    request_id: str = ""
+    idempotency_key: str | None = None
+    ip: str | None = None
+    changes: list[str] = field(default_factory=list)
