@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("accounts", "0008_recipient_domain_cap_default"),
+        ("accounts", "0009_key_roles"),
     ]
 
     operations = [

@@ -6,8 +6,7 @@ their queryset to the caller's account, so another account's resource is the sam
 404 as one that does not exist on every endpoint, without each view
 having to remember it. Every one of them checks the key's role against the operation's
 (config.api.roles) before the handler, or the id, is looked at, and writes the audit row
-of each write request that
-succeeds, in the request's transaction (config.api.audit).
+of each write request that succeeds, in the request's transaction (config.api.audit).
 """
 
 from collections.abc import Mapping

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0009_key_roles"),
-        ("outreach", "0035_analytics_hours"),
+        ("outreach", "0037_reputation"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("outreach", "0035_analytics_hours"),
+        ("outreach", "0038_approvals"),
     ]
 
     operations = [
