@@ -81,9 +81,8 @@ class AuditEventSerializer(StrictSerializer):
 
 
 class AuditEventViewSet(AccountScopedViewSet):
-    """Admin keys only (API.md §19): `required_role` is what the roles rule reads."""
+    """Admin keys only (API.md §19), by the roles rule (config.api.roles)."""
 
-    required_role = "admin"
     queryset = AuditEvent.objects.all()
     serializer_class = AuditEventSerializer
     pagination_class = StartingAfterPagination

@@ -1,8 +1,10 @@
 """The approval as the API and its events show it (docs/agents.md, "Approvals")."""
 
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from rest_framework import serializers, status
+from rest_framework.response import Response
 
+from config.api.audit import audit_as
 from config.api.serializers import QueryFiltersSerializer, StrictSerializer
 from outreach.models.approvals import Approval
 
@@ -68,3 +70,10 @@ class ApprovalRejectSerializer(StrictSerializer):
 def approval_data(approval: Approval) -> dict:
     """The approval's JSON, as GET /approvals/:id answers it (and events carry it)."""
     return dict(ApprovalSerializer(approval).data)
+
+
+def approval_accepted(request, approval: Approval) -> Response:
+    """202 with the approval that now holds a drafter's send; the request's audit row is
+    the approval's request (`approval.request`), not the send it did not make."""
+    audit_as(request, action="approval.request", resource_id=approval.pk)
+    return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)

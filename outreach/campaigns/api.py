@@ -16,7 +16,7 @@ from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet, no_request_body
 from outreach import enrollments
-from outreach.approvals.serializers import ApprovalSerializer, approval_data
+from outreach.approvals.serializers import ApprovalSerializer, approval_accepted
 from outreach.approvals.services import approval_request, held_for_approval
 from outreach.campaigns import dispatch, edits, followups, selectors, services, state, stopping
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
@@ -125,7 +125,7 @@ class CampaignViewSet(
                 campaign_id=campaign.pk,
                 contact_ids=contact_ids,
             )
-            return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)
+            return approval_accepted(request, approval)
         dispatched = dispatch.campaign_dispatch(
             campaign=campaign, contact_ids=contact_ids, api_key=request.auth
         )
@@ -270,7 +270,7 @@ class OutreachView(AccountScopedAPIView):
                 campaign_id=campaign.pk,
                 contact=dict(request.data["contact"]),
             )
-            return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)
+            return approval_accepted(request, approval)
         enrollment, changed = dispatch.outreach_create(
             account=request.user, campaign=campaign, contact=contact, api_key=request.auth
         )

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from accounts.idempotency import idempotent
 from accounts.send_limits import key_sends_check
 from config.api.viewsets import AccountScopedAPIView
-from outreach.approvals.serializers import ApprovalSerializer, approval_data
+from outreach.approvals.serializers import ApprovalSerializer, approval_accepted
 from outreach.approvals.services import approval_request, held_for_approval
 from outreach.conversations.respond import response_create
 from outreach.conversations.serializers import ResponseCreateSerializer, ResponseSerializer
@@ -51,7 +51,7 @@ class ReplyRespondView(AccountScopedAPIView):
                 body_text=serializer.validated_data["body_text"],
                 body_html=serializer.validated_data["body_html"],
             )
-            return Response(approval_data(approval), status=status.HTTP_202_ACCEPTED)
+            return approval_accepted(request, approval)
         response = response_create(
             account=request.user,
             reply=reply,
