@@ -1,0 +1,29 @@
+"""Analytics over time (API.md 21, docs/analytics.md): the hourly counters of
+`AnalyticsHour`, kept on write by every event that moves one (`counts`), summed into
+local dates by `GET /analytics` (`selectors`, `api`), and rebuilt from the messages and
+events by `manage.py analytics_recount` (`recount`).
+
+It sits just above `events` in the app's order: the lowest writers (the enrollment
+transitions, the open and click statements) call it; it imports only the models, the
+errors and `bounce_types`.
+"""
+
+from outreach.analytics.counts import (
+    POSITIVE_LABELS,
+    SENT_CTE,
+    Hit,
+    bounce_counter,
+    deferred,
+    hits_add,
+    message_cte,
+)
+
+__all__ = [
+    "POSITIVE_LABELS",
+    "SENT_CTE",
+    "Hit",
+    "bounce_counter",
+    "deferred",
+    "hits_add",
+    "message_cte",
+]
