@@ -5,7 +5,7 @@ events by `manage.py analytics_recount` (`recount`).
 
 It sits just above `events` in the app's order: the lowest writers (the enrollment
 transitions, the open and click statements) call it; it imports only the models, the
-errors and `bounce_types`.
+errors, `bounce_types` and `timezones`.
 """
 
 from outreach.analytics.counts import (

@@ -95,9 +95,10 @@ def _scope(account, params: dict) -> Scope:
             raise CampaignNotFound()
         if step_key and not found:
             raise ValidationFailed({"step_key": ["No step of the campaign has this key."]})
-    credentials = SmtpCredential.objects.filter(pk=credential_id, account=account)
-    if credential_id is not None and not credentials.exists():
-        raise CredentialNotFound()
+    if credential_id is not None:
+        credentials = SmtpCredential.objects.filter(pk=credential_id, account=account)
+        if not credentials.exists():
+            raise CredentialNotFound()
     return Scope(
         account_id=account.pk,
         campaign_id=campaign_id,

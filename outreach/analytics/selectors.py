@@ -11,6 +11,7 @@ falls on.
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from django.db import connection
@@ -26,9 +27,9 @@ class Scope:
     a campaign, or one mailbox's (never a mailbox's in one campaign: no grain keeps
     that, and the API refuses it)."""
 
-    account_id: object
-    campaign_id: object = None
-    credential_id: object = None
+    account_id: UUID
+    campaign_id: UUID | None = None
+    credential_id: UUID | None = None
     step_key: str = ""
 
     @property
@@ -43,15 +44,24 @@ class Scope:
 
 
 _SUMS = ", ".join(f"sum({name})" for name in COUNTERS)
-_SERIES = f"""
+# Each grain's key, written so the unique index (account, grain, campaign, credential,
+# step_key, hour, ...) answers it: `IS NULL` and `=`, never `IS NOT DISTINCT FROM`.
+_KEYS = {
+    "account": "campaign_id IS NULL AND credential_id IS NULL AND step_key = ''",
+    "campaign": "campaign_id = %(campaign)s AND credential_id IS NULL AND step_key = ''",
+    "step": "campaign_id = %(campaign)s AND credential_id IS NULL AND step_key = %(step_key)s",
+    "credential": "campaign_id IS NULL AND credential_id = %(credential)s AND step_key = ''",
+}
+_SERIES = {
+    grain: f"""
 SELECT date_trunc(%(interval)s, hour AT TIME ZONE %(zone)s)::date AS period, {_SUMS}
 FROM outreach_analyticshour
-WHERE account_id = %(account)s AND grain = %(grain)s
-  AND campaign_id IS NOT DISTINCT FROM %(campaign)s::uuid
-  AND credential_id IS NOT DISTINCT FROM %(credential)s::uuid
-  AND step_key = %(step_key)s AND hour >= %(start)s AND hour < %(end)s
+WHERE account_id = %(account)s AND grain = %(grain)s AND {key}
+  AND hour >= %(start)s AND hour < %(end)s
 GROUP BY period
 """  # noqa: S608 - the code's own column names
+    for grain, key in _KEYS.items()
+}
 
 
 def period_start(day: date, interval: str) -> date:
@@ -88,7 +98,7 @@ def series_read(*, scope: Scope, start: date, end: date, interval: str, zone: st
     tz = ZoneInfo(zone)
     with connection.cursor() as cursor:
         cursor.execute(
-            _SERIES,
+            _SERIES[scope.grain],
             {
                 "interval": interval,
                 "zone": zone,

@@ -88,6 +88,11 @@ class AnalyticsHour(models.Model):
         indexes = [
             # The platform's hours for the staff dashboard (account grain).
             models.Index(fields=["grain", "hour"], name="analyticshour_grain_hour_idx"),
+            # The shard rows beat folds into their hour's shard 0 (outreach.analytics.fold):
+            # the current hour's, and a few late ones.
+            models.Index(
+                fields=["hour"], name="analyticshour_unfolded_idx", condition=models.Q(shard__gt=0)
+            ),
         ]
 
     def __str__(self) -> str:

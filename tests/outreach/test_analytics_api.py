@@ -1,7 +1,8 @@
 """GET /analytics (API.md 21, docs/analytics.md): a dense series of local dates, days
 across DST changes, weeks from their Monday, months from their first day, zones whose
 offset is not whole hours, isolation, every 422, and its one query. The counters are
-written by the real write function (outreach.analytics.hits_add) for a sent message."""
+written by the real write function (outreach.analytics.hits_add) for a sent message; and
+beat's fold of past hours' shards changes no series."""
 
 from datetime import UTC, date, datetime, timedelta
 
@@ -9,6 +10,8 @@ import pytest
 from django.utils import timezone
 
 from outreach.analytics import Hit, hits_add
+from outreach.analytics.fold import hours_fold
+from outreach.models.analytics import AnalyticsHour
 from tests.conversations.factories import SentMessageFactory
 from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields
@@ -212,3 +215,23 @@ def test_one_query_answers_a_year(api_client, message, django_assert_num_queries
     mailbox = str(CredentialFactory(account=message.account).pk)
     with django_assert_num_queries(auth_queries + 2):
         assert sum(_series(api_client, credential_id=mailbox, **year).values()) == 0
+
+
+def test_the_fold_leaves_one_row_an_hour_and_the_same_series(api_client, message, settings):
+    settings.COUNTER_SHARDS = 8
+    _sent(message, *["2026-03-02T10:15"] * 40, *["2026-03-02T11:20"] * 3)
+    rows = AnalyticsHour.objects.filter(grain="account")
+    assert rows.filter(hour__hour=10).count() > 1  # 40 writes over 8 shards
+    day = {"from": "2026-03-02", "to": "2026-03-02"}
+    before = _series(api_client, **day)
+
+    folded = hours_fold(before=datetime(2026, 3, 2, 11, tzinfo=UTC), batch=7)
+
+    assert folded > 0
+    assert list(rows.filter(hour__hour=10).values_list("shard", "sent")) == [(0, 40)]
+    assert sum(rows.filter(hour__hour=11).values_list("sent", flat=True)) == 3  # not folded
+    assert _series(api_client, **day) == before == {"2026-03-02": 43}
+    # Every grain of the folded hour is one row.
+    keys = AnalyticsHour.objects.filter(hour__hour=10).values_list("grain", "shard")
+    assert sorted(keys) == [("account", 0), ("campaign", 0), ("credential", 0), ("step", 0)]
+    assert hours_fold(before=datetime(2026, 3, 2, 11, tzinfo=UTC)) == 0  # nothing left
