@@ -30,7 +30,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from outreach.analytics import POSITIVE_LABELS, Hit, hits_add
 from outreach.campaigns.windows import window_timezone
 from outreach.conversations import labels
 from outreach.conversations.parse import ParsedMessage, message_parse, text_storable
@@ -111,8 +110,6 @@ def reply_record(
                 )
         except IntegrityError:
             return Recorded(reply=None, label=label, replied=False)  # kept before
-        if label in POSITIVE_LABELS:  # as a person's label counts (docs/analytics.md)
-            hits_add([Hit("positive_replies", enrollment.pk, received_at)])
         replied = sender_verified and _label_apply(
             enrollment, classification, received_at=received_at, now=now, reply_id=reply.pk
         )

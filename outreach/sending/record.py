@@ -21,12 +21,7 @@ from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.variants import stored_letter
 from outreach.domain_cap.counts import counts_release
-from outreach.enrollments import (
-    counting,
-    enrollment_sent,
-    enrollments_fail,
-    variant_count,
-)
+from outreach.enrollments import counting, enrollment_sent, enrollments_fail, variant_count
 from outreach.enrollments.branching import Move, decisions_record
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mailboxes.pace import reservation_release

@@ -219,7 +219,8 @@ def test_one_query_answers_a_year(api_client, message, django_assert_num_queries
 
 def test_the_fold_leaves_one_row_an_hour_and_the_same_series(api_client, message, settings):
     settings.COUNTER_SHARDS = 8
-    _sent(message, *["2026-03-02T10:15"] * 40, *["2026-03-02T11:20"] * 3)
+    for at in ["2026-03-02T10:15"] * 40 + ["2026-03-02T11:20"] * 3:
+        _sent(message, at)  # a statement each, a shard each
     rows = AnalyticsHour.objects.filter(grain="account")
     assert rows.filter(hour__hour=10).count() > 1  # 40 writes over 8 shards
     day = {"from": "2026-03-02", "to": "2026-03-02"}
