@@ -1,7 +1,8 @@
 """Analytics over time (API.md 21, docs/analytics.md): the hourly counters of
 `AnalyticsHour`, kept on write by every event that moves one (`counts`), summed into
-local dates by `GET /analytics` (`selectors`, `api`), and rebuilt from the messages and
-events by `manage.py analytics_recount` (`recount`).
+local dates by `GET /analytics` (`selectors`, `api`), their past hours' shards folded
+into one row by beat (`fold`, `beat`), and rebuilt from the messages and events by
+`manage.py analytics_recount` (`recount`).
 
 It sits just above `events` in the app's order: the lowest writers (the enrollment
 transitions, the open and click statements) call it; it imports only the models, the

@@ -46,4 +46,6 @@ def _positive_count(reply: Reply, label: str) -> None:
     (docs/analytics.md). Call it holding the reply's row, before its label changes."""
     was, now = reply.label in POSITIVE_LABELS, label in POSITIVE_LABELS
     if was != now and reply.enrollment_id is not None:
-        hits_add([Hit("positive_replies", reply.enrollment_id, reply.received_at, n=1 if now else -1)])
+        hits_add(
+            [Hit("positive_replies", reply.enrollment_id, reply.received_at, n=1 if now else -1)]
+        )

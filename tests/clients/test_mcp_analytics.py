@@ -67,7 +67,7 @@ def test_an_agent_reads_the_counters_over_time(mcp_env, sdk_account):
         return seen
 
     seen = _run(mcp_env, work)
-    assert seen["tools"]["get_analytics"].annotations.readOnlyHint is True
+    assert seen["tools"]["get_analytics"].annotations.read_only_hint is True
     days = seen["days"]
     assert [(row["date"], row["sent"], row["opened"]) for row in days["series"]] == [
         ("2026-03-01", 0, 0),
