@@ -445,6 +445,7 @@ CELERY_TASK_ROUTES = {
 # The outreach app keeps its tasks per concern: work tasks in <package>/tasks.py, the
 # periodic ones in <package>/beat.py (autodiscovery only finds an app's own tasks module).
 CELERY_IMPORTS = [
+    "outreach.analytics.beat",
     "outreach.contacts.tasks",
     "outreach.campaigns.tasks",
     "outreach.contacts.beat",
@@ -637,6 +638,15 @@ CELERY_BEAT_SCHEDULE["outreach-followups-sweep"] = {
     "options": {"expires": FOLLOWUPS_SWEEP_INTERVAL_SECONDS},
 }
 # --- end outreach: sending engine ---
+
+# outreach: how often beat folds the counter shards of past hours of the analytics into one
+# row per hour (docs/analytics.md, "Shards"), so a year's series reads 8,760 rows a key.
+ANALYTICS_FOLD_INTERVAL_SECONDS = env.float("ANALYTICS_FOLD_INTERVAL_SECONDS", default=600.0)
+CELERY_BEAT_SCHEDULE["outreach-analytics-fold"] = {
+    "task": "outreach.tasks.analytics_fold",
+    "schedule": ANALYTICS_FOLD_INTERVAL_SECONDS,
+    "options": {"expires": ANALYTICS_FOLD_INTERVAL_SECONDS},
+}
 
 # --- outreach: domain checks in DNS (docs/deliverability.md) ---
 # The DNS servers every domain check asks (sender domains, recipient domains, tracking

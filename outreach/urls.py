@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from outreach.analytics import api as analytics_api
 from outreach.approval_decisions import api as approvals_api
 from outreach.blocklist import api as blocklist_api
 from outreach.campaigns import api as campaigns_api
@@ -63,6 +64,7 @@ urlpatterns = [
     ),
     path("tracking_domain", domains_api.TrackingDomainView.as_view(), name="tracking-domain"),
     path("sending_defaults", domain_cap_api.SendingDefaultsView.as_view(), name="sending-defaults"),
+    path("analytics", analytics_api.AnalyticsView.as_view(), name="analytics"),
     path("blocklist.csv", blocklist_api.BlocklistCsvView.as_view(), name="blocklist-csv"),
     *router.urls,
 ]

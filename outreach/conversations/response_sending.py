@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from billing.usage import usage_record_increment
 from config.db import connection_release
+from outreach.analytics import Hit, hits_add
 from outreach.blocklist.selectors import blocked_among
 from outreach.contacts.suppression import suppressions_for
 from outreach.emails import InvalidEmail, email_clean
@@ -241,6 +242,7 @@ def sent_record(response: ReplyResponse, *, now: datetime, reply_seen: bool) -> 
         if not recorded:
             return False
         usage_record_increment(account=response.account, at=now)
+        hits_add([Hit("responses", response.enrollment_id, now)])
         if response.credential_id is not None:
             SmtpCredential.objects.filter(pk=response.credential_id).update(
                 sent_count=F("sent_count") + 1,

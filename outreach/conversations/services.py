@@ -1,9 +1,10 @@
-"""Changing conversations from the API: a reply's read flag and label. (The intake
-records replies: outreach.intake.replies.)"""
+"""Changing conversations from the API: a reply's read flag and label, and with a label
+the analytics' positive replies. (The intake records replies: outreach.intake.replies.)"""
 
 from django.db import transaction
 from django.utils import timezone
 
+from outreach.analytics import POSITIVE_LABELS, Hit, hits_add
 from outreach.conversations.rules import reply_labelled
 from outreach.models.conversations import Reply
 
@@ -30,8 +31,21 @@ def reply_update(*, reply: Reply, read=_UNSET, label=_UNSET) -> Reply:
     with transaction.atomic():
         reply = Reply.objects.select_for_update().get(pk=reply.pk)
         Reply.objects.filter(pk=reply.pk).update(**changes)
+        if label is not _UNSET:
+            _positive_count(reply, label)
         for name, value in changes.items():
             setattr(reply, name, value)
         if label is not _UNSET and label:
             reply_labelled(reply, now=now)
     return reply
+
+
+def _positive_count(reply: Reply, label: str) -> None:
+    """A reply labelled positive counts once in the analytics' positive_replies, in the
+    hour it was received; relabelled to anything else, it is taken back from that hour
+    (docs/analytics.md). Call it holding the reply's row, before its label changes."""
+    was, now = reply.label in POSITIVE_LABELS, label in POSITIVE_LABELS
+    if was != now and reply.enrollment_id is not None:
+        hits_add(
+            [Hit("positive_replies", reply.enrollment_id, reply.received_at, n=1 if now else -1)]
+        )

@@ -3,7 +3,8 @@ one statement that records the open, fires `enrollment.opened` and counts it.
 
 The read (the enrollment, its contact's email, its campaign's account) answers a repeat
 open by itself: one statement, in autocommit, nothing written but the first open of the
-message the pixel names (Message.opened_at, API.md 17), which the same statement records
+message the pixel names (Message.opened_at, API.md 17, counted in the hour's analytics,
+outreach.analytics), which the same statement records
 and reports with the branch the enrollment waits at (the caller decides it). For a first open the event's
 data is built from it by the one function every producer uses
 (outreach.events.enrollment_event_data), and one prepared statement, its own transaction,
@@ -38,6 +39,7 @@ from django.utils import timezone
 
 from config.db.counters import counter_shard
 from config.db.prepared import prepared
+from outreach.analytics import message_cte
 from outreach.enrollments.stats import answered, answered_position, stats_ctes, variant_ctes
 from outreach.events import enrollment_event_data
 from outreach.models.campaigns import Campaign
@@ -74,15 +76,17 @@ WITH m AS (
           AND (%(step)s::integer IS NULL OR step = %(step)s::integer)
         ORDER BY sent_at DESC LIMIT 1
     ) AND opened_at IS NULL
-    RETURNING step_key
-)
+    RETURNING id, account_id, enrollment_id, credential_id, step_key
+),{{analytics}}
 SELECT {", ".join(f"e.{name}" for name in _FIELDS)}, c.email, k.account_id,
     (SELECT step_key FROM m),
     CASE WHEN e.status = 'sent' AND e.branch_deadline IS NOT NULL THEN e.current_key END
 FROM outreach_enrollment AS e
 JOIN outreach_contact AS c ON c.id = e.contact_id
 JOIN outreach_campaign AS k ON k.id = e.campaign_id
-WHERE e.id = %(enrollment)s"""  # noqa: S608 - the code's own column names
+WHERE e.id = %(enrollment)s""".replace(  # noqa: S608 - the code's own column names
+    "{analytics}", message_cte("opened", source="m", at="%(at)s::timestamptz")
+)
 READ_SQL = prepared(_READ)
 READ_LOCKED_SQL = prepared(_READ + "\nFOR NO KEY UPDATE OF e")
 
@@ -199,7 +203,15 @@ def _read(enrollment_id, sql: str) -> Enrollment | None:
     account loaded), or None when it is gone or was opened before."""
     message = _message.get() or MessageOpen(at=timezone.now())
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"enrollment": enrollment_id, "at": message.at, "step": message.step})
+        cursor.execute(
+            sql,
+            {
+                "enrollment": enrollment_id,
+                "at": message.at,
+                "step": message.step,
+                "shard": counter_shard(),  # the analytics rows' (config/db/counters.py)
+            },
+        )
         row = cursor.fetchone()
     if row is None:
         return None

@@ -32,6 +32,7 @@ from django.db import connection
 from django.db.models import Sum
 
 from config.db.counters import counter_shard
+from outreach.analytics import deferred
 from outreach.models.campaigns import CampaignStats, StepVariantStats
 from outreach.models.sending import Enrollment
 
@@ -169,7 +170,8 @@ _local = threading.local()
 
 @contextmanager
 def counting() -> Iterator[None]:
-    """Gather the counts of the block and write them when it ends, in campaign order.
+    """Gather the counts of the block and write them when it ends, in campaign order,
+    and then the analytics hits of the block (outreach.analytics.deferred).
     Use it inside the transaction (`with transaction.atomic(), counting():`). Nested
     blocks write with the outermost one."""
     if getattr(_local, "tally", None) is not None:
@@ -177,8 +179,10 @@ def counting() -> Iterator[None]:
         return
     tally = _local.tally = _Tally()
     try:
-        yield
-        tally.flush()
+        # The hour's analytics counters (outreach.analytics) after the stats rows: last.
+        with deferred():
+            yield
+            tally.flush()
     finally:
         _local.tally = None
 

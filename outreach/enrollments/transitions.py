@@ -16,6 +16,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
+from outreach.analytics import Hit, bounce_counter, hits_add
 from outreach.enrollments.branching import held, path_appended
 from outreach.enrollments.stats import (
     answer_count,
@@ -226,6 +227,7 @@ def enrollment_bounce(
         return None
     enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
     answer_count(enrollment, "bounced")
+    hits_add([Hit(bounce_counter(reason), enrollment_id, at)])
     return enrollment
 
 
@@ -251,6 +253,7 @@ def enrollment_reply(enrollment: Enrollment, *, at: datetime) -> bool:
             setattr(enrollment, name, value)
     enrollment.save(update_fields=fields)
     answer_count(enrollment, "replied")
+    hits_add([Hit("replied", enrollment.pk, at)])
     return stops
 
 
@@ -279,6 +282,7 @@ def enrollments_unsubscribe(enrollments: list[Enrollment], *, at: datetime) -> N
         enrollment.unsubscribed_at = at
         enrollment.next_send_at = None
         count(enrollment.campaign_id, unsubscribed=1)
+    hits_add([Hit("unsubscribed", enrollment.pk, at) for enrollment in enrollments])
 
 
 def enrollments_suppressed_end(rows: QuerySet, *, bounce_reason: str, now: datetime) -> int:
@@ -298,11 +302,11 @@ def enrollments_suppressed_end(rows: QuerySet, *, bounce_reason: str, now: datet
                 rows.filter(**{f"contact__{name}_at__isnull": False})
                 .select_for_update(of=("self",), no_key=True)
                 .order_by("pk")
-                .values_list("pk", "campaign_id")
+                .values_list("pk", "campaign_id", f"contact__{name}_at")
             )
             if not ended:
                 continue
-            Enrollment.objects.filter(pk__in=[pk for pk, _ in ended]).update(
+            Enrollment.objects.filter(pk__in=[pk for pk, _, _ in ended]).update(
                 status=status,
                 next_send_at=None,
                 updated_at=now,
@@ -310,8 +314,10 @@ def enrollments_suppressed_end(rows: QuerySet, *, bounce_reason: str, now: datet
                 **{f"{name}_at": Subquery(contact.values(f"{name}_at")[:1])},
                 **columns,
             )
-            for campaign_id, ended_here in Counter(c for _, c in ended).items():
+            for campaign_id, ended_here in Counter(c for _, c, _ in ended).items():
                 count(campaign_id, **{name: ended_here})
+            if name == "unsubscribed":  # a bounce elsewhere is not a bounce of this one
+                hits_add([Hit(name, pk, at) for pk, _, at in ended])
             total += len(ended)
     return total
 

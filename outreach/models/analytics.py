@@ -88,6 +88,15 @@ class AnalyticsHour(models.Model):
         indexes = [
             # The platform's hours for the staff dashboard (account grain).
             models.Index(fields=["grain", "hour"], name="analyticshour_grain_hour_idx"),
+            # A campaign's or a mailbox's deletion finds its rows (tests/foundation's
+            # foreign key rule); an hour's row is made once, its updates are HOT.
+            models.Index(fields=["campaign"], name="analyticshour_campaign_idx"),
+            models.Index(fields=["credential"], name="analyticshour_credential_idx"),
+            # The shard rows beat folds into their hour's shard 0 (outreach.analytics.fold):
+            # the current hour's, and a few late ones.
+            models.Index(
+                fields=["hour"], name="analyticshour_unfolded_idx", condition=models.Q(shard__gt=0)
+            ),
         ]
 
     def __str__(self) -> str:

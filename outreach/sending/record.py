@@ -16,17 +16,13 @@ from django.db.models.functions import Coalesce, Greatest, Now
 from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
+from outreach.analytics import Hit, hits_add
 from outreach.bounce_types import classify
 from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.variants import stored_letter
 from outreach.domain_cap.counts import counts_release
-from outreach.enrollments import (
-    counting,
-    enrollment_sent,
-    enrollments_fail,
-    variant_count,
-)
+from outreach.enrollments import counting, enrollment_sent, enrollments_fail, variant_count
 from outreach.enrollments.branching import Move, decisions_record
 from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
 from outreach.mailboxes.pace import reservation_release
@@ -198,7 +194,7 @@ def _sent_orm(sent: _Sent) -> None:
     claim, campaign = sent.claim, sent.campaign
     credential, outgoing = sent.credential, sent.outgoing
     with transaction.atomic(), counting():
-        Message.objects.create(
+        message = Message.objects.create(
             account_id=campaign.account_id,
             enrollment_id=sent.enrollment.pk,
             credential_id=credential.pk,
@@ -213,6 +209,7 @@ def _sent_orm(sent: _Sent) -> None:
             reply_seen=sent.reply_seen,
         )
         variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
+        hits_add([Hit("sent", sent.enrollment.pk, sent.now, message_id=message.pk)])
         # Intake may have changed the enrollment since the claim (a reply, an
         # unsubscribe): then the message is recorded, the sequence is not moved.
         moved = enrollment_sent(

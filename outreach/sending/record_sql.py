@@ -7,7 +7,8 @@ mailbox, its next_send_earliest_at raised to the send + min_interval_seconds), t
 send count, the period's usage (billing.usage.usage_record_increment) and the
 `enrollment.sent` event with a delivery job per matching enabled webhook
 (webhooks.events.event_emit), and the campaign's `sent` count on a first step
-(outreach.enrollments). Through the ORM that is about a dozen statements and
+(outreach.enrollments), and the hour's analytics counters (outreach.analytics, its last
+write). Through the ORM that is about a dozen statements and
 a BEGIN/COMMIT pair, and about 8 ms of a worker's CPU per message; here it is one
 prepared statement of data-modifying CTEs, in autocommit mode (one statement, one
 transaction, committed with the server's normal durability).
@@ -40,6 +41,7 @@ from django.utils import timezone
 from billing.sql import USAGE_INCREMENT_CTE
 from config.db.counters import counter_shard
 from config.db.prepared import prepared
+from outreach.analytics import SENT_CTE
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.models.sending import Enrollment
 from webhooks.sql import EVENT_EMIT_CTES
@@ -84,7 +86,7 @@ stats AS (
     SELECT %(credential)s, %(campaign)s, 1, 0 WHERE NOT EXISTS (SELECT FROM stats_add)
     ON CONFLICT (credential_id, campaign_id) DO UPDATE SET sends = s.sends + 1
     RETURNING 1
-),{usage}{event}{campaign_stats}{variant_stats}
+),{usage}{event}{campaign_stats}{variant_stats}{analytics}
 verdict AS MATERIALIZED (
     -- Computed in this order, which is the lock order of the same writes through the ORM
     -- and of a bounce (the enrollment, the mailbox, its campaign row, the usage; the
@@ -112,6 +114,7 @@ SQL = prepared(
         ),
     )
     .replace("{variant_stats}", VARIANT_SENT_CTE)
+    .replace("{analytics}", SENT_CTE.replace("{after}", "(SELECT count(*) FROM vstats) >= 0"))
 )
 
 

@@ -11,7 +11,8 @@ registers in its AppConfig.ready (accounts' signup steps: docs/accounts.md).
 Inside outreach the same rule holds between its packages and top-level modules, each
 importing only those below it (docs/architecture.md, "The order inside the app"):
 
-    models < errors < emails < bounce_types < timezones < events < admin_base < api_fields
+    models < errors < emails < bounce_types < timezones < events < analytics < admin_base
+      < api_fields
       < enrollments < domains < blocklist < contacts < mailboxes < domain_cap < approvals
       < campaigns < sending < conversations < approval_decisions < intake
       < metrics < dashboard < admin < urls < management < migrations < apps
@@ -36,6 +37,7 @@ OUTREACH = [
     "bounce_types",
     "timezones",
     "events",
+    "analytics",
     "admin_base",
     "api_fields",
     "enrollments",

@@ -223,7 +223,8 @@ def build_server(
         "outreach",
         version=__version__,
         instructions="Run email outreach campaigns of one account: mailboxes, campaigns, "
-        "contacts, outreach, dispatch, enrollments, stats, usage and webhooks, and the "
+        "contacts, outreach, dispatch, enrollments, stats, analytics over time (get_analytics), "
+        "usage and webhooks, and the "
         "conversations: replies, their labels and threads, and responses; and deliverability: "
         "the blocklist, the per-domain daily cap, the mailboxes' SPF, DKIM and DMARC, click "
         "tracking; sequences that react (branches on opens and clicks: describe_sequence "
@@ -623,6 +624,40 @@ def build_server(
         with contextlib.suppress(RouteNotFound):
             result["steps"] = client.campaigns.stats(campaign_id).steps
         return result
+
+    @tool(
+        READ,
+        "Read counters over time: sent, opened, clicked, replied, positive_replies "
+        "(interested, meeting_booked), bounced {hard, soft, block}, unsubscribed, complaints "
+        "and responses, per day, week (its Monday) or month (its 1st) from from_date to "
+        "to_date (local dates in timezone; default the 30 days to today, at most 365 days), "
+        "every period listed, with totals; for the account, one campaign (and one step of it) "
+        "or one mailbox. Simulated sends count too.",
+    )
+    def get_analytics(
+        from_date: Annotated[str | None, Field(description="First date, YYYY-MM-DD.")] = None,
+        to_date: Annotated[str | None, Field(description="Last date, YYYY-MM-DD.")] = None,
+        interval: Annotated[
+            Literal["day", "week", "month"], Field(description="One row per this.")
+        ] = "day",
+        timezone: Annotated[
+            str, Field(description="IANA time zone the dates are read in, e.g. Europe/Paris.")
+        ] = "UTC",
+        campaign_id: CampaignId | None = None,
+        step_key: Annotated[
+            str | None, Field(description="One step of campaign_id (its key).")
+        ] = None,
+        mailbox_id: MailboxId | None = None,
+    ) -> dict[str, Any]:
+        return client.analytics.get(
+            from_date=from_date,
+            to_date=to_date,
+            interval=interval,
+            timezone=timezone,
+            campaign_id=campaign_id,
+            step_key=step_key,
+            credential_id=mailbox_id,
+        ).raw
 
     @tool(
         READ,

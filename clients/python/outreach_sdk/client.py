@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -769,6 +769,34 @@ class TrackingDomain(_Resource):
         )
 
 
+class Analytics(_Resource):
+    def get(
+        self,
+        *,
+        from_date: date | str | None = None,
+        to_date: date | str | None = None,
+        interval: str | None = None,
+        timezone: str | None = None,
+        campaign_id: str | None = None,
+        credential_id: str | None = None,
+        step_key: str | None = None,
+    ) -> models.Analytics:
+        """Counters over time (`GET /analytics`): from `from_date` to `to_date` (local
+        dates in `timezone`, an IANA name, default UTC; default the 30 days to today, at
+        most 365 days apart), per `interval` (`day`, `week`, `month`), for the account or
+        one campaign (and one of its steps, `step_key`) or one mailbox."""
+        params = {
+            "from": from_date.isoformat() if isinstance(from_date, date) else from_date,
+            "to": to_date.isoformat() if isinstance(to_date, date) else to_date,
+            "interval": interval,
+            "timezone": timezone,
+            "campaign_id": campaign_id,
+            "credential_id": credential_id,
+            "step_key": step_key,
+        }
+        return self._one(models.Analytics, "GET", "/analytics", params=params)
+
+
 class Client:
     """The API of one account, authenticated with one of its API keys.
 
@@ -812,6 +840,7 @@ class Client:
         self.tracking_domain = TrackingDomain(self._transport)
         self.approvals = Approvals(self._transport)
         self.audit_events = AuditEvents(self._transport)
+        self.analytics = Analytics(self._transport)
 
     @property
     def key_prefix(self) -> str | None:

@@ -312,6 +312,54 @@ class CampaignStats(Model):
     steps: list[dict[str, Any]] = field(default_factory=list)
 
 
+_Date = date  # the type of AnalyticsRow.date, a field of that name
+
+
+@dataclass
+class AnalyticsCounts(Model):
+    """What happened in a period (GET /analytics): `bounced` is {hard, soft, block}."""
+
+    sent: int = 0
+    opened: int = 0
+    clicked: int = 0
+    replied: int = 0
+    positive_replies: int = 0
+    bounced: dict[str, int] = field(default_factory=dict)
+    unsubscribed: int = 0
+    complaints: int = 0
+    responses: int = 0
+
+
+@dataclass
+class AnalyticsRow(AnalyticsCounts):
+    """One period of the series: `date` is its first day (a week's Monday, a month's 1st)."""
+
+    date: _Date | None = None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        row = super().from_api(data)
+        if isinstance(row.date, str):
+            row.date = date.fromisoformat(row.date)
+        return row
+
+
+@dataclass
+class Analytics(Model):
+    """Counters over time: every period of the range, zeros included, and their totals."""
+
+    interval: str = "day"
+    timezone: str = "UTC"
+    series: list[AnalyticsRow] = field(default_factory=list)
+    totals: AnalyticsCounts = field(default_factory=AnalyticsCounts)
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Self:
+        analytics = super().from_api(data)
+        analytics.series = [AnalyticsRow.from_api(row) for row in data.get("series", [])]
+        return analytics
+
+
 @dataclass(repr=False)
 class SendingStatus(Model):
     """A dry run of the scheduler for one campaign: which mailbox can send, and what is next.

@@ -1,0 +1,89 @@
+"""The query of `GET /analytics` and the representation of its answer (docs/analytics.md)."""
+
+from rest_framework import serializers
+
+from config.api.serializers import StrictSerializer
+from outreach.analytics.selectors import INTERVALS
+from outreach.models.analytics import COUNTERS
+from outreach.timezones import timezone_valid
+
+# A range longer than this is refused (API.md 21): `to` - `from`, in days.
+MAX_RANGE_DAYS = 365
+
+
+class AnalyticsQuerySerializer(StrictSerializer):
+    """The query string: every parameter optional, any other one refused (422
+    validation_failed naming it), as is a malformed value."""
+
+    # `from` is a Python keyword: the field is declared under its name below.
+    to = serializers.DateField(required=False, input_formats=["iso-8601"])
+    interval = serializers.ChoiceField(choices=INTERVALS, required=False, default="day")
+    timezone = serializers.CharField(required=False, default="UTC", max_length=64)
+    campaign_id = serializers.UUIDField(required=False)
+    credential_id = serializers.UUIDField(required=False)
+    step_key = serializers.CharField(required=False, max_length=40)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.DateField(required=False, input_formats=["iso-8601"])
+        return fields
+
+    def validate_timezone(self, value: str) -> str:
+        if not timezone_valid(value):
+            raise serializers.ValidationError(
+                f"{value[:64]!r} is not an IANA time zone name (e.g. Europe/Paris)."
+            )
+        return value
+
+    def validate(self, attrs):
+        if "step_key" in attrs and "campaign_id" not in attrs:
+            raise serializers.ValidationError({"step_key": ["Needs campaign_id."]})
+        if "credential_id" in attrs and "campaign_id" in attrs:
+            raise serializers.ValidationError(
+                {"credential_id": ["Give campaign_id or credential_id, not both."]}
+            )
+        start, end = attrs.get("from"), attrs.get("to")
+        if start is not None and end is not None:
+            if end < start:
+                raise serializers.ValidationError({"to": ["Must not be before from."]})
+            if (end - start).days > MAX_RANGE_DAYS:
+                raise serializers.ValidationError(
+                    {"to": [f"At most {MAX_RANGE_DAYS} days after from."]}
+                )
+        return attrs
+
+
+class BouncedSerializer(StrictSerializer):
+    hard = serializers.IntegerField()
+    soft = serializers.IntegerField()
+    block = serializers.IntegerField()
+
+
+class _Counts(StrictSerializer):
+    sent = serializers.IntegerField()
+    opened = serializers.IntegerField()
+    clicked = serializers.IntegerField()
+    replied = serializers.IntegerField()
+    positive_replies = serializers.IntegerField()
+    bounced = BouncedSerializer()
+    unsubscribed = serializers.IntegerField()
+    complaints = serializers.IntegerField()
+    responses = serializers.IntegerField()
+
+
+class AnalyticsRowSerializer(_Counts):
+    date = serializers.DateField()
+
+
+class AnalyticsSerializer(StrictSerializer):
+    interval = serializers.ChoiceField(choices=INTERVALS)
+    timezone = serializers.CharField()
+    series = AnalyticsRowSerializer(many=True)
+    totals = _Counts()
+
+
+def counts_shown(row: dict) -> dict:
+    """A row of counters as the API shows it: the bounces nested by type."""
+    shown = {name: row[name] for name in COUNTERS if not name.startswith("bounced_")}
+    shown["bounced"] = {kind: row[f"bounced_{kind}"] for kind in ("hard", "soft", "block")}
+    return {name: shown[name] for name in _Counts._declared_fields}
