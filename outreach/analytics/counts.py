@@ -144,10 +144,11 @@ class Hit:
     n: int = 1
 
 
-def bounce_counter(reason: str) -> str:
-    """The counter of a bounce: bounced_hard, bounced_soft or bounced_block, read from
-    the bounce's reason (outreach.bounce_types). The one place a bounce is typed here."""
-    return f"bounced_{classify(code=None, text=reason).type}"
+def bounce_counter(bounce_type: str | None, reason: str) -> str:
+    """The counter of a bounce: bounced_hard, bounced_soft or bounced_block, by the type
+    stored with it (outreach.bounce_types), or read from its reason for a bounce kept
+    before types were (its type null)."""
+    return f"bounced_{bounce_type or classify(code=None, text=reason).type}"
 
 
 _local = threading.local()

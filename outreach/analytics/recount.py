@@ -4,8 +4,8 @@ counters were kept on write, and to repair them.
 
 Each counter is recounted from what keeps it: sent, opened, clicked from the messages
 (sent_at, opened_at, clicked_at); replied, unsubscribed and the bounces from the
-enrollments (replied_at, unsubscribed_at, bounced_at and the bounce's reason, typed by
-`bounce_counter`); positive replies from the replies labelled so (at their
+enrollments (replied_at, unsubscribed_at, bounced_at and the bounce's stored type, or its
+reason for one kept before types were: `bounce_counter`); positive replies from the replies labelled so (at their
 received_at); responses from the responses sent. Each is attributed as on write
 (outreach.analytics.counts.HITS_SOURCE). Complaints are kept as counted: nothing else
 records one.
@@ -87,7 +87,8 @@ def analytics_recount(*, account_id, skip_bounce_reasons: tuple[str, ...] = ()) 
 def _bounces_recount(cursor, account_id, skip: tuple[str, ...]) -> None:
     with connection.chunked_cursor() as rows:
         rows.execute(
-            """SELECT e.id, e.bounced_at, e.bounce_reason FROM outreach_enrollment AS e
+            """SELECT e.id, e.bounced_at, e.bounce_reason, e.bounce_type
+            FROM outreach_enrollment AS e
             JOIN outreach_campaign AS k ON k.id = e.campaign_id
             WHERE k.account_id = %s AND e.bounced_at IS NOT NULL
                 AND NOT (e.bounce_reason = ANY(%s))""",
@@ -100,7 +101,7 @@ def _bounces_recount(cursor, account_id, skip: tuple[str, ...]) -> None:
                     "enrollments": [row[0] for row in batch],
                     "messages": [None] * len(batch),
                     "ats": [row[1] for row in batch],
-                    "counters": [bounce_counter(row[2] or "") for row in batch],
+                    "counters": [bounce_counter(row[3], row[2] or "") for row in batch],
                     "ns": [1] * len(batch),
                     "shard": counter_shard(),
                 },

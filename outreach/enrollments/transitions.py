@@ -227,7 +227,7 @@ def enrollment_bounce(
         return None
     enrollment = Enrollment.objects.select_related("contact", "campaign").get(pk=enrollment_id)
     answer_count(enrollment, "bounced")
-    hits_add([Hit(bounce_counter(reason), enrollment_id, at)])
+    hits_add([Hit(bounce_counter(bounce_type, reason), enrollment_id, at)])
     return enrollment
 
 

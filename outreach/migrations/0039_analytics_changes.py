@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("accounts", "0008_recipient_domain_cap_default"),
-        ("outreach", "0035_analytics_hours"),
+        ("outreach", "0038_approvals"),
     ]
 
     operations = [

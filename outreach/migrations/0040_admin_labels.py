@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("outreach", "0038_approvals"),
+        ("outreach", "0039_analytics_changes"),
     ]
 
     operations = [
