@@ -31,6 +31,7 @@ PUBLIC = "public"
 
 # Operations whose role is their method's: GET reader, POST/PATCH/PUT/DELETE drafter.
 BY_METHOD = [
+    "GET /analytics",
     "GET /api_keys",
     "GET /approvals",
     "GET /approvals/{id}",

@@ -138,26 +138,16 @@ def enrollment_mark_bounced(
             )
         credential_id = credential.pk if credential is not None else row.credential_id
         if credential_id is not None:
-            SmtpCredential.objects.filter(pk=credential_id).update(
-                bounced_count=F("bounced_count") + 1
-            )
-            stats_increment(
+            _mailbox_count(
+                row,
                 credential_id=credential_id,
-                campaign_id=row.campaign_id,
-                sends=1 if rejected_at_send else 0,
-                bounces=1,
-            )
-        enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
-        if credential_id is not None:
-            _protect(credential_id=credential_id, campaign=row.campaign, at=at)
-            # A `block` bounce is a strike toward the recipient's provider.
-            strike_from_reply(
-                credential_id=credential_id,
-                email=row.contact.email_lower,
-                code=None,
-                text=reason,
+                rejected_at_send=rejected_at_send,
+                klass=klass,
+                reason=reason,
                 at=at,
             )
+        else:
+            enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
         # The bounce may have ended the campaign's last active enrollment.
         campaigns_complete_if_done(campaign_ids=[row.campaign_id], at=at)
     for name in (
@@ -170,6 +160,36 @@ def enrollment_mark_bounced(
     ):
         setattr(enrollment, name, getattr(row, name))
     return True
+
+
+def _mailbox_count(
+    row: Enrollment,
+    *,
+    credential_id,
+    rejected_at_send: bool,
+    klass: BounceClass,
+    reason: str,
+    at: datetime,
+) -> None:
+    """Steps 3, 4 and 7 for the mailbox that sent the bounced message: counted, the
+    event, its bounce rate checked, and a `block` a strike toward the provider."""
+    SmtpCredential.objects.filter(pk=credential_id).update(bounced_count=F("bounced_count") + 1)
+    stats_increment(
+        credential_id=credential_id,
+        campaign_id=row.campaign_id,
+        sends=1 if rejected_at_send else 0,
+        bounces=1,
+    )
+    enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
+    _protect(credential_id=credential_id, campaign=row.campaign, at=at)
+    strike_from_reply(
+        credential_id=credential_id,
+        email=row.contact.email_lower,
+        code=None,
+        text=reason,
+        at=at,
+        klass=klass,
+    )
 
 
 def _protect(*, credential_id, campaign: Campaign, at: datetime) -> None:

@@ -44,7 +44,11 @@ DETAIL_MAX_CHARS = 1000
 
 def strike_reason(*, code: int | None, text: str) -> str | None:
     """What a refusal counts as for the breaker: `blocks`, `rate_limited`, or None."""
-    klass = classify(code=code, text=text)
+    return klass_strike(classify(code=code, text=text))
+
+
+def klass_strike(klass: BounceClass) -> str | None:
+    """What a classified refusal counts as for the breaker (strike_reason)."""
     if klass.type == BLOCK:
         return ThrottleReason.BLOCKS.value
     if klass.rate_limited:
@@ -53,11 +57,20 @@ def strike_reason(*, code: int | None, text: str) -> str | None:
 
 
 def strike_from_reply(
-    *, credential_id, email: str, code: int | None, text: str, at: datetime
+    *,
+    credential_id,
+    email: str,
+    code: int | None,
+    text: str,
+    at: datetime,
+    klass: BounceClass | None = None,
 ) -> ProviderPause | None:
     """A refusal of a message from the mailbox to `email`: a strike when it is one (see
-    the module docstring). Returns the pause it started, if any."""
-    reason = strike_reason(code=code, text=text)
+    the module docstring). `klass`: the refusal's class when its reader has it (a
+    bounce's, typed by its source), else `code` and `text` are classified. Returns the
+    pause it started, if any."""
+    klass = klass or classify(code=code, text=text)
+    reason = klass_strike(klass)
     if reason is None or credential_id is None:
         return None
     provider = recipient_provider(recipient_domain(email))

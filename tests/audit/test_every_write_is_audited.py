@@ -127,6 +127,21 @@ def _respond(account):
     return f"/replies/{reply.pk}/respond", {"body_text": "Thanks!"}, "reply.respond", reply.pk
 
 
+def _approval(account, verb, body=None):
+    """A drafter's pending dispatch of one contact, decided by the test's admin key."""
+    from outreach.approvals.services import approval_request
+
+    drafter = api_key_create(account=account, role="drafter").api_key
+    enrollment = EnrollmentFactory(campaign=CampaignFactory(account=account))
+    approval = approval_request(
+        api_key=drafter,
+        action="dispatch",
+        campaign_id=enrollment.campaign_id,
+        contact_ids=[enrollment.contact_id],
+    )
+    return f"/approvals/{approval.pk}/{verb}", body, f"approval.{verb}", approval.pk
+
+
 def _credential(account, tail="", action="smtp_credential.update", body=None):
     credential = CredentialFactory(account=account)
     return f"/smtp_credentials/{credential.pk}{tail}", body, action, credential.pk
@@ -207,6 +222,8 @@ OPERATIONS = {
         "outreach.create",
         "new",
     ),
+    "POST /approvals/{id}/approve": lambda a: _approval(a, "approve"),
+    "POST /approvals/{id}/reject": lambda a: _approval(a, "reject", {"reason": "Not now"}),
     "PATCH /replies/{id}": _reply_update,
     "POST /replies/{reply_id}/respond": _respond,
     "PATCH /sending_defaults": lambda a: (
