@@ -11,6 +11,7 @@ description unnoticed. `example_data` is the `data` of a test delivery
 from typing import Any
 
 from webhooks.approval_events import approval_event_types
+from webhooks.catalog_bounces import BOUNCE_EXAMPLE, BOUNCE_PROPERTIES
 from webhooks.models import (
     CAMPAIGN_PAUSED,
     CREDENTIAL_DISABLED,
@@ -270,32 +271,9 @@ EVENT_CATALOG: dict[str, EventType] = {
         ),
         EventType(
             ENROLLMENT_BOUNCED,
-            "A permanent SMTP error, a relay provider bounce, or a bounce report in the "
-            "mailbox. Only a `hard` bounce suppresses the contact.",
-            _object(
-                {
-                    **_ENROLLMENT_STATE["properties"],
-                    "bounce_type": {
-                        "type": ["string", "null"],
-                        "enum": ["hard", "soft", "block", None],
-                        "description": "hard: the address will never accept (the contact "
-                        "is suppressed); soft: it cannot take this message now; block: the "
-                        "sender was refused, not the address (docs/sending.md, "
-                        '"Bounce types").',
-                    },
-                    "bounce_category": {
-                        "type": ["string", "null"],
-                        "description": "Why, from the published list (docs/sending.md, "
-                        '"Bounce types"), e.g. user_unknown, mailbox_full, blocked.',
-                    },
-                }
-            ),
-            _enrollment_example(
-                "bounced",
-                bounce_reason="550 5.1.1 mailbox unavailable",
-                bounce_type="hard",
-                bounce_category="user_unknown",
-            ),
+            "A permanent SMTP error, a relay provider bounce, or a bounce report in the mailbox.",
+            _object({**_ENROLLMENT_STATE["properties"], **BOUNCE_PROPERTIES}),
+            _enrollment_example("bounced", **BOUNCE_EXAMPLE),
         ),
         EventType(
             ENROLLMENT_UNSUBSCRIBED,

@@ -92,11 +92,12 @@ def enrollment_mark_bounced(
     rejected_at_send: bool = False,
     bounce_class: BounceClass | None = None,
 ) -> bool:
+    # Long: the one bounce rule, its steps in one transaction (module docstring).
     """Record a permanent bounce of `enrollment` (see the module docstring for the rules).
 
     `bounce_class`: what the bounce meant, as its source read it (a report's status and
     diagnostic, an SMTP reply's code and words, a provider's event type); by default the
-    reason's words are classified.
+    reason's words are classified (an SMTP reply's text begins with its code).
 
     `credential`: the mailbox that sent the bounced message (intake: the Message's
     credential); defaults to the enrollment's thread mailbox. `rejected_at_send`: the

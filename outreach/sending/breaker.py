@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from outreach.bounce_types import BLOCK, classify
+from outreach.bounce_types import BLOCK, BounceClass, classify
 from outreach.domains.providers import recipient_domain, recipient_provider
 from outreach.events import credential_throttled_emit
 from outreach.models.mailboxes import SmtpCredential

@@ -17,7 +17,6 @@ from billing.periods import period_bounds
 from billing.usage import usage_record_increment
 from config.retry import schedule_delay
 from outreach.analytics import Hit, hits_add
-from outreach.bounce_types import classify
 from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.variants import stored_letter
@@ -266,7 +265,6 @@ def bounce_record(
             at=now,
             credential=credential,
             rejected_at_send=True,
-            bounce_class=classify(code=attempt.code, text=attempt.text),
         )
 
 

@@ -104,6 +104,7 @@ STAFF_MAY = {
     "outreach.SenderDomainCheck": (False, True, True),
     "outreach.SmtpCredential": (False, True, True),
     "outreach.Suppression": (False, True, True),
+    "outreach.UnmatchedReport": (False, False, True),
     "plans.Plan": (True, True, True),
     "webhooks.DeliveryJob": (False, False, False),
     "webhooks.Webhook": (False, False, False),

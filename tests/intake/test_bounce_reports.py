@@ -176,3 +176,33 @@ def test_a_person_writing_about_an_undeliverable_message_is_a_reply(thread):
     mailbox.append(raw)
     assert [o.kind for o in poll(credential).outcomes] == ["replied"]
     assert _contact(enrollment).bounced_at is None
+
+
+def test_the_same_report_twice_bounces_once_and_emits_once(thread):
+    enrollment, credential, mailbox = thread
+    raw = delivery_report(
+        to=credential.from_email,
+        original_message_id=first_message(enrollment).message_id,
+        recipient=enrollment.contact.email,
+        status="5.2.2",
+        diagnostic="smtp; 552 5.2.2 Mailbox full",
+    )
+    mailbox.append(raw)
+    mailbox.append(raw)
+    assert [o.kind for o in poll(credential).outcomes] == ["bounced", "ignored"]
+    assert len(events("enrollment.bounced")) == 1
+    credential.refresh_from_db()
+    assert credential.bounced_count == 1
+
+
+def test_a_forged_report_read_twice_is_kept_once(thread):
+    enrollment, credential, mailbox = thread
+    raw = delivery_report(
+        to=credential.from_email,
+        original_message_id="never-sent-by-us@sender.example",
+        recipient=enrollment.contact.email,
+    )
+    mailbox.append(raw)
+    mailbox.append(raw)
+    assert [o.kind for o in poll(credential).outcomes] == ["unmatched", "unmatched"]
+    assert UnmatchedReport.objects.count() == 1
