@@ -130,15 +130,7 @@ def enrollment_mark_bounced(
             )
         enrollment_emit(enrollment=row, event_type=ENROLLMENT_BOUNCED)
         if credential_id is not None:
-            _protect(credential_id=credential_id, campaign=row.campaign, at=at)
-            # A `block` bounce is a strike toward the recipient's provider.
-            strike_from_reply(
-                credential_id=credential_id,
-                email=row.contact.email_lower,
-                code=None,
-                text=reason,
-                at=at,
-            )
+            _protect(credential_id=credential_id, row=row, reason=reason, at=at)
         # The bounce may have ended the campaign's last active enrollment.
         campaigns_complete_if_done(campaign_ids=[row.campaign_id], at=at)
     for name in ("status", "bounced_at", "bounce_reason", "next_send_at"):
@@ -146,9 +138,14 @@ def enrollment_mark_bounced(
     return True
 
 
-def _protect(*, credential_id, campaign: Campaign, at: datetime) -> None:
-    """Steps 4 and 5: disable the credential over the threshold, pause what it leaves
-    without a mailbox. Runs inside the bounce's transaction."""
+def _protect(*, credential_id, row: Enrollment, reason: str, at: datetime) -> None:
+    """Steps 7, 4 and 5: a `block` bounce's strike toward the recipient's provider;
+    disable the credential over the threshold, pause what it leaves without a mailbox.
+    Runs inside the bounce's transaction."""
+    strike_from_reply(
+        credential_id=credential_id, email=row.contact.email_lower, code=None, text=reason, at=at
+    )
+    campaign = row.campaign
     stats = CredentialCampaignStats.objects.get(credential_id=credential_id, campaign=campaign)
     if stats.sends < BOUNCE_RATE_MIN_SENDS:
         return
