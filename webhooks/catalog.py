@@ -8,6 +8,8 @@ description unnoticed. `example_data` is the `data` of a test delivery
 (POST /webhooks/:id/test), valid against the same schema.
 """
 
+# Long: one table of every event type with its schema and example, read as a whole.
+
 from typing import Any
 
 from webhooks.approval_events import approval_event_types

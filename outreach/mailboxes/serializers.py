@@ -11,13 +11,17 @@ from config.api.serializers import StrictModelSerializer, StrictSerializer
 from config.outbound import host_normalize, host_refusal
 from outreach.api_fields import BlankAsNullChoiceField, email_value_validate
 from outreach.mailboxes.pace import pace_errors
+from outreach.mailboxes.reputation_fields import (
+    RESUME_ONLY,
+    ProviderPauseSerializer,
+    RampUpSerializer,
+)
 from outreach.models.mailboxes import (
     MAX_INTERVAL_SECONDS,
     OAuthAuthorization,
     Security,
     SmtpCredential,
 )
-from outreach.models.reputation import RecipientProvider, ThrottleReason
 
 DEFAULT_PORTS = {"smtp": {"starttls": 587, "ssl": 465, "none": 25}, "imap": {"ssl": 993}}
 
@@ -94,38 +98,6 @@ _SHOWN_AFTER = {
     "max_interval_seconds": ("next_send_earliest_at",),
     "relay_signing_key": ("relay_signing_key_set", "relay_webhook_url"),
 }
-
-
-class RampUpSerializer(StrictSerializer):
-    start_per_day = serializers.IntegerField(
-        min_value=1, help_text="The daily limit on the day of its first send."
-    )
-    increase_per_day = serializers.IntegerField(
-        min_value=1, help_text="Added to it for each UTC day after that one."
-    )
-
-    def validate(self, attrs):
-        # Both, even inside a PATCH (whose partial reaches nested serializers): a ramp is
-        # replaced whole, never half-written.
-        missing = {
-            str(name): ["This field is required."] for name in self.fields if name not in attrs
-        }
-        if missing:
-            raise serializers.ValidationError(missing)
-        return attrs
-
-
-RESUME_ONLY = (
-    "Only null: PATCH {paused_at: null} resumes a mailbox the complaint guard paused "
-    "(disabled_at disables one by hand)."
-)
-
-
-class ProviderPauseSerializer(StrictSerializer):
-    provider = serializers.ChoiceField(choices=RecipientProvider.choices)
-    until = TimestampField()
-    reason = serializers.ChoiceField(choices=ThrottleReason.choices)
-    detail = serializers.CharField(help_text="The server's words on the strike that paused it.")
 
 
 class CredentialSerializer(StrictModelSerializer):
