@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
+from outreach.bounce_types import SOFT, BounceClass
 from outreach.enrollments import enrollments_fail
 from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending.attempts import AttemptOutcome, Outcome, attempt_finish
@@ -54,6 +55,9 @@ def temporary_record(
                 at=now,
                 credential=claim.credential,
                 rejected_at_send=True,
+                # `expired` whatever the last refusal's words said (a full mailbox, a
+                # rate limit): the series ended, the address was never refused for good.
+                bounce_class=BounceClass(SOFT, "expired"),
             )
             return None
         if attempts >= settings.SENDING_MAX_ATTEMPTS:
