@@ -16,6 +16,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from accounts.models import ApiKey
 from accounts.services import api_key_create
+from outreach.approvals.services import approval_request
+from outreach.models.approvals import Approval
 from outreach.models.blocklist import BlocklistEntry
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact, ContactImport
@@ -43,7 +45,15 @@ OWNED = {
     BlocklistEntry: lambda account: BlocklistEntry.objects.create(
         account=account, value="owned.example", kind=BlocklistEntry.Kind.DOMAIN
     ),
+    Approval: lambda account: _pending_approval(account),
 }
+
+
+def _pending_approval(account) -> Approval:
+    """A drafter's held dispatch of one of the account's campaigns."""
+    drafter = api_key_create(account=account, label="drafter", role="drafter").api_key
+    campaign = CampaignFactory(account=account)
+    return approval_request(api_key=drafter, action="dispatch", campaign_id=campaign.pk)
 
 BODIES = {"post": {}, "patch": {"name": "changed", "label": "changed"}, "put": {}}
 
