@@ -1,5 +1,6 @@
 """The query of `GET /analytics` and the representation of its answer (docs/analytics.md)."""
 
+from django.http import QueryDict
 from rest_framework import serializers
 
 from config.api.serializers import StrictSerializer
@@ -27,6 +28,13 @@ class AnalyticsQuerySerializer(StrictSerializer):
         fields = super().get_fields()
         fields["from"] = serializers.DateField(required=False, input_formats=["iso-8601"])
         return fields
+
+    def to_internal_value(self, data):
+        # Each parameter's value as given: DRF reads an empty value of a query string
+        # (`?to=`) as an absent parameter; here it is a malformed one, refused.
+        if isinstance(data, QueryDict):
+            data = {name: data.get(name) for name in data}
+        return super().to_internal_value(data)
 
     def validate_timezone(self, value: str) -> str:
         if not timezone_valid(value):

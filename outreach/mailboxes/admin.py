@@ -29,13 +29,13 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     # Health first: a narrow window still shows which mailboxes are disabled or failing.
     # Then its numbers (opened and replied in the list's one query:
     # credentials_with_answers); its settings are on its page. Fits 1280 px: the account
-    # is under the address, long addresses are cut.
+    # is under the address, long addresses are cut, why it is disabled or paused is one
+    # column.
     list_display = (
         "from_shown",
         "disabled_at",
         "last_error_at",
-        "disabled_reason",
-        "paused_reason",
+        "stopped_because",
         "bounce_rate",
         "sent",
         "opened_total",
@@ -109,6 +109,16 @@ class SmtpCredentialAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     def from_shown(self, obj):
         """The address, its account's under it: one column less at 1280 px."""
         return format_html("{}<br><small>{}</small>", _cut(obj.from_email), _cut(obj.account.email))
+
+    @admin.display(description="Stop reason", ordering="disabled_reason")
+    def stopped_because(self, obj):
+        """Why the mailbox gets no claim: its disabled reason, else its pause's (the
+        complaint guard; docs/deliverability.md)."""
+        if obj.disabled_reason:
+            return obj.get_disabled_reason_display()
+        if obj.paused_reason:
+            return f"paused: {obj.get_paused_reason_display()}"
+        return "-"
 
     @admin.display(description="Sent", ordering="sent_count")
     def sent(self, obj):

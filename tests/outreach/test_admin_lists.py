@@ -105,3 +105,19 @@ def test_the_mailbox_list_reads_the_same_queries_for_1_or_10_mailboxes(
     with django_assert_num_queries(len(one.captured_queries)):
         page = admin_client.get(MAILBOXES, {"o": "-7"}).content.decode()  # by opened
     assert _cells(page, "opened_total")[:2] == ["20", "18"]
+
+
+def test_the_mailbox_list_says_why_a_mailbox_is_disabled_or_paused(admin_client):
+    disabled, paused = _mailbox(1), _mailbox(2)
+    _mailbox(3)  # sending
+    SmtpCredential.objects.filter(pk=disabled.pk).update(
+        disabled_at=hours_ago(1), disabled_reason=SmtpCredential.DisabledReason.MANUAL
+    )
+    SmtpCredential.objects.filter(pk=paused.pk).update(
+        paused_at=hours_ago(1), paused_reason=SmtpCredential.PausedReason.COMPLAINT_RATE
+    )
+
+    page = admin_client.get(MAILBOXES, {"o": "-7"}).content.decode()  # by opened
+
+    assert _cells(page, "stopped_because") == ["-", "paused: Complaint Rate", "Manual"]
+    assert _cells(page, "opened_total") == ["6", "4", "2"]

@@ -50,8 +50,10 @@ rows.update(paused_reason="")
 SQL = "UPDATE outreach_campaign SET status = 'active'"
 rows.filter(status=Campaign.Status.ACTIVE)  # a read
 enrollment.status = Enrollment.Status.SENT  # not a campaign
+SmtpCredential.objects.filter(pk=pk).update(paused_reason="")  # a mailbox's pause
+Campaign.objects.filter(pk=pk).update(paused_reason="")
 """
-    assert SCAN.lines(source) == [2, 3, 4, 5, 6, 7]
+    assert SCAN.lines(source) == [2, 3, 4, 5, 6, 7, 11]
 
 
 def test_the_owner_is_where_the_scan_finds_the_writes():

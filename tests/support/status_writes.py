@@ -13,7 +13,8 @@ WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_create"
 class StatusScan:
     """What a write of `model`'s status looks like: one of `fields` given a value named
     `model.<enum>.X` (an enum of `enums`), a keyword of `any_value` passed to a write
-    whatever its value, or SQL that updates `table`."""
+    whatever its value (unless through another model class's manager), or SQL that
+    updates `table`."""
 
     model: str
     table: str
@@ -30,9 +31,17 @@ class StatusScan:
             and node.value.value.id == self.model
         )
 
+    def _another_models(self, node: ast.Call) -> bool:
+        """A write through another model class's manager (`SmtpCredential.objects...
+        .update(paused_reason=...)`): that model's field of the same name, not this one's."""
+        root = node.func
+        while isinstance(root, ast.Attribute | ast.Call):
+            root = root.value if isinstance(root, ast.Attribute) else root.func
+        return isinstance(root, ast.Name) and root.id[:1].isupper() and root.id != self.model
+
     def _call_writes(self, node: ast.Call) -> bool:
         name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-        if name not in WRITES and name != self.model:
+        if name not in WRITES and name != self.model or self._another_models(node):
             return False
         return any(
             keyword.arg in self.any_value
