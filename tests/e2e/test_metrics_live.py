@@ -69,6 +69,9 @@ def test_counters_move_by_exactly_what_the_stack_did(
         )
     )
     try:
+        # The workers' first answer includes their start (Django and every app imported, on
+        # a loaded machine well over 10 s): not under the scrape's timeout.
+        requests.get(f"{url}/health", timeout=120)
         before = _scrape(url)
         celery_worker(beat=True, env={**WORKER_ENV, **shared, "SENDING_RETRY_SCHEDULE": "1,1,1,1"})
         response = requests.post(

@@ -3,6 +3,7 @@ test_credentials.py): what the engine recorded between the request's read of the
 its write stays (config.db.rows.row_change)."""
 
 import re
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -172,6 +173,15 @@ def test_a_staff_edit_keeps_what_was_recorded_since_the_page_read_the_row(
     assert {field: getattr(row, field) for field in changed} == changed
 
 
+def _delete_elsewhere(model, pk) -> None:
+    """The DELETE of another request: its own connection (its thread's), committed."""
+    try:
+        model.objects.filter(pk=pk).delete()
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("path", "model", "code", "body"),
     [
@@ -185,7 +195,9 @@ def test_a_row_deleted_meanwhile_is_not_found_and_not_inserted_again(
 ):
     """The DELETE of another request lands between the PATCH's read and its write: the
     PATCH answers the resource's 404 (a save of the row it read would have inserted it
-    again)."""
+    again). The DELETE commits on a connection of its own, as another request's would:
+    made on the PATCH's connection, it would be rolled back with the PATCH's transaction
+    (config.api.audit) and prove nothing."""
     if model is Contact:
         row = ContactFactory(account=account)
     elif model is Campaign:
@@ -197,7 +209,10 @@ def test_a_row_deleted_meanwhile_is_not_found_and_not_inserted_again(
 
     def read_then_deleted(self):
         obj = read(self)
-        model.objects.filter(pk=obj.pk).delete()
+        other_request = threading.Thread(target=_delete_elsewhere, args=(model, obj.pk))
+        other_request.start()
+        other_request.join(30)
+        assert not other_request.is_alive()
         return obj
 
     monkeypatch.setattr(viewset, "get_object", read_then_deleted)
