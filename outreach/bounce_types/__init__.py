@@ -91,6 +91,10 @@ def classify(*, code: int | None, text: str) -> BounceClass:
         or UNDEFINED
     )
     if _temporary(code, status, words):
-        rate = bool(status and status.startswith("4.7.")) or category in ("rate_limited", "blocked")
+        # Greylisting's 451 4.7.1 is the first answer every new sender gets, not a
+        # verdict on this one: not a strike for the circuit breaker.
+        rate = category != "greylisted" and (
+            bool(status and status.startswith("4.7.")) or category in ("rate_limited", "blocked")
+        )
         return BounceClass(SOFT, category, rate_limited=rate)
     return BounceClass(type_of(category), category)

@@ -25,6 +25,7 @@ CATEGORIES: dict[str, tuple[str, str]] = {
     "network_error": (SOFT, "no connection or a routing loop to the recipient's server"),
     "system_error": (SOFT, "the recipient's server failed or is misconfigured"),
     "syntax_error": (SOFT, "an SMTP protocol error between the two servers"),
+    "greylisted": (SOFT, "a greylisting server asks a new sender to try again later"),
     # The sender was refused, not the address.
     "blocked": (BLOCK, "the sending IP or host is blocked (blocklist, reputation, rDNS)"),
     "rejected": (BLOCK, "the envelope sender (MAIL FROM) or its domain is refused"),

@@ -43,6 +43,8 @@ _RULES: list[tuple[str, str]] = [
         r" (?:rejected|refused)|blocked senders|administrative prohibition|sender was not|mail sending denied"
         r"|sender (?:address )?verification|return path|rejected by header-based manually",
     ),
+    # Greylisting: a first-time sender asked to come back (a retry, not a rate limit).
+    ("greylisted", r"gr[ae]y-?list"),
     (
         "rate_limited",
         r"too many (?:connections|messages|recipients|concurrent|sessions|mails)|rate limit"

@@ -55,6 +55,7 @@ def _pending_approval(account) -> Approval:
     campaign = CampaignFactory(account=account)
     return approval_request(api_key=drafter, action="dispatch", campaign_id=campaign.pk)
 
+
 BODIES = {"post": {}, "patch": {"name": "changed", "label": "changed"}, "put": {}}
 
 

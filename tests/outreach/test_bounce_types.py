@@ -213,3 +213,24 @@ def test_the_api_shows_the_bounce_type(api_client, account):
     assert response.status_code == 200
     [row] = response.json()
     assert (row["bounce_type"], row["bounce_category"]) == ("hard", "user_unknown")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "451 4.7.1 <ada@example.org>: Recipient address rejected: Greylisted, try again later",
+        "451 4.7.1 Please try again later (greylisting in action)",
+        "450 4.2.0 Recipient address rejected: Graylisted, see http://postgrey.schweikert.ch/",
+    ],
+)
+def test_greylisting_is_retried_and_never_a_breaker_strike(reply):
+    from outreach.sending.breaker import strike_reason
+
+    klass = classify(code=None, text=reply)
+    assert (klass.type, klass.category, klass.rate_limited) == ("soft", "greylisted", False)
+    assert strike_reason(code=int(reply[:3]), text=reply) is None
+    # A 4.7.x that is not greylisting still counts.
+    assert (
+        strike_reason(code=421, text="421 4.7.28 unusual rate of unsolicited mail")
+        == "rate_limited"
+    )
