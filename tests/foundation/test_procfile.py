@@ -23,12 +23,14 @@ STOPPABLE = {
 
 
 class Runner:
-    def __init__(self, directory: Path, processes: dict[str, str], wrapper: list[str]):
+    def __init__(
+        self, directory: Path, processes: dict[str, str], wrapper: list[str], env: dict[str, str]
+    ):
         procfile = directory / "Procfile"
         procfile.write_text("".join(f"{name}: {line}\n" for name, line in processes.items()))
         self.names = list(processes)
         self.log_path = directory / "runner.log"
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics")}
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics"), **env}
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 wrapper
@@ -64,8 +66,12 @@ class Runner:
 def runner(tmp_path):
     started: list[Runner] = []
 
-    def start(processes: dict[str, str], wrapper: list[str] | None = None) -> Runner:
-        started.append(Runner(tmp_path, processes, wrapper or []))
+    def start(
+        processes: dict[str, str],
+        wrapper: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Runner:
+        started.append(Runner(tmp_path, processes, wrapper or [], env or {}))
         started[-1].wait_for("ready")
         for name in processes:
             started[-1].wait_for(f"{name}.1 started (pid=")
@@ -112,8 +118,12 @@ def test_a_process_that_fails_when_asked_to_stop_says_its_rc(runner):
 def test_ctrl_c_under_make_runs_wrapper_with_database_url_set_is_a_clean_stop(runner):
     # make run starts the runner under config.embedded_db, which with DATABASE_URL set
     # only runs it: Ctrl-C reaches both; the wrapper waits for the runner's clean stop.
-    assert os.environ.get("DATABASE_URL")
-    run = runner(STOPPABLE, wrapper=[sys.executable, "-m", "config.embedded_db", "run", "--"])
+    # (Set here: the test command with nothing configured has no DATABASE_URL of its own.)
+    run = runner(
+        STOPPABLE,
+        wrapper=[sys.executable, "-m", "config.embedded_db", "run", "--"],
+        env={"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/unused"},
+    )
     os.killpg(run.process.pid, signal.SIGINT)
     assert run.process.wait(timeout=30) == 0, run.log
     assert _stopped_lines(run.log) == {name: "stopped (rc=0)" for name in STOPPABLE}
