@@ -26,12 +26,14 @@ def row_change(
     """Apply `change` to the row of `instance` as it is now, under its lock (FOR NO KEY
     UPDATE: rows that only reference it are not held up), and write the columns it
     changed, with the model's auto_now columns. Returns the fresh copy; inside the
-    caller's transaction if there is one. A row deleted since it was read raises
-    `missing()` (an API's not-found error), else ObjectDoesNotExist: a save would
-    have inserted it again."""
+    caller's transaction if there is one, without a savepoint of its own: an error fails
+    the caller's transaction whole (no caller goes on after a failed change, and a
+    savepoint would cost every change two more round trips). A row deleted since it was
+    read raises `missing()` (an API's not-found error), else ObjectDoesNotExist: a save
+    would have inserted it again."""
     model = type(instance)
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         current = model._base_manager.select_for_update(no_key=True).filter(pk=instance.pk).first()
         if current is None:
             if missing is not None:

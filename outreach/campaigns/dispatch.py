@@ -96,9 +96,11 @@ def campaign_dispatch(
     enrollments stay pending and are not counted; those the account's blocklist names
     are stopped (`blocked`). The dispatched are counted against `api_key`'s daily send
     limit, in the same transaction: past it, nothing is dispatched
-    (KeySendLimitReached). Returns the number dispatched."""
+    (KeySendLimitReached). Returns the number dispatched. In the caller's transaction
+    without a savepoint: a refusal fails it whole (an approval's run, which records
+    a refusal and goes on, opens its own savepoint)."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         campaign, first_step = _dispatch_lock(campaign)
         _blocked_stop(campaign, contact_ids, now)
         pending = Enrollment.objects.filter(

@@ -105,7 +105,9 @@ def campaign_create(*, account: Account, data: dict[str, Any]) -> Campaign:
     return campaign
 
 
-@transaction.atomic
+# In the caller's transaction without a savepoint (the API's write request opens one):
+# a failed change fails it whole, as nothing goes on after it.
+@transaction.atomic(savepoint=False)
 def campaign_update(*, campaign: Campaign, data: dict[str, Any]) -> Campaign:
     # On the row as it is now (config.db.rows): a completion or an automatic pause the
     # engine recorded since the request read it stays.
