@@ -175,7 +175,7 @@ def main() -> None:
         head = statistics.median(r[endpoint] for r in figures["head"])
         base = statistics.median(r[endpoint] for r in figures["base"])
         paired = statistics.median(
-            h[endpoint] / b[endpoint] for h, b in zip(figures["head"], figures["base"])
+            h[endpoint] / b[endpoint] for h, b in zip(figures["head"], figures["base"], strict=True)
         )
         ok = ok and paired <= GOAL
         print(
