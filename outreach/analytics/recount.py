@@ -8,7 +8,8 @@ enrollments (replied_at, unsubscribed_at, bounced_at and the bounce's stored typ
 reason for one kept before types were: `bounce_counter`); positive replies from the replies labelled so (at their
 received_at); responses from the responses sent. Each is attributed as on write
 (outreach.analytics.counts.HITS_SOURCE). Complaints are kept as counted: nothing else
-records one.
+records one. The account's days (the hours beat moved) are zeroed with its hours; the
+recounted events land in hour rows, which the next fold moves into the days again.
 
 An account's recount is one transaction that first locks the counters' table against
 writes (SHARE ROW EXCLUSIVE): every event committed before it is in the recount, every
@@ -62,6 +63,9 @@ EVENTS_SQL = upsert_sql(HITS_SOURCE.replace("{hits}", _EVENTS))
 BOUNCES_SQL = upsert_sql(HITS_SOURCE.replace("{hits}", HITS_UNNEST))
 
 _ZERO = ", ".join(f"{name} = 0" for name in COUNTERS if name not in _KEPT)
+_ZERO_DAYS = ", ".join(
+    f"{name} = array_fill(0, ARRAY[24])" for name in COUNTERS if name not in _KEPT
+)
 
 # Bounces read and typed this many at a time.
 _BATCH = 5000
@@ -75,6 +79,11 @@ def analytics_recount(*, account_id, skip_bounce_reasons: tuple[str, ...] = ()) 
         cursor.execute("LOCK TABLE outreach_analyticshour IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute(
             f"UPDATE outreach_analyticshour SET {_ZERO} WHERE account_id = %s",  # noqa: S608
+            [account_id],
+        )
+        # The fold writes days after taking hours: it waits for the lock above.
+        cursor.execute(
+            f"UPDATE outreach_analyticsday SET {_ZERO_DAYS} WHERE account_id = %s",  # noqa: S608
             [account_id],
         )
         cursor.execute(

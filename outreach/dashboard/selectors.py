@@ -20,10 +20,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.db.models import F, FloatField, Q, QuerySet, Sum
-from django.db.models.functions import Cast, Coalesce, NullIf, TruncDate
+from django.db.models.functions import Cast, Coalesce, NullIf
 from django.utils import timezone
 
-from outreach.models.analytics import AnalyticsHour
+from outreach.models.analytics import AnalyticsHour, AnalyticsUtcDay
 from outreach.models.campaigns import Campaign
 from outreach.sending.bounces import BOUNCE_RATE_MIN_SENDS
 
@@ -56,9 +56,10 @@ def window_start(now: datetime | None = None) -> datetime:
     return datetime.combine(today - timedelta(days=DAYS - 1), datetime.min.time(), tzinfo=UTC)
 
 
-def _platform_hours(start: datetime) -> QuerySet[AnalyticsHour]:
-    return AnalyticsHour.objects.filter(grain=AnalyticsHour.Grain.ACCOUNT, simulated=False).filter(
-        hour__gte=start
+def _platform_days(start: datetime) -> QuerySet[AnalyticsUtcDay]:
+    """The accounts' counters per UTC day from `start` (its date), real mailboxes only."""
+    return AnalyticsUtcDay.objects.filter(
+        grain=AnalyticsHour.Grain.ACCOUNT, simulated=False, day__gte=start.date()
     )
 
 
@@ -67,8 +68,7 @@ def platform_days(*, start: datetime) -> list[Day]:
     window (zeros included), oldest first: one query."""
     found: dict[date, Mapping[str, Any]] = {
         row["day"]: row
-        for row in _platform_hours(start)
-        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        for row in _platform_days(start)
         .values("day")
         .annotate(sends=Sum("sent"), bounces=Sum(_BOUNCES), complaint_count=Sum("complaints"))
         .order_by()
@@ -91,11 +91,11 @@ def _per_account(start: datetime) -> QuerySet[Any, Any]:
     both rates (percent; None without a send)."""
     busy_start = start + timedelta(days=DAYS - BUSY_DAYS)
     return (
-        _platform_hours(start)
+        _platform_days(start)
         .values("account_id", "account__email")
         .annotate(
             sends=Sum("sent"),
-            sends_recent=Coalesce(Sum("sent", filter=Q(hour__gte=busy_start)), 0),
+            sends_recent=Coalesce(Sum("sent", filter=Q(day__gte=busy_start.date())), 0),
             bounces=Sum(_BOUNCES),
             complaint_count=Sum("complaints"),
         )

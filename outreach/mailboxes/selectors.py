@@ -7,7 +7,7 @@ from django.db.models import OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from accounts.models import Account
-from outreach.models.analytics import AnalyticsHour
+from outreach.models.analytics import AnalyticsHour, AnalyticsUtcDay
 from outreach.models.mailboxes import SmtpCredential
 
 
@@ -27,10 +27,10 @@ def credentials_with_answers(
 ) -> QuerySet[SmtpCredential]:
     """Mailboxes with these analytics counters (outreach.models.analytics.COUNTERS) as
     `<name>_total` integers over all time, 0 before any, in the list's one query: each a
-    subquery summing the mailbox's credential-grain hours (the rows' unique index leads
+    subquery summing the mailbox's credential-grain days (the tables' unique indexes lead
     with the account, the grain and the credential). Counted from when the hourly rows
     began to be kept; simulated traffic included (it is the mailbox's own)."""
-    hours = AnalyticsHour.objects.filter(
+    hours = AnalyticsUtcDay.objects.filter(
         account=OuterRef("account"),
         grain=AnalyticsHour.Grain.CREDENTIAL,
         campaign__isnull=True,

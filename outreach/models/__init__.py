@@ -14,12 +14,12 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.domain_cap: RecipientDomainCount;
 - outreach.models.sequences: RuleFire;
 - outreach.models.branches: BranchDecision;
-- outreach.models.analytics: AnalyticsHour;
+- outreach.models.analytics: AnalyticsHour, AnalyticsDay, AnalyticsUtcDay;
 - outreach.models.reputation: ProviderPause, ProviderStrike, MailboxComplaint;
 - outreach.models.approvals: Approval.
 """
 
-from outreach.models.analytics import AnalyticsHour
+from outreach.models.analytics import AnalyticsDay, AnalyticsHour, AnalyticsUtcDay
 from outreach.models.approvals import Approval
 from outreach.models.blocklist import BlocklistEntry
 from outreach.models.branches import BranchDecision
@@ -47,7 +47,9 @@ from outreach.models.sequences import RuleFire
 from outreach.models.tombstones import DeletedEnrollment
 
 __all__ = [
+    "AnalyticsDay",
     "AnalyticsHour",
+    "AnalyticsUtcDay",
     "Approval",
     "BranchDecision",
     "BranchStats",

@@ -8,6 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from outreach.analytics.fold import hours_fold
 from outreach.models.analytics import AnalyticsHour
 from outreach.models.campaigns import CampaignStats
 from outreach.models.mailboxes import SmtpCredential
@@ -92,6 +93,10 @@ def test_the_mailbox_list_shows_sent_bounce_rate_opened_and_replied(admin_client
     assert _cells(page, "opened_total") == ["8"]
     assert _cells(page, "replied_total") == ["2"]
     assert credential.account.email in page  # under the address
+    # The 30-hour-old row moved into its day by beat: the same totals, one from each table.
+    hours_fold(before=hours_ago(2))
+    moved = admin_client.get(MAILBOXES).content.decode()
+    assert (_cells(moved, "opened_total"), _cells(moved, "replied_total")) == (["8"], ["2"])
 
 
 def test_the_mailbox_list_reads_the_same_queries_for_1_or_10_mailboxes(

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.db.models import Sum
 from django.utils import timezone
 
+from outreach.analytics.fold import hours_fold
 from outreach.campaigns.clicks import ClickTarget
 from outreach.intake.clicks import enrollment_mark_clicked
 from outreach.intake.relay import COMPLAINT, RelayEvent, RelayOutcome, relay_event_apply
@@ -21,7 +22,7 @@ from outreach.intake.services import (
     enrollment_mark_opened,
     enrollment_mark_replied,
 )
-from outreach.models.analytics import COUNTERS, AnalyticsHour
+from outreach.models.analytics import COUNTERS, AnalyticsDay, AnalyticsHour
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.models.sending import Enrollment, Message
 from outreach.sending.bounces import enrollment_mark_bounced
@@ -229,3 +230,25 @@ def test_the_recount_fills_hours_from_before_the_counters(
     AnalyticsHour.objects.all().delete()  # as the migration leaves existing data
     call_command("analytics_recount")
     assert {key: counts for key, counts in _kept().items() if any(counts.values())} == kept
+
+
+def test_the_recount_rebuilds_moved_days_and_keeps_their_complaints(
+    account, api_client, sink, django_capture_on_commit_callbacks
+):
+    campaign, people = _life(account, api_client, sink, django_capture_on_commit_callbacks)
+    message = Message.objects.get(enrollment=people["r5"], step=1)
+    relay_event_apply(
+        credential=campaign.credentials.get(),
+        event=RelayEvent(kind=COMPLAINT, message_id=message.message_id),
+        outcome=RelayOutcome(),
+    )
+    span = {"from": "2026-03-02", "to": timezone.now().date().isoformat()}
+    series = _analytics(api_client, **span)
+    hours_fold(before=timezone.now() + timedelta(hours=1))  # every hour into its day
+    assert not AnalyticsHour.objects.filter(account=account).exists()
+    AnalyticsDay.objects.filter(account=account).update(sent=[5] * 24, opened=[7] * 24)
+    call_command("analytics_recount", str(account.pk))
+    assert _analytics(api_client, **span) == series
+    assert series["totals"]["complaints"] == 1
+    hours_fold(before=timezone.now() + timedelta(hours=1))
+    assert _analytics(api_client, **span) == series

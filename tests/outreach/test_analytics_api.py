@@ -2,7 +2,7 @@
 across DST changes, weeks from their Monday, months from their first day, zones whose
 offset is not whole hours, isolation, every 422, and its one query. The counters are
 written by the real write function (outreach.analytics.hits_add) for a sent message; and
-beat's fold of past hours' shards changes no series."""
+beat's move of past hours into their days changes no series, in any zone or interval."""
 
 from datetime import UTC, date, datetime, timedelta
 
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from outreach.analytics import Hit, hits_add
 from outreach.analytics.fold import hours_fold
-from outreach.models.analytics import AnalyticsHour
+from outreach.models.analytics import AnalyticsDay, AnalyticsHour
 from tests.conversations.factories import SentMessageFactory
 from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.outreach.helpers import assert_error, assert_fields
@@ -221,7 +221,9 @@ def test_one_query_answers_a_year(api_client, message, django_assert_num_queries
         assert sum(_series(api_client, credential_id=mailbox, **year).values()) == 0
 
 
-def test_the_fold_leaves_one_row_an_hour_and_the_same_series(api_client, message, settings):
+def test_the_fold_moves_past_hours_into_their_days_and_leaves_the_same_series(
+    api_client, message, settings
+):
     settings.COUNTER_SHARDS = 8
     for at in ["2026-03-02T10:15"] * 40 + ["2026-03-02T11:20"] * 3:
         _sent(message, at)  # a statement each, a shard each
@@ -233,10 +235,48 @@ def test_the_fold_leaves_one_row_an_hour_and_the_same_series(api_client, message
     folded = hours_fold(before=datetime(2026, 3, 2, 11, tzinfo=UTC), batch=7)
 
     assert folded > 0
-    assert list(rows.filter(hour__hour=10).values_list("shard", "sent")) == [(0, 40)]
-    assert sum(rows.filter(hour__hour=11).values_list("sent", flat=True)) == 3  # not folded
+    assert not rows.filter(hour__hour=10).exists()
+    assert sum(rows.filter(hour__hour=11).values_list("sent", flat=True)) == 3  # not moved
     assert _series(api_client, **day) == before == {"2026-03-02": 43}
-    # Every grain of the folded hour is one row.
-    keys = AnalyticsHour.objects.filter(hour__hour=10).values_list("grain", "shard")
-    assert sorted(keys) == [("account", 0), ("campaign", 0), ("credential", 0), ("step", 0)]
+    # Every grain of the moved hour is one day row: its running sums through the hours.
+    days = AnalyticsDay.objects.filter(day=date(2026, 3, 2))
+    assert sorted(days.values_list("grain", flat=True)) == [
+        "account",
+        "campaign",
+        "credential",
+        "step",
+    ]
+    assert {tuple(sent) for sent in days.values_list("sent", flat=True)} == {(0,) * 10 + (40,) * 14}
     assert hours_fold(before=datetime(2026, 3, 2, 11, tzinfo=UTC)) == 0  # nothing left
+    # The next hour joins the same day; a late event makes an hour row again, moved next.
+    hours_fold(before=datetime(2026, 3, 3, tzinfo=UTC))
+    _sent(message, "2026-03-02T09:05")
+    assert _series(api_client, **day) == {"2026-03-02": 44}
+    hours_fold(before=datetime(2026, 3, 3, tzinfo=UTC))
+    assert not AnalyticsHour.objects.exists()
+    sent = days.get(grain="account").sent
+    assert sent == [0] * 9 + [1] + [41] + [44] * 13
+    assert _series(api_client, **day) == {"2026-03-02": 44}
+
+
+ZONES = ["UTC", "Europe/London", "America/New_York", "Asia/Kolkata", "Pacific/Chatham"]
+
+
+def test_every_zone_and_interval_reads_the_same_series_from_hours_as_from_days(api_client, message):
+    # Sends every 7 h 13 min from mid-March to mid-May 2026: both DST changes of London
+    # and New York, month and week edges, hours at every position of a UTC day.
+    first = datetime(2026, 3, 14, 0, 7, tzinfo=UTC)
+    _sent(message, *[(first + n * timedelta(minutes=433)).isoformat()[:16] for n in range(200)])
+    queries = [
+        {"from": "2026-03-15", "to": "2026-05-10", "interval": interval, "timezone": zone}
+        for zone in ZONES
+        for interval in ("day", "week", "month")
+    ]
+    hours = [_series(api_client, **query) for query in queries]
+    assert all(sum(series.values()) > 150 for series in hours)
+
+    hours_fold(before=datetime(2026, 4, 9, 13, tzinfo=UTC))  # into the middle of a day
+    assert [_series(api_client, **query) for query in queries] == hours
+    hours_fold(before=datetime(2026, 6, 1, tzinfo=UTC))
+    assert not AnalyticsHour.objects.exists()
+    assert [_series(api_client, **query) for query in queries] == hours

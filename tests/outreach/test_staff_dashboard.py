@@ -12,8 +12,9 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 from django.utils import timezone
 
+from outreach.analytics.fold import hours_fold
 from outreach.dashboard import selectors
-from outreach.models.analytics import AnalyticsHour
+from outreach.models.analytics import AnalyticsDay, AnalyticsHour
 from tests.accounts.factories import AccountFactory
 from tests.outreach.dashboard_data import AnalyticsHourFactory, hours_ago
 
@@ -66,6 +67,13 @@ def test_it_shows_the_platforms_sends_per_day_without_simulated_traffic(admin_cl
     today = timezone.now().astimezone(UTC).strftime("%m-%d")
     assert bars[-1] == f"{today}: 42"
     assert bars[-2].endswith(": 25") and all(bar.endswith(": 0") for bar in bars[:-2])
+
+    # Beat moves the past hours into their days: the page says the same.
+    hours_fold(before=timezone.now())
+    assert AnalyticsDay.objects.exists()
+    moved = _page(admin_client)
+    assert "67 sends" in moved
+    assert _bar_values(_svgs(_section(moved, "sends-per-day"))[0]) == bars
 
 
 def test_it_lists_the_busiest_accounts_with_their_last_7_and_30_days(admin_client):
@@ -147,7 +155,7 @@ def test_the_same_queries_for_one_account_or_many(admin_client, django_assert_nu
         AnalyticsHourFactory(sent=100 + n, bounced_hard=n, complaints=n % 3)
     with django_assert_num_queries(len(one.captured_queries)):
         _page(admin_client)
-    reads = [q["sql"] for q in one.captured_queries if "outreach_analyticshour" in q["sql"]]
+    reads = [q["sql"] for q in one.captured_queries if "outreach_analyticsutcday" in q["sql"]]
     assert len(reads) == 3
 
 
