@@ -11,27 +11,29 @@ lookup that could not be made (`failed`: a time-out, SERVFAIL, no server answeri
 the callers decide what each means, and a failure is never taken for an absence.
 
 Checks that ask many names at once (the recipient domains of an import) use
-config.dns_loop, on one event loop per process, with the same servers, time bound and
-classification.
+`lookup_async` (dnspython's asynchronous resolver, the same servers, time bound and
+classification, nothing cached in the process) through `lookups_start`, many questions in
+flight on one event loop per process.
 """
 
+import asyncio
 import ipaddress
+import os
 import threading
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-import dns.asyncquery
-import dns.entropy
+import dns.asyncresolver
 import dns.exception
-import dns.flags
-import dns.message
 import dns.name
 import dns.nameserver
-import dns.opcode
-import dns.rcode
-import dns.rdataclass
 import dns.rdatatype
 import dns.resolver
 from django.conf import settings
+
+T = TypeVar("T")
 
 OK = "ok"
 NXDOMAIN = "nxdomain"
@@ -89,6 +91,15 @@ _lock = threading.Lock()
 _resolvers: dict[tuple, dns.resolver.Resolver] = {}
 
 
+def _configured(made: dns.resolver.BaseResolver, servers: list[tuple[str, int]], timeout: float):
+    if servers:
+        made.nameservers = [
+            dns.nameserver.Do53Nameserver(address, port) for address, port in servers
+        ]
+    made.lifetime = timeout
+    made.timeout = timeout
+
+
 def resolver(*, cached: bool = True) -> dns.resolver.Resolver:
     """The resolver for the current settings (one per configuration, shared by threads:
     dnspython's resolver and its cache are thread-safe); `cached` False: one without a
@@ -101,12 +112,7 @@ def resolver(*, cached: bool = True) -> dns.resolver.Resolver:
         if key not in _resolvers:
             servers = resolvers_parse(settings.DNS_RESOLVERS)
             made = dns.resolver.Resolver(configure=not servers)
-            if servers:
-                made.nameservers = [
-                    dns.nameserver.Do53Nameserver(address, port) for address, port in servers
-                ]
-            made.lifetime = settings.DNS_TIMEOUT_SECONDS
-            made.timeout = settings.DNS_TIMEOUT_SECONDS
+            _configured(made, servers, settings.DNS_TIMEOUT_SECONDS)
             made.cache = dns.resolver.LRUCache(CACHE_SIZE) if cached else None
             _resolvers[key] = made
         return _resolvers[key]
@@ -122,16 +128,53 @@ def lookup(name: str, rdtype: str, *, cached: bool = True) -> Lookup:
         return Lookup(name, rdtype, FAILED, error=f"not a domain name ({exc})")
     try:
         answer = resolver(cached=cached).resolve(qname, rdtype, raise_on_no_answer=False)
-    except dns.resolver.NXDOMAIN:
-        return Lookup(name, rdtype, NXDOMAIN)
-    except dns.resolver.LifetimeTimeout:
-        return Lookup(
-            name, rdtype, FAILED, error=f"timed out after {settings.DNS_TIMEOUT_SECONDS}s"
-        )
-    except dns.resolver.NoNameservers:
-        return Lookup(name, rdtype, FAILED, error="no server answered (SERVFAIL or refused)")
     except dns.exception.DNSException as exc:
-        return Lookup(name, rdtype, FAILED, error=str(exc) or type(exc).__name__)
+        return _failure(name, rdtype, exc, f"{settings.DNS_TIMEOUT_SECONDS}s")
+    return _classified(name, rdtype, answer)
+
+
+async def lookup_async(
+    name: str, rdtype: str, servers: list[tuple[str, int]], timeout: float
+) -> Lookup:
+    """`lookup` on an event loop (dnspython's asynchronous resolver): one question, asked
+    of `servers` in order (the next when one answers an error code or refuses), all within
+    `timeout` seconds. Not cached in the process (the callers keep their verdicts)."""
+    try:
+        qname = dns.name.from_unicode(name.rstrip(".") + ".")
+    except (dns.exception.DNSException, UnicodeError, ValueError) as exc:
+        return Lookup(name, rdtype, FAILED, error=f"not a domain name ({exc})")
+    if not servers:
+        return Lookup(name, rdtype, FAILED, error=_NO_SERVER)
+    key = (tuple(servers), timeout)
+    found = _async_resolvers.get(key)
+    if found is None:
+        found = dns.asyncresolver.Resolver(configure=False)
+        _configured(found, servers, timeout)
+        found.cache = None
+        _async_resolvers[key] = found
+    try:
+        answer = await found.resolve(qname, rdtype, raise_on_no_answer=False)
+    except dns.exception.DNSException as exc:
+        return _failure(name, rdtype, exc, f"{timeout:g}s")
+    return _classified(name, rdtype, answer)
+
+
+# The asynchronous resolver of each (servers, timeout) (only the DNS loop's thread uses them).
+_async_resolvers: dict[tuple, dns.asyncresolver.Resolver] = {}
+_NO_SERVER = "no server answered (SERVFAIL or refused)"
+
+
+def _failure(name: str, rdtype: str, exc: dns.exception.DNSException, timeout: str) -> Lookup:
+    if isinstance(exc, dns.resolver.NXDOMAIN):
+        return Lookup(name, rdtype, NXDOMAIN)
+    if isinstance(exc, dns.resolver.LifetimeTimeout):
+        return Lookup(name, rdtype, FAILED, error=f"timed out after {timeout}")
+    if isinstance(exc, dns.resolver.NoNameservers):
+        return Lookup(name, rdtype, FAILED, error=_NO_SERVER)
+    return Lookup(name, rdtype, FAILED, error=str(exc) or type(exc).__name__)
+
+
+def _classified(name: str, rdtype: str, answer: dns.resolver.Answer) -> Lookup:
     cname = ""
     response = answer.response
     for rrset in response.answer if response is not None else []:
@@ -151,3 +194,59 @@ def _text(rdata) -> str:
     if rdata.rdtype == dns.rdatatype.CNAME:
         return rdata.target.to_text().rstrip(".").lower()
     return rdata.to_text()
+
+
+def servers_configured() -> list[tuple[str, int]]:
+    """The servers `lookup` asks: DNS_RESOLVERS, or the system's (/etc/resolv.conf)."""
+    servers = resolvers_parse(settings.DNS_RESOLVERS)
+    if servers:
+        return servers
+    try:
+        system = dns.resolver.Resolver()
+    except dns.resolver.NoResolverConfiguration:
+        return []  # nothing to ask: every lookup fails ("no server answered")
+    return [(str(address), system.port) for address in system.nameservers]
+
+
+# --- many questions at once: one event loop per process -------------------------------------
+
+
+class _Loop:
+    """An event loop running in a daemon thread of this process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="dns", daemon=True)
+        self.thread.start()
+
+
+_loop_lock = threading.Lock()
+_loop: _Loop | None = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    """The process's DNS event loop, started at first use (again in a forked child)."""
+    global _loop
+    found = _loop
+    if found is not None and found.pid == os.getpid():
+        return found.loop
+    with _loop_lock:
+        if _loop is None or _loop.pid != os.getpid():
+            _loop = _Loop()
+        return _loop.loop
+
+
+def lookups_start(
+    jobs: Iterable[Callable[[], Coroutine[Any, Any, T]]], concurrency: asyncio.Semaphore
+) -> list["Future[T]"]:
+    """Run each job (a coroutine function, e.g. of `lookup_async`) on the process's DNS
+    event loop, at most as many at once as `concurrency` allows, and return at once their
+    futures, in order. Cancelling a future cancels its job."""
+    loop = _running_loop()
+    return [asyncio.run_coroutine_threadsafe(_bounded(job, concurrency), loop) for job in jobs]
+
+
+async def _bounded(job: Callable[[], Coroutine[Any, Any, T]], concurrency: asyncio.Semaphore) -> T:
+    async with concurrency:
+        return await job()

@@ -9,7 +9,7 @@ SERVFAIL) proves nothing: such a domain is never skipped, and its verdict not ke
 Verdicts are kept in the cache (Redis, or the embedded mode's file cache) per domain and
 per resolver configuration: a day for a domain that receives mail, an hour for one that
 does not (it may be fixed). Lookups run on the process's DNS event loop
-(config.dns_loop.lookups_start), DNS_LOOKUP_CONCURRENCY domains at once, each domain once:
+(config.dns.lookups_start), DNS_LOOKUP_CONCURRENCY domains at once, each domain once:
 `RecipientDomainLookups` lets a contact import ask for the domains of the batches it
 reads ahead, so their lookups overlap the writes of the batch before.
 """
@@ -24,8 +24,14 @@ from functools import partial
 from django.conf import settings
 from django.core.cache import cache
 
-from config.dns import FAILED, NODATA, NXDOMAIN
-from config.dns_loop import lookup_async, lookups_start, servers_configured
+from config.dns import (
+    FAILED,
+    NODATA,
+    NXDOMAIN,
+    lookup_async,
+    lookups_start,
+    servers_configured,
+)
 from outreach.emails import SIMULATOR_DOMAIN
 
 REASON = "domain_has_no_mail_server"
@@ -37,7 +43,7 @@ async def domain_receives_mail(
     domain: str, servers: list[tuple[str, int]], timeout: float
 ) -> bool | None:
     """True when `domain` can receive mail, False when DNS says it cannot, None when the
-    lookups failed (unknown). Asks `servers` (config.dns_loop.lookup_async), each question
+    lookups failed (unknown). Asks `servers` (config.dns.lookup_async), each question
     within `timeout`. Not cached: see RecipientDomainLookups."""
     mx = await lookup_async(domain, "MX", servers, timeout)
     if mx.status == NXDOMAIN:

@@ -1,4 +1,4 @@
-"""config.dns_loop, the event loop path (`lookup_async`, `lookups_start`), which the recipient
+"""config.dns's event loop path (`lookup_async`, `lookups_start`), which the recipient
 domain check uses: the same answers as `lookup` from a real server, DNS_RESOLVERS order
 and failover, the time bound, TCP after a truncated answer; and the test server's event
 loop mode (the import benchmark's peer)."""
@@ -8,8 +8,16 @@ import concurrent.futures
 
 import pytest
 
-from config.dns import FAILED, NODATA, NXDOMAIN, OK, lookup
-from config.dns_loop import lookup_async, lookups_start, servers_configured
+from config.dns import (
+    FAILED,
+    NODATA,
+    NXDOMAIN,
+    OK,
+    lookup,
+    lookup_async,
+    lookups_start,
+    servers_configured,
+)
 from tests.support.dns_server import DnsTestServer
 from tests.support.ports import free_port
 
@@ -74,8 +82,7 @@ def test_no_server_to_ask_is_a_failure():
 def test_servers_are_asked_in_order_the_next_when_one_fails(dns_server, second_server):
     dns_server.servfail("example.test")
     second_server.add("example.test", "MX", "10 mx.example.test.")
-    closed = ("127.0.0.1", free_port())  # nothing listens: the datagram is refused
-    servers = [closed, ("127.0.0.1", dns_server.port), ("127.0.0.1", second_server.port)]
+    servers = [("127.0.0.1", dns_server.port), ("127.0.0.1", second_server.port)]
 
     found = ask("example.test", "MX", servers)
     assert (found.status, found.records) == (OK, ["10 mx.example.test."])
@@ -84,6 +91,18 @@ def test_servers_are_asked_in_order_the_next_when_one_fails(dns_server, second_s
     # A server that answers (NXDOMAIN included) is the answer: the next is not asked.
     assert ask("nowhere.test", "MX", servers).status == NXDOMAIN
     assert ("nowhere.test", "MX") not in second_server.queries
+
+
+def test_a_closed_port_is_a_server_that_never_answers(second_server, settings):
+    """As `lookup` (the resolver's unconnected UDP socket does not hear the refusal)."""
+    second_server.add("example.test", "MX", "10 mx.example.test.")
+    closed = ("127.0.0.1", free_port())  # nothing listens
+    found = ask("example.test", "MX", [closed, ("127.0.0.1", second_server.port)], timeout=0.3)
+    assert (found.status, found.error) == (FAILED, "timed out after 0.3s")
+    assert second_server.queries == []
+    settings.DNS_RESOLVERS = f"127.0.0.1:{closed[1]},{second_server.address}"
+    settings.DNS_TIMEOUT_SECONDS = 0.3
+    assert lookup("example.test", "MX").error == "timed out after 0.3s"
 
 
 def test_a_server_that_never_answers_takes_the_whole_time_bound(dns_server, second_server):
