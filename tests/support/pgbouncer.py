@@ -1,5 +1,6 @@
 """A real PgBouncer in transaction mode, in front of the test process's database, for the
-end-to-end tests that run the service behind one (docs/scale.md, "PgBouncer").
+end-to-end tests that run the service behind one (docs/scale.md, "Running behind
+PgBouncer").
 
 Debian's `pgbouncer` package (`apt-get install pgbouncer`; .ci/run installs it): a
 throwaway instance with its own configuration in a temporary folder, listening on a
