@@ -1,6 +1,8 @@
 """End to end with real peers: a Celery worker running beat (the send scheduler every
 half second) against PostgreSQL and Redis, an aiosmtpd server receiving the mail, and an
-HTTP receiver getting the signed webhook events."""
+HTTP receiver getting the signed webhook events. The three-step campaign also runs
+with the worker and the API behind a real PgBouncer in transaction mode
+(`database_route`, docs/scale.md "Running behind PgBouncer")."""
 
 import hashlib
 import hmac
