@@ -104,6 +104,8 @@ pytest_plugins = [
     "tests.support.receiver",
     "tests.support.celery_worker",
     "tests.support.smtp",
+    "tests.support.pgbouncer",
+    "tests.support.netns",
     "tests.support.dns",
     "tests.support.dns_server",
     "tests.support.embedded",

@@ -136,9 +136,11 @@ def sent_record(
         ),
     )
     # One statement (record_sql) in the common case; the ORM path when it did not apply,
-    # or for a simulated send (not metered) or a move that decided branches.
-    if not (reply_seen and sent.metered and not move.decisions and _sent_statement(sent)):
-        _sent_orm(sent)
+    # or for a simulated send (not metered) or a move that decided branches. Nothing
+    # recorded (the claim was recovered meanwhile): nothing more to do.
+    fast = reply_seen and sent.metered and not move.decisions and _sent_statement(sent)
+    if not fast and not _sent_orm(sent):
+        return
     if move.waiting and move.current_key is not None:
         branch_recheck_on_commit(enrollment_id=enrollment.pk, branch_key=move.current_key)
     if move.status == Enrollment.Status.COMPLETED:  # its on_complete rule, if any
@@ -188,11 +190,21 @@ def _sent_statement(sent: _Sent) -> bool:
     return True
 
 
-def _sent_orm(sent: _Sent) -> None:
-    """The record through the ORM, in one transaction."""
+def _sent_orm(sent: _Sent) -> bool:
+    """The record through the ORM, in one transaction; False when the claim was not open
+    any more and nothing was recorded: its worker was cut off past the lease, and the
+    scheduler's recovery recorded the send meanwhile (docs/sending.md)."""
     claim, campaign = sent.claim, sent.campaign
     credential, outgoing = sent.credential, sent.outgoing
     with transaction.atomic(), counting():
+        # First: the claim's row is what a recovery locks too (its lock order).
+        if not attempt_finish(claim, sent.attempt, now=sent.now):
+            logger.warning(
+                "enrollment %s: its claim was recovered while this worker was away; "
+                "the send is recorded once, by the recovery",
+                sent.enrollment.pk,
+            )
+            return False
         message = Message.objects.create(
             account_id=campaign.account_id,
             enrollment_id=sent.enrollment.pk,
@@ -221,7 +233,6 @@ def _sent_orm(sent: _Sent) -> None:
             note="" if sent.reply_seen else sent.attempt.text,
             keys=sent.move.path,
         )
-        attempt_finish(claim, sent.attempt, now=sent.now)
         credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
         if sent.pace_floor is not None:
             floor = Value(sent.pace_floor)
@@ -239,6 +250,7 @@ def _sent_orm(sent: _Sent) -> None:
             sent.enrollment.refresh_from_db()
             sent.enrollment.campaign = campaign
         enrollment_emit(enrollment=sent.enrollment, event_type=ENROLLMENT_SENT)
+    return True
 
 
 def undeliverable_record(*, claim: SendClaim, enrollment, attempt: AttemptOutcome, now) -> None:

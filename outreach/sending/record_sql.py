@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DataError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
@@ -236,6 +236,13 @@ def record_sent(
             _ok, rung = cursor.fetchone()
     except DataError as exc:
         if FALLBACK_MARKER in str(exc):
+            return None
+        raise
+    except IntegrityError as exc:
+        # The message is recorded already: its claim lapsed while the worker was cut
+        # off, and the scheduler's recovery recorded it. The ORM path finds the claim
+        # finished and records nothing.
+        if "message_id_unique" in str(exc):
             return None
         raise
     return [str(webhook_id) for webhook_id in rung]

@@ -1,6 +1,8 @@
 """End to end with real peers: a Celery worker running beat (the send scheduler every
 half second) against PostgreSQL and Redis, an aiosmtpd server receiving the mail, and an
-HTTP receiver getting the signed webhook events."""
+HTTP receiver getting the signed webhook events. The three-step campaign also runs
+with the worker and the API behind a real PgBouncer in transaction mode
+(`database_route`, docs/scale.md "Running behind PgBouncer")."""
 
 import hashlib
 import hmac
@@ -59,6 +61,26 @@ def _wait_until(predicate, *, timeout: float = 30.0, what: str = "condition"):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+@pytest.fixture(params=["direct", "pgbouncer"])
+def database_route(request, live_db):
+    """How the worker and this test process (whose API calls are the web's) reach the
+    database: straight to PostgreSQL, or both through a real PgBouncer in transaction
+    mode with the settings docs/scale.md prescribes for it (the migrations ran straight
+    on PostgreSQL). Yields the worker's settings for it, and the PgBouncer (or None)."""
+    if request.param == "direct":
+        yield {}, None
+        return
+    bouncer = request.getfixturevalue("pgbouncer")
+    with bouncer.routed():
+        yield bouncer.env, bouncer
+
+
+def _pooled_transactions(bouncer) -> int:
+    """Transactions PgBouncer ran for the test database, as its admin console counts."""
+    [stats] = [row for row in bouncer.show("STATS") if row[0] == bouncer.database]
+    return stats[1]
+
+
 def _dispatch(api_client, campaign, contacts):
     return api_client.post(
         f"/campaigns/{campaign.pk}/dispatch", {"contact_ids": [str(c.pk) for c in contacts]}
@@ -66,8 +88,9 @@ def _dispatch(api_client, campaign, contacts):
 
 
 def test_a_three_step_campaign_sends_three_emails_and_events_per_contact(
-    live_db, account, api_client, smtp_sink, receiver, celery_worker
+    database_route, account, api_client, smtp_sink, receiver, celery_worker
 ):
+    database_env, bouncer = database_route
     sink = smtp_sink()
     secret = webhook_create(account=account, url=receiver.url, event_filters=["*"]).secret
     campaign = _campaign_at(sink, account, steps=3)
@@ -81,7 +104,7 @@ def test_a_three_step_campaign_sends_three_emails_and_events_per_contact(
     # still go out after the cap is reached (a soft cap).
     record = usage_record_current(account=account)
     usage_set(record, account.plan.monthly_limit - 2)
-    celery_worker(beat=True, env=WORKER_ENV)
+    celery_worker(beat=True, env={**WORKER_ENV, **database_env})
 
     response = _dispatch(api_client, campaign, contacts)
     assert response.status_code == 200, response.content
@@ -116,6 +139,12 @@ def test_a_three_step_campaign_sends_three_emails_and_events_per_contact(
     assert usage_record_current(account=account).sends_count == account.plan.monthly_limit + 4
     newcomer = EnrollmentFactory(campaign=campaign)
     assert_error(_dispatch(api_client, campaign, [newcomer.contact]), 402, "plan_limit_reached")
+    # Every message sent once, every event delivered once.
+    assert len(sink.messages) == 6
+    assert len({json.loads(r.body)["id"] for r in receiver.requests}) == len(receiver.requests)
+    assert len(receiver.requests) == 6
+    if bouncer is not None:  # the worker's and the API's transactions went through it
+        assert _pooled_transactions(bouncer) > 50
 
 
 def test_550s_disable_the_credential_and_pause_the_campaign_once(

@@ -124,3 +124,56 @@ def test_a_claim_transaction_that_meets_an_open_claim_rolls_back_whole(sink, mon
     monkeypatch.setattr(scheduler, "_decide", real_decide)
     [batch] = schedule_due(now=NOW)  # the next run claims both
     assert batch.size == 2
+
+
+@pytest.mark.parametrize("reply_seen", [False, True])
+def test_a_worker_back_after_its_claim_was_recovered_records_nothing_twice(
+    sink, settings, reply_seen
+):
+    """A worker cut off from the network past its claim's lease, in the middle of a
+    message: the scheduler's recovery records the send from the claim's start mark.
+    When the worker comes back, its own record (the reply it saw, or the one it gave
+    up on) finds the claim finished and records nothing: one Message, one use of the
+    plan, one `enrollment.sent` (tests/e2e/test_host_cut_off.py runs it for real)."""
+    from billing.models import UsageRecord
+    from outreach.models.sending import Message
+    from outreach.sending.message import Outgoing
+    from outreach.sending.record import sent_record
+    from tests.outreach.test_sending import _events
+
+    settings.SENDING_LEASE_SECONDS = 60
+    campaign = _campaign(sink)
+    enrollment = _enroll(campaign)
+    schedule_due(now=NOW)
+    SendClaim.objects.filter(enrollment=enrollment).update(
+        sending_at=NOW, message_id="m1@example.com", subject="Hello", to_email="x@example.org"
+    )
+    claim = SendClaim.objects.select_related("enrollment__campaign", "credential").get()
+    schedule_due(now=NOW + timedelta(seconds=60))  # the lease lapsed: recovered
+
+    sent_record(
+        claim=claim,
+        enrollment=claim.enrollment,
+        campaign=claim.enrollment.campaign,
+        credential=claim.credential,
+        steps={step.position: step for step in campaign.steps.all()},
+        outgoing=Outgoing(
+            message_id="m1@example.com",
+            subject="Hello",
+            data=b"",
+            to_email="x@example.org",
+        ),
+        now=NOW,
+        reply_seen=reply_seen,
+        reply=(250, "OK") if reply_seen else None,
+    )
+
+    [message] = Message.objects.filter(enrollment=enrollment)
+    assert message.reply_seen is False  # as the recovery recorded it
+    claim.refresh_from_db()
+    assert (claim.outcome, claim.outcome_unknown) == ("sent", True)
+    usage = UsageRecord.objects.filter(account=campaign.account)
+    assert sum(record.sends_count for record in usage) == 1
+    assert [e["enrollment_id"] for e in _events("enrollment.sent")] == [str(enrollment.pk)]
+    enrollment.refresh_from_db()
+    assert enrollment.status == "completed" and "never seen" in enrollment.last_error

@@ -17,6 +17,8 @@ catalog back.
         worker.kill()           # also runs the beat schedule. kill() is SIGKILL to
                                 # the whole process group (a machine lost mid-task).
 
+`celery_worker(wrap=["ip", "netns", "exec", "ns"])` runs it inside a network namespace
+(tests/support/netns.py).
 `celery_worker(queues="celery,sending,imports,intake", name="a")` consumes only those
 queues (`-Q`, as the Procfile's worker line) under the hostname `a-<pid>-<n>@<host>`
 (`worker.hostname`): several workers of one test tell their logs apart by it.
@@ -91,10 +93,12 @@ class Worker:
         env: dict,
         queues: str | None = None,
         name: str = "e2e",
+        wrap: list[str] | None = None,
     ):
         self.log_path = log_path
         self.hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@{socket.gethostname()}"
         command = [
+            *(wrap or []),
             str(Path(sys.executable).with_name("celery")),
             "-A",
             "config",
@@ -169,7 +173,9 @@ class Worker:
 @pytest.fixture
 def celery_worker(tmp_path):
     """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={},
-    queues=None, name="e2e")` starts a worker, waits until it is ready and returns it."""
+    queues=None, name="e2e", wrap=None)` starts a worker, waits until it is ready and
+    returns it; `wrap` is a command the worker runs under (`ip netns exec <name>`, which
+    execs it: the worker keeps the process's id and group)."""
     broker_purge()
     workers: list[Worker] = []
 
@@ -181,6 +187,7 @@ def celery_worker(tmp_path):
         env=None,
         queues: str | None = None,
         name: str = "e2e",
+        wrap: list[str] | None = None,
     ):
         worker = Worker(
             log_path=tmp_path / f"worker{len(workers)}.log",
@@ -190,6 +197,7 @@ def celery_worker(tmp_path):
             env={key: str(value) for key, value in (env or {}).items()},
             queues=queues,
             name=name,
+            wrap=wrap,
         )
         workers.append(worker)
         return worker.wait_ready()

@@ -9,6 +9,8 @@ when the test ends.
                                               # bearer token) -> bool (an OAuthProvider's
                                               # access_token_valid); sink.xoauth2_logins
     sink = smtp_sink(smtputf8=True)           # offer SMTPUTF8 (non-ASCII local parts)
+    sink = smtp_sink(host="10.0.0.1")         # listen on another local address
+                                              # (default 127.0.0.1)
     sink = smtp_sink(tls="starttls")          # or "ssl" (implicit TLS); self-signed
                                               # certificate at sink.ca_file (127.0.0.1)
     sink.reject_rcpt("gone@x.org")            # 550 5.1.1 to RCPT TO for that address
@@ -20,7 +22,8 @@ when the test ends.
                                               # connection instead of answering DATA
     sink.wait_for(3)                          # block until 3 messages were accepted
     sink.messages                             # [Received(mail_from, rcpt_tos, data, message,
-                                              #  at)]: `at` is the unix time of the accept
+                                              #  at, peer)]: `at` is the unix time of the
+                                              #  accept, `peer` the client's address
 
 A slow or dead peer, as real mail servers are (also settable on a running sink):
 
@@ -141,6 +144,7 @@ class Received:
     data: bytes
     # time.time() when the sink took the whole message, before its reply to the end of DATA.
     at: float = 0.0
+    peer: str = ""  # the client's address: which host sent it
 
     @property
     def message(self) -> email.message.EmailMessage:
@@ -220,6 +224,7 @@ class SmtpSink:
         record: bool = True,
         smtputf8: bool = False,
         port: int | None = None,
+        host: str = "127.0.0.1",
         reply_delay: float = 0.0,
         data_delay: float | None = None,
         hang: bool = False,
@@ -245,7 +250,7 @@ class SmtpSink:
         self._drop: set[str] = set()
         self._released = threading.Event()
         self._cond = threading.Condition()
-        self.host = "127.0.0.1"
+        self.host = host
         self.port = port or free_port()
         self.ca_file: Path | None = None
         kwargs: dict = {"enable_SMTPUTF8": smtputf8}
@@ -386,7 +391,11 @@ class SmtpSink:
         if reply:
             return reply
         received = Received(
-            envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content), time.time()
+            envelope.mail_from,
+            list(envelope.rcpt_tos),
+            bytes(envelope.content),
+            time.time(),
+            session.peer[0] if session.peer else "",
         )
         held = rcpt is not None and rcpt.lower() in self._hold
         if self._record:
