@@ -5,7 +5,9 @@ nothing written.
 
 The answer: the contacts it would dispatch (their count, and the first
 PREVIEW_CONTACTS_MAX by address with each one's first send time), the first send times
-by window time zone (exact for the whole set), the pending contacts the account's
+by window time zone (exact for the whole set), the first send time of a contact in the
+campaign's time zone (one without a zone of its own, as a new contact of `POST
+/outreaches` is), the pending contacts the account's
 blocklist would stop, the named contacts it would leave alone, and the refusal the
 dispatch would answer instead (the error envelope with its status), or None.
 
@@ -99,6 +101,8 @@ def dispatch_preview(
         "campaign_id": campaign.pk,
         "dispatched": count,
         "first_send_at": min((t for t in times.values() if t is not None), default=None),
+        # For a contact without a time zone (the one-call outreach's new contact).
+        "campaign_timezone_first_send_at": send_at(""),
         "send_times": send_times,
         "contacts": contacts,
         "has_more": count > len(contacts),

@@ -30,6 +30,11 @@ class DispatchPreviewSerializer(StrictSerializer):
     campaign_id = serializers.UUIDField()
     dispatched = serializers.IntegerField(help_text="How many the dispatch would dispatch.")
     first_send_at = TimestampField(allow_null=True, help_text="The earliest first send time.")
+    campaign_timezone_first_send_at = TimestampField(
+        allow_null=True,
+        help_text="The first send time of a contact in the campaign's time zone (one "
+        "without a time zone of its own), dispatched now; null without steps.",
+    )
     send_times = PreviewSendTimeSerializer(many=True)
     contacts = PreviewContactSerializer(many=True)
     has_more = serializers.BooleanField(help_text="More are dispatched than `contacts` names.")

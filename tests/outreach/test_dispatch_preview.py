@@ -74,6 +74,7 @@ def test_each_contacts_first_send_time_is_the_one_the_dispatch_gives(api_client,
     local = tokyo.next_send_at.astimezone(ZoneInfo("Asia/Tokyo"))
     assert (local.hour, local.minute) == (9, 0)
     assert data["first_send_at"] == min(shown.values())
+    assert data["campaign_timezone_first_send_at"] == shown[str(plain.contact_id)]
     assert sorted((t["timezone"], t["contacts"]) for t in data["send_times"]) == [
         ("", 1),
         ("America/New_York", 1),
