@@ -1,7 +1,7 @@
 """The public page that proves a signup address: GET /signup/verify/<token> shows a button,
 its POST proves the address (accounts.verification). HTML for people, not the API."""
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -12,22 +12,17 @@ from accounts.verification import (
     resend_url,
     token_account,
 )
-from config.api.errors import COMPACT, error_body
+from config.api.handlers import methods_allowed
 
 
 # The token in the URL is the credential; a forged cross-site POST could only do what the
 # link's holder can do already (prove that one address, once).
 @csrf_exempt
 @never_cache
+@methods_allowed("GET", "HEAD", "POST")
 def email_verify_page(request, token: str):
     """GET (and HEAD): the confirmation page, which changes nothing, so a mail scanner
     fetching the link proves nothing. POST (its button): the address is proven."""
-    if request.method not in ("GET", "HEAD", "POST"):
-        response = JsonResponse(
-            error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT
-        )
-        response["Allow"] = "GET, HEAD, POST"
-        return response
     if request.method == "HEAD":
         return HttpResponse(content_type="text/html; charset=utf-8")
     try:

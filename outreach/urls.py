@@ -53,6 +53,11 @@ urlpatterns = [
         name="reply-respond",
     ),
     path(
+        "replies/<str:reply_id>/respond/preview",
+        respond_api.ReplyRespondPreviewView.as_view(),
+        name="reply-respond-preview",
+    ),
+    path(
         "smtp_credentials/<str:pk>/domain_check",
         domains_api.DomainCheckView.as_view(),
         name="smtp-credential-domain-check",

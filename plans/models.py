@@ -40,6 +40,18 @@ class PlanQuerySet(models.QuerySet["Plan"]):
         """Public, paid and not archived: what GET /plans lists and checkout sells."""
         return self.filter(*(condition for _, condition in PURCHASABLE_RULE))
 
+    def refused_as(self, reason: str) -> "PlanQuerySet":
+        """The plans checkout refuses with `reason` (Plan.unpurchasable_reason, whose
+        first failed condition it is): they meet the rule's conditions before it and fail
+        its own. `free` and `unpriced` fail the same condition, on tier 0 and above it."""
+        names = [name for name, _ in PURCHASABLE_RULE]
+        index = names.index("unpriced" if reason == "free" else reason)
+        met = [condition for _, condition in PURCHASABLE_RULE[:index]]
+        refused = self.filter(*met).filter(~PURCHASABLE_RULE[index][1])
+        if reason == "free":
+            return refused.filter(tier=0)
+        return refused.filter(tier__gt=0) if reason == "unpriced" else refused
+
 
 class Plan(models.Model):
     slug = models.SlugField(

@@ -35,9 +35,8 @@ class WebhookViewSet(AccountScopedViewSet):
 
     @extend_schema(summary="List webhooks", responses=WebhookSerializer(many=True))
     def list(self, request):
-        return Response(
-            WebhookSerializer(selectors.webhook_list(account=request.user), many=True).data
-        )
+        webhooks = selectors.webhook_list(self.get_queryset())
+        return Response(WebhookSerializer(webhooks, many=True).data)
 
     @extend_schema(
         summary="Register a webhook",

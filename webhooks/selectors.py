@@ -1,19 +1,15 @@
 """Reads."""
 
-from typing import TYPE_CHECKING
-
 from django.db.models import QuerySet
 
 from config.api.ids import is_uuid
 from webhooks.models import Webhook, WebhookDelivery
 
-if TYPE_CHECKING:
-    from accounts.models import Account
 
-
-def webhook_list(*, account: "Account") -> QuerySet[Webhook]:
-    """The account's webhooks, newest first (at most MAX_WEBHOOKS_PER_ACCOUNT)."""
-    return Webhook.objects.filter(account=account).order_by("-created_at", "-id")
+def webhook_list(webhooks: QuerySet[Webhook]) -> QuerySet[Webhook]:
+    """Webhooks (an account's, as the API's scoped base gives them: at most
+    MAX_WEBHOOKS_PER_ACCOUNT), newest first."""
+    return webhooks.order_by("-created_at", "-id")
 
 
 def delivery_list(*, webhook: Webhook, limit: int) -> list[WebhookDelivery]:

@@ -49,6 +49,12 @@ def error_body(code: str, message: str | None = None, details: dict | None = Non
     return body
 
 
+def refusal_json(exc: "ServiceError") -> dict:
+    """A refusal a preview reports (the dispatch's, a response's): the HTTP status the
+    previewed request would answer, and its envelope."""
+    return {"status": exc.status, **error_body(exc.code, exc.message, exc.details)}
+
+
 class ServiceError(APIException):
     """A domain error. A subclass that names its `code` must name its `status`,
     `message` and `description` too, and is registered in ERROR_CODES."""

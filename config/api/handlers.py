@@ -2,6 +2,8 @@
 rendering the envelope of config.api.errors."""
 
 import logging
+from collections.abc import Callable, Iterable
+from functools import wraps
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
@@ -167,6 +169,30 @@ def not_found(request, exception=None):
                 details={"path": bare},
             )
     return _json_error("not_found", 404)
+
+
+def method_not_allowed(request, allowed: Iterable[str]) -> JsonResponse:
+    """405 for a plain Django view (DRF's views raise MethodNotAllowed into
+    exception_handler), with the methods it takes in `Allow`."""
+    response = _json_error("method_not_allowed", 405)
+    response["Allow"] = ", ".join(allowed)
+    return response
+
+
+def methods_allowed(*methods: str) -> Callable:
+    """Decorates a plain Django view (a page, the pixel, a redirect) that takes only
+    `methods`: any other is the envelope's 405 method_not_allowed (method_not_allowed)."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def guarded(request, *args, **kwargs):
+            if request.method not in methods:
+                return method_not_allowed(request, methods)
+            return view(request, *args, **kwargs)
+
+        return guarded
+
+    return decorator
 
 
 def server_error(request):

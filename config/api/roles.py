@@ -107,8 +107,10 @@ EXCEPTIONS = {
     "POST /billing/checkout": ADMIN,
     "POST /billing/portal": ADMIN,
     "GET /audit_events": ADMIN,
-    # A preview that writes nothing.
+    # Previews that write nothing.
     "POST /campaigns/{id}/steps/preview": READER,
+    "POST /campaigns/{id}/dispatch/preview": READER,
+    "POST /replies/{reply_id}/respond/preview": READER,
     # Deciding what a drafter asked for: a sender or an admin.
     "POST /approvals/{id}/approve": SENDER,
     "POST /approvals/{id}/reject": SENDER,

@@ -195,6 +195,17 @@ class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
     """The base of the API's serializers (StrictFieldsMixin)."""
 
 
+class RefusalSerializer(StrictSerializer):
+    """The error a previewed request would answer (config.api.errors.refusal_json): its
+    HTTP status and its envelope."""
+
+    status = serializers.IntegerField()
+    code = serializers.CharField()
+    type = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField(required=False)
+
+
 class StrictModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     """The base of the API's model serializers (StrictFieldsMixin)."""
 

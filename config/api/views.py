@@ -15,7 +15,8 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from config.api.errors import COMPACT, ERROR_CODES, error_body
+from config.api.errors import COMPACT, ERROR_CODES
+from config.api.handlers import methods_allowed
 from config.api.viewsets import ServiceAPIView
 
 logger = logging.getLogger(__name__)
@@ -122,15 +123,10 @@ def _root_links(request) -> dict[str, str]:
     }
 
 
+@methods_allowed("GET", "HEAD")
 def root_index(request):
     """GET /: where to go from here (the API has no resource at its root). A page for a
     browser, the same links as JSON for a client (ROOT_TYPES)."""
-    if request.method not in ("GET", "HEAD"):
-        refused = JsonResponse(
-            error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT
-        )
-        refused["Allow"] = "GET, HEAD"
-        return refused
     links = _root_links(request)
     response: HttpResponse
     if request.get_preferred_type(ROOT_TYPES) == "text/html":

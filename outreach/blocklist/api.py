@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from config.api.csv_export import csv_response
 from config.api.errors import ValidationFailed
 from config.api.pagination import StartingAfterPagination
-from config.api.viewsets import AccountScopedViewSet, ServiceAPIView
+from config.api.viewsets import AccountScopedAPIView, AccountScopedViewSet
 from config.timestamps import utc_timestamp
 from outreach.blocklist import selectors, services
 from outreach.blocklist.serializers import (
@@ -45,7 +45,7 @@ class BlocklistViewSet(mixins.DestroyModelMixin, AccountScopedViewSet):
         filters = BlocklistFiltersSerializer(data=request.query_params)
         if not filters.is_valid():
             raise ValidationFailed(filters.errors)
-        queryset = selectors.entries_of(account=request.user, **filters.validated_data)
+        queryset = selectors.entries_filter(self.get_queryset(), **filters.validated_data)
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(BlocklistEntrySerializer(page, many=True).data)
 
@@ -64,10 +64,12 @@ class BlocklistViewSet(mixins.DestroyModelMixin, AccountScopedViewSet):
         services.blocklist_entry_delete(entry=instance)
 
 
-class BlocklistCsvView(ServiceAPIView):
+class BlocklistCsvView(AccountScopedAPIView):
     """`GET /blocklist.csv`: every entry of the account, newest first, as CSV with a
     header row (`value,kind,reason,created_at`), streamed; a cell a spreadsheet would run
     as a formula is written as text (config.api.csv_export)."""
+
+    queryset = BlocklistEntry.objects.all()
 
     def perform_content_negotiation(self, request, force=False):
         # The body is CSV whatever Accept says; an error is the JSON envelope.
@@ -75,9 +77,7 @@ class BlocklistCsvView(ServiceAPIView):
 
     @extend_schema(responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)})
     def get(self, request):
-        rows = selectors.entries_of(account=request.user).values_list(
-            "value", "kind", "reason", "created_at"
-        )
+        rows = self.get_queryset().values_list("value", "kind", "reason", "created_at")
         cells = (
             (value, kind, reason, utc_timestamp(created_at))
             for value, kind, reason, created_at in rows.iterator(chunk_size=2000)

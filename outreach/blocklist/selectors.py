@@ -13,10 +13,12 @@ from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment
 
 
-def entries_of(*, account, kind: str | None = None, value: str | None = None) -> QuerySet:
-    """The account's entries, newest first; `value` is compared in its normal form (an
-    entry given in another case or as a Unicode domain finds the stored one)."""
-    entries = BlocklistEntry.objects.filter(account=account)
+def entries_filter(
+    entries: QuerySet, *, kind: str | None = None, value: str | None = None
+) -> QuerySet:
+    """Entries (an account's, as the API's scoped base gives them) of `kind`, or for
+    `value`, compared in its normal form (an entry given in another case or as a
+    Unicode domain finds the stored one)."""
     if kind:
         entries = entries.filter(kind=kind)
     if value is not None:

@@ -19,6 +19,8 @@ from outreach import enrollments
 from outreach.approvals.serializers import ApprovalSerializer, approval_accepted
 from outreach.approvals.services import approval_request, held_for_approval
 from outreach.campaigns import dispatch, edits, followups, selectors, services, state, stopping
+from outreach.campaigns.dispatch_preview import PREVIEW_CONTACTS_MAX, dispatch_preview
+from outreach.campaigns.preview_serializers import DispatchPreviewSerializer
 from outreach.campaigns.sending_status import UPCOMING_MAX, sending_status
 from outreach.campaigns.serializers import (
     CampaignSerializer,
@@ -51,7 +53,11 @@ class CampaignViewSet(
 ):
     queryset = Campaign.objects.all()
     serializer_class = CampaignSerializer
-    audit_actions = {"stop_enrollment": "enrollment.stop", "steps_preview": None}
+    audit_actions = {
+        "stop_enrollment": "enrollment.stop",
+        "steps_preview": None,
+        "dispatch_preview": None,
+    }
     not_found_error = CampaignNotFound
     pagination_class = StartingAfterPagination
     http_method_names = ["get", "post", "patch", "delete"]
@@ -130,6 +136,33 @@ class CampaignViewSet(
             campaign=campaign, contact_ids=contact_ids, api_key=request.auth
         )
         return Response({"campaign_id": str(campaign.pk), "dispatched": dispatched})
+
+    @extend_schema(
+        request=DispatchSerializer,
+        responses=DispatchPreviewSerializer,
+        summary="Preview a dispatch",
+        description="What POST /campaigns/:id/dispatch with the same body would do now: "
+        "the contacts it would dispatch with each one's first send time (when step 1 is "
+        "due, by the dispatch's own rule: the step's delay, then the send window's next "
+        f"opening; the first {PREVIEW_CONTACTS_MAX} by address, `send_times` counts them "
+        "all by time zone), the pending contacts the blocklist would stop, the named ones "
+        "it would leave alone, and `refusal`: the error the dispatch would answer instead "
+        "(its `status` and envelope), or null. Writes nothing; an invalid body answers the "
+        "dispatch's 422.",
+    )
+    @action(detail=True, methods=["post"], url_path="dispatch/preview", url_name="dispatch-preview")
+    def dispatch_preview(self, request, pk=None):
+        campaign = self.get_object()
+        serializer = DispatchSerializer(data=request.data, context={"account": request.user})
+        serializer.is_valid(raise_exception=True)
+        campaign.account = request.user  # the scope: its own account, already read
+        answer = dispatch_preview(
+            campaign=campaign,
+            contact_ids=serializer.validated_data.get("contact_ids"),
+            now=timezone.now(),
+            api_key=request.auth,
+        )
+        return Response(DispatchPreviewSerializer(answer).data)
 
     @extend_schema(
         request=StepsPreviewSerializer,

@@ -39,16 +39,16 @@ SCHEDULE_SENDS_TASK = "outreach.tasks.schedule_sends"
 
 def _dispatch_lock(campaign: Campaign) -> tuple[Campaign, CampaignStep]:
     """The campaign locked, which serialises its dispatches (and its status change), and
-    its step 1, once the checks passed (_dispatch_checks). Inside the transaction."""
+    its step 1, once the checks passed (dispatch_checks). Inside the transaction."""
     locked = (
         Campaign.objects.select_for_update(no_key=True)
         .select_related("account")
         .get(pk=campaign.pk)
     )
-    return locked, _dispatch_checks(locked)
+    return locked, dispatch_checks(locked)
 
 
-def _dispatch_checks(campaign: Campaign) -> CampaignStep:
+def dispatch_checks(campaign: Campaign) -> CampaignStep:
     """409 when the campaign cannot send, then 402 when the plan's cap is reached.
     Returns step 1."""
     reasons = []
@@ -69,9 +69,12 @@ def _dispatch_checks(campaign: Campaign) -> CampaignStep:
     return first_step
 
 
-def _first_send_at(
+def first_send_at(
     campaign: Campaign, first_step: CampaignStep, now: datetime, *, contact_timezone: str = ""
 ) -> datetime:
+    """When step 1 of a contact dispatched at `now` is due (its next_send_at): the step's
+    delay, then the send window's next opening in the contact's zone (window_timezone).
+    The dispatch, the one-call outreach and their previews (dispatch_preview) read it."""
     return step_send_at(
         after=now,
         delay_minutes=first_step.delay_minutes,
@@ -80,7 +83,13 @@ def _first_send_at(
     )
 
 
-def _not_suppressed(prefix: str = "contact__") -> Q:
+def contact_zones_used(campaign: Campaign) -> bool:
+    """Whether step 1's time depends on each contact's time zone: the campaign sends in
+    contact time zones and has a window (without one, every zone gives the same time)."""
+    return bool(campaign.send_in_contact_timezone and campaign.send_window)
+
+
+def not_suppressed(prefix: str = "contact__") -> Q:
     return Q(**{f"{prefix}unsubscribed_at__isnull": True, f"{prefix}bounced_at__isnull": True})
 
 
@@ -105,17 +114,17 @@ def campaign_dispatch(
         _blocked_stop(campaign, contact_ids, now)
         pending = Enrollment.objects.filter(
             campaign=campaign, status=Enrollment.Status.PENDING
-        ).filter(_not_suppressed())
+        ).filter(not_suppressed())
         if contact_ids is not None:
             pending = pending.filter(contact_id__in=list(contact_ids))
         # One UPDATE per window time zone: the campaign's, or with contact time zones,
         # one per distinct zone among the contacts (a few hundred at most).
         zones = [""]
-        if campaign.send_in_contact_timezone and campaign.send_window:
+        if contact_zones_used(campaign):
             zones = list(pending.order_by().values_list("contact__timezone", flat=True).distinct())
         dispatched, due_now = 0, False
         for zone in zones:
-            send_at = _first_send_at(campaign, first_step, now, contact_timezone=zone)
+            send_at = first_send_at(campaign, first_step, now, contact_timezone=zone)
             rows = pending.filter(contact__timezone=zone) if len(zones) > 1 else pending
             count = enrollments_schedule(
                 rows, next_send_at=send_at, now=now, current_key=first_step.key
@@ -136,7 +145,7 @@ def dispatch_candidates_count(*, campaign: Campaign, contact_ids: Sequence[UUID]
     pending = Enrollment.objects.filter(campaign=campaign, status=Enrollment.Status.PENDING)
     if contact_ids is not None:
         pending = pending.filter(contact_id__in=list(contact_ids))
-    return pending.filter(_not_suppressed()).count()
+    return pending.filter(not_suppressed()).count()
 
 
 def _blocked_stop(campaign: Campaign, contact_ids: Sequence[UUID] | None, now: datetime) -> None:
@@ -205,7 +214,7 @@ def outreach_create(
             )
         enrollment, created = enrollment_enroll(campaign_id=campaign.pk, contact_id=row.pk)
         changed = created
-        send_at = _first_send_at(campaign, first_step, now, contact_timezone=row.timezone)
+        send_at = first_send_at(campaign, first_step, now, contact_timezone=row.timezone)
         if enrollment_schedule(
             enrollment, next_send_at=send_at, now=now, current_key=first_step.key
         ):

@@ -47,7 +47,7 @@ class ReplyViewSet(mixins.RetrieveModelMixin, AccountScopedViewSet):
         filters = ReplyFiltersSerializer(data=request.query_params)
         if not filters.is_valid():
             raise ValidationFailed(filters.errors)
-        queryset = selectors.replies_of(account=request.user, filters=filters.validated_data)
+        queryset = selectors.replies_filter(self.get_queryset(), filters.validated_data)
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(ReplySerializer(page, many=True).data)
 

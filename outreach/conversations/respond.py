@@ -23,10 +23,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.send_limits import key_sends_count
+from config.api.errors import ServiceError, refusal_json
 from outreach.conversations.response_sending import (
     credential_unavailable_reason,
     recipient_blocked_entry,
     recipient_suppressed_reason,
+    response_headers,
     sent_record,
 )
 from outreach.conversations.tasks import send_response
@@ -60,6 +62,75 @@ def thread_references(reply: Reply) -> list[str]:
     return chain
 
 
+def response_refusal(*, account, reply: Reply) -> ServiceError | None:
+    """Why a response to `reply` would be refused, in the order response_create checks:
+    CredentialUnavailable when the reply's mailbox was deleted, is disabled or needs
+    re-authorization; ContactSuppressed when the contact, or the address the reply came
+    from, unsubscribed or bounced; ContactBlocked when the account's blocklist names
+    either (the checks of a step's send, outreach.sending.scheduler). None: it may go."""
+    reason = credential_unavailable_reason(reply.credential)
+    if reason is not None:
+        return CredentialUnavailable(details={"reason": reason})
+    recipient = {"account_id": account.pk, "contact": reply.contact, "to_email": _to(reply)}
+    reason = recipient_suppressed_reason(**recipient)
+    if reason is not None:
+        return ContactSuppressed(details={"reason": reason})
+    entry = recipient_blocked_entry(**recipient)
+    if entry is not None:
+        return ContactBlocked(details={"reason": "blocked", "entry": entry})
+    return None
+
+
+def _to(reply: Reply) -> str:
+    return reply.from_email or reply.contact.email
+
+
+def response_draft(*, account, reply: Reply, body_text: str, body_html: str) -> ReplyResponse:
+    """The response's row as response_create writes it, unsaved and without its
+    Message-ID (made when it is written): its recipient, its subject (`Re: <the
+    reply's subject>` on one line, at most 998 characters: RFC 5322's line) and its
+    thread headers. Its mailbox must be there (response_refusal)."""
+    return ReplyResponse(
+        account=account,
+        reply=reply,
+        enrollment_id=reply.enrollment_id,
+        contact_id=reply.contact_id,
+        credential=reply.credential,
+        to_email=_to(reply),
+        # One line: a subject read from a message cannot add a header.
+        subject=reply_subject(" ".join(reply.subject.split()))[:998],
+        body_text=body_text,
+        body_html=body_html,
+        in_reply_to=reply.message_id if _MESSAGE_ID.fullmatch(reply.message_id) else "",
+        references=thread_references(reply),
+    )
+
+
+def response_preview(*, account, reply: Reply, body_text: str, body_html: str = "") -> dict:
+    """What POST /replies/:id/respond with these bodies would send now, written nowhere
+    (POST /replies/:id/respond/preview): the recipient, the subject and the headers as
+    the message carries them (outreach.conversations.response_sending.response_headers;
+    without Date and Message-ID, made when it is sent), the bodies, and the refusal the
+    request would answer instead (its status and envelope), or None."""
+    refusal = response_refusal(account=account, reply=reply)
+    headers: list = []
+    draft = response_draft(account=account, reply=reply, body_text=body_text, body_html=body_html)
+    if reply.credential is not None:
+        headers, _ = response_headers(draft, reply.credential)
+    return {
+        "reply_id": reply.pk,
+        "credential_id": reply.credential_id,
+        "to": draft.to_email,
+        "subject": draft.subject,
+        "in_reply_to": draft.in_reply_to or None,
+        "references": draft.references,
+        "headers": [{"name": name, "value": str(value)} for name, value in headers],
+        "body_text": body_text,
+        "body_html": body_html,
+        "refusal": refusal_json(refusal) if refusal is not None else None,
+    }
+
+
 def response_create(
     *,
     account,
@@ -71,47 +142,24 @@ def response_create(
 ) -> ReplyResponse:
     """A response to `reply`, queued: its send starts once the row is committed.
 
-    CredentialUnavailable when the reply's mailbox was deleted, is disabled or needs
-    re-authorization; ContactSuppressed when the contact, or the address the reply came
-    from, unsubscribed or bounced; ContactBlocked when the account's blocklist names
-    either (the checks of a step's send, outreach.sending.scheduler). Not
-    subject to the plan's soft cap (it is not a new dispatch), nor to pace or send
-    windows; counted in the period's sends once the server has it, and against `api_key`'s
-    daily send limit in the row's transaction (KeySendLimitReached: nothing queued)."""
-    reason = credential_unavailable_reason(reply.credential)
-    if reason is not None:
-        raise CredentialUnavailable(details={"reason": reason})
-    to_email = reply.from_email or reply.contact.email
-    recipient = {"account_id": account.pk, "contact": reply.contact, "to_email": to_email}
-    reason = recipient_suppressed_reason(**recipient)
-    if reason is not None:
-        raise ContactSuppressed(details={"reason": reason})
-    entry = recipient_blocked_entry(**recipient)
-    if entry is not None:
-        raise ContactBlocked(details={"reason": "blocked", "entry": entry})
-    credential = reply.credential
-    assert credential is not None  # credential_unavailable_reason
+    Refused as response_refusal says (nothing written). Not subject to the plan's soft
+    cap (it is not a new dispatch), nor to pace or send windows; counted in the period's
+    sends once the server has it, and against `api_key`'s daily send limit in the row's
+    transaction (KeySendLimitReached: nothing queued)."""
+    refusal = response_refusal(account=account, reply=reply)
+    if refusal is not None:
+        raise refusal
+    assert reply.credential is not None  # response_refusal
     now = now or timezone.now()
-    in_reply_to = reply.message_id if _MESSAGE_ID.fullmatch(reply.message_id) else ""
+    response = response_draft(
+        account=account, reply=reply, body_text=body_text, body_html=body_html
+    )
+    response.message_id = message_id_make(reply.credential)
+    # Not started by then: its task was lost, the recovery queues it again.
+    response.next_attempt_at = now + _lease()
     with transaction.atomic():
         key_sends_count(api_key=api_key, count=1, now=now)
-        response = ReplyResponse.objects.create(
-            account=account,
-            reply=reply,
-            enrollment_id=reply.enrollment_id,
-            contact_id=reply.contact_id,
-            credential=credential,
-            message_id=message_id_make(credential),
-            to_email=to_email,
-            # One line: a subject read from a message cannot add a header.
-            subject=reply_subject(" ".join(reply.subject.split()))[:998],
-            body_text=body_text,
-            body_html=body_html,
-            in_reply_to=in_reply_to,
-            references=thread_references(reply),
-            # Not started by then: its task was lost, the recovery queues it again.
-            next_attempt_at=now + _lease(),
-        )
+        response.save(force_insert=True)
         transaction.on_commit(lambda: responses_enqueue([response.pk]))
     return response
 

@@ -1,5 +1,5 @@
-"""HTTP API of responding to a reply, `POST /replies/:id/respond` (docs/conversations.md,
-"Responding"): a thin view over outreach.conversations.respond."""
+"""HTTP API of responding to a reply, `POST /replies/:id/respond` and its preview
+(docs/conversations.md, "Responding"): thin views over outreach.conversations.respond."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -10,8 +10,12 @@ from accounts.send_limits import key_sends_check
 from config.api.viewsets import AccountScopedAPIView
 from outreach.approvals.serializers import ApprovalSerializer, approval_accepted
 from outreach.approvals.services import approval_request, held_for_approval
-from outreach.conversations.respond import response_create
-from outreach.conversations.serializers import ResponseCreateSerializer, ResponseSerializer
+from outreach.conversations.respond import response_create, response_preview
+from outreach.conversations.serializers import (
+    ResponseCreateSerializer,
+    ResponsePreviewSerializer,
+    ResponseSerializer,
+)
 from outreach.errors import ReplyNotFound
 from outreach.models.conversations import Reply
 
@@ -60,3 +64,36 @@ class ReplyRespondView(AccountScopedAPIView):
             api_key=request.auth,
         )
         return Response(ResponseSerializer(response).data, status=status.HTTP_201_CREATED)
+
+
+class ReplyRespondPreviewView(AccountScopedAPIView):
+    """What answering a reply would send, written nowhere."""
+
+    queryset = Reply.objects.select_related("credential", "contact")
+    not_found_error = ReplyNotFound
+    lookup_url_kwarg = "reply_id"
+    serializer_class = ResponseCreateSerializer
+    audit_actions = {"post": None}
+
+    @extend_schema(
+        request=ResponseCreateSerializer,
+        responses=ResponsePreviewSerializer,
+        summary="Preview a response to a reply",
+        description="What POST /replies/:id/respond with the same body would send now: "
+        "the recipient, the subject (`Re: <subject>` on one line, at most 998 "
+        "characters), the headers as the message carries them (From, To, Subject, "
+        "In-Reply-To, References; Date and Message-ID are made when it is sent), the "
+        "bodies, and `refusal`: the error the request would answer instead (its `status` "
+        "and envelope), or null. Writes nothing; an invalid body answers the request's 422.",
+    )
+    def post(self, request, reply_id=None):
+        reply = self.get_object()
+        serializer = ResponseCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        answer = response_preview(
+            account=request.user,
+            reply=reply,
+            body_text=serializer.validated_data["body_text"],
+            body_html=serializer.validated_data["body_html"],
+        )
+        return Response(ResponsePreviewSerializer(answer).data)

@@ -22,6 +22,7 @@ import contextlib
 import logging
 from datetime import datetime
 from email.utils import format_datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -185,18 +186,28 @@ def _transact(response: ReplyResponse, credential: SmtpCredential, conn, now: da
     return "sent"
 
 
-def response_message(
-    response: ReplyResponse, credential: SmtpCredential, now: datetime
-) -> tuple[bytes, str | None]:
-    """The response's MIME message, with the policy and header rules of a step
-    (outreach.sending.message), and the envelope recipient (None when the address needs
-    SMTPUTF8). No unsubscribe link, footer or open pixel: it is a person's answer."""
+def response_headers(
+    response: ReplyResponse, credential: SmtpCredential
+) -> tuple[list[tuple[str, Any]], str | None]:
+    """The response's From, To, Subject and thread headers (In-Reply-To, References), and
+    the envelope recipient (address_headers). What its preview shows
+    (outreach.conversations.respond.response_preview) and its message starts with."""
     headers, recipient = address_headers(credential, response.reply.from_name, response.to_email)
     headers += [("Subject", response.subject)]
     if response.in_reply_to:
         headers.append(("In-Reply-To", f"<{response.in_reply_to}>"))
     if response.references:
         headers.append(("References", " ".join(f"<{r}>" for r in response.references)))
+    return headers, recipient
+
+
+def response_message(
+    response: ReplyResponse, credential: SmtpCredential, now: datetime
+) -> tuple[bytes, str | None]:
+    """The response's MIME message, with the policy and header rules of a step
+    (outreach.sending.message), and the envelope recipient (None when the address needs
+    SMTPUTF8). No unsubscribe link, footer or open pixel: it is a person's answer."""
+    headers, recipient = response_headers(response, credential)
     headers += [
         ("Date", format_datetime(now)),
         ("Message-ID", f"<{response.message_id}>"),

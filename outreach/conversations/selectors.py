@@ -6,15 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import QuerySet
+
 from outreach.models.branches import BranchDecision
 from outreach.models.conversations import Reply, ReplyResponse
 from outreach.models.sending import Enrollment, Message, SendClaim
 
 
-def replies_of(*, account, filters: dict[str, Any]):
-    """The account's replies, narrowed by the list filters (already validated):
-    campaign_id, credential_id, enrollment_id, label, read, received_after."""
-    queryset = Reply.objects.filter(account=account)
+def replies_filter(queryset: QuerySet[Reply], filters: dict[str, Any]) -> QuerySet[Reply]:
+    """Replies (an account's, as the API's scoped base gives them) narrowed by the list
+    filters (already validated): campaign_id, credential_id, enrollment_id, label, read,
+    received_after."""
     for name in ("campaign_id", "credential_id", "enrollment_id"):
         if filters.get(name) is not None:
             queryset = queryset.filter(**{name: filters[name]})

@@ -6,7 +6,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.fields import StrictBooleanField, StrictCharField, TimestampField
-from config.api.serializers import QueryFiltersSerializer, StrictModelSerializer, StrictSerializer
+from config.api.serializers import (
+    QueryFiltersSerializer,
+    RefusalSerializer,
+    StrictModelSerializer,
+    StrictSerializer,
+)
 from outreach.api_fields import BlankAsNullChoiceField
 from outreach.conversations.selectors import ThreadEntry
 from outreach.models.conversations import Reply, ReplyResponse
@@ -274,3 +279,27 @@ class ResponseSerializer(StrictSerializer):
 
     def get_error(self, response: ReplyResponse) -> str | None:
         return response.error or None
+
+
+class ResponseHeaderSerializer(StrictSerializer):
+    name = serializers.CharField()
+    value = serializers.CharField()
+
+
+class ResponsePreviewSerializer(StrictSerializer):
+    """What POST /replies/:id/respond would send (outreach.conversations.respond)."""
+
+    reply_id = serializers.UUIDField()
+    credential_id = serializers.UUIDField(
+        allow_null=True, help_text="The mailbox it goes from; null when it was deleted."
+    )
+    to = serializers.CharField()
+    subject = serializers.CharField()
+    in_reply_to = serializers.CharField(allow_null=True)
+    references = serializers.ListField(child=serializers.CharField())
+    headers = ResponseHeaderSerializer(
+        many=True, help_text="From, To, Subject, In-Reply-To, References, as sent."
+    )
+    body_text = serializers.CharField()
+    body_html = serializers.CharField(allow_blank=True)
+    refusal = RefusalSerializer(allow_null=True)

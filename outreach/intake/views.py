@@ -10,7 +10,7 @@ clients: they answer a GIF and HTML pages. The relay webhook is an API endpoint
 import logging
 
 from django.conf import settings
-from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -20,7 +20,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api.errors import COMPACT, InvalidJson, error_body
+from config.api.errors import InvalidJson
+from config.api.handlers import methods_allowed
 from outreach.campaigns.clicks import click_token_read
 from outreach.domains.tracking import tracking_host_serves
 from outreach.errors import InvalidRelaySignature
@@ -40,19 +41,12 @@ PIXEL_GIF = (
 )
 
 
-def _method_not_allowed(allowed: list[str]) -> JsonResponse:
-    response = JsonResponse(error_body("method_not_allowed"), status=405, json_dumps_params=COMPACT)
-    response["Allow"] = ", ".join(allowed)
-    return response
-
-
+@methods_allowed("GET", "HEAD")
 def open_pixel(request, token: str):
     """GET /t/o/<token>.gif: always the same GIF; the first load of a valid token
     records the open. Cost of a repeat or a bad token: no query, or one read and one
     UPDATE that matches nothing (the message's first open), and one read on a tracking
     domain (its token must be of the domain's account, else 404)."""
-    if request.method not in ("GET", "HEAD"):
-        return _method_not_allowed(["GET", "HEAD"])
     named = tokens.token_names(purpose=tokens.OPEN, token=token)
     enrollment_id = named.enrollment_id if named is not None else None
     if enrollment_id is not None and not tracking_host_serves(request, enrollment_id):
@@ -73,13 +67,12 @@ def open_pixel(request, token: str):
 
 
 @never_cache
+@methods_allowed("GET", "HEAD")
 def click_redirect(request, token: str):
     """GET /t/c/<token>: a tracked link (docs/deliverability.md). A redirect (302) to the
     URL the token carries, and only to it; the first GET of an enrollment's links records
     its click. A tampered token, or one asked for on a host that is neither the service's
     nor its account's verified tracking domain: a 404 page, nowhere to go."""
-    if request.method not in ("GET", "HEAD"):
-        return _method_not_allowed(["GET", "HEAD"])
     target = click_token_read(token)
     if target is None or not tracking_host_serves(request, target.enrollment_id):
         # A tampered token, or one asked for on a host its account does not own.
@@ -102,13 +95,12 @@ def click_redirect(request, token: str):
 # what the link's holder can already do (unsubscribe that one contact, idempotently).
 @csrf_exempt
 @never_cache
+@methods_allowed("GET", "HEAD", "POST")
 def unsubscribe(request, token: str):
     """GET: the confirmation page with its button. POST (the button, or the mail
     client's one-click `List-Unsubscribe=One-Click`): unsubscribe, then the
     confirmation page, whatever became of the link's enrollment or campaign. A bad token,
     or one whose contact was deleted: 404 page."""
-    if request.method not in ("GET", "HEAD", "POST"):
-        return _method_not_allowed(["GET", "HEAD", "POST"])
     named = tokens.token_names(purpose=tokens.UNSUBSCRIBE, token=token)
     target = unsubscribe_target(named) if named is not None else None
     if target is None:
@@ -127,13 +119,12 @@ _PROVIDER_LABELS = {"google": "Google", "microsoft": "Microsoft"}
 
 
 @never_cache
+@methods_allowed("GET", "HEAD", "POST")
 def oauth_connect(request, token: str):
     """GET /oauth/connect/<token> (the `authorization_url` of POST /smtp_credentials/oauth):
     a page naming the account the mailbox would join, with one button. POST (that button,
     CSRF-checked, once): on to the provider's consent page, the flow's state kept in a
     cookie so the callback can tell the browser that pressed it."""
-    if request.method not in ("GET", "HEAD", "POST"):
-        return _method_not_allowed(["GET", "HEAD", "POST"])
     try:
         if request.method == "POST":
             url, state, flow = oauth.authorization_continue(token=token)
@@ -165,13 +156,12 @@ def oauth_connect(request, token: str):
 
 
 @never_cache
+@methods_allowed("GET", "HEAD")
 def oauth_callback(request, provider: str):
     """GET /oauth/callback/<provider>: where Google or Microsoft send the mailbox's owner
     back after consent. Connects the mailbox (outreach.mailboxes.oauth.authorization_complete) and
     says so, naming the account it joined, or says why not; a bad, reused or expired state,
     or one that comes back to another browser than the one that left, connects nothing."""
-    if request.method not in ("GET", "HEAD"):
-        return _method_not_allowed(["GET", "HEAD"])
     if request.method == "HEAD":
         # A link checker's probe must not spend the single-use state.
         return HttpResponse(content_type="text/html; charset=utf-8")

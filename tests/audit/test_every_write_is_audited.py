@@ -195,6 +195,10 @@ OPERATIONS = {
     "DELETE /campaigns/{id}": lambda a: _campaign(a, action="campaign.delete"),
     "POST /campaigns/{id}/advance": _advance,
     "POST /campaigns/{id}/dispatch": _dispatch,
+    # A preview reads what the dispatch would do; it changes nothing.
+    "POST /campaigns/{id}/dispatch/preview": lambda a: _campaign(
+        a, "/dispatch/preview", None, {"all_pending": True}
+    ),
     "POST /campaigns/{id}/enrollments/{enrollment_id}/stop": _enrollment_stop,
     "POST /campaigns/{id}/pause": _pause,
     "POST /campaigns/{id}/resume": _resume,
@@ -226,6 +230,13 @@ OPERATIONS = {
     "POST /approvals/{id}/reject": lambda a: _approval(a, "reject", {"reason": "Not now"}),
     "PATCH /replies/{id}": _reply_update,
     "POST /replies/{reply_id}/respond": _respond,
+    # A preview reads what the response would send; it changes nothing.
+    "POST /replies/{reply_id}/respond/preview": lambda a: (
+        f"/replies/{_reply(a).pk}/respond/preview",
+        {"body_text": "Thanks!"},
+        None,
+        None,
+    ),
     "PATCH /sending_defaults": lambda a: (
         "/sending_defaults",
         {"max_per_recipient_domain_per_day": 50},

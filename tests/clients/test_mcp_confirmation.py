@@ -1,8 +1,6 @@
 """The confirmation tokens of the MCP server (outreach_mcp.confirmation): bound to the
 exact action, target, set of ids and content; single-use; expiring; and the gate every
-tool that sends email goes through. Also the preview's send plan from sending_status."""
-
-from datetime import UTC, datetime
+tool that sends email goes through."""
 
 import pytest
 from outreach_mcp.confirmation import (
@@ -12,8 +10,6 @@ from outreach_mcp.confirmation import (
     confirmation_gate,
     idempotency_key,
 )
-from outreach_mcp.preview import first_send_at, mailbox_free_at, send_plan
-from outreach_sdk import models
 
 TWO = Binding(action="dispatch_campaign", target="c1", ids=["a", "b"])
 
@@ -99,70 +95,3 @@ def test_each_token_has_its_own_idempotency_key():
     assert idempotency_key(one) != idempotency_key(two)
     assert idempotency_key(one) == idempotency_key(one)
     assert len(idempotency_key(one)) <= 255
-
-
-WINDOW = {"start": "09:00", "end": "17:00", "days": [1, 2, 3, 4, 5]}
-
-
-@pytest.mark.parametrize(
-    ("now", "delay", "window", "expected"),
-    [
-        # No window: now plus the delay.
-        ("2026-11-24T20:00:00+00:00", 30, None, "2026-11-24T20:30:00+00:00"),
-        # Tuesday 10:00 in Paris (09:00 UTC): inside the window.
-        ("2026-11-24T09:00:00+00:00", 0, WINDOW, "2026-11-24T09:00:00+00:00"),
-        # Tuesday 21:00 in Paris: Wednesday's opening, 09:00 Paris = 08:00 UTC.
-        ("2026-11-24T20:00:00+00:00", 0, WINDOW, "2026-11-25T08:00:00+00:00"),
-        # Friday evening: Monday's opening.
-        ("2026-11-27T20:00:00+00:00", 0, WINDOW, "2026-11-30T08:00:00+00:00"),
-    ],
-)
-def test_the_first_send_waits_for_the_send_window(now, delay, window, expected):
-    at = first_send_at(
-        datetime.fromisoformat(now),
-        delay_minutes=delay,
-        timezone="Europe/Paris",
-        send_window=window,
-    )
-    assert at.astimezone(UTC) == datetime.fromisoformat(expected)
-
-
-NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
-
-
-def _box(pk, reasons=(), earliest=None):
-    return {
-        "credential_id": pk,
-        "from_email": f"{pk}@example.com",
-        "can_send_now": not reasons,
-        "reasons": list(reasons),
-        "next_send_earliest_at": earliest,
-    }
-
-
-def test_a_mailbox_is_free_after_its_pace_and_daily_limit():
-    assert mailbox_free_at(_box("m"), NOW) == NOW
-    paced = _box("m", [{"code": "paced", "until": "2026-11-24T12:01:34Z"}], "2026-11-24T12:01:34Z")
-    assert mailbox_free_at(paced, NOW) == datetime(2026, 11, 24, 12, 1, 34, tzinfo=UTC)
-    assert mailbox_free_at(_box("m", [{"code": "mailbox_disabled", "until": None}]), NOW) is None
-
-
-def test_the_send_plan_follows_the_planner_and_the_pace():
-    campaign = models.Campaign(
-        id="c", steps=[{"delay_minutes": 0}], timezone="UTC", send_window=None
-    )
-    status = models.SendingStatus(
-        status="draft",
-        mailboxes=[
-            _box("m", [{"code": "paced", "until": "2026-11-24T12:01:34Z"}], "2026-11-24T12:01:34Z")
-        ],
-    )
-    mailbox = models.Mailbox(id="m", min_interval_seconds=120, max_interval_seconds=300)
-    plan = send_plan(campaign, status, [mailbox], 3, NOW)
-    assert plan["first_send_at"] == "2026-11-24T12:01:34Z"
-    # Two more after the first, 120 to 300 seconds apart.
-    assert plan["last_first_send_between"] == ["2026-11-24T12:05:34Z", "2026-11-24T12:11:34Z"]
-    blocked = models.SendingStatus(
-        status="paused", mailboxes=[_box("m", [{"code": "campaign_paused", "until": None}])]
-    )
-    assert send_plan(campaign, blocked, [mailbox], 3, NOW)["blocked"] == ["campaign_paused"]

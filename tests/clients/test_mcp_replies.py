@@ -234,7 +234,9 @@ def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
         enrollment.contact.email,
         "Ada Lovelace",
     )
-    assert preview["subject"] == "Re: Hello"
+    assert preview["subject"] == "Re: Hello"  # the service's own (respond/preview)
+    assert {h["name"]: h["value"] for h in preview["headers"]}["Subject"] == "Re: Hello"
+    assert preview["refusal"] is None
     assert preview["from_mailbox"]["from_email"] == "ada@example.com"
     assert preview["from_mailbox"]["id"] == str(enrollment.credential_id)
     assert preview["from_mailbox"]["enabled"] is True
@@ -265,11 +267,14 @@ def test_a_response_is_previewed_and_needs_a_token_for_that_reply_and_that_body(
 
     assert seen["orphan"]["preview"]["from_mailbox"] is None
     assert seen["orphan"]["preview"]["warnings"] == [
-        "The mailbox that received this reply was deleted: it cannot be answered."
+        "The mailbox that received this reply cannot send. (credential_unavailable)"
     ]
+    assert seen["orphan"]["preview"]["refusal"]["details"] == {"reason": "deleted"}
 
-    # Nothing asked the service to send before the confirmed call, and nothing after it.
-    assert not [p for m, p, _ in seen["requests_before_confirming"] if m == "POST"]
+    # Nothing asked the service to send before the confirmed call (its previews write
+    # nothing), and nothing after it.
+    posts = [p for m, p, _ in seen["requests_before_confirming"] if m == "POST"]
+    assert posts and all(p.endswith("/respond/preview") for p in posts)
     assert seen["again"].startswith("invalid_confirmation_token: The confirmation token was used")
     assert seen["requests_at_the_end"] == seen["requests_after_confirming"]
     assert list(ReplyResponse.objects.filter(reply=other)) == []

@@ -51,6 +51,10 @@ def test_it_works_a_campaign_from_mailbox_to_enrollments(
     pending = list(client.campaigns.enrollments(campaign.id, status="pending"))
     assert sorted(e.contact_email for e in pending) == ["lin@example.com", "sam@example.com"]
 
+    preview = client.campaigns.dispatch_preview(campaign.id, all_pending=True)
+    assert (preview.dispatched, preview.refusal, preview.has_more) == (2, None, False)
+    assert sorted(c["email"] for c in preview.contacts) == ["lin@example.com", "sam@example.com"]
+    assert preview.first_send_at is not None  # step 1's delay from now, no window
     assert client.campaigns.dispatch(campaign.id, all_pending=True).dispatched == 2
     assert client.campaigns.pause(campaign.id).status == "paused"
     assert client.campaigns.resume(campaign.id).status == "active"
@@ -82,6 +86,10 @@ def test_the_envelope_comes_back_as_its_exception(service_url, sdk_key):
         draft = client.campaigns.create(name="empty")
         client.campaigns.dispatch(draft.id, all_pending=True)
     assert raised.value.status == 409
+    # Its preview shows that refusal instead of raising it.
+    refusal = client.campaigns.dispatch_preview(draft.id, all_pending=True).refusal
+    assert refusal is not None
+    assert (refusal["status"], refusal["code"]) == (409, "campaign_not_dispatchable")
 
     with pytest.raises(errors.InvalidApiKey) as raised:
         Client(api_key="ak_live_" + "x" * 43, base_url=service_url).campaigns.retrieve(draft.id)

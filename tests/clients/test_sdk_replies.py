@@ -178,6 +178,16 @@ def test_a_response_goes_out_once_in_the_thread(client, sdk_account, smtp_sink):
     enrollment = sent_enrollment(campaign=campaign)
     reply = reply_for(enrollment, subject="Re: Hello")
 
+    preview = client.replies.respond_preview(str(reply.pk), "Tuesday at 10?")
+    assert isinstance(preview, models.ResponsePreview)
+    assert (preview.subject, preview.to, preview.refusal) == (
+        "Re: Hello",
+        enrollment.contact.email,
+        None,
+    )
+    shown = {h["name"]: h["value"] for h in preview.headers}
+    assert sink.messages == []  # the preview sends nothing
+
     answer = client.replies.respond(str(reply.pk), "Tuesday at 10?", idempotency_key="answer-1")
     again = client.replies.respond(str(reply.pk), "Tuesday at 10?", idempotency_key="answer-1")
 
@@ -189,6 +199,7 @@ def test_a_response_goes_out_once_in_the_thread(client, sdk_account, smtp_sink):
     message = received.message
     assert message["In-Reply-To"] == f"<{reply.message_id}>"
     assert message["Subject"] == "Re: Hello"
+    assert all(message[name] == value for name, value in shown.items())
     assert message.get_content().strip() == "Tuesday at 10?"
     thread = client.campaigns.thread(str(campaign.pk), str(enrollment.pk))
     [response] = [e.response for e in thread if e.type == "response"]

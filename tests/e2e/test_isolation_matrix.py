@@ -68,14 +68,22 @@ def _routes(patterns, prefix=""):
 
 
 def scoped_id_routes():
-    """(path template, method, view class) for every id route of a scoped view."""
+    """(path template, method, view class) for every id route of a scoped view: a
+    viewset's actions, and a scoped view's own methods (its id named by
+    lookup_url_kwarg)."""
     found = []
     for route, pattern in _routes(get_resolver().url_patterns):
         view = getattr(pattern.callback, "cls", None)
-        actions = getattr(pattern.callback, "actions", None)
-        if view is None or not actions or not hasattr(view, "not_found_error"):
+        if view is None or not hasattr(view, "not_found_error"):
             continue
-        if "pk" not in pattern.pattern.regex.groupindex:
+        actions = getattr(pattern.callback, "actions", None)
+        if actions:
+            lookup = "pk"
+        else:
+            lookup = view.lookup_url_kwarg or "pk"
+            served = ("get", "post", "put", "patch", "delete")
+            actions = {m: m for m in served if hasattr(view, m)}
+        if lookup not in pattern.pattern.regex.groupindex:
             continue
         for method in actions:
             found.append((route, method, view))
@@ -85,6 +93,7 @@ def scoped_id_routes():
 def _path(route: str, pk: str) -> str:
     """A concrete path for a route template (Django path() or DRF router regex)."""
     path = route.replace("<uuid:pk>", pk).replace("<str:pk>", pk).replace("(?P<pk>[^/.]+)", pk)
+    path = path.replace("<str:reply_id>", pk)
     # A nested id (an enrollment of the campaign): any id, the parent is what is probed.
     path = re.sub(r"\(\?P<\w+>[^)]*\)", str(NESTED_ID), path)
     return "/" + path.strip("^$")

@@ -98,6 +98,14 @@ def test_a_priced_plan_is_not_named_and_plans_is_not_said_empty(embedded):
     assert "(STRIPE_PRICE_PRO, STRIPE_PRICE_SCALE at the first migrate" in text
 
 
+def test_an_empty_price_id_is_unpriced_as_checkout_says(embedded):
+    """The banner names what checkout refuses: a price id stored empty is no price."""
+    Plan.objects.filter(slug="hobby").update(psp_price_id="price_hobby")
+    Plan.objects.filter(slug="pro").update(psp_price_id="")
+    assert Plan.objects.get(slug="pro").unpurchasable_reason() == "unpriced"
+    assert "pro, scale unpriced: GET /plans omits them" in _banner()
+
+
 def test_with_stripe_and_every_price_nothing_is_off(embedded):
     embedded.STRIPE_SECRET_KEY = "sk_test_x"
     for plan in Plan.objects.filter(tier__gt=0):

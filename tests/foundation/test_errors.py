@@ -210,3 +210,21 @@ def test_the_api_still_takes_none(anon_client):
 def test_the_admins_view_site_goes_to_the_docs(admin_client):
     page = admin_client.get("/admin/").content.decode()
     assert '<a href="/docs">View site</a>' in page
+
+
+def test_no_module_builds_a_405_outside_the_error_handler():
+    """A plain Django view refuses a method through config.api.handlers (methods_allowed),
+    which answers the envelope and `Allow`: no module builds that answer itself."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    apps = ["accounts", "billing", "config", "outreach", "plans", "webhooks"]
+    allowed = {root / "config/api/handlers.py", root / "config/api/errors.py"}
+    built = [
+        str(path.relative_to(root))
+        for app in apps
+        for path in sorted((root / app).rglob("*.py"))
+        if path not in allowed
+        and re.search(r"status=405|\"method_not_allowed\"|HttpResponseNotAllowed", path.read_text())
+    ]
+    assert built == []

@@ -82,3 +82,7 @@ def test_the_list_and_checkout_read_one_purchasable_rule():
     listed = set(Plan.objects.purchasable().values_list("slug", flat=True))
     assert listed == {slug for slug, why in expected.items() if why is None}
     assert len(listed) == 1
+    # The plans refused for each reason, read in SQL (the banner's "unpriced" list).
+    for reason in ("private", "archived", "free", "unpriced"):
+        refused = set(Plan.objects.refused_as(reason).values_list("slug", flat=True))
+        assert refused == {slug for slug, why in expected.items() if why == reason}, reason

@@ -1,118 +1,37 @@
 """What a send would do, read through the API before anything is sent.
 
-The first send time comes from the service's own planner: GET
-/campaigns/:id/sending_status, the scheduler's dry run, says per mailbox when it may
-send next (its pace, its daily limit, the campaign's state) and why not now. The
-preview takes the earliest mailbox that may send, moves that to step 1's delay and the
-send window's next opening, and spreads the contacts over the mailboxes at their pace.
+Every time and every refusal is the service's own: POST /campaigns/:id/dispatch/preview
+(the dispatch's planner: each contact's first send time, by the campaign's delay and
+send window, and the error the dispatch would answer instead) and GET
+/campaigns/:id/sending_status (why each mailbox waits, in the scheduler's words). This
+module only gathers them; it restates no rule of the service.
 """
 
-from datetime import UTC, datetime, time, timedelta
-from math import ceil
+from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from outreach_sdk import Client, models
 
-# Reasons a mailbox gives no send at all for this campaign, whatever the time.
-BLOCKING = {"mailbox_disabled", "reauthorization_required", "campaign_paused"}
-# Reasons that lift at a known time (`until`).
-WAITING = {"paced", "daily_limit_reached"}
+
+def _parse(value: Any) -> datetime | None:
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value if isinstance(value, datetime) else None
 
 
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
 
 
-def _parse(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return None
-
-
-def first_send_at(
-    now: datetime, *, delay_minutes: int, timezone: str, send_window: dict | None
-) -> datetime:
-    """When step 1 is first due: `delay_minutes` after now, moved to the campaign's next
-    send-window opening when the window is closed then (local hours on ISO weekdays)."""
-    due = now + timedelta(minutes=delay_minutes)
-    if not send_window:
-        return due
-    zone = ZoneInfo(timezone)
-    start, end = time.fromisoformat(send_window["start"]), time.fromisoformat(send_window["end"])
-    local_day = due.astimezone(zone).date()
-    for offset in range(-1, 9):
-        day = local_day + timedelta(days=offset)
-        if day.isoweekday() not in send_window["days"]:
-            continue
-        opens = datetime.combine(day, start, tzinfo=zone).astimezone(UTC)
-        closes = datetime.combine(day, end, tzinfo=zone).astimezone(UTC)
-        if due < opens:
-            return opens
-        if due < closes:
-            return due
-    return due
-
-
-def mailbox_free_at(entry: dict[str, Any], now: datetime) -> datetime | None:
-    """When a mailbox of sending_status may send next: None when it cannot send for this
-    campaign at all (disabled, to connect again, campaign paused)."""
-    codes = {reason["code"] for reason in entry.get("reasons", [])}
-    if codes & BLOCKING:
-        return None
-    free = now
-    for reason in entry.get("reasons", []):
-        until = _parse(reason.get("until"))
-        if reason["code"] in WAITING and until is not None:
-            free = max(free, until)
-    earliest = _parse(entry.get("next_send_earliest_at"))
-    return max(free, earliest) if earliest else free
-
-
-def send_plan(
-    campaign: models.Campaign,
-    status: models.SendingStatus,
-    mailboxes: list[models.Mailbox],
-    contacts: int,
-    now: datetime,
-) -> dict[str, Any]:
-    """The first send's earliest time and the last first email's, from sending_status."""
-    steps = campaign.steps
-    if not steps or contacts == 0:
-        return {"first_send_at": None, "last_first_send_between": None, "blocked": None}
-    pace = {m.id: (m.min_interval_seconds or 0, m.max_interval_seconds or 0) for m in mailboxes}
-    free = {
-        entry["credential_id"]: at
-        for entry in status.mailboxes
-        if (at := mailbox_free_at(entry, now)) is not None
-    }
-    if status.status == "paused" or not free:
-        reasons = sorted(
-            {r["code"] for entry in status.mailboxes for r in entry.get("reasons", [])}
-        )
-        return {"first_send_at": None, "last_first_send_between": None, "blocked": reasons}
-    delay = steps[0].get("delay_minutes", 0)
-
-    def placed(at: datetime) -> datetime:
-        return first_send_at(
-            at, delay_minutes=0, timezone=campaign.timezone, send_window=campaign.send_window
-        )
-
-    due = now + timedelta(minutes=delay)
-    first = min(placed(max(due, at)) for at in free.values())
-    # Each mailbox sends one at a time at its pace; the contacts are shared between them.
-    per_mailbox = ceil(contacts / len(free)) - 1
-    low = max(pace.get(pk, (0, 0))[0] for pk in free) * per_mailbox
-    high = max(pace.get(pk, (0, 0))[1] for pk in free) * per_mailbox
+def _planned(preview: models.DispatchPreview, status: models.SendingStatus) -> dict[str, Any]:
+    """The service's answer on when and whether it would send."""
     return {
-        "first_send_at": _iso(first),
-        "last_first_send_between": [
-            _iso(first + timedelta(seconds=low)),
-            _iso(first + timedelta(seconds=high)),
-        ],
-        "blocked": None,
+        "first_send_at": _iso(preview.first_send_at),
+        "send_times": preview.send_times,
+        "refusal": preview.refusal,
+        "mailboxes_now": status.summary,
+        "first_send_note": "A first send time is when step 1 is due; each mailbox then sends at its "
+        "pace and daily limit (mailboxes_now says what holds each one now).",
     }
 
 
@@ -143,10 +62,10 @@ def dispatch_preview(
     client: Client, campaign: models.Campaign, contact_ids: list[str] | None
 ) -> dict[str, Any]:
     """The contacts a dispatch would reach (its pending enrollments, all or the named
-    contacts'), the mailboxes it would send from at which pace, when the first email
-    would go and when the last first email would (from the service's planner), and
-    the sends the plan has left this period. `contact_ids` of the answer is the exact
-    set a confirmation binds."""
+    contacts'), the mailboxes it would send from at which pace, when each contact's
+    first email is due and what would refuse it (the service's dispatch preview), what
+    holds each mailbox now (sending_status), and the sends the plan has left this
+    period. `contact_ids` of the answer is the exact set a confirmation binds."""
     wanted = None if contact_ids is None else set(contact_ids)
     pending = [
         enrollment
@@ -155,9 +74,11 @@ def dispatch_preview(
     ]
     reached = {e.contact_id for e in pending}
     mailboxes = [client.mailboxes.retrieve(mailbox_id) for mailbox_id in campaign.credential_ids]
+    planned = client.campaigns.dispatch_preview(
+        campaign.id, contact_ids=contact_ids, all_pending=contact_ids is None
+    )
     status = client.campaigns.sending_status(campaign.id)
     usage = client.billing.usage()
-    plan = send_plan(campaign, status, mailboxes, len(pending), datetime.now(UTC))
     answer = {
         "campaign_id": campaign.id,
         "campaign_name": campaign.name,
@@ -178,7 +99,11 @@ def dispatch_preview(
             for m in mailboxes
         ],
         **simulator_note(mailboxes),
-        **plan,
+        **_planned(planned, status),
+        "contacts_first_send_at": {
+            c["contact_id"]: _iso(_parse(c["first_send_at"])) for c in planned.contacts
+        },
+        "blocked_contacts": planned.blocked,
         "plan_remaining_sends": usage.remaining_sends,
         "monthly_limit": usage.monthly_limit,
     }
@@ -188,11 +113,14 @@ def dispatch_preview(
 def outreach_preview(
     client: Client, campaign: models.Campaign, contact: dict[str, Any]
 ) -> dict[str, Any]:
-    """What start_outreach would send: to whom, from which mailboxes, and when."""
+    """What start_outreach would send: to whom, from which mailboxes, and when (the
+    service's dispatch preview)."""
     mailboxes = [client.mailboxes.retrieve(mailbox_id) for mailbox_id in campaign.credential_ids]
+    # The dispatch's preview of no pending contact: its refusal, and the first send time
+    # of a contact in the campaign's time zone (a new contact has none of its own).
+    planned = client.campaigns.dispatch_preview(campaign.id, contact_ids=[])
     status = client.campaigns.sending_status(campaign.id)
     usage = client.billing.usage()
-    plan = send_plan(campaign, status, mailboxes, 1, datetime.now(UTC))
     return {
         "campaign_id": campaign.id,
         "campaign_name": campaign.name,
@@ -209,7 +137,7 @@ def outreach_preview(
             for m in mailboxes
         ],
         **simulator_note(mailboxes),
-        "first_send_at": plan["first_send_at"],
-        "blocked": plan["blocked"],
+        **_planned(planned, status),
+        "first_send_at": _iso(planned.campaign_timezone_first_send_at),
         "plan_remaining_sends": usage.remaining_sends,
     }

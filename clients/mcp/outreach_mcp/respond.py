@@ -9,26 +9,16 @@ from outreach_sdk import Client, models
 QUOTED_LINES = 5
 
 
-def _subject(subject: str) -> str:
-    """The response's subject as the service makes it: one line, `Re: <subject>` without
-    stacking the "Re:" prefixes it has already (any case, with or without the space)."""
-    subject = " ".join(subject.split())
-    while subject[:3].lower() == "re:":
-        subject = subject[3:].lstrip(" ")
-    return f"Re: {subject}"
-
-
 def response_preview(
     client: Client, reply: models.Reply, body_text: str, body_html: str | None
 ) -> dict[str, Any]:
-    """What a response would send, read through the API: to whom, the subject, the first
-    lines of the message it answers, the mailbox it goes from, the exact body, the
-    answers sent to this reply already, and what would make the service refuse it."""
-    warnings = []
+    """What a response would send, read through the API: to whom, the subject and
+    headers as the service makes them and what would make it refuse (POST
+    /replies/:id/respond/preview), the first lines of the message it answers, the
+    mailbox it goes from, the exact body, and the answers sent to this reply already."""
+    server = client.replies.respond_preview(reply.id, body_text, body_html)
     mailbox = None
-    if reply.credential_id is None:
-        warnings.append("The mailbox that received this reply was deleted: it cannot be answered.")
-    else:
+    if reply.credential_id is not None:
         found = client.mailboxes.retrieve(reply.credential_id)
         mailbox = {
             "id": found.id,
@@ -37,14 +27,10 @@ def response_preview(
             "enabled": found.disabled_at is None,
             "oauth_status": found.oauth_status,
         }
-        if found.disabled_at is not None:
-            warnings.append(f"The mailbox {found.from_email} is disabled: it cannot send.")
-        if found.oauth_status == "reauthorization_required":
-            warnings.append(f"The mailbox {found.from_email} needs re-authorization first.")
-    contact = client.contacts.retrieve(reply.contact_id)
-    if contact.unsubscribed_at or contact.bounced_at:
-        why = "unsubscribed" if contact.unsubscribed_at else "bounced"
-        warnings.append(f"The contact {why}: no email may be sent to them.")
+    # The service's refusal, in its words (a deleted or disabled mailbox, one to connect
+    # again, a contact who unsubscribed or bounced, a blocked address).
+    refusal = server.refusal
+    warnings = [] if refusal is None else [f"{refusal['message']} ({refusal['code']})"]
     earlier = [
         {"id": entry.response.id, "status": entry.response.status, "at": entry.raw["at"]}
         for entry in client.campaigns.thread(reply.campaign_id, reply.enrollment_id)
@@ -53,9 +39,11 @@ def response_preview(
     answered = (reply.new_text or reply.text).strip().splitlines()
     return {
         "reply_id": reply.id,
-        "to": reply.from_email,
+        "to": server.to,
         "to_name": reply.from_name,
-        "subject": _subject(reply.subject),
+        "subject": server.subject,
+        "headers": server.headers,
+        "refusal": server.refusal,
         "from_mailbox": mailbox,
         "in_reply_to": {
             "received_at": reply.raw.get("received_at"),

@@ -474,8 +474,9 @@ def build_server(
         DISPATCH,
         "Send a campaign to its pending enrollments (all_pending) or to the named contacts. "
         "The first call sends nothing: it answers a preview (the exact contacts, mailboxes "
-        "and their pace, when the first email would go and when the last first email would, "
-        "the plan's remaining sends) with a confirmation_token. Show the preview to the user "
+        "and their pace, each contact's first send time and any refusal as the service's "
+        "dispatch preview gives them, what holds each mailbox now, the plan's remaining "
+        "sends) with a confirmation_token. Show the preview to the user "
         "and call again with the same arguments and the token to send to exactly the "
         "contacts previewed. A token is good once, for 10 minutes; if the contacts changed "
         "meanwhile, the answer is a new preview and token.",

@@ -61,6 +61,13 @@ def _given(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def _dispatch_body(contact_ids: list[str] | None, all_pending: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"all_pending": True} if all_pending else {}
+    if contact_ids is not None:
+        body["contact_ids"] = contact_ids
+    return body
+
+
 class _Resource:
     def __init__(self, transport: Transport):
         self._t = transport
@@ -418,6 +425,24 @@ class Campaigns(_Resource):
             json_body={"steps": steps},
         )
 
+    def dispatch_preview(
+        self,
+        campaign_id: str,
+        *,
+        contact_ids: list[str] | None = None,
+        all_pending: bool = False,
+    ) -> models.DispatchPreview:
+        """What `dispatch` with the same arguments would do now, writing nothing: each
+        contact's first send time from the service's planner, and the refusal the
+        dispatch would answer (`refusal`), or None. The same validation_failed as the
+        dispatch for a bad request."""
+        return self._one(
+            models.DispatchPreview,
+            "POST",
+            f"/campaigns/{campaign_id}/dispatch/preview",
+            json_body=_dispatch_body(contact_ids, all_pending),
+        )
+
     def dispatch(
         self,
         campaign_id: str,
@@ -427,9 +452,7 @@ class Campaigns(_Resource):
     ) -> models.DispatchResult | Approval:
         """Schedule step 1 for the named pending enrollments, or for all of them. With a
         drafter key: an Approval, nothing sent."""
-        body: dict[str, Any] = {"all_pending": True} if all_pending else {}
-        if contact_ids is not None:
-            body["contact_ids"] = contact_ids
+        body = _dispatch_body(contact_ids, all_pending)
         answer = self._t.json("POST", f"/campaigns/{campaign_id}/dispatch", json_body=body)
         return sent_or_held(models.DispatchResult, answer)
 
@@ -632,6 +655,19 @@ class Replies(_Resource):
             if value is not _UNSET
         }
         return self._one(models.Reply, "PATCH", f"/replies/{reply_id}", json_body=body)
+
+    def respond_preview(
+        self, reply_id: str, body_text: str, body_html: str | None = None
+    ) -> models.ResponsePreview:
+        """What `respond` with the same bodies would send, writing nothing: the subject
+        and headers as the service makes them, and the refusal `respond` would answer
+        (`refusal`), or None."""
+        return self._one(
+            models.ResponsePreview,
+            "POST",
+            f"/replies/{reply_id}/respond/preview",
+            json_body=_given(body_text=body_text, body_html=body_html),
+        )
 
     def respond(
         self,

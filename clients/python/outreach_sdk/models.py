@@ -277,6 +277,30 @@ class DispatchResult(Model):
 
 
 @dataclass
+class DispatchPreview(Model):
+    """What `dispatch` with the same arguments would do now, from the service's own rules,
+    nothing written: how many it would dispatch, the earliest first send, the first send
+    times by time zone (`send_times: [{timezone, contacts, at}]`), the contacts one by
+    one (`contacts: [{contact_id, email, timezone, first_send_at}]`, the first 1,000 by
+    address; `has_more` when there are more), those the blocklist would stop
+    (`blocked`), the named ones it would leave alone (`not_pending`) and `refusal`: the
+    error the dispatch would answer instead (`{status, code, message, details}`), or
+    None."""
+
+    campaign_id: str = ""
+    dispatched: int = 0
+    first_send_at: datetime | None = None
+    # A contact in the campaign's time zone (one without its own), dispatched now.
+    campaign_timezone_first_send_at: datetime | None = None
+    send_times: list[dict[str, Any]] = field(default_factory=list)
+    contacts: list[dict[str, Any]] = field(default_factory=list)
+    has_more: bool = False
+    blocked: list[dict[str, Any]] = field(default_factory=list)
+    not_pending: list[str] = field(default_factory=list)
+    refusal: dict[str, Any] | None = None
+
+
+@dataclass
 class ClockAdvance(Model):
     """A test clock's move (Campaigns.advance): how many waits of the campaign moved."""
 
@@ -471,6 +495,26 @@ class Attachment(Model):
     filename: str = ""
     content_type: str = ""
     size: int = 0  # bytes, decoded
+
+
+@dataclass
+class ResponsePreview(Model):
+    """What `replies.respond` with the same bodies would send, nothing written: the
+    recipient, the subject (the service's `Re:` rule, one line, at most 998
+    characters), the thread's ids, the headers as sent (`[{name, value}]`: From, To,
+    Subject, In-Reply-To, References) and `refusal`: the error `respond` would answer
+    instead (`{status, code, message, details}`), or None."""
+
+    reply_id: str = ""
+    credential_id: str | None = None
+    to: str = ""
+    subject: str = ""
+    in_reply_to: str | None = None
+    references: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    body_text: str = ""
+    body_html: str = ""
+    refusal: dict[str, Any] | None = None
 
 
 @dataclass

@@ -41,10 +41,9 @@ def banner_text() -> str:
     off = []
     if not settings.STRIPE_SECRET_KEY:
         off.append("Stripe       STRIPE_SECRET_KEY unset: no customers, no checkout or portal")
+    # The paid plans checkout refuses for want of a price (plans.models.PURCHASABLE_RULE).
     unpriced = list(
-        Plan.objects.filter(public=True, archived_at__isnull=True, tier__gt=0, psp_price_id=None)
-        .order_by("tier")
-        .values_list("slug", flat=True)
+        Plan.objects.refused_as("unpriced").order_by("tier", "slug").values_list("slug", flat=True)
     )
     if unpriced:
         listed = Plan.objects.purchasable().exists()
