@@ -33,6 +33,7 @@ from kombu import Exchange, Queue
 
 from config import embedded_db
 from config.logs import logging_config
+from config.metrics_folder import metrics_folder_prepare
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var")).resolve()
@@ -826,9 +827,11 @@ LOGGING = logging_config(
 
 # GET /metrics (config/metrics_scrape.py, docs/metrics.md): off (a 404 like any unknown
 # route) unless set; then a scrape must carry `Authorization: Bearer <METRICS_TOKEN>`.
-# Every process writes its counters to PROMETHEUS_MULTIPROC_DIR when that is set (the
-# Prometheus client library reads it from the environment; `make run` sets it).
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Every process writes its counters to one folder of the host, which a scrape adds up:
+# PROMETHEUS_MULTIPROC_DIR, or when unset VAR_DIR/metrics/<boot id>, made and cleaned
+# here at each start (config/metrics_folder.py), before the client library reads it.
+METRICS_DIR = metrics_folder_prepare(VAR_DIR)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = BASE_URL.startswith("https://")

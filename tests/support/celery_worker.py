@@ -199,8 +199,9 @@ class Beat(Worker):
 
 
 def _process_env(env: dict) -> dict:
-    """A worker's or beat's environment: the test settings, its database, real Celery."""
-    return {
+    """A worker's or beat's environment: the test settings, its database, real Celery;
+    a variable `env` gives None is left out."""
+    full = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings_test",
         "DATABASE_URL": live_database_url(),
@@ -208,6 +209,7 @@ def _process_env(env: dict) -> dict:
         "PYTHONUNBUFFERED": "1",
         **env,
     }
+    return {key: value for key, value in full.items() if value is not None}
 
 
 @pytest.fixture
@@ -220,7 +222,7 @@ def celery_beat(tmp_path):
     def start(*, env=None, wait: bool = True) -> Beat:
         beat = Beat(
             log_path=tmp_path / f"beat{len(beats)}.log",
-            env={key: str(value) for key, value in (env or {}).items()},
+            env={k: None if v is None else str(v) for k, v in (env or {}).items()},
         )
         beats.append(beat)
         return beat.wait_ready() if wait else beat
@@ -233,7 +235,8 @@ def celery_beat(tmp_path):
 @pytest.fixture
 def celery_worker(tmp_path):
     """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={},
-    queues=None, name="e2e")` starts a worker, waits until it is ready and returns it."""
+    queues=None, name="e2e")` starts a worker, waits until it is ready and returns it.
+    A variable `env` gives None is not passed on (the test process's own, e.g.)."""
     broker_purge()
     workers: list[Worker] = []
 
@@ -251,7 +254,7 @@ def celery_worker(tmp_path):
             beat=beat,
             concurrency=concurrency,
             pool=pool,
-            env={key: str(value) for key, value in (env or {}).items()},
+            env={k: None if v is None else str(v) for k, v in (env or {}).items()},
             queues=queues,
             name=name,
         )
