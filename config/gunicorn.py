@@ -21,6 +21,7 @@ from gunicorn.glogging import Logger
 
 from config.gunicorn_worker import WebWorker
 from config.logs import ACCESS_LOG_FORMAT, RedactFilter, formatter
+from config.metrics_folder import metrics_folder_prepare, var_dir
 from config.request_id import RequestIdFilter
 
 worker_class = WebWorker
@@ -64,14 +65,14 @@ class ServiceLogger(Logger):
 logger_class = ServiceLogger
 
 
-# The folder every process writes its metrics to (config/metrics.py), when set.
-METRICS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+# The folder every process writes its metrics to (config/metrics_folder.py): settled
+# here in the master, so its workers inherit it and child_exit below knows it.
+METRICS_DIR = metrics_folder_prepare(var_dir())
 
 
 def child_exit(server, worker) -> None:
     """A worker ended (restarted, or the server stops): its live gauges stop counting
     (config/metrics.py). The master imports no metric itself, so it writes no files."""
-    if METRICS_DIR:
-        from prometheus_client import multiprocess
+    from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)
+    multiprocess.mark_process_dead(worker.pid, path=str(METRICS_DIR))

@@ -5,10 +5,11 @@ Two kinds of numbers, each kept where it is cheapest (bench/README.md, "Metrics"
 
 - Events the database does not keep (an SMTP reply that deferred a send, how late a
   message left, an HTTP request, an IMAP poll) are counted in the process where they
-  happen, with the Prometheus client library. With `PROMETHEUS_MULTIPROC_DIR` set, every
-  process (gunicorn workers, Celery workers, beat) writes its values to files in that
-  folder and a scrape adds them up (the client library's multi-process mode); without
-  it, a single process counts in memory.
+  happen, with the Prometheus client library in its multi-process mode: every process
+  (gunicorn workers, Celery workers, beat) writes its values to files in one folder of
+  the host, and a scrape adds them up. The settings choose the folder at each start
+  (`PROMETHEUS_MULTIPROC_DIR`, or the service's own under VAR_DIR:
+  config/metrics_folder.py).
 - State the database already holds (the due backlog, disabled mailboxes, webhook jobs
   by state, imports running, queue lengths) is read at scrape time by indexed queries
   (config/metrics_scrape.py), so it is right whichever process changed it.

@@ -26,6 +26,8 @@ from pathlib import Path
 import honcho.manager
 from honcho.command import main
 
+from config.metrics_folder import folder_default, var_dir
+
 # Longer than any process's clean stop (gunicorn's graceful timeout is 30 s, but idle
 # sync workers stop at once).
 honcho.manager.KILL_WAIT = 30
@@ -45,12 +47,10 @@ def multiprocess_dir_reset(path: Path) -> None:
 
 
 def metrics_dir_prepare() -> None:
-    """This run's multi-process metrics folder (config/metrics.py), emptied before any
-    process starts: PROMETHEUS_MULTIPROC_DIR, or VAR_DIR/metrics when unset. Every
-    process honcho starts inherits it."""
-    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(
-        Path(os.environ.get("VAR_DIR", "var")).resolve() / "metrics"
-    )
+    """This run's multi-process metrics folder (config/metrics_folder.py), emptied before
+    any process starts: PROMETHEUS_MULTIPROC_DIR, or the service's own under VAR_DIR
+    when unset. Every process honcho starts inherits it."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(folder_default(var_dir()))
     multiprocess_dir_reset(Path(folder))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
 

@@ -33,6 +33,7 @@ from kombu import Exchange, Queue
 
 from config import embedded_db
 from config.logs import logging_config
+from config.metrics_folder import metrics_folder_prepare
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var")).resolve()
@@ -462,15 +463,18 @@ CELERY_IMPORTS = [
 # Periodic work; each entry's task lives in its app's tasks (or beat) module.
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 # accounts: forget Idempotency-Key records past their 24 hours, and spent SQL rate-limit buckets.
+# Twice at once (two beats, docs/scale.md "Two beats"): idempotent, a DELETE of what is past.
 CELERY_BEAT_SCHEDULE["accounts-idempotency-prune"] = {
     "task": "accounts.tasks.idempotency_prune",
     "schedule": 3600.0,
 }
 # accounts: the audit log keeps AUDIT_RETENTION_DAYS (docs/audit.md).
+# Twice at once: idempotent, each batch's DELETE takes what is still there.
 CELERY_BEAT_SCHEDULE["accounts-audit-prune"] = {
     "task": "accounts.tasks.audit_events_prune",
     "schedule": 86400.0,
 }
+# Twice at once: idempotent, a DELETE of spent buckets.
 CELERY_BEAT_SCHEDULE["accounts-rate-limit-prune"] = {
     "task": "accounts.tasks.rate_limit_buckets_prune",
     "schedule": 3600.0,
@@ -486,6 +490,7 @@ CONTACT_IMPORT_BATCH_SIZE = max(1, min(env.int("CONTACT_IMPORT_BATCH_SIZE", defa
 CONTACT_IMPORT_STALE_SECONDS = env.int("CONTACT_IMPORT_STALE_SECONDS", default=300)
 # Runs an import may take (re-drives after a dead worker) before it ends failed.
 CONTACT_IMPORT_MAX_ATTEMPTS = env.int("CONTACT_IMPORT_MAX_ATTEMPTS", default=3)
+# Twice at once: an import queued twice runs once (its claim is a conditional UPDATE).
 CELERY_BEAT_SCHEDULE["outreach-import-redrive"] = {
     "task": "outreach.tasks.import_redrive_stale",
     "schedule": 60.0,
@@ -516,6 +521,8 @@ IMAP_FETCH_MAX_BYTES = max(
 IMAP_MAX_HEADER_BYTES = min(
     IMAP_FETCH_MAX_BYTES, env.int("IMAP_MAX_HEADER_BYTES", default=64 * 1024)
 )
+# Twice at once: idempotent (a UID only moves forward, a reply's Message-ID is unique,
+# the bounce and reply services change nothing the second time); costs a second poll.
 CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
     "task": "outreach.tasks.intake_poll_mailboxes",
     "schedule": IMAP_POLL_INTERVAL_SECONDS,
@@ -525,6 +532,7 @@ CELERY_BEAT_SCHEDULE["outreach-intake-mailboxes"] = {
 # intake's worker takes their task, queued when the send is recorded; every this many
 # seconds beat makes again those a lost task left unmade (each service is idempotent).
 SIMULATOR_DELAY_SECONDS = max(1.0, env.float("SIMULATOR_DELAY_SECONDS", default=5.0))
+# Twice at once: idempotent, every service an outcome feeds is.
 CELERY_BEAT_SCHEDULE["outreach-simulator-sweep"] = {
     "task": "outreach.tasks.intake_simulator_sweep",
     "schedule": SIMULATOR_DELAY_SECONDS,
@@ -539,6 +547,7 @@ REPLY_BODY_MAX_CHARS = env.int("REPLY_BODY_MAX_CHARS", default=100_000)
 # Days a reply's bodies (text, new_text, html) are kept; older ones are purged by beat and
 # their metadata stays. 0 keeps them forever.
 REPLY_RETENTION_DAYS = env.int("REPLY_RETENTION_DAYS", default=365)
+# Twice at once: idempotent, a body is purged once (body_purged_at).
 CELERY_BEAT_SCHEDULE["outreach-replies-purge"] = {
     "task": "outreach.tasks.replies_purge",
     "schedule": 3600.0,
@@ -548,6 +557,7 @@ CELERY_BEAT_SCHEDULE["outreach-replies-purge"] = {
 # --- outreach: approvals (docs/agents.md) ---
 # Hours a drafter key's held send waits for a decision; then beat marks it `expired`.
 APPROVAL_TTL_HOURS = env.int("APPROVAL_TTL_HOURS", default=72)
+# Twice at once: rows taken FOR UPDATE SKIP LOCKED, each settled from pending once.
 CELERY_BEAT_SCHEDULE["outreach-approvals-expire"] = {
     "task": "outreach.tasks.approvals_expire",
     "schedule": 60.0,
@@ -557,6 +567,7 @@ CELERY_BEAT_SCHEDULE["outreach-approvals-expire"] = {
 
 # --- outreach: recipient domain cap (docs/deliverability.md) ---
 # Past days' per-domain send counts are purged hourly.
+# Twice at once: idempotent, a DELETE of past days.
 CELERY_BEAT_SCHEDULE["outreach-recipient-domain-counts-purge"] = {
     "task": "outreach.tasks.recipient_domain_counts_purge",
     "schedule": 3600.0,
@@ -617,6 +628,8 @@ SENDING_SMTP_CA_FILE = env.str("SENDING_SMTP_CA_FILE", default="")
 # POST /smtp_credentials/:id/verify (and a credential's create) answers within this many
 # seconds, whatever the mail servers do; below the proxy's wait for a response.
 MAILBOX_VERIFY_TIMEOUT_SECONDS = env.float("MAILBOX_VERIFY_TIMEOUT_SECONDS", default=15.0)
+# Twice at once: one run at a time, a transaction-level advisory lock (scheduler.py,
+# _single_run); the claims are FOR UPDATE SKIP LOCKED besides.
 CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
     "task": "outreach.tasks.schedule_sends",
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
@@ -624,6 +637,8 @@ CELERY_BEAT_SCHEDULE["outreach-send-schedule"] = {
 }
 # Responses to replies (docs/conversations.md, "Responding"): those whose worker was lost
 # recorded, retries and lost tasks queued, at the scheduler's pace.
+# Twice at once: a response is taken FOR UPDATE SKIP LOCKED and pushed a lease ahead,
+# and recorded sent by a conditional UPDATE (status queued): once each.
 CELERY_BEAT_SCHEDULE["outreach-responses-recover"] = {
     "task": "outreach.tasks.responses_recover",
     "schedule": SENDING_SCHEDULE_INTERVAL_SECONDS,
@@ -632,6 +647,7 @@ CELERY_BEAT_SCHEDULE["outreach-responses-recover"] = {
 # Follow-up campaigns (docs/outreach.md, "Follow-up campaigns"): how often beat fires the
 # on_complete rules whose task was lost (a worker killed right after the completion).
 FOLLOWUPS_SWEEP_INTERVAL_SECONDS = env.float("FOLLOWUPS_SWEEP_INTERVAL_SECONDS", default=60.0)
+# Twice at once: a rule fires once per enrollment (the campaign's row lock, RuleFire).
 CELERY_BEAT_SCHEDULE["outreach-followups-sweep"] = {
     "task": "outreach.tasks.followups_sweep",
     "schedule": FOLLOWUPS_SWEEP_INTERVAL_SECONDS,
@@ -642,6 +658,8 @@ CELERY_BEAT_SCHEDULE["outreach-followups-sweep"] = {
 # outreach: how often beat folds the counter shards of past hours of the analytics into one
 # row per hour (docs/analytics.md, "Shards"), so a year's series reads 8,760 rows a key.
 ANALYTICS_FOLD_INTERVAL_SECONDS = env.float("ANALYTICS_FOLD_INTERVAL_SECONDS", default=600.0)
+# Twice at once: shard rows taken FOR UPDATE SKIP LOCKED and deleted as they are added
+# to shard 0: each row is folded once.
 CELERY_BEAT_SCHEDULE["outreach-analytics-fold"] = {
     "task": "outreach.tasks.analytics_fold",
     "schedule": ANALYTICS_FOLD_INTERVAL_SECONDS,
@@ -676,11 +694,14 @@ RECIPIENT_PROVIDER_LOOKUP = env.bool("RECIPIENT_PROVIDER_LOOKUP", default=not EM
 # The name an account's tracking domain must be a CNAME to: BASE_URL's host by default.
 TRACKING_DOMAIN_CNAME_TARGET = env.str("TRACKING_DOMAIN_CNAME_TARGET", default=_base_host).lower()
 # Beat checks every mailbox's From domain again once a day, and tracking domains every hour.
+# Twice at once: idempotent (the check's row is an upsert of what DNS says); costs
+# a second lookup.
 CELERY_BEAT_SCHEDULE["outreach-sender-domains-check"] = {
     "task": "outreach.tasks.sender_domains_check",
     "schedule": 3600.0,
     "options": {"expires": 3600.0},
 }
+# Twice at once: idempotent, the status written is what DNS says.
 CELERY_BEAT_SCHEDULE["outreach-tracking-domains-check"] = {
     "task": "outreach.tasks.tracking_domains_check",
     "schedule": 3600.0,
@@ -729,12 +750,15 @@ STRIPE_PRICE_SCALE = env.str("STRIPE_PRICE_SCALE", default="")
 # Days a payment provider event (PspEvent: the duplicate guard and the staff's record of
 # what Stripe said) is kept; beat deletes older ones daily. Stripe retries for 3 days.
 PSP_EVENT_RETENTION_DAYS = env.int("PSP_EVENT_RETENTION_DAYS", default=90)
+# Twice at once: idempotent, a DELETE of old events.
 CELERY_BEAT_SCHEDULE["billing-psp-events-prune"] = {
     "task": "billing.tasks.psp_events_prune",
     "schedule": 24 * 3600.0,
 }
 # Daily safety net for missed notifications: billing_reconcile's service for every
 # account with a subscription (does nothing while STRIPE_SECRET_KEY is unset).
+# Twice at once: idempotent; each account is applied under its row lock and settled
+# on Stripe's latest state (billing/subscriptions.py); costs a second read of Stripe.
 CELERY_BEAT_SCHEDULE["billing-subscriptions-reconcile"] = {
     "task": "billing.tasks.subscriptions_reconcile",
     "schedule": 24 * 3600.0,
@@ -779,6 +803,8 @@ WEBHOOK_ACCOUNT_MAX_DRAINS = env.int("WEBHOOK_ACCOUNT_MAX_DRAINS", default=20)
 WEBHOOK_DRAIN_LINGER_SECONDS = env.float("WEBHOOK_DRAIN_LINGER_SECONDS", default=0.5)
 # How often beat sweeps for due deliveries the fast path missed (and for retries).
 WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float("WEBHOOK_SWEEP_INTERVAL_SECONDS", default=15.0)
+# Twice at once: it only rings drains; a job is claimed by a conditional UPDATE with a
+# lease, so each attempt is made once.
 CELERY_BEAT_SCHEDULE["webhooks-sweep"] = {
     "task": "webhooks.tasks.webhook_sweep",
     "schedule": WEBHOOK_SWEEP_INTERVAL_SECONDS,
@@ -801,9 +827,11 @@ LOGGING = logging_config(
 
 # GET /metrics (config/metrics_scrape.py, docs/metrics.md): off (a 404 like any unknown
 # route) unless set; then a scrape must carry `Authorization: Bearer <METRICS_TOKEN>`.
-# Every process writes its counters to PROMETHEUS_MULTIPROC_DIR when that is set (the
-# Prometheus client library reads it from the environment; `make run` sets it).
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Every process writes its counters to one folder of the host, which a scrape adds up:
+# PROMETHEUS_MULTIPROC_DIR, or when unset VAR_DIR/metrics/<boot id>, made and cleaned
+# here at each start (config/metrics_folder.py), before the client library reads it.
+METRICS_DIR = metrics_folder_prepare(VAR_DIR)
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = BASE_URL.startswith("https://")

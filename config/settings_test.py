@@ -5,6 +5,8 @@ an embedded PostgreSQL of the tests' own and the embedded mode's filesystem brok
 """
 
 import os
+import shutil
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -43,6 +45,18 @@ if _xdist_worker.startswith("gw") and os.environ.get("REDIS_URL"):
     _base = int(_redis.path.strip("/") or 0)
     _db = (_base or 8) + int(_xdist_worker[2:]) % 8
     os.environ["REDIS_URL"] = urlunsplit(_redis._replace(path=f"/{_db}"))
+
+# The metrics' folder (config/metrics_folder.py) of the test process itself: one of its
+# own, emptied as it starts, so its counters meet no other test process's nor `make
+# run`'s. The workers and servers it starts inherit it, as a host's processes share one;
+# they run without pytest and keep what they are given.
+if "pytest" in sys.modules and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    from config.metrics_folder import var_dir as _var_dir
+
+    _metrics = _var_dir() / "test-metrics" / (_xdist_worker or "main")
+    shutil.rmtree(_metrics, ignore_errors=True)
+    _metrics.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_metrics)
 
 from config import embedded_db  # noqa: E402
 from config.settings import *  # noqa: E402,F403

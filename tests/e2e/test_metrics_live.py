@@ -2,7 +2,8 @@
 sharing one multi-process metrics folder as `make run`'s processes do, an SMTP sink
 that defers one address once and rejects another, and a webhook receiver that fails
 twice. After the run, a scrape of gunicorn's GET /metrics shows the counters moved by
-exactly what happened, whichever process counted it."""
+exactly what happened, whichever process counted it. And with no folder set at all,
+the production default, a worker's counter still reaches the web's scrape."""
 
 import time
 
@@ -10,13 +11,17 @@ import pytest
 import requests
 
 from accounts.services import api_key_create
+from config.metrics_folder import folder_default, var_dir
 from config.procfile import multiprocess_dir_reset
+from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
 from tests.accounts.test_rate_limit_server import _gunicorn, _server_env, _stop
 from tests.e2e.test_sending_e2e import WORKER_ENV, _campaign_at, _wait_until
 from tests.foundation.test_metrics import TOKEN, families_of
-from tests.outreach.factories import ContactFactory, EnrollmentFactory
+from tests.outreach.factories import ContactFactory, CredentialFactory, EnrollmentFactory
+from tests.support.celery_worker import send_task
 from tests.support.database import live_database_url
+from tests.support.ports import free_port
 from webhooks.models import DeliveryJob
 from webhooks.services import webhook_create
 
@@ -159,3 +164,44 @@ def test_counters_move_by_exactly_what_the_stack_did(
     # The state gauges, read by the scrape: nothing is left to do.
     assert _sample(after, "outreach_send_backlog", "outreach_send_backlog") == 0
     assert _sample(after, "outreach_webhook_jobs", "outreach_webhook_jobs", state="pending") == 0
+
+
+def test_without_a_folder_set_the_web_shows_a_workers_counters(
+    live_db, account, settings, celery_worker
+):
+    """No PROMETHEUS_MULTIPROC_DIR anywhere (the production default): the web and the
+    worker agree on the service's own folder under VAR_DIR, so a mailbox poll the worker
+    made is on the web's /metrics."""
+    credential = CredentialFactory(
+        account=account, imap_host="127.0.0.1", imap_port=free_port(), imap_security="none"
+    )
+    env = _server_env(
+        DATABASE_URL=live_database_url(),
+        REDIS_URL=settings.REDIS_URL or None,
+        METRICS_TOKEN=TOKEN,
+    )
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    process, url = _gunicorn(env)
+    try:
+        requests.get(f"{url}/health", timeout=120)
+        before = _scrape(url)
+        celery_worker(env={"PROMETHEUS_MULTIPROC_DIR": None, "METRICS_TOKEN": TOKEN})
+        send_task("outreach.tasks.intake_poll_mailbox", str(credential.pk))
+        _wait_until(
+            lambda: SmtpCredential.objects.filter(
+                pk=credential.pk, imap_last_error_at__isnull=False
+            ).exists(),
+            timeout=60,
+            what="the poll's error recorded",
+        )
+        after = _scrape(url)
+    finally:
+        _stop(process)
+
+    def polls(families: dict) -> float:
+        return _sample(
+            families, "outreach_imap_polls", "outreach_imap_polls_total", outcome="error"
+        )
+
+    assert polls(after) - polls(before) == 1
+    assert folder_default(var_dir()).is_dir()

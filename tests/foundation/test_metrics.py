@@ -13,6 +13,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from config import metrics
+from config.metrics_folder import folder_default, metrics_folder_prepare
 from config.procfile import multiprocess_dir_reset
 from outreach.models.contacts import ContactImport
 from outreach.models.mailboxes import SmtpCredential
@@ -323,3 +324,56 @@ def test_the_filesystem_broker_queues_are_counted_by_their_message_files(setting
         "imports": 0,
         "intake": 0,
     }
+
+
+# ------------------------------------------------------------ the folder of every process
+
+
+def _exited_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_without_a_folder_set_every_process_uses_the_services_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    folder = folder_default(tmp_path)
+    earlier_boot = tmp_path / "metrics" / "an-earlier-boot"
+    earlier_boot.mkdir(parents=True)
+    (earlier_boot / "counter_1.db").write_bytes(b"")
+    (tmp_path / "metrics" / "counter_2.db").write_bytes(b"")  # an older layout's
+    folder.mkdir()
+    dead, alive = _exited_pid(), os.getpid()
+    for name in (f"gauge_livesum_{dead}.db", f"counter_{dead}.db", f"gauge_livesum_{alive}.db"):
+        (folder / name).write_bytes(b"")
+
+    assert metrics_folder_prepare(tmp_path) == folder
+    assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(folder)
+    assert folder.parent.name == "metrics" and folder.parent.parent == tmp_path
+    assert list((tmp_path / "metrics").iterdir()) == [folder]
+    # The exited process's live gauge is gone, its counter stays (a sum never goes down).
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f"counter_{dead}.db",
+        f"gauge_livesum_{alive}.db",
+    ]
+    assert metrics_folder_prepare(tmp_path) == folder  # the next process agrees
+
+
+def test_a_folder_set_by_the_operator_is_used_as_it_is(tmp_path, monkeypatch):
+    given = tmp_path / "run-metrics"
+    given.mkdir()
+    (given / f"gauge_livesum_{_exited_pid()}.db").write_bytes(b"")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(given))
+    assert metrics_folder_prepare(tmp_path / "var") == given
+    assert len(list(given.iterdir())) == 1
+    assert not (tmp_path / "var").exists()
+
+
+def test_a_folder_that_cannot_be_made_is_said_at_start(tmp_path, monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    var = tmp_path / "var"
+    var.write_text("a file where the folder should be")
+    with pytest.raises(ImproperlyConfigured, match="set PROMETHEUS_MULTIPROC_DIR"):
+        metrics_folder_prepare(var)

@@ -19,6 +19,11 @@ catalog back.
 
 `celery_worker(wrap=["ip", "netns", "exec", "ns"])` runs it inside a network namespace
 (tests/support/netns.py).
+
+`celery_beat(env={...})` starts a beat of its own (`celery -A config beat`, the
+in-memory scheduler), as production's beats run beside the workers: several per test
+are several beats, each `kill()`-able alone.
+
 `celery_worker(queues="celery,sending,imports,intake", name="a")` consumes only those
 queues (`-Q`, as the Procfile's worker line) under the hostname `a-<pid>-<n>@<host>`
 (`worker.hostname`): several workers of one test tell their logs apart by it.
@@ -122,14 +127,7 @@ class Worker:
             # Python 3.13 shelve's SQLite file, opened by the beat process the worker
             # forks, failed now and then with "locking protocol" (beat then stopped).
             command += ["--beat", "--scheduler", "celery.beat:Scheduler"]
-        full_env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings_test",
-            "DATABASE_URL": live_database_url(),
-            "CELERY_TASK_ALWAYS_EAGER": "false",
-            "PYTHONUNBUFFERED": "1",
-            **env,
-        }
+        full_env = _process_env(env)
         self._log = open(log_path, "wb")  # noqa: SIM115 (closed in stop())
         self.process = subprocess.Popen(
             command,
@@ -170,12 +168,82 @@ class Worker:
         self._log.close()
 
 
+class Beat(Worker):
+    """A `celery -A config beat` process of its own (the in-memory scheduler, see above)."""
+
+    def __init__(self, *, log_path: Path, env: dict):
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 (closed in stop())
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("celery")),
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--scheduler",
+                "celery.beat:Scheduler",
+            ],
+            cwd=ROOT,
+            env=_process_env(env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> "Beat":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "beat: Starting..." in self.log:
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"celery beat exited early:\n{self.log[-4000:]}")
+            time.sleep(0.1)
+        raise TimeoutError(f"celery beat not ready after {timeout}s:\n{self.log[-4000:]}")
+
+
+def _process_env(env: dict) -> dict:
+    """A worker's or beat's environment: the test settings, its database, real Celery;
+    a variable `env` gives None is left out."""
+    full = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
+        "DATABASE_URL": live_database_url(),
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "PYTHONUNBUFFERED": "1",
+        **env,
+    }
+    return {key: value for key, value in full.items() if value is not None}
+
+
+@pytest.fixture
+def celery_beat(tmp_path):
+    """Factory: `celery_beat(env={}, wait=True)` starts a beat process, waits until it
+    runs (unless `wait=False`: call its `wait_ready()` later, to start several at once)
+    and returns it; every one is stopped when the test ends."""
+    beats: list[Beat] = []
+
+    def start(*, env=None, wait: bool = True) -> Beat:
+        beat = Beat(
+            log_path=tmp_path / f"beat{len(beats)}.log",
+            env={k: None if v is None else str(v) for k, v in (env or {}).items()},
+        )
+        beats.append(beat)
+        return beat.wait_ready() if wait else beat
+
+    yield start
+    for beat in beats:
+        beat.stop()
+
+
 @pytest.fixture
 def celery_worker(tmp_path):
     """Factory: `celery_worker(beat=False, concurrency=8, pool="threads", env={},
     queues=None, name="e2e", wrap=None)` starts a worker, waits until it is ready and
     returns it; `wrap` is a command the worker runs under (`ip netns exec <name>`, which
-    execs it: the worker keeps the process's id and group)."""
+    execs it: the worker keeps the process's id and group). A variable `env` gives None
+    is not passed on (the test process's own, e.g.)."""
     broker_purge()
     workers: list[Worker] = []
 
@@ -194,7 +262,7 @@ def celery_worker(tmp_path):
             beat=beat,
             concurrency=concurrency,
             pool=pool,
-            env={key: str(value) for key, value in (env or {}).items()},
+            env={k: None if v is None else str(v) for k, v in (env or {}).items()},
             queues=queues,
             name=name,
             wrap=wrap,
