@@ -190,6 +190,15 @@ def _sent_statement(sent: _Sent) -> bool:
     return True
 
 
+def _credential_sent(credential_id, pace_floor) -> None:
+    """The mailbox's send count, and the earliest time it may send next."""
+    changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
+    if pace_floor is not None:
+        floor = Value(pace_floor)
+        changes["next_send_earliest_at"] = Greatest(Coalesce("next_send_earliest_at", floor), floor)
+    SmtpCredential.objects.filter(pk=credential_id).update(**changes)
+
+
 def _sent_orm(sent: _Sent) -> bool:
     """The record through the ORM, in one transaction; False when the claim was not open
     any more and nothing was recorded: its worker was cut off past the lease, and the
@@ -233,13 +242,7 @@ def _sent_orm(sent: _Sent) -> bool:
             note="" if sent.reply_seen else sent.attempt.text,
             keys=sent.move.path,
         )
-        credential_changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
-        if sent.pace_floor is not None:
-            floor = Value(sent.pace_floor)
-            credential_changes["next_send_earliest_at"] = Greatest(
-                Coalesce("next_send_earliest_at", floor), floor
-            )
-        SmtpCredential.objects.filter(pk=credential.pk).update(**credential_changes)
+        _credential_sent(credential.pk, sent.pace_floor)
         stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
         if sent.metered:
             usage_record_increment(account=campaign.account, at=sent.now)

@@ -207,7 +207,8 @@ def test_an_unknown_stat_is_refused():
 
 class _Record:
     """A first step recorded the way the sender records it (the one statement, the ORM
-    path when the enrollment moved since)."""
+    path when the enrollment moved since), under its claim's row as the scheduler leaves
+    it (a record whose claim is not open any more records nothing)."""
 
     def __init__(self, campaign):
         self.campaign = campaign
@@ -216,7 +217,7 @@ class _Record:
 
     def __call__(self, enrollment_id):
         enrollment = Enrollment.objects.select_related("contact").get(pk=enrollment_id)
-        claim = SendClaim(
+        claim = SendClaim.objects.create(
             enrollment_id=enrollment.pk,
             batch_id=uuid.uuid4(),
             credential=self.credential,
