@@ -204,16 +204,21 @@ def test_a_complaint_counts_once_for_the_message_it_names(
     assert by_step["totals"]["complaints"] == 1  # the step of the message it names
 
 
-def test_the_recount_rebuilds_the_same_rows_and_keeps_the_complaints(
-    account, api_client, sink, django_capture_on_commit_callbacks
-):
-    campaign, people = _life(account, api_client, sink, django_capture_on_commit_callbacks)
+def _life_with_a_complaint(account, api_client, sink, on_commit) -> None:
+    """The life of the campaign, then a relay's complaint about r5's first message."""
+    campaign, people = _life(account, api_client, sink, on_commit)
     message = Message.objects.get(enrollment=people["r5"], step=1)
     relay_event_apply(
         credential=campaign.credentials.get(),
         event=RelayEvent(kind=COMPLAINT, message_id=message.message_id),
         outcome=RelayOutcome(),
     )
+
+
+def test_the_recount_rebuilds_the_same_rows_and_keeps_the_complaints(
+    account, api_client, sink, django_capture_on_commit_callbacks
+):
+    _life_with_a_complaint(account, api_client, sink, django_capture_on_commit_callbacks)
     kept = _kept()
     AnalyticsHour.objects.filter(account=account).update(sent=0, opened=7, bounced_hard=3)
     call_command("analytics_recount", str(account.pk))
@@ -235,13 +240,7 @@ def test_the_recount_fills_hours_from_before_the_counters(
 def test_the_recount_rebuilds_moved_days_and_keeps_their_complaints(
     account, api_client, sink, django_capture_on_commit_callbacks
 ):
-    campaign, people = _life(account, api_client, sink, django_capture_on_commit_callbacks)
-    message = Message.objects.get(enrollment=people["r5"], step=1)
-    relay_event_apply(
-        credential=campaign.credentials.get(),
-        event=RelayEvent(kind=COMPLAINT, message_id=message.message_id),
-        outcome=RelayOutcome(),
-    )
+    _life_with_a_complaint(account, api_client, sink, django_capture_on_commit_callbacks)
     span = {"from": "2026-03-02", "to": timezone.now().date().isoformat()}
     series = _analytics(api_client, **span)
     hours_fold(before=timezone.now() + timedelta(hours=1))  # every hour into its day
