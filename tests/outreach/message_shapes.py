@@ -2,12 +2,39 @@
 writer's bytes are the email package's; tests/outreach/test_message_bytes.py: what a mail
 client reads in them): `generated_message(rng)` is one step's message, with unicode and
 quoted names, IDN and non-ASCII addresses, long subjects, encoded-word look-alikes, long
-lines, CR / CRLF / LF bodies and follow-ups drawn from `rng`."""
+lines, CR / CRLF / LF bodies and follow-ups drawn from `rng`; and the named shapes both
+test: CONTACTS, STEPS, SENDERS."""
 
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from zoneinfo import ZoneInfo
+
+CONTACTS = [
+    {"email": "ada@example.org", "first_name": "Ada", "last_name": "Lovelace", "company": "Acme"},
+    {"email": "jo@example.org", "first_name": "Doe, Jane", "last_name": '"Q"', "company": "A&B"},
+    {"email": "zoe@bücher.example", "first_name": "Zoë", "last_name": "Müller", "company": "Ünï"},
+    {"email": "josé@example.org", "first_name": "José", "last_name": "", "company": "Café"},
+    {"email": "long@example.org", "first_name": "L" * 300, "last_name": "x", "company": "C" * 900},
+    {"email": "cr@example.org", "first_name": "Evil\r\nBcc: x@y.z", "last_name": "", "company": ""},
+]
+STEPS = [
+    {"subject": "Hello {{first_name|there}}", "body_text": "Hi {{first_name}}", "body_html": ""},
+    {
+        "subject": "Quick question for {{company}}, {{first_name}} – ça va?",
+        "body_text": "Hi {{first_name}},\n\nWould {{company}} like to talk?\n" + "x" * 1200,
+        "body_html": "<html><body><p>Hi {{first_name}} — {{company}}</p></body></html>",
+    },
+    {"subject": "", "body_text": "Following up, {{first_name}}.", "body_html": "<p>Up</p>"},
+    # A body holding the boundary the draw gives: the standard check decides (it looks
+    # for the line ending in LF, so with CRLF it keeps the boundary; so do we).
+    {
+        "subject": "Boundary",
+        "body_text": "a\n--===============0000000000000012345==\nb",
+        "body_html": "<p>x</p>\n--===============0000000000000012345==--\n",
+    },
+]
+SENDERS = [("Bench", "bench@sender.example"), ("Sam Sénder, Inc.", "sam@sender.example")]
 
 # Characters names, subjects and bodies are drawn from: plain ASCII, every ASCII special
 # of RFC 5322, the encoded-word opener, whitespace, accented and non-Latin letters, emoji.

@@ -14,36 +14,11 @@ from types import SimpleNamespace
 import pytest
 
 from outreach.sending import message as sending_message
-from tests.outreach.message_shapes import generated_message
+from tests.outreach.message_shapes import CONTACTS, SENDERS, STEPS, generated_message
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 pytestmark = pytest.mark.django_db  # the suite's session fixtures need the database
-
-CONTACTS = [
-    {"email": "ada@example.org", "first_name": "Ada", "last_name": "Lovelace", "company": "Acme"},
-    {"email": "jo@example.org", "first_name": "Doe, Jane", "last_name": '"Q"', "company": "A&B"},
-    {"email": "zoe@bücher.example", "first_name": "Zoë", "last_name": "Müller", "company": "Ünï"},
-    {"email": "josé@example.org", "first_name": "José", "last_name": "", "company": "Café"},
-    {"email": "long@example.org", "first_name": "L" * 300, "last_name": "x", "company": "C" * 900},
-    {"email": "cr@example.org", "first_name": "Evil\r\nBcc: x@y.z", "last_name": "", "company": ""},
-]
-STEPS = [
-    {"subject": "Hello {{first_name|there}}", "body_text": "Hi {{first_name}}", "body_html": ""},
-    {
-        "subject": "Quick question for {{company}}, {{first_name}} – ça va?",
-        "body_text": "Hi {{first_name}},\n\nWould {{company}} like to talk?\n" + "x" * 1200,
-        "body_html": "<html><body><p>Hi {{first_name}} — {{company}}</p></body></html>",
-    },
-    {"subject": "", "body_text": "Following up, {{first_name}}.", "body_html": "<p>Up</p>"},
-    # Bodies holding lines that look like a multipart boundary.
-    {
-        "subject": "Boundary",
-        "body_text": "a\n--===============0000000000000012345==\nb",
-        "body_html": "<p>x</p>\n--===============0000000000000012345==--\n",
-    },
-]
-SENDERS = [("Bench", "bench@sender.example"), ("Sam Sénder, Inc.", "sam@sender.example")]
 
 
 COMMON = dict(
