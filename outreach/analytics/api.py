@@ -20,7 +20,6 @@ from outreach.analytics.serializers import (
     counts_shown,
 )
 from outreach.errors import CampaignNotFound, CredentialNotFound
-from outreach.models.analytics import COUNTERS
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 
@@ -53,12 +52,12 @@ class AnalyticsView(ServiceAPIView):
         rows = series_read(
             scope=scope, start=start, end=end, interval=params["interval"], zone=zone
         )
-        totals = {name: sum(row[name] for row in rows) for name in COUNTERS}
+        totals = [sum(column) for column in tuple(zip(*rows, strict=True))[1:]]
         return Response(
             {
                 "interval": params["interval"],
                 "timezone": zone,
-                "series": [{"date": row["date"], **counts_shown(row)} for row in rows],
+                "series": [{"date": row[0], **counts_shown(row[1:])} for row in rows],
                 "totals": counts_shown(totals),
             }
         )

@@ -13,7 +13,7 @@ local date its start falls on.
 """
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from uuid import UUID
 
 from django.db import connection
@@ -45,7 +45,8 @@ class Scope:
         return AnalyticsHour.Grain.ACCOUNT
 
 
-_SUMS = ", ".join(f"sum({name})" for name in COUNTERS)
+_SUMS = ", ".join(f"sum({name}) AS {name}" for name in COUNTERS)
+_FILLED = ", ".join(f"COALESCE(s.{name}, 0)" for name in COUNTERS)
 _HOUR = ", ".join(f"h.{name}" for name in COUNTERS)
 _PIECE = ", ".join(f"d.{name}[m.hi] - COALESCE(d.{name}[m.lo], 0)" for name in COUNTERS)
 # Each grain's key, written so the unique indexes (account, grain, campaign, credential,
@@ -90,7 +91,8 @@ pieces AS (
 )"""
 _SERIES = {
     grain: f"""{_PERIODS}
-SELECT period, {_SUMS} FROM (
+SELECT p.period, {_FILLED}
+FROM periods AS p LEFT JOIN (SELECT period, {_SUMS} FROM (
     SELECT e.period, {_HOUR}
     FROM outreach_analyticshour AS h JOIN edges AS e ON h.hour >= e.begins AND h.hour < e.ends
     WHERE h.account_id = %(account)s AND h.grain = %(grain)s AND {key}
@@ -100,45 +102,19 @@ SELECT period, {_SUMS} FROM (
     FROM pieces AS m JOIN outreach_analyticsday AS d ON d.day = m.day
     WHERE d.account_id = %(account)s AND d.grain = %(grain)s AND {key}
 ) AS x
-GROUP BY period
+GROUP BY period) AS s USING (period)
+ORDER BY p.period
 """  # noqa: S608 - the code's own column names
     for grain, key in _KEYS.items()
 }
 
 
-def period_start(day: date, interval: str) -> date:
-    """The first date of the period `day` is in: itself, its week's Monday, its month's 1st."""
-    if interval == "week":
-        return day - timedelta(days=day.weekday())
-    if interval == "month":
-        return day.replace(day=1)
-    return day
-
-
-def _next_period(day: date, interval: str) -> date:
-    if interval == "week":
-        return day + timedelta(days=7)
-    if interval == "month":
-        return (day.replace(day=28) + timedelta(days=4)).replace(day=1)
-    return day + timedelta(days=1)
-
-
-def _zero_row(day: date) -> dict:
-    return {"date": day, **dict.fromkeys(COUNTERS, 0)}
-
-
-def _periods(start: date, end: date, interval: str) -> list[date]:
-    periods, day = [], period_start(start, interval)
-    while day <= end:
-        periods.append(day)
-        day = _next_period(day, interval)
-    return periods
-
-
-def series_read(*, scope: Scope, start: date, end: date, interval: str, zone: str) -> list[dict]:
+def series_read(*, scope: Scope, start: date, end: date, interval: str, zone: str) -> list[tuple]:
     """The counters of `scope` from `start` to `end` (local dates in `zone`, both
-    included), one row per period of `interval`, zeros where nothing happened: each
-    row {"date": the period's first date, <counter>: n, ...}. One query."""
+    included), one row per period of `interval` in order, zeros where nothing happened:
+    each row (the period's first date, then each counter of COUNTERS in its order).
+    One query; the periods (a date, its week's Monday or its month's 1st) are the
+    query's own."""
     with connection.cursor() as cursor:
         cursor.execute(
             _SERIES[scope.grain],
@@ -154,11 +130,4 @@ def series_read(*, scope: Scope, start: date, end: date, interval: str, zone: st
                 "step_key": scope.step_key,
             },
         )
-        found = {row[0]: row[1:] for row in cursor.fetchall()}
-    rows = []
-    for day in _periods(start, end, interval):
-        row = _zero_row(day)
-        for name, value in zip(COUNTERS, found.get(day, ()), strict=False):
-            row[name] = int(value or 0)
-        rows.append(row)
-    return rows
+        return cursor.fetchall()
