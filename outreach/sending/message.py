@@ -181,16 +181,28 @@ def address_headers(
     lose their line breaks: a name cannot add a header. Steps and responses to replies
     (outreach.conversations.respond) share it."""
     headers: list[tuple[str, Any]] = [
-        ("From", formataddr((" ".join(credential.from_name.split()), credential.from_email)))
+        ("From", _mailbox(" ".join(credential.from_name.split()), credential.from_email))
     ]
     name = " ".join(name.split())
     recipient = ascii_address(address)
     if recipient is not None:
-        headers.append(("To", formataddr((name, recipient))))
+        headers.append(("To", _mailbox(name, recipient)))
     else:  # SMTPUTF8: the header carries the address as UTF-8
         local, _, domain = address.rpartition("@")
         headers.append(("To", Address(display_name=name, username=local, domain=domain)))
     return headers, recipient
+
+
+def _mailbox(name: str, address: str) -> Any:
+    """`name` <`address`> for a From or To header: formataddr's string for an ASCII name
+    (quoted when it holds a special); for a non-ASCII name, an Address, which the email
+    package writes as one encoded word holding the name's specials. formataddr's string
+    for such a name ("=?utf-8?...?=") is refolded by the email package with a special
+    left outside the encoded word, where a reader takes "Sam Sénder, Inc." for two
+    addresses and "re: José" for a group."""
+    if name.isascii():
+        return formataddr((name, address))
+    return Address(display_name=name, addr_spec=address)
 
 
 def _subject(

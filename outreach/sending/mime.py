@@ -185,10 +185,11 @@ _HTML_HEADERS = b'Content-Type: text/html; charset="utf-8"\r\nContent-Transfer-E
 _MIME_VERSION = b"MIME-Version: 1.0\r\n"
 
 
-def _header_bytes(name: str, value: str, policy) -> bytes:
+def _header_bytes(name: str, value: object, policy) -> bytes:
     shape = _PLAIN_SHAPES.get(name.lower())
     if (
         shape is not None
+        and isinstance(value, str)  # else an Address (a non-ASCII display name)
         and len(name) + len(value) + 2 <= policy.max_line_length - _LINE_MARGIN
         and shape.fullmatch(value)
         and "=?" not in value
@@ -210,7 +211,7 @@ def _body_bytes(text: str, policy) -> tuple[bytes, bytes]:
 
 
 def message_bytes_fast(
-    headers: list[tuple[str, str]], text: str, html: str | None, *, policy
+    headers: list[tuple[str, object]], text: str, html: str | None, *, policy
 ) -> bytes | None:
     """What `message_bytes` writes for an EmailMessage(policy=policy) with `headers` set
     in order, `set_content(text)` and, when `html` is given, `add_alternative(html,

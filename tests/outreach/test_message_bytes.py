@@ -100,14 +100,10 @@ def _reads_back(data, headers, text, html):
 
 
 def _mangled_by_the_email_package(name):
-    """Known defect of the email package (docs/development.md, "Library code"): a
-    display name given as an RFC 2047 word (formataddr's form of a non-ASCII name) that
-    holds an RFC 5322 special is refolded with that special unquoted beside an encoded
-    word ("re: ..." reads as a group, "Sam Sénder, Inc." as two addresses); and a name
-    long enough to be folded past 998 characters is folded inside its quotes; an
+    """Known defects of the email package (docs/development.md, "Library code"): a
+    name long enough to be folded past 998 characters is folded inside its quotes; an
     encoded-word look-alike inside a non-ASCII name is written bare and read decoded."""
-    specials = any(c in name for c in '()<>@,;:\\".[]')
-    return (not name.isascii() and (specials or "=?" in name)) or len(name) > 900
+    return (not name.isascii() and "=?" in name) or len(name) > 900
 
 
 def message_address(value):
