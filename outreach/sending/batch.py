@@ -314,7 +314,7 @@ class MailboxBatch:
         accepted_at = self.clock()
         # Recorded (committed) before the next MAIL FROM on this connection.
         enrollment = claim.enrollment
-        sent_record(
+        recorded = sent_record(
             claim=claim,
             enrollment=enrollment,
             campaign=enrollment.campaign,
@@ -327,7 +327,8 @@ class MailboxBatch:
             reply=reply,
             duration_ms=round((time.monotonic() - started) * 1000),
         )
-        self._counted("accepted" if reply_seen else "unknown", claim, now)
+        if recorded:  # else the scheduler's recovery recorded and counted it
+            self._counted("accepted" if reply_seen else "unknown", claim, now)
         simulator.outcome_after_commit(self.credential, outgoing.message_id, outgoing.to_email)
         return True
 

@@ -103,7 +103,7 @@ def sent_record(
     reply: tuple[int, str] | None = None,
     duration_ms: int | None = None,
     finished_at: datetime | None = None,
-) -> None:
+) -> bool:
     """An accepted message (or one whose reply never came, `reply_seen=False`), in one
     transaction: the Message, the attempt finished, the enrollment moved on, the
     counters, the period's usage and `enrollment.sent`. `accepted_at` (default `now`,
@@ -112,7 +112,8 @@ def sent_record(
     server sees them. `reply`: the server's (code, text) to the end of DATA.
     `finished_at` (default `accepted_at`) ends the attempt's record: a lost worker's
     attempt ends when its recovery gave it up, while its pace still counts from the
-    send."""
+    send. False when nothing was recorded: the claim had been recovered meanwhile, and
+    the recovery recorded the send (and counted it)."""
     move = sent_move(
         position=claim.step, enrollment=enrollment, campaign=campaign, steps=steps, now=now
     )
@@ -140,11 +141,12 @@ def sent_record(
     # recorded (the claim was recovered meanwhile): nothing more to do.
     fast = reply_seen and sent.metered and not move.decisions and _sent_statement(sent)
     if not fast and not _sent_orm(sent):
-        return
+        return False
     if move.waiting and move.current_key is not None:
         branch_recheck_on_commit(enrollment_id=enrollment.pk, branch_key=move.current_key)
     if move.status == Enrollment.Status.COMPLETED:  # its on_complete rule, if any
         completed_followups_enqueue(campaign=campaign, enrollment_ids=[enrollment.pk])
+    return True
 
 
 def _sent_moved(sent: _Sent) -> None:
