@@ -2,16 +2,17 @@
 answer of GET /campaigns/:id/sending_status (docs/sending.md, "Why isn't it sending?").
 
 A dry run of the scheduler's decisions (outreach.sending.scheduler) over the same rows: it only
-reads (no lock, no write), so it can be asked at any time. Each reason a mailbox cannot
-send now is one function of REASONS, returning the reason with the time it lifts (or
-None when that is not known in advance), or nothing when it does not apply.
+reads (no lock, no write), so it can be asked at any time. The reasons a mailbox cannot
+send now are the scheduler's own: the blockers its decision function,
+outreach.mailboxes.blockers.mailbox_blockers, gives for the facts read here, each with
+the time it lifts (or None when that is not known in advance); this module reads the
+facts, words each blocker, and plans the next sends.
 """
 
-# Long: every reason and the planner read one context (_Context), built once per call;
-# apart, they would pass it across modules both ways.
+# Long: the facts, their wording and the planner read one context (_Context), built once
+# per call; apart, they would pass it across modules both ways.
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -22,11 +23,19 @@ from outreach.campaigns.windows import SendWindow, send_window_next_open, window
 from outreach.domain_cap import counts as domain_cap
 from outreach.domains.services import domain_check_summary
 from outreach.enrollments.branching import waiting_at
+from outreach.mailboxes.blockers import (
+    CAMPAIGN,
+    CODES,
+    STANDING,
+    Blocker,
+    MailboxFacts,
+    mailbox_blockers,
+    takes_sends,
+)
 from outreach.mailboxes.pace import (
     daily_limit_in_force,
     next_utc_midnight,
     paced_until,
-    ramp_limit,
     sent_today,
     utc_day,
 )
@@ -94,109 +103,118 @@ class _Context:
         return min(times) if times else None
 
 
-# --- the reasons, one function each --------------------------------------------------
+# --- the reasons: the scheduler's blockers, said --------------------------------------
 
 
-def _campaign_completed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    if ctx.campaign.status == Campaign.Status.COMPLETED:
-        return Reason(
-            "campaign_completed",
-            detail="Every enrollment has ended; dispatching new contacts restarts it.",
-        )
-    return None
+def _facts(ctx: _Context, credential: SmtpCredential) -> MailboxFacts:
+    """What the scheduler's rules (outreach.mailboxes.blockers) read of the mailbox, as
+    this dry run has it for the whole campaign."""
+    simulator_left = None
+    if credential.is_simulator:
+        sent = simulator_sent_today(ctx.campaign.account_id, ctx.now)
+        simulator_left = settings.SIMULATOR_DAILY_LIMIT - sent
+    return MailboxFacts(
+        credential,
+        ctx.campaign,
+        ctx.now,
+        unauthenticated=_unauthenticated(credential),
+        simulator_left=simulator_left,
+        window_opens=_window_opens(ctx, credential),
+        domain_held=bool(_domains_held(ctx, credential)),
+        due=bool(ctx.zones_due(credential)),
+        next_due=ctx.next_due_at(credential),
+    )
 
 
-def _campaign_paused(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    if ctx.campaign.status == Campaign.Status.PAUSED:
+def _window_opens(ctx: _Context, credential: SmtpCredential) -> datetime:
+    """The window's next opening for the contacts the mailbox has due (with contact time
+    zones, each in its own zone; the earliest), or, with none due, in the campaign's."""
+    zones = {
+        window_timezone(campaign=ctx.campaign, contact_timezone=zone)
+        for zone in ctx.zones_due(credential)
+    } or {ctx.campaign.timezone}
+    return min(send_window_next_open(ctx.now, timezone=z, window=ctx.window) for z in zones)
+
+
+def _domains_held(ctx: _Context, credential: SmtpCredential) -> set:
+    """The recipient domains whose day's count holds enrollments this mailbox would send
+    (the scheduler moved them to the next UTC day)."""
+    domains = set(ctx.domain_held.get(credential.pk, ()))
+    if credential.pk in ctx.enabled:
+        domains |= ctx.domain_held.get(None, set())
+    return domains
+
+
+def _said(ctx: _Context, credential: SmtpCredential, blocker: Blocker) -> Reason:
+    """The blocker as the answer says it: its code and until, and a detail."""
+    code, until = blocker
+    detail = None
+    since = None
+    if code == "campaign_completed":
+        detail = "Every enrollment has ended; dispatching new contacts restarts it."
+    elif code == "campaign_paused":
         why = ctx.campaign.paused_reason or Campaign.PausedReason.MANUAL
-        return Reason("campaign_paused", detail=f"Paused ({why}); resume it to send.")
-    return None
-
-
-def _mailbox_disabled(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    if credential.disabled_at is not None:
-        why = credential.disabled_reason or SmtpCredential.DisabledReason.MANUAL
-        return Reason("mailbox_disabled", detail=why)
-    return None
-
-
-def _reauthorization_required(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    if credential.oauth_status == SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED:
-        return Reason(
-            "reauthorization_required",
-            detail="The provider refused the mailbox's grant: connect it again "
-            "(POST /smtp_credentials/oauth).",
+        detail = f"Paused ({why}); resume it to send."
+    elif code == "mailbox_disabled":
+        detail = credential.disabled_reason or SmtpCredential.DisabledReason.MANUAL
+    elif code == "complaint_rate":
+        since = credential.paused_at
+        detail = (
+            "Paused: its spam complaints passed COMPLAINT_RATE_PAUSE_PERCENT of its sends of "
+            "the last 30 days. PATCH /smtp_credentials/:id {paused_at: null} resumes it."
         )
-    return None
-
-
-def _complaint_rate(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """Paused by the complaint guard (outreach.sending.complaints) until resumed."""
-    if credential.paused_at is not None and credential.disabled_at is None:
-        return Reason(
-            "complaint_rate",
-            since=credential.paused_at,
-            detail="Paused: its spam complaints passed COMPLAINT_RATE_PAUSE_PERCENT of its "
-            "sends of the last 30 days. PATCH /smtp_credentials/:id {paused_at: null} "
-            "resumes it.",
+    elif code == "reauthorization_required":
+        detail = (
+            "The provider refused the mailbox's grant: connect it again "
+            "(POST /smtp_credentials/oauth)."
         )
-    return None
-
-
-def _daily_limit_reached(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    today = utc_day(ctx.now)
-    limit = daily_limit_in_force(credential, today)
-    if sent_today(credential, today) >= limit:
-        ramp = ramp_limit(credential, today)
-        if ramp is not None and ramp < min(credential.daily_limit, settings.DAILY_LIMIT_MAX):
-            steps = credential.ramp_up or {}
-            return Reason(
-                "ramping_up",
-                until=next_utc_midnight(ctx.now),
-                detail=f"Ramp-up: {limit} sends today (start_per_day "
-                f"{steps.get('start_per_day')}, increase_per_day "
-                f"{steps.get('increase_per_day')}), below its daily_limit "
-                f"{credential.daily_limit}.",
-            )
-        return Reason(
-            "daily_limit_reached",
-            until=next_utc_midnight(ctx.now),
-            detail=f"{limit} sends per UTC day.",
+    elif code == "domain_unauthenticated":
+        check = credential.domain_check
+        codes = ", ".join(f["code"] for f in check.findings if f["level"] == "error")
+        detail = (
+            f"The From domain {check.domain} fails its check ({codes}); the campaign "
+            "requires an authenticated domain (GET /smtp_credentials/:id/domain_check)."
         )
-    return None
+    else:
+        detail = _limit_detail(ctx, credential, code)
+    return Reason(code, until=until, detail=detail, since=since)
 
 
-def _simulator_daily_limit(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """A simulator mailbox, once the account's simulator sends of the day are done."""
-    if not credential.is_simulator:
-        return None
-    limit = settings.SIMULATOR_DAILY_LIMIT
-    if simulator_sent_today(ctx.campaign.account_id, ctx.now) >= limit:
-        return Reason(
-            "simulator_daily_limit",
-            until=next_utc_midnight(ctx.now),
-            detail=f"{limit} simulator sends per account per UTC day (SIMULATOR_DAILY_LIMIT).",
+def _limit_detail(ctx: _Context, credential: SmtpCredential, code: str) -> str | None:
+    if code == "ramping_up":
+        steps = credential.ramp_up or {}
+        return (
+            f"Ramp-up: {daily_limit_in_force(credential, utc_day(ctx.now))} sends today "
+            f"(start_per_day {steps.get('start_per_day')}, increase_per_day "
+            f"{steps.get('increase_per_day')}), below its daily_limit {credential.daily_limit}."
         )
-    return None
-
-
-def _paced(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    until = paced_until(credential, ctx.now)
-    if until is not None:
-        return Reason(
-            "paced",
-            until=until,
-            detail=f"{credential.min_interval_seconds} to {credential.max_interval_seconds} "
-            "seconds between two sends of this mailbox.",
+    if code == "daily_limit_reached":
+        return f"{daily_limit_in_force(credential, utc_day(ctx.now))} sends per UTC day."
+    if code == "simulator_daily_limit":
+        limit = settings.SIMULATOR_DAILY_LIMIT
+        return f"{limit} simulator sends per account per UTC day (SIMULATOR_DAILY_LIMIT)."
+    if code == "paced":
+        return (
+            f"{credential.min_interval_seconds} to {credential.max_interval_seconds} "
+            "seconds between two sends of this mailbox."
         )
-    return None
+    if code == "recipient_domain_limit":
+        shown = sorted(_domains_held(ctx, credential))
+        more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+        return (
+            f"{ctx.domain_cap} sends per recipient domain per UTC day reached for "
+            f"{', '.join(shown[:5])}{more}."
+        )
+    return None  # window_closed, nothing_due: `until` says it
 
 
 def _mailbox_unreachable(ctx: _Context, credential: SmtpCredential) -> Reason | None:
     """The mailbox's last attempt failed before any recipient was named: it could not
     connect or log in, its server refused its sender, or the outbound guard refused its
-    host (its last_error, cleared by the next successful login). Only for a mailbox the
-    scheduler still gives sends: a disabled one, or one to connect again, says so itself."""
+    host (its last_error, cleared by the next successful login). Not a blocker of the
+    scheduler, which keeps giving the mailbox its sends (the retries, at the times the
+    failure gave its enrollments): the batch sender's record, said beside them. Only for
+    a mailbox that takes sends: a disabled one, or one to connect again, says so itself."""
     if not credential.last_error or credential.pk not in ctx.enabled:
         return None
     return Reason(
@@ -207,56 +225,15 @@ def _mailbox_unreachable(ctx: _Context, credential: SmtpCredential) -> Reason | 
     )
 
 
-def _domain_unauthenticated(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """Only where it holds sends: a campaign with require_authenticated_domain."""
-    check = getattr(credential, "domain_check", None)
-    if ctx.campaign.require_authenticated_domain and check is not None and check.has_errors:
-        codes = ", ".join(f["code"] for f in check.findings if f["level"] == "error")
-        return Reason(
-            "domain_unauthenticated",
-            detail=f"The From domain {check.domain} fails its check ({codes}); the campaign "
-            "requires an authenticated domain (GET /smtp_credentials/:id/domain_check).",
-        )
-    return None
-
-
-def _window_closed(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """Closed for every contact the mailbox has due (with contact time zones, each in
-    its own zone), or, with none due, in the campaign's zone."""
-    zones = {
-        window_timezone(campaign=ctx.campaign, contact_timezone=zone)
-        for zone in ctx.zones_due(credential)
-    } or {ctx.campaign.timezone}
-    opens = min(send_window_next_open(ctx.now, timezone=z, window=ctx.window) for z in zones)
-    if opens > ctx.now:
-        return Reason("window_closed", until=opens)
-    return None
-
-
-def _recipient_domain_limit(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """Enrollments this mailbox would send wait for a recipient domain whose day's count
-    is reached (the scheduler moved them to the next UTC day)."""
-    domains = set(ctx.domain_held.get(credential.pk, ()))
-    if credential.pk in ctx.enabled:
-        domains |= ctx.domain_held.get(None, set())
-    if not domains:
-        return None
-    shown = sorted(domains)
-    more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
-    return Reason(
-        "recipient_domain_limit",
-        until=next_utc_midnight(ctx.now),
-        detail=f"{ctx.domain_cap} sends per recipient domain per UTC day reached for "
-        f"{', '.join(shown[:5])}{more}.",
-    )
-
-
-def _nothing_due(ctx: _Context, credential: SmtpCredential) -> Reason | None:
-    """No enrollment is due for this mailbox (a disabled one, or one to connect again, is
-    given none at all)."""
-    if credential.pk not in ctx.enabled or ctx.zones_due(credential):
-        return None
-    return Reason("nothing_due", until=ctx.next_due_at(credential))
+def _reasons(ctx: _Context, credential: SmtpCredential) -> list[Reason]:
+    """The scheduler's blockers of the mailbox (mailbox_blockers, in its order), with
+    mailbox_unreachable after the campaign's and the mailbox's standing ones."""
+    reasons = [_said(ctx, credential, b) for b in mailbox_blockers(_facts(ctx, credential))]
+    unreachable = _mailbox_unreachable(ctx, credential)
+    if unreachable is not None:
+        at = sum(1 for r in reasons if CODES[r.code] in (CAMPAIGN, STANDING))
+        reasons.insert(at, unreachable)
+    return reasons
 
 
 def provider_paused(ctx: _Context, credential: SmtpCredential) -> list[Reason]:
@@ -266,24 +243,6 @@ def provider_paused(ctx: _Context, credential: SmtpCredential) -> list[Reason]:
         Reason("provider_paused", until=p.until, detail=p.detail, provider=p.provider)
         for p in sorted(ctx.pauses.get(credential.pk, ()), key=lambda p: p.provider)
     ]
-
-
-# In the order they are reported. Each: (context, mailbox) -> Reason or None.
-REASONS: tuple[Callable[[_Context, SmtpCredential], Reason | None], ...] = (
-    _campaign_completed,
-    _campaign_paused,
-    _mailbox_disabled,
-    _complaint_rate,
-    _reauthorization_required,
-    _mailbox_unreachable,
-    _domain_unauthenticated,
-    _daily_limit_reached,
-    _simulator_daily_limit,
-    _paced,
-    _window_closed,
-    _recipient_domain_limit,
-    _nothing_due,
-)
 
 
 # --- the answer ----------------------------------------------------------------------
@@ -312,15 +271,11 @@ def sending_status(*, campaign: Campaign, now: datetime) -> dict:
         link.smtpcredential
         for link in links.select_related("smtpcredential", "smtpcredential__domain_check")
     ]
-    # The mailboxes the scheduler gives work to (outreach.sending.scheduler): enabled, and not
-    # waiting for the owner to connect them again.
+    # The mailboxes the scheduler gives work to: no standing blocker (takes_sends).
     enabled = [
         c.pk
         for c in credentials
-        if c.disabled_at is None
-        and c.paused_at is None
-        and c.oauth_status != SmtpCredential.OAuthStatus.REAUTHORIZATION_REQUIRED
-        and _domain_unauthenticated_skip(campaign, c)
+        if takes_sends(MailboxFacts(c, campaign, now, unauthenticated=_unauthenticated(c)))
     ]
     ctx = _Context(
         campaign=campaign,
@@ -385,10 +340,10 @@ def _waiting_on_branch(campaign: Campaign, limit: int) -> list[dict]:
     ]
 
 
-def _domain_unauthenticated_skip(campaign: Campaign, credential: SmtpCredential) -> bool:
-    """False for a mailbox the scheduler holds for its From domain (require_authenticated_domain)."""
+def _unauthenticated(credential: SmtpCredential) -> bool:
+    """Its From domain check has an error (what credentials_unauthenticated reads)."""
     check = getattr(credential, "domain_check", None)
-    return not (campaign.require_authenticated_domain and check is not None and check.has_errors)
+    return check is not None and check.has_errors
 
 
 def _waiting_read(ctx: _Context, waiting) -> None:
@@ -448,9 +403,9 @@ def _reason_json(r: Reason) -> dict:
 
 
 def _mailbox_status(ctx: _Context, credential: SmtpCredential, today: date) -> dict:
-    """One mailbox's entry: whether it can send now, and why not (REASONS, then the
-    providers it is paused toward)."""
-    reasons = [r for check in REASONS if (r := check(ctx, credential)) is not None]
+    """One mailbox's entry: whether it can send now, and why not (the scheduler's
+    blockers, then the providers it is paused toward)."""
+    reasons = _reasons(ctx, credential)
     return {
         "credential_id": credential.pk,
         "from_email": credential.from_email,

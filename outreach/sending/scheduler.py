@@ -47,6 +47,10 @@ Beat runs `schedule_run()` every SENDING_SCHEDULE_INTERVAL_SECONDS. Each run, in
    one task as soon as it commits; the unpaced mailboxes' once the whole run has (one
    may get claims in several transactions of one run, all sent over one connection).
 
+Which mailboxes a claim may go to, and which of their full days defer an enrollment, are
+the rules of outreach.mailboxes.blockers (`mailbox_usable`, `deferral`): the ones
+GET /campaigns/:id/sending_status reports (docs/sending.md, "The mailbox's blockers").
+
 All waits are next_send_at values in the database; nothing waits on the broker. `now` is
 injectable, so tests drive the clock.
 """
@@ -76,14 +80,8 @@ from outreach.domain_cap.counts import cap_turn, caps_lock, counts_reserve
 from outreach.domains.providers import recipient_domain, recipient_providers
 from outreach.domains.selectors import credentials_unauthenticated
 from outreach.enrollments import enrollments_complete
-from outreach.mailboxes.pace import (
-    daily_used,
-    next_utc_midnight,
-    pace_gap,
-    paced_until,
-    room_today,
-    utc_day,
-)
+from outreach.mailboxes.blockers import MailboxFacts, deferral, mailbox_usable
+from outreach.mailboxes.pace import daily_used, pace_gap, room_today, utc_day
 from outreach.mailboxes.simulator_day import SimulatorDay
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
@@ -134,8 +132,15 @@ def _due_queryset(now: datetime):
 
 def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
     """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paused by the
-    complaint guard, not paced past `now` (as paced_until says) and not still sending an
-    earlier run's claims."""
+    complaint guard, not paced past `now` and not still sending an earlier run's claims.
+
+    The rules `mailbox_disabled`, `complaint_rate` and `paced` of
+    outreach.mailboxes.blockers, said in SQL: the scan must leave out, in the database,
+    the enrollments of a mailbox that cannot send (a backlog behind one paced mailbox
+    would otherwise fill every run's scan, SENDING_MAX_PER_TICK), and the claim
+    transaction locks only the mailboxes that can. The rules decide (mailbox_usable, on
+    the rows locked) and sending_status reports them;
+    tests/outreach/test_mailbox_blockers.py holds this filter to them."""
     free = Q(**{f"{prefix}disabled_at__isnull": True, f"{prefix}paused_at__isnull": True}) & (
         Q(**{f"{prefix}next_send_earliest_at__isnull": True})
         | Q(**{f"{prefix}next_send_earliest_at__lte": now})
@@ -344,9 +349,9 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     today = utc_day(now)
     room = {pk: room_today(c, today) for pk, c in credentials.items()}
     simulator_day = SimulatorDay(now)  # SIMULATOR_DAILY_LIMIT (docs/sandbox.md)
-    # Read under the rows' locks: a paced mailbox whose next send is still ahead (set by
-    # another run, or by a claim earlier in this one) gets no claim.
-    paced = {pk for pk, c in credentials.items() if paced_until(c, now)}
+    # Paced by a claim of this transaction: no other claim. (A mailbox paced already, by
+    # another run, is not usable: the `paced` rule, read under the rows' locks.)
+    paced: set = set()
     held_of = _held_by_breaker(enrollments, linked, view)
     window_open_at: dict = {}
     # Looked at again then (a re-authorization does not wake them; they wait this long).
@@ -378,14 +383,16 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         stuck_of[campaign.pk] = _reauthorization_only(
             enabled, campaign, unauthenticated, unauthorized
         )
+        # The rules of outreach.mailboxes.blockers, on the rows locked: what
+        # sending_status reports of the mailbox is what decides here.
         usable = [
             pk
             for pk in enabled
             if pk in credentials
             and pk not in busy
-            and pk not in unauthorized
-            and credentials[pk].disabled_at is None
-            and not (campaign.require_authenticated_domain and pk in unauthenticated)
+            and mailbox_usable(
+                MailboxFacts(credentials[pk], campaign, now, unauthenticated=pk in unauthenticated)
+            )
         ]
         usable_of[campaign.pk] = set(usable)
         rotation_of[campaign.pk] = Rotation(
@@ -449,23 +456,30 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             # Its mailboxes are all still sending, paced, held for a moment, or took their
             # share of the run: a later run.
             continue
-        if room[chosen] <= 0:
-            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
-            plan.defer[tomorrow].append(enrollment.pk)
-            continue
-        simulated = simulator_day.take(credentials[chosen], campaign.account_id)
+        # Its daily limit, its account's simulator day, the recipient domain's day: each
+        # read only when the one before leaves room (a count taken is a unit reserved).
+        has_room = room[chosen] > 0
+        simulated = (
+            simulator_day.take(credentials[chosen], campaign.account_id) if has_room else True
+        )
         if simulated is None:  # the account's simulator day is being counted: a later run
             continue
-        if simulated is False:  # the account's simulator sends of the day are done
-            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
-            plan.defer[tomorrow].append(enrollment.pk)
-            continue
-        turn = cap_turn(domain_caps.get(enrollment.pk))
+        turn = cap_turn(domain_caps.get(enrollment.pk)) if has_room and simulated else True
         if turn is None:  # its domain's count is held by another transaction: a later run
             continue
-        if turn is False:  # the domain's day is full
-            tomorrow = send_window_next_open(next_utc_midnight(now), timezone=zone, window=window)
-            plan.defer[tomorrow].append(enrollment.pk)
+        blocker = deferral(
+            MailboxFacts(
+                credentials[chosen],
+                campaign,
+                now,
+                room=room[chosen],
+                simulator_left=0 if simulated is False else None,
+                domain_held=turn is False,
+            )
+        )
+        if blocker is not None:  # a day is full: the enrollment waits for the next one
+            reopen = send_window_next_open(blocker.until, timezone=zone, window=window)
+            plan.defer[reopen].append(enrollment.pk)
             continue
         if turn is not True:
             plan.domain_counts[enrollment.pk] = turn
