@@ -299,8 +299,7 @@ class MailboxBatch:
                 self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
             )
         except OutcomeUnknown as exc:
-            # The whole message went out; whether the server kept it is unknown.
-            # Sending it again could deliver it twice: it counts as sent.
+            # The whole message went out, maybe kept: sending it again could deliver it twice.
             logger.warning("enrollment %s: no reply to the message: %s", claim.enrollment_id, exc)
             reply_seen = False
             with contextlib.suppress(OSError):
