@@ -167,9 +167,8 @@ def test_the_install_goes_through_uv_when_it_installs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "uv==" in (venv / "pip.log").read_text()
     assert "-e .[test]" not in (venv / "pip.log").read_text()
-    assert (
-        "pip install --quiet --python .venv/bin/python -e .[test]" in (venv / "uv.log").read_text()
-    )
+    uv_call = "pip install --quiet --compile-bytecode --python .venv/bin/python -e .[test]"
+    assert uv_call in (venv / "uv.log").read_text()  # the libraries' bytecode too
 
 
 def test_a_venv_of_the_same_python_is_kept(tmp_path):
@@ -242,3 +241,21 @@ def test_ctrl_c_of_make_run_is_a_quiet_clean_stop(tmp_path):
         f"embedded_db: PostgreSQL stopped; its data stays in {embedded_db.data_dir(tmp_path / 'var')}"
         in text
     )
+
+
+def test_the_project_is_compiled_to_bytecode_before_a_test_or_a_run():
+    """Every package of the project (a new app too) is compiled before `make test` and
+    `make run` start anything: with PYTHONDONTWRITEBYTECODE set, each process would
+    compile each module it imports from source, every time."""
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")}
+    for target in ("test", "run"):
+        dry = subprocess.run(
+            ["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        [compile_line] = [line for line in dry if "-m compileall" in line]
+        compiled = set(re.findall(r"(\S+)/ ", compile_line + " "))
+        assert packages <= compiled, (target, packages - compiled)
+        assert "clients/python" in compile_line and "clients/mcp" in compile_line
+        assert dry.index(compile_line) < min(
+            i for i, line in enumerate(dry) if "pytest" in line or "procfile" in line
+        )
