@@ -29,8 +29,10 @@ def database_pool_enable() -> bool:
         return False
     connections.close_all()
     database["CONN_MAX_AGE"] = 0  # the pool keeps them instead
-    # CONN_HEALTH_CHECKS stays on: the pool then checks each connection it hands out
-    # (psycopg_pool's check_connection), so one the server closed is never used.
+    # The project backend checks each connection the pool hands out, with no round
+    # trip in the common case (config/db/postgresql); the pool's own check (which
+    # CONN_HEALTH_CHECKS turns on) runs a query each time.
+    database["CONN_HEALTH_CHECKS"] = False
     database.setdefault("OPTIONS", {})["pool"] = {
         "min_size": settings.DB_POOL_MIN_SIZE,
         "max_size": settings.DB_POOL_MAX_SIZE,

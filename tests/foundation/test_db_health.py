@@ -1,6 +1,5 @@
-"""The PostgreSQL connection health check (Django's CONN_HEALTH_CHECKS, and the pool's
-check in a worker): a connection the server has closed is replaced before a request uses
-it, and a healthy one is kept."""
+"""The PostgreSQL connection health check (config/db/postgresql): no round trip, and
+a connection the server has closed is replaced before a request uses it."""
 
 import time
 
@@ -30,16 +29,40 @@ def _terminate_our_backend() -> None:
                 break
 
 
-def test_the_backend_is_djangos_with_health_checks():
-    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+def test_the_backend_is_in_use():
+    assert settings.DATABASES["default"]["ENGINE"] == "config.db.postgresql"
     assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] is True
 
 
-def test_a_connection_closed_by_the_server_is_replaced_before_the_next_request(api_client):
+def _count_statements(monkeypatch) -> list:
+    """Statements run by the health check itself (Django's runs `SELECT 1` through a
+    cursor of the psycopg connection)."""
+    made = []
+    psycopg_connection = connection.connection
+    original = psycopg_connection.cursor
+    monkeypatch.setattr(
+        psycopg_connection, "cursor", lambda *a, **k: made.append(1) or original(*a, **k)
+    )
+    return made
+
+
+def test_the_check_of_an_idle_connection_sends_nothing(api_client, monkeypatch):
+    assert api_client.get("/api_keys").status_code == 200
+    made = _count_statements(monkeypatch)
+    assert connection.is_usable()
+    assert made == []
+
+
+def test_a_connection_closed_by_the_server_is_replaced_before_the_next_request(
+    api_client, monkeypatch
+):
     assert api_client.get("/api_keys").status_code == 200
     first_pid = connection.connection.info.backend_pid
     _terminate_our_backend()
+    made = _count_statements(monkeypatch)
     assert not connection.is_usable()
+    assert made == [1]  # the server spoke first: only then is it asked
+    monkeypatch.undo()
 
     # What Django does when a request starts (the test client leaves it out so a test's
     # transaction survives): check and, if need be, replace the connection.
@@ -89,6 +112,18 @@ def _backend_pid_after_a_request(api_client) -> int:
     close_old_connections()  # what Django does when a request ends: back to the pool
     assert connection.connection is None
     return pid
+
+
+def test_a_connection_goes_back_to_the_pool_and_is_reused_without_a_check_query(
+    pooled, api_client, monkeypatch
+):
+    from config.db.postgresql import base
+
+    _backend_pid_after_a_request(api_client)
+    asked = []
+    monkeypatch.setattr(base.DatabaseWrapper, "_answers", lambda conn: asked.append(1) or True)
+    assert api_client.get("/api_keys").status_code == 200
+    assert asked == []  # an idle, healthy connection from the pool needs no SELECT 1
 
 
 def test_a_pooled_connection_closed_by_the_server_is_replaced_before_a_request_uses_it(
