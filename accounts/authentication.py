@@ -21,7 +21,6 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.models import Account, ApiKey, ApiRequestCount
 from accounts.tokens import token_hash, token_is_well_formed
-from config.db.prepared import prepared
 from plans.models import Plan
 
 INVALID_KEY_MESSAGE = "The API key is not valid."
@@ -54,7 +53,7 @@ def _statement() -> tuple[str, list[str], list[str], list[str]]:
         f"FROM k JOIN {Account._meta.db_table} a ON a.id = k.account_id "
         f"JOIN {Plan._meta.db_table} p ON p.id = a.plan_id"
     )
-    return prepared(sql), _attnames(ApiKey), _attnames(Account), _attnames(Plan)
+    return sql, _attnames(ApiKey), _attnames(Account), _attnames(Plan)
 
 
 def _key_authenticate(digest: str, now) -> ApiKey | None:

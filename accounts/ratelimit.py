@@ -30,7 +30,6 @@ from django.conf import settings
 from django.db import connection
 
 from accounts.models import RateLimitBucket
-from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def _hit_sql(buckets: list[str], period_ms: int) -> list[tuple[int, int]]:
     # One statement: insert each bucket, or count the hit in its window, or restart an
     # expired window. SET expressions read the row as it was before the update.
     rows = ", ".join(["(%s, %s, 1)"] * len(buckets))
-    sql = prepared(
+    sql = (
         f"INSERT INTO {table} (bucket, window_started_ms, count) VALUES {rows} "  # noqa: S608 (our table)
         "ON CONFLICT (bucket) DO UPDATE SET "
         f"count = CASE WHEN {table}.window_started_ms <= %s THEN 1 ELSE {table}.count + 1 END, "

@@ -10,8 +10,6 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.db.prepared import prepared
-
 BODY = [{"id": "00000000-0000-0000-0000-000000000000", "label": "bare"}]
 
 
@@ -40,7 +38,7 @@ class AuthenticatedThrottledView(APIView):
         return Response(BODY)
 
 
-FLOOR_UPDATE = prepared("UPDATE accounts_apikey SET last_used_at = now() WHERE key_hash = %s")
+FLOOR_UPDATE = "UPDATE accounts_apikey SET last_used_at = now() WHERE key_hash = %s"
 
 
 class DurableUpdateView(APIView):

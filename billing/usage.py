@@ -15,7 +15,6 @@ from billing.models import UsageRecord
 from billing.periods import period_bounds
 from billing.sql import USAGE_SHARD_ADD, usage_increment_ctes
 from config.db.counters import counter_shard
-from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +22,7 @@ logger = logging.getLogger(__name__)
 # usage_record_increment's statement, run once per metered send: `by` added to one shard of
 # the period's record (billing/sql.py), one prepared statement; how many rows of `usage`
 # (1, or 0 when the period's record does not exist yet).
-USAGE_INCREMENT = prepared(
-    f"WITH{usage_increment_ctes(by='%(by)s').rstrip(',')}\nSELECT count(*) FROM usage"
-)
+USAGE_INCREMENT = f"WITH{usage_increment_ctes(by='%(by)s').rstrip(',')}\nSELECT count(*) FROM usage"
 
 
 def usage_record_current(*, account, at: datetime | None = None) -> UsageRecord:

@@ -194,12 +194,16 @@ else:
             f"{DATABASE_URL.split(':', 1)[0]}: the service runs on PostgreSQL only."
         )
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+# A persistent connection is checked before its first use in a request, so one the
+# server closed (a restart, an idle timeout) is replaced, not a 500. The backend is
+# Django's with that check made without a round trip (config/db/postgresql: it asks the
+# connection's socket, and runs Django's SELECT 1 only when the server spoke unasked).
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# The same backend, with a health check that needs no round trip.
 DATABASES["default"]["ENGINE"] = "config.db.postgresql"
-# Server-side parameter binding, and prepared statements for the statements that
-# register for it (config/db/postgresql). DB_PREPARED_STATEMENTS=false behind a
-# pooler that cannot keep them (PgBouncer in transaction mode without
+# Server-side parameter binding, and psycopg's prepared statements as Django's backend
+# has them: a statement run 5 times on a connection is prepared (parsed once, then
+# planned by PostgreSQL's plan cache). DB_PREPARED_STATEMENTS=false behind
+# a pooler that cannot keep them (PgBouncer in transaction mode before 1.21 or without
 # max_prepared_statements); DB_SERVER_SIDE_BINDING=false: Django's client-side
 # binding (which cannot prepare).
 DATABASES["default"].setdefault("OPTIONS", {}).update(

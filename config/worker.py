@@ -30,7 +30,8 @@ def database_pool_enable() -> bool:
     connections.close_all()
     database["CONN_MAX_AGE"] = 0  # the pool keeps them instead
     # The project backend checks each connection the pool hands out, with no round
-    # trip in the common case (config/db/postgresql); Django's own check runs a query.
+    # trip in the common case (config/db/postgresql); the pool's own check (which
+    # CONN_HEALTH_CHECKS turns on) runs a query each time.
     database["CONN_HEALTH_CHECKS"] = False
     database.setdefault("OPTIONS", {})["pool"] = {
         "min_size": settings.DB_POOL_MIN_SIZE,

@@ -22,7 +22,6 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from config.db.prepared import prepared
 from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES, DeliveryJob, Event, Webhook
 from webhooks.sql import EVENT_EMIT_CTES
 
@@ -31,7 +30,7 @@ logger = logging.getLogger(__name__)
 DRAIN_TASK = "webhooks.tasks.webhook_drain"
 
 # event_emit's one statement: the event, its jobs, the ring (webhooks.sql).
-EVENT_EMIT_SQL = prepared(
+EVENT_EMIT_SQL = (
     "WITH" + EVENT_EMIT_CTES.rstrip(",") + "\nSELECT ARRAY(SELECT id FROM rung)"  # noqa: S608
 )
 

@@ -10,7 +10,6 @@ from django.conf import settings
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
-from config.db.prepared import prepared
 from config.metrics import webhook_outcomes_observe
 from webhooks.jobs import MAX_ATTEMPTS, ClaimedJob, jobs_claim, jobs_record
 from webhooks.models import DeliveryJob, Event, Webhook
@@ -27,7 +26,7 @@ _SECRET = Webhook._meta.get_field("secret")  # decrypts the stored value (config
 # and the due time re-checked under each row's lock; a lapsed claim told apart by its
 # token), with their events. A webhook disabled or failing claims nothing here (its
 # drain goes through claimable's rules).
-CLAIM_HEALTHY_SQL = prepared("""
+CLAIM_HEALTHY_SQL = """
 WITH hook AS (
     SELECT id, url, secret, consecutive_failures, disabled_at
     FROM webhooks_webhook WHERE id = %(webhook)s
@@ -56,7 +55,7 @@ SELECT h.id, h.url, h.secret, h.consecutive_failures, h.disabled_at,
 FROM hook AS h
 LEFT JOIN (claimed AS c JOIN webhooks_event AS e ON e.id = c.event_id) ON true
 ORDER BY c.created_at
-""")
+"""
 
 
 def jobs_claim_fresh(
@@ -176,7 +175,7 @@ def answers_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult
 # Deliveries that all succeeded, recorded in one statement (jobs_record's common case):
 # their attempt rows, their jobs succeeded (each by its claim token) and the webhook's
 # failure count reset if it had one.
-RECORD_SUCCEEDED_SQL = prepared("""
+RECORD_SUCCEEDED_SQL = """
 WITH attempt AS (
     INSERT INTO webhooks_webhookdelivery (id, webhook_id, job_id, event_type, attempt,
         status_code, error, response_excerpt, duration_ms, delivered_at, test, created_at)
@@ -202,7 +201,7 @@ reset AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM attempt), (SELECT count(*) FROM done), (SELECT count(*) FROM reset)
-""")
+"""
 
 
 def _record_succeeded(*, webhook_id, outcomes, now) -> None:

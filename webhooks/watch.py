@@ -21,7 +21,6 @@ from django.db import connection
 from django.utils import timezone
 
 from config.db import connection_release
-from config.db.prepared import prepared
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ WATCH_INTERVAL_SECONDS = 0.02  # how soon a waiting drain sees a new job, at mos
 WATCH_ERROR_PAUSE_SECONDS = 1.0  # after a failed look (the database away)
 
 # The due jobs of the waiting drains' webhooks (deliveryjob_webhook_due_idx).
-DUE_WEBHOOKS_SQL = prepared(
+DUE_WEBHOOKS_SQL = (
     "SELECT DISTINCT webhook_id FROM webhooks_deliveryjob"
     " WHERE webhook_id = ANY(%s) AND state IN ('pending', 'delivering')"
     " AND next_attempt_at <= %s"

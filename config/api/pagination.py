@@ -32,7 +32,6 @@ from rest_framework.response import Response
 from config.api.errors import ValidationFailed
 from config.api.ids import is_uuid
 from config.api.query import query_int
-from config.db.prepared import prepared
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -253,7 +252,7 @@ def _statement(page_queryset, lookups, anchor, connection) -> _PageStatement | N
     ]
     # One text per shape, a bounded set: worth preparing on PostgreSQL.
     return _PageStatement(
-        sql=prepared(sql),
+        sql=sql,
         attnames=attnames,
         converters=converters,
         extra=extra,

@@ -7,13 +7,11 @@ from datetime import datetime
 from django.db import connection
 
 from config.db.counters import counter_shard
-from config.db.prepared import prepared
 from outreach.analytics import message_cte
 
 # The message's first click and the enrollment's, and the branch it waits at, in one
 # statement: a repeat click is one UPDATE of each that matches nothing.
-CLICK_SQL = prepared(
-    """
+CLICK_SQL = """
 WITH m AS (
     UPDATE outreach_message SET clicked_at = %(at)s
     WHERE id = (
@@ -34,7 +32,6 @@ SELECT (SELECT count(*) FROM e), (SELECT step_key FROM m), (
     WHERE id = %(enrollment)s AND status = 'sent' AND branch_deadline IS NOT NULL
 )
 """.replace("{analytics}", message_cte("clicked", source="m", at="%(at)s::timestamptz"))
-)
 
 
 def click_record(

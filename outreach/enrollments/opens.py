@@ -38,7 +38,6 @@ from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from config.db.counters import counter_shard
-from config.db.prepared import prepared
 from outreach.analytics import message_cte
 from outreach.enrollments.stats import answered, answered_position, stats_ctes, variant_ctes
 from outreach.events import enrollment_event_data
@@ -87,8 +86,8 @@ JOIN outreach_campaign AS k ON k.id = e.campaign_id
 WHERE e.id = %(enrollment)s""".replace(  # noqa: S608 - the code's own column names
     "{analytics}", message_cte("opened", source="m", at="%(at)s::timestamptz")
 )
-READ_SQL = prepared(_READ)
-READ_LOCKED_SQL = prepared(_READ + "\nFOR NO KEY UPDATE OF e")
+READ_SQL = _READ
+READ_LOCKED_SQL = _READ + "\nFOR NO KEY UPDATE OF e"
 
 _VARIANTS = Enrollment._meta.get_field("variants")
 
@@ -119,7 +118,7 @@ SELECT
     ARRAY(SELECT id FROM rung)
 FROM verdict AS v
 """
-OPEN_SQL = prepared(
+OPEN_SQL = (
     _OPEN.replace("{event}", EVENT_EMIT_CTES)
     .replace(
         "{campaign_stats}",

@@ -40,7 +40,6 @@ from django.utils import timezone
 
 from billing.sql import USAGE_INCREMENT_CTE
 from config.db.counters import counter_shard
-from config.db.prepared import prepared
 from outreach.analytics import SENT_CTE
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.models.sending import Enrollment
@@ -103,7 +102,7 @@ SELECT
     ARRAY(SELECT id FROM rung)
 FROM verdict AS v
 """
-SQL = prepared(
+SQL = (
     _SQL.replace("{moved}", SENT_MOVE_CTE)
     .replace("{usage}", USAGE_INCREMENT_CTE)
     .replace("{event}", EVENT_EMIT_CTES)
@@ -121,8 +120,7 @@ SQL = prepared(
 # A claim's start mark (outreach.sending.record.claim_mark_started) as one prepared
 # statement: the ORM's UPDATE with a joined subquery cost a message about as much as the
 # whole record.
-MARK_STARTED = prepared(
-    """
+MARK_STARTED = """
 UPDATE outreach_sendclaim AS c
 SET sending_at = %(now)s, message_id = %(message_id)s, subject = %(subject)s,
     to_email = %(to_email)s, text = %(text)s
@@ -132,7 +130,6 @@ WHERE c.id = %(claim)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
   AND ct.id = e.contact_id AND ct.unsubscribed_at IS NULL AND ct.bounced_at IS NULL
   AND cp.id = e.campaign_id AND cp.status = 'active'
 """
-)
 
 
 def mark_started(*, claim_id, batch_id, now, message_id, subject, to_email, text) -> bool:

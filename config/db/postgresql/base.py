@@ -1,15 +1,7 @@
-"""Django's PostgreSQL backend with two changes.
-
-**Prepared statements, for the statements that ask for it.** A statement registered
-with `config.db.prepared.prepared()` (the bearer authentication, keyset list pages,
-the usage increment, the SQL rate-limit counter) is prepared on its first run on a
-connection: parsed and planned once, then reused; for these indexed, parameterized
-statements planning costs more than running them. Every other statement runs
-unprepared, as in stock Django, and PostgreSQL plans it for its actual parameters: a
-prepared statement may fall back to a generic plan, which for `email_lower IN (...)`
-over an account's contacts made imports four times slower, and which for a filter on
-a skewed column (an enrollment status) can pick a scan the actual value would not. `DB_PREPARED_STATEMENTS=false` turns preparing off entirely (PgBouncer in
-transaction mode without `max_prepared_statements`).
+"""Django's PostgreSQL backend with one change: a health check that usually costs no
+round trip. (Statements are prepared by psycopg as in stock Django: prepare_threshold,
+config/settings.py. This check is kept for its figure: docs/development.md, "Library
+code".)
 
 **A health check that usually costs no round trip.** With CONN_HEALTH_CHECKS, Django
 checks a persistent connection before its first use in each request (and after an
@@ -29,24 +21,9 @@ import select
 
 import psycopg
 from django.db.backends.postgresql.base import DatabaseWrapper as PostgreSQLDatabaseWrapper
-from django.db.backends.postgresql.base import ServerBindingCursor
 from psycopg import pq
 
-from config.db.prepared import is_prepared
-
 _UNUSABLE_TRANSACTION_STATES = (pq.TransactionStatus.INERROR, pq.TransactionStatus.UNKNOWN)
-
-
-class PreparingCursor(ServerBindingCursor):
-    """Prepares the registered statements, and only those."""
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):
-        if prepare is None:
-            prepare = is_prepared(query)
-        # django-stubs leave psycopg's Cursor out of ServerBindingCursor's bases.
-        return super().execute(  # type: ignore[misc]
-            query, params, prepare=prepare, binary=binary
-        )
 
 
 def connection_usable(connection) -> bool | None:
@@ -72,12 +49,6 @@ _POOL_CHECKS = 3
 
 
 class DatabaseWrapper(PostgreSQLDatabaseWrapper):
-    def get_connection_params(self):
-        params = super().get_connection_params()
-        if params.get("cursor_factory") is ServerBindingCursor:
-            params["cursor_factory"] = PreparingCursor
-        return params
-
     def get_new_connection(self, conn_params):
         """From the pool: the same check as is_usable on each connection handed out, so
         a connection the server closed while it sat in the pool is never used (Django's
