@@ -478,6 +478,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             )
         )
         if blocker is not None:  # a day is full: the enrollment waits for the next one
+            assert blocker.until is not None  # a deferring rule names when its day ends
             reopen = send_window_next_open(blocker.until, timezone=zone, window=window)
             plan.defer[reopen].append(enrollment.pk)
             continue
