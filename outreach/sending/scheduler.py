@@ -233,13 +233,6 @@ class _RunView:
             )
         room = {m.pk: room_today(m, today) for m in mailboxes}
         pauses = pauses_in_force(now=now)
-        disabled_of: dict = defaultdict(set)
-        served = {c for ids in serving.values() for c in ids}
-        if served:
-            for campaign_id, credential_id in links.filter(
-                campaign_id__in=list(served), smtpcredential__disabled_at__isnull=False
-            ).values_list("campaign_id", "smtpcredential_id"):
-                disabled_of[campaign_id].add(credential_id)
         unpaced = {m.pk for m in mailboxes if not m.is_paced}
         return cls(
             now,
@@ -251,7 +244,7 @@ class _RunView:
             rotating_due,
             pauses=pauses,
             unpaced=unpaced,
-            disabled_of=disabled_of,
+            disabled_of=_disabled_links({c for ids in serving.values() for c in ids}),
         )
 
     def share(self, campaign_id, enabled: int) -> int:
@@ -317,6 +310,17 @@ class _RunView:
                     "pk", "oauth_status"
                 )
             )
+
+
+def _disabled_links(campaign_ids: set) -> dict:
+    """The disabled mailboxes of these campaigns: {campaign: {mailbox, ...}}."""
+    disabled: dict = defaultdict(set)
+    if campaign_ids:
+        for campaign_id, credential_id in Campaign.credentials.through.objects.filter(
+            campaign_id__in=list(campaign_ids), smtpcredential__disabled_at__isnull=False
+        ).values_list("campaign_id", "smtpcredential_id"):
+            disabled[campaign_id].add(credential_id)
+    return disabled
 
 
 # A campaign's first due new threads (no mailbox yet, or a disabled one), per campaign
