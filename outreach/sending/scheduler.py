@@ -279,7 +279,7 @@ class _RunView:
         examinable = Q(credential_id__in=list(self.free))
         wanted = self._new_threads(batch_size)
         if wanted:
-            examinable |= _new_threads_first(wanted, now=self.now)
+            examinable |= _new_threads_first(wanted, now=self.now, batch_size=batch_size)
         if self.unsendable:
             # (No mailbox enabled: every thread of theirs rotates.)
             examinable |= Q(campaign_id__in=self.unsendable)
@@ -349,13 +349,15 @@ _NEW_THREADS_SQL = """
          ORDER BY e.next_send_at LIMIT wanted.n)
         ORDER BY next_send_at LIMIT wanted.n
     ) picked
+    ORDER BY picked.next_send_at LIMIT %s
 ))
 """
 
 
-def _new_threads_first(wanted: dict, *, now: datetime) -> RawSQL:
+def _new_threads_first(wanted: dict, *, now: datetime, batch_size: int) -> RawSQL:
     """The due new threads `wanted` names ({campaign: (count, [disabled mailbox, ...])}),
-    each campaign's first `count` by next_send_at, as a condition of the scan."""
+    each campaign's first `count` by next_send_at, and of those the first `batch_size`
+    (what the scan may take), as a condition of the scan."""
     campaigns = list(wanted)
     return RawSQL(  # noqa: S611 (constant SQL, the values as parameters)
         _NEW_THREADS_SQL,
@@ -365,6 +367,7 @@ def _new_threads_first(wanted: dict, *, now: datetime) -> RawSQL:
             [",".join(str(pk) for pk in wanted[c][1]) for c in campaigns],
             now,
             now,
+            batch_size,
         ],
         output_field=BooleanField(),
     )
