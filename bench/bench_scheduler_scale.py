@@ -7,11 +7,11 @@ are waiting on their pace, in process, against DATABASE_URL.
 The world, per N: one account (scale plan); N mailboxes paced `--pace` (100-200 s),
 on campaigns of `--per-campaign` mailboxes (100, the most a campaign names through the
 API; 0: all on one), step 1; `--contacts-per-mailbox` (3) contacts per mailbox enrolled
-and due now (scheduled, new threads: they rotate); then ANALYZE. Before each run every
-mailbox waits on its pace (next_send_earliest_at an hour ahead) but `--free` of them
-drawn at random (default N / 150: a fleet paced 100-200 s frees N / 150 mailboxes a
-second, a run a second), the open claims are deleted and the day's counts reset, so
-every run meets the same state. One run is `schedule_due(now=now)` (the whole run:
+and due now (scheduled, new threads: they rotate). Every mailbox waits on its pace
+(next_send_earliest_at an hour ahead) but `--free` of them drawn at random (default
+N / 150: a fleet paced 100-200 s frees N / 150 mailboxes a second, a run a second); then
+VACUUM ANALYZE. Before each run the open claims are deleted and the free mailboxes made
+free again (their rows alone written), so every run meets the same state. One run is `schedule_due(now=now)` (the whole run:
 recovery, suppressed, branch deadlines, the view, the claim transactions).
 
 Per N, over `--runs` runs (the median, and the per-mailbox ratios of the median):
@@ -75,7 +75,6 @@ def counters(conn, database: str) -> dict:
 
 def world(count: int, *, per_campaign: int, contacts_per_mailbox: int, pace: tuple):
     """The account, its mailboxes (ids) and campaigns, the contacts' due enrollments."""
-    from django.db import connection
     from django.utils import timezone
 
     from outreach.models.campaigns import Campaign
@@ -107,25 +106,43 @@ def world(count: int, *, per_campaign: int, contacts_per_mailbox: int, pace: tup
             )
             for contact in contacts
         )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "ANALYZE outreach_enrollment, outreach_contact, outreach_smtpcredential, "
-            "outreach_campaign_credentials, outreach_campaign, outreach_sendclaim"
-        )
     return account, [c.pk for c in credentials]
 
 
-def state_reset(account, mailbox_ids: list, free: int, rng: random.Random, now) -> None:
-    """Every mailbox waiting on its pace but `free` drawn at random; no open claim; the
-    day's counts at 0."""
+def vacuum() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "VACUUM ANALYZE outreach_enrollment, outreach_contact, outreach_smtpcredential, "
+            "outreach_campaign_credentials, outreach_campaign, outreach_sendclaim"
+        )
+
+
+def state_set(account, mailbox_ids: list, free: int, rng: random.Random, now) -> list:
+    """Every mailbox waiting on its pace, an hour ahead, but `free` drawn at random, and
+    VACUUM ANALYZE (no autovacuum's reads in a run's figures). Returns the free ones."""
+
+    from outreach.models.mailboxes import SmtpCredential
+
+    chosen = rng.sample(mailbox_ids, free)
+    mailboxes = SmtpCredential.objects.filter(account=account)
+    mailboxes.update(next_send_earliest_at=now + timedelta(hours=1))
+    mailboxes.filter(pk__in=chosen).update(next_send_earliest_at=now - timedelta(seconds=1))
+    vacuum()
+    return chosen
+
+
+def state_reset(account, free: list, now) -> None:
+    """The state before a run again: no open claim, the free mailboxes free again and
+    their day's counts at 0 (only those rows written: a run's figures are not those of
+    an autovacuum of thousands of mailbox rows)."""
     from outreach.models.mailboxes import SmtpCredential
     from outreach.models.sending import SendClaim
 
     SendClaim.objects.filter(enrollment__campaign__account=account).delete()
-    mailboxes = SmtpCredential.objects.filter(account=account)
-    mailboxes.update(next_send_earliest_at=now + timedelta(hours=1), daily_sent_count=0)
-    mailboxes.filter(pk__in=rng.sample(mailbox_ids, free)).update(
-        next_send_earliest_at=now - timedelta(seconds=1)
+    SmtpCredential.objects.filter(pk__in=free).update(
+        next_send_earliest_at=now - timedelta(seconds=1), daily_sent_count=0
     )
 
 
@@ -239,16 +256,18 @@ def main() -> None:
         made = time.time() - started
         try:
             runs = []
+            chosen = state_set(account, mailbox_ids, free, rng, timezone.now())
             for _ in range(args.runs):
-                state_reset(account, mailbox_ids, free, rng, timezone.now())
+                state_reset(account, chosen, timezone.now())
                 runs.append(one_run(account, conn, database))
         finally:
             from _setup import account_drop
 
             if args.explain:
-                state_reset(account, mailbox_ids, free, rng, timezone.now())
+                state_reset(account, chosen, timezone.now())
                 explain(runs[-1]["statements"], plans=args.plans)
             account_drop(account)
+            vacuum()  # the rows deleted: no autovacuum's reads in the next N's runs
         median = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "statements"}
         each = ", ".join(f"{r['seconds'] * 1000:.0f}" for r in runs)
         rows.append((count, free, median))
