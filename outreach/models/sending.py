@@ -146,6 +146,15 @@ class Enrollment(models.Model):
                 name="enrollment_due_idx",
                 condition=Q(status__in=["scheduled", "sent"]),
             ),
+            # The scheduler's new threads per campaign (scheduler._NEW_THREADS_SQL): the
+            # due rows without a mailbox yet, by campaign and next_send_at. A send gives
+            # the row its mailbox, so the record's move writes no entry here (only the
+            # dispatch does, one per row).
+            models.Index(
+                fields=["campaign", "next_send_at"],
+                name="enrollment_new_thread_idx",
+                condition=Q(status__in=["scheduled", "sent"], credential__isnull=True),
+            ),
             # Branch deadlines due (API.md 17): the waiting enrollments, by deadline.
             models.Index(
                 fields=["branch_deadline"],

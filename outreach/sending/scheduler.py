@@ -68,7 +68,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import BooleanField, Case, F, Q, Value, When
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from outreach.blocklist.selectors import blocked_addresses
@@ -187,6 +188,9 @@ class _RunView:
     linked_seen: set = field(default_factory=set)  # campaigns whose mailboxes are in it
     # (mailbox, provider) -> its ProviderPause in force (the circuit breaker), read once
     pauses: dict = field(default_factory=dict)
+    unpaced: set = field(default_factory=set)  # the free mailboxes that are not paced
+    # campaign served -> its disabled mailboxes (their threads rotate), read once
+    disabled_of: dict = field(default_factory=dict)
 
     @classmethod
     def read(cls, *, now: datetime, busy: set) -> "_RunView":
@@ -234,7 +238,19 @@ class _RunView:
             )
         room = {m.pk: room_today(m, today) for m in mailboxes}
         pauses = pauses_in_force(now=now)
-        return cls(now, busy, free, serving, unsendable, room, rotating_due, pauses=pauses)
+        unpaced = {m.pk for m in mailboxes if not m.is_paced}
+        return cls(
+            now,
+            busy,
+            free,
+            serving,
+            unsendable,
+            room,
+            rotating_due,
+            pauses=pauses,
+            unpaced=unpaced,
+            disabled_of=_disabled_links({c for ids in serving.values() for c in ids}),
+        )
 
     def share(self, campaign_id, enabled: int) -> int:
         """The most rotating claims one of the campaign's `enabled` mailboxes takes in
@@ -245,7 +261,7 @@ class _RunView:
         each takes its part of a run, and the rest waits for the next."""
         return max(1, -(-self.rotating_due.get(campaign_id, 0) // max(enabled, 1)))
 
-    def examinable(self) -> Q:
+    def examinable(self, *, batch_size: int) -> Q:
         """Due enrollments worth examining: the thread's mailbox may send now, or, for a
         thread without a usable mailbox (new, or its mailbox disabled), the campaign has
         a mailbox that may, or none enabled at all (the campaign is paused below).
@@ -255,12 +271,39 @@ class _RunView:
         The scan gets constant lists (hashed by PostgreSQL): no subquery per due row,
         whatever the planner believes of how many rows are due. (Correlated subqueries
         here were planned per row when the statistics said few rows were due, and a run
-        over a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)"""
-        serving = {c for pk in self.free for c in self.serving.get(pk, ())}
-        serving -= self.capped
-        return Q(credential_id__in=list(self.free)) | (
-            _ROTATING & (Q(campaign_id__in=list(serving)) | Q(campaign_id__in=self.unsendable))
-        )
+        over a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)
+
+        A campaign's new threads are taken as far as its free mailboxes can claim in this
+        run (`_new_threads`): one each for a paced mailbox. Taken in the order of the due
+        rows of every campaign served, one transaction's 100 rows were one campaign's, of
+        which it claimed as many as that campaign had free mailboxes (often one), and
+        each row read the due rows of the campaigns before it: a fleet of campaigns of
+        100 mailboxes (the most a campaign names through the API) made one transaction
+        per claim, each reading every due row (bench/README.md, "The fleet at platform
+        size")."""
+        examinable = Q(credential_id__in=list(self.free))
+        wanted = self._new_threads(batch_size)
+        if wanted:
+            examinable |= _new_threads_first(wanted, now=self.now, batch_size=batch_size)
+        if self.unsendable:
+            # (No mailbox enabled: every thread of theirs rotates.)
+            examinable |= Q(campaign_id__in=self.unsendable)
+        return examinable
+
+    def _new_threads(self, batch_size: int) -> dict:
+        """Per campaign served by a free mailbox (its share not taken): how many of its
+        due new threads a transaction examines, and its disabled mailboxes (whose threads
+        rotate too): {campaign: (count, [disabled mailbox, ...])}. One per free paced
+        mailbox (a paced mailbox takes one claim a run), the batch for an unpaced one."""
+        counts: Counter = Counter()
+        for pk in self.free:
+            for campaign_id in self.serving.get(pk, ()):
+                counts[campaign_id] += batch_size if pk in self.unpaced else 1
+        return {
+            campaign_id: (min(count, batch_size), list(self.disabled_of.get(campaign_id, ())))
+            for campaign_id, count in counts.items()
+            if campaign_id not in self.capped
+        }
 
     def enabled_read(self, linked: dict) -> None:
         """The enabled ones of the mailboxes of campaigns not met yet in this run."""
@@ -272,6 +315,71 @@ class _RunView:
                     "pk", "oauth_status"
                 )
             )
+
+
+def _disabled_links(campaign_ids: set) -> dict:
+    """The disabled mailboxes of these campaigns: {campaign: {mailbox, ...}}."""
+    disabled: dict = defaultdict(set)
+    if campaign_ids:
+        for campaign_id, credential_id in Campaign.credentials.through.objects.filter(
+            campaign_id__in=list(campaign_ids), smtpcredential__disabled_at__isnull=False
+        ).values_list("campaign_id", "smtpcredential_id"):
+            disabled[campaign_id].add(credential_id)
+    return disabled
+
+
+# A campaign's first due new threads (no mailbox yet, or a disabled one), per campaign
+# as many as asked: through enrollment_new_thread_idx, (campaign, next_send_at) of the
+# due rows without a mailbox, so each campaign reads its own first rows and no other
+# campaign's. An array (an InitPlan computed once), so the scan can fetch its rows by
+# primary key, beside the free mailboxes' threads by credential. "Not in flight" is a
+# probe of the open claims' unique index per row (OFFSET 0 keeps the subquery from
+# becoming an anti-join): planned as an anti-join from statistics taken with few claims
+# open, each row was compared with every open claim, and a fleet's first run (2,000
+# claims) spent seconds a transaction there.
+_NEW_THREADS_SQL = """
+"outreach_enrollment"."id" = ANY(ARRAY(
+    SELECT picked.id
+    FROM unnest(%s::uuid[], %s::int[], %s::text[]) AS wanted(campaign_id, n, disabled)
+    CROSS JOIN LATERAL (
+        (SELECT e.id, e.next_send_at FROM outreach_enrollment e
+         WHERE e.campaign_id = wanted.campaign_id AND e.status IN ('scheduled', 'sent')
+           AND e.credential_id IS NULL AND e.next_send_at <= %s
+           AND NOT EXISTS (SELECT 1 FROM outreach_sendclaim c
+                           WHERE c.enrollment_id = e.id AND c.finished_at IS NULL OFFSET 0)
+         ORDER BY e.next_send_at LIMIT wanted.n)
+        UNION ALL
+        (SELECT e.id, e.next_send_at FROM outreach_enrollment e
+         WHERE wanted.disabled <> '' AND e.campaign_id = wanted.campaign_id
+           AND e.credential_id = ANY(string_to_array(wanted.disabled, ',')::uuid[])
+           AND e.status IN ('scheduled', 'sent') AND e.next_send_at <= %s
+           AND NOT EXISTS (SELECT 1 FROM outreach_sendclaim c
+                           WHERE c.enrollment_id = e.id AND c.finished_at IS NULL OFFSET 0)
+         ORDER BY e.next_send_at LIMIT wanted.n)
+        ORDER BY next_send_at LIMIT wanted.n
+    ) picked
+    ORDER BY picked.next_send_at LIMIT %s
+))
+"""
+
+
+def _new_threads_first(wanted: dict, *, now: datetime, batch_size: int) -> RawSQL:
+    """The due new threads `wanted` names ({campaign: (count, [disabled mailbox, ...])}),
+    each campaign's first `count` by next_send_at, and of those the first `batch_size`
+    (what the scan may take), as a condition of the scan."""
+    campaigns = list(wanted)
+    return RawSQL(  # noqa: S611 (constant SQL, the values as parameters)
+        _NEW_THREADS_SQL,
+        [
+            campaigns,
+            [wanted[c][0] for c in campaigns],
+            [",".join(str(pk) for pk in wanted[c][1]) for c in campaigns],
+            now,
+            now,
+            batch_size,
+        ],
+        output_field=BooleanField(),
+    )
 
 
 @dataclass
@@ -297,7 +405,7 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
     with transaction.atomic():
         due = (
             _due_queryset(now)
-            .filter(view.examinable())
+            .filter(view.examinable(batch_size=batch_size))
             .annotate(
                 contact_timezone=F("contact__timezone"), contact_email=F("contact__email_lower")
             )
