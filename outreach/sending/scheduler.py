@@ -284,7 +284,7 @@ class _RunView:
         examinable = Q(credential_id__in=list(self.free))
         wanted = self._new_threads(batch_size)
         if wanted:
-            examinable |= _new_threads_first(wanted, now=self.now, batch_size=batch_size)
+            examinable |= Q(_new_threads_first(wanted, now=self.now, batch_size=batch_size))
         if self.unsendable:
             # (No mailbox enabled: every thread of theirs rotates.)
             examinable |= Q(campaign_id__in=self.unsendable)
