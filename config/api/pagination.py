@@ -158,7 +158,10 @@ def _objects(model, db, rows, statement: _PageStatement, connection) -> list:
 
 def _keyset(queryset, anchor: dict | None):
     if anchor is not None:
-        queryset = queryset.filter(
+        # `created_at <= anchor` first: the condition an index on (..., created_at) starts
+        # its scan at. The OR alone is only a filter: a page deep in a large account read
+        # and dropped every newer row (100,000 deep: 155-250 ms a page).
+        queryset = queryset.filter(created_at__lte=anchor["created_at"]).filter(
             Q(created_at__lt=anchor["created_at"])
             | Q(created_at=anchor["created_at"], pk__lt=anchor["pk"])
         )
@@ -209,7 +212,7 @@ def _shape(queryset, anchored: bool, size: int) -> tuple[tuple | None, list]:
 
 def _params(lookups, model, anchor: dict | None, connection) -> list:
     """The page's parameters, as the ORM would compile them: the filters' values in
-    order, then the anchor's (created_at twice, pk)."""
+    order, then the anchor's (created_at three times, pk)."""
     params = []
     for lookup in lookups:
         params.extend(lookup.get_db_prep_lookup(lookup.rhs, connection)[1])
@@ -217,7 +220,7 @@ def _params(lookups, model, anchor: dict | None, connection) -> list:
         created_at = model._meta.get_field("created_at")
         pk = model._meta.pk
         at = created_at.get_db_prep_value(anchor["created_at"], connection, prepared=False)
-        params += [at, at, pk.get_db_prep_value(anchor["pk"], connection, prepared=False)]
+        params += [at, at, at, pk.get_db_prep_value(anchor["pk"], connection, prepared=False)]
     return params
 
 

@@ -189,3 +189,6 @@ def test_each_keyset_list_is_read_in_index_order_without_a_sort(account, anchore
     for name, queryset in lists.items():
         plan = _keyset(queryset, anchor)[:21].explain()
         assert "Sort" not in plan and "Index" in plan, f"{name}:\n{plan}"
+        if anchored:  # the scan starts at the anchor: no newer row is read and dropped
+            conditions = [line for line in plan.splitlines() if "Index Cond" in line]
+            assert any("created_at <=" in line for line in conditions), f"{name}:\n{plan}"
