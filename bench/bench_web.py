@@ -141,7 +141,10 @@ def main() -> None:
     keys, _ = _prepare()
     threads = args.clients // CLIENT_PROCESSES
     slices = [
-        [keys[i::threads * CLIENT_PROCESSES] for i in range(p, threads * CLIENT_PROCESSES, CLIENT_PROCESSES)]
+        [
+            keys[i :: threads * CLIENT_PROCESSES]
+            for i in range(p, threads * CLIENT_PROCESSES, CLIENT_PROCESSES)
+        ]
         for p in range(CLIENT_PROCESSES)
     ]
     servers = {}

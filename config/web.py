@@ -20,6 +20,8 @@ from granian.server import Server
 
 from config.logs import JsonFormatter, PlainFormatter, RedactFilter
 
+HEAD_LIMIT = 36 * 1024
+
 
 def log_config() -> dict:
     """granian's own log lines (start, stop, worker errors) in the service's format."""
@@ -46,7 +48,13 @@ def server() -> Server:
         websockets=False,
         workers=int(os.environ.get("WEB_CONCURRENCY", "2")),
         blocking_threads=int(os.environ.get("WEB_THREADS", "8")),
-        http1_settings=HTTP1Settings(header_read_timeout=int(client_timeout * 1000)),
+        http1_settings=HTTP1Settings(
+            header_read_timeout=int(client_timeout * 1000),
+            # A request's line and headers: up to 36 KB in all (an over-long
+            # Authorization up to 32 KB reaches the service, which answers 401); past it
+            # granian answers 431 itself (docs/api.md "Limits of the server").
+            max_buffer_size=HEAD_LIMIT,
+        ),
         log_level=os.environ.get("LOG_LEVEL", "info").lower(),
         log_dictconfig=log_config(),
         # On SIGTERM: requests running get this long to finish (gunicorn's 30 s).

@@ -20,9 +20,9 @@ from outreach_sdk.models import Mailbox
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
 from tests.accounts.test_rate_limit_server import (
-    _gunicorn,
     _server_env,
     _stop,
+    _web,
 )
 from tests.clients.proxy import FaultyProxy
 from tests.support.database import live_database_url
@@ -34,7 +34,7 @@ def service_server(live_db, settings):
     started = []
 
     def start(**env) -> str:
-        process, url = _gunicorn(
+        process, url = _web(
             _server_env(
                 DATABASE_URL=live_database_url(),
                 REDIS_URL=settings.REDIS_URL or None,
@@ -56,7 +56,7 @@ def _shared_service(django_db_setup):
     from django.conf import settings
 
     prefix = f"rl-test-clients-{uuid.uuid4().hex}"
-    process, url = _gunicorn(
+    process, url = _web(
         _server_env(
             DATABASE_URL=live_database_url(),
             REDIS_URL=settings.REDIS_URL or None,

@@ -6,6 +6,8 @@ reach request.META, nor an error report that shows it."""
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import requests
@@ -30,6 +32,7 @@ def test_process_variables_never_reach_request_meta():
         "BIND": f"127.0.0.1:{port}",
         "WEB_CONCURRENCY": "1",
         "LOG_LEVEL": "warning",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         # A process variable named as a header's CGI name, which the request does not send.
         "HTTP_X_FORWARDED_FOR": "10.9.8.7",
     }
