@@ -1,7 +1,7 @@
-"""The metrics of a live stack: gunicorn (two workers) and a Celery worker running beat,
+"""The metrics of a live stack: the web server (two workers) and a Celery worker running beat,
 sharing one multi-process metrics folder as `make run`'s processes do, an SMTP sink
 that defers one address once and rejects another, and a webhook receiver that fails
-twice. After the run, a scrape of gunicorn's GET /metrics shows the counters moved by
+twice. After the run, a scrape of the web's GET /metrics shows the counters moved by
 exactly what happened, whichever process counted it. And with no folder set at all,
 the production default, a worker's counter still reaches the web's scrape."""
 
