@@ -172,10 +172,15 @@ def main() -> None:
     server = subprocess.Popen(
         ["sh", "-c", procfile()["web"]],
         cwd=ROOT,
-        env=env | {"BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": str(WORKERS)},
+        env=env
+        | {
+            "BIND": f"127.0.0.1:{port}",
+            "WEB_CONCURRENCY": str(WORKERS),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
     )
     try:
-        wait_for_port(port, timeout=30)
+        wait_for_port(port, timeout=90)
         empty = [[] for _ in range(CLIENT_PROCESSES)]
         slices = [keys[i::CLIENT_PROCESSES] for i in range(CLIENT_PROCESSES)]
         # Warm-up, not counted: every worker up and connected, and every key used

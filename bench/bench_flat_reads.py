@@ -270,7 +270,12 @@ def main() -> None:
     server = subprocess.Popen(
         ["sh", "-c", procfile()["web"]],  # the Procfile's web line, as honcho runs it
         cwd=ROOT,
-        env=env | {"BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": str(WORKERS)},
+        env=env
+        | {
+            "BIND": f"127.0.0.1:{port}",
+            "WEB_CONCURRENCY": str(WORKERS),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
         stdout=subprocess.DEVNULL,  # the access log
     )
     keys = Keys(seed.keys)
@@ -290,7 +295,7 @@ def main() -> None:
     }
     curve: dict[str, dict[int, float]] = {name: {} for name in paths}
     try:
-        wait_for_port(port, timeout=30)
+        wait_for_port(port, timeout=90)
         seed.grow(seed.other_campaign, seed.other_webhook, OTHER_SIZE, 0)
         done = 0
         for size in SIZES:
