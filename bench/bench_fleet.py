@@ -15,7 +15,7 @@ HTML; contacts = N x duration / MIN x 1.2, enrolled (pending). Every 1/fraction-
 mailbox (mailbox0, mailbox100, ... at 1%) is on the sink's hang list: the sink reads its
 whole message and never answers the end of DATA. Setup goes through the ORM (bench/
 _setup.py); the dispatch is `POST /campaigns/:id/dispatch` with an API key against the
-gunicorn the Procfile's `web:` line started, and the clock starts at that call. The run
+the web server the Procfile's `web:` line started, and the clock starts at that call. The run
 lasts `--duration` seconds from it; then the figures are taken and everything stops.
 
 Figures, from the sink's log alone (one line per accepted message: time, MAIL FROM,
