@@ -80,7 +80,7 @@ BYTECODE := $(BIN)/python -m compileall -q -j 0 $(PY_SOURCES) >/dev/null
 pythons:
 	@for p in $(PYTHONS); do echo $$p; done
 
-## Install, migrate, and run web (gunicorn), worker and beat together. With no
+## Install, migrate, and run web (granian), worker and beat together. With no
 ## DATABASE_URL, under the embedded PostgreSQL (config/embedded_db.py): started first
 ## (made on the first run, its data under $(VAR_DIR)/postgres), stopped after the rest.
 ## Ctrl-C stops them all; a clean stop exits 0, so make says nothing (config/procfile.py).

@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
-# Longer than any request may run (gunicorn kills workers after 30 s by default).
+# Longer than any request may run (the web server gives running requests 30 s at a stop, config/web.py).
 IDEMPOTENCY_LEASE = timedelta(minutes=5)
 # Response headers that belong to each delivery rather than to the stored
 # response: DRF adds Allow/Vary again, the views' base adds the rate limit.

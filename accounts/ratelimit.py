@@ -5,7 +5,7 @@ One atomic operation per hit:
 * Redis (settings.REDIS_URL set): a Lua script does INCR and sets the window's
   expiry on the first hit, and returns the count and the time left.
 * Otherwise (the embedded mode, or no Redis) an SQL upsert on
-  accounts.RateLimitBucket, shared by every gunicorn worker, increments the bucket or
+  accounts.RateLimitBucket, shared by every web worker, increments the bucket or
   restarts its window, and returns the same two numbers.
 
 A window starts at the first hit of a bucket and lasts `period` seconds; every

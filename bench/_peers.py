@@ -431,7 +431,7 @@ def api_call(
 
 def web_warm(path: str, *, key: str, rounds: int = 3, at_once: int = 4) -> list[float]:
     """GETs of `path` before the clock starts, as a web in service has served requests
-    before: each gunicorn process's first request imports and connects what the later
+    before: each web process's first request imports and connects what the later
     ones reuse. `rounds` rounds of `at_once` requests at once (so that every process of
     the web gets some). Returns the slowest request's seconds of each round."""
     from concurrent.futures import ThreadPoolExecutor

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Throughput of an authenticated GET /api_keys against a bare DRF view.
 
-Both are served by one gunicorn (same workers, same settings), in the same run,
+Both are served by the Procfile's web line (same workers, same settings), in the same run,
 in alternating rounds, so the ratio is what the authenticated path costs:
 bearer lookup + last_used_at + request count (one statement on PostgreSQL), the
 per-key rate limit (one Redis script call), the scoped list query, serializing.
@@ -103,7 +103,7 @@ def _prepare() -> tuple[list[str], int]:
 
 def _client_process(port, path, keys, seconds, start_at, results, once=False):
     """Threads sending GETs as fast as answers come back, one connection per request
-    (gunicorn's sync workers close after each response). `once`: each key once."""
+    (a new connection each time, as most API clients make). `once`: each key once."""
     statuses: Counter = Counter()
     lock = threading.Lock()
 
@@ -166,14 +166,21 @@ def main() -> None:
     from tests.support.ports import free_port, wait_for_port
 
     port = free_port()
+    from bench._peers import procfile
+
+    # The Procfile's web line, through a shell as honcho runs it.
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi", "-c", "config/gunicorn.py"]
-        + ["--workers", str(WORKERS), "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        ["sh", "-c", procfile()["web"]],
         cwd=ROOT,
-        env=env,
+        env=env
+        | {
+            "BIND": f"127.0.0.1:{port}",
+            "WEB_CONCURRENCY": str(WORKERS),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
     )
     try:
-        wait_for_port(port, timeout=30)
+        wait_for_port(port, timeout=90)
         empty = [[] for _ in range(CLIENT_PROCESSES)]
         slices = [keys[i::CLIENT_PROCESSES] for i in range(CLIENT_PROCESSES)]
         # Warm-up, not counted: every worker up and connected, and every key used
@@ -204,7 +211,7 @@ def main() -> None:
     print(
         f"\nratio GET /api_keys / bare: {ratio:.1%}  (goal >= {GOAL:.0%}: {'met' if ratio >= GOAL else 'MISSED'})\n"
         f"SQL queries per authenticated request: {queries} (+1 Redis EVALSHA)\n"
-        f"gunicorn {WORKERS} sync workers; {CLIENT_PROCESSES}x{THREADS_PER_PROCESS} client threads "
+        f"the Procfile's web line, WEB_CONCURRENCY={WORKERS}; {CLIENT_PROCESSES}x{THREADS_PER_PROCESS} client threads "
         f"on the same machine; {ROUNDS} rounds of {ROUND_SECONDS:.0f}s each"
     )
 

@@ -7,7 +7,7 @@ with all_pending), against a bare UPDATE of the same rows in the same run.
       --through-api
       (from outside: the whole Procfile started as bench/_peers.py's Service(web=True)
       does, and the dispatch is `POST /campaigns/:id/dispatch` with an API key against
-      its gunicorn; the clock runs from the request to its answer)
+      its web server; the clock runs from the request to its answer)
 
 Goals: under 10 seconds on PostgreSQL; through the API, at least 0.9 of the bare
 UPDATE's speed (its seconds / the dispatch's). The baseline, same run, after the

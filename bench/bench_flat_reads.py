@@ -3,7 +3,7 @@
 and usage endpoints with one campaign of 0 / 10k / 100k / 1M enrollments, and the list
 of campaigns under load against the list of API keys.
 
-Served by gunicorn as the Procfile runs it (2 sync workers here), production settings,
+Served by the Procfile's web line (2 workers here), production settings,
 PostgreSQL and Redis:
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/outreach_bench \\
@@ -265,11 +265,17 @@ def main() -> None:
     from tests.support.ports import free_port, wait_for_port
 
     port = free_port()
+    from bench._peers import procfile
+
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi", "-c", "config/gunicorn.py"]
-        + ["--workers", str(WORKERS), "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        ["sh", "-c", procfile()["web"]],  # the Procfile's web line, as honcho runs it
         cwd=ROOT,
-        env=env,
+        env=env
+        | {
+            "BIND": f"127.0.0.1:{port}",
+            "WEB_CONCURRENCY": str(WORKERS),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
         stdout=subprocess.DEVNULL,  # the access log
     )
     keys = Keys(seed.keys)
@@ -289,7 +295,7 @@ def main() -> None:
     }
     curve: dict[str, dict[int, float]] = {name: {} for name in paths}
     try:
-        wait_for_port(port, timeout=30)
+        wait_for_port(port, timeout=90)
         seed.grow(seed.other_campaign, seed.other_webhook, OTHER_SIZE, 0)
         done = 0
         for size in SIZES:
@@ -328,7 +334,7 @@ def main() -> None:
     )
     ratio = campaigns_rate / keys_rate
     print(
-        f"\nUnder load ({CLIENTS} client threads, {WORKERS} gunicorn workers, {LOAD_SECONDS:.0f} s each,"
+        f"\nUnder load ({CLIENTS} client threads, {WORKERS} web workers, {LOAD_SECONDS:.0f} s each,"
         f" campaign of {SIZES[-1]:,}):\n"
         f"GET /campaigns?limit=20 {campaigns_rate:.0f} req/s (p95 {campaigns_p95:.1f} ms)\n"
         f"GET /api_keys?limit=1   {keys_rate:.0f} req/s (p95 {keys_p95:.1f} ms)\n"

@@ -14,7 +14,7 @@ The world: N mailboxes (security none, no login, 127.0.0.1:<sink>, daily limit
 (rotation), step 1 text + HTML; contacts = N x (1 + duration / MIN) x 1.2, shared out among
 the campaigns, enrolled (pending). Every 1/fraction-th mailbox (mailbox0, mailbox100, ...
 at 1%) is on the sink's hang list: the sink reads its whole message and never answers
-the end of DATA. The service (the Procfile, gunicorn included) starts first; then the
+the end of DATA. The service (the Procfile, its web server included) starts first; then the
 world is made as an operator makes it (`--setup api`, the default: bench/_fleet_api.py,
 `POST /smtp_credentials` and `POST /campaigns` from `--api-threads` client threads with
 a key each, API_ACCOUNT_RATE_LIMIT raised; a campaign names at most 100 mailboxes, so

@@ -8,7 +8,7 @@ ON CONFLICT, 1,000 rows per statement), same run.
       --through-api
       (from outside: the whole Procfile started as bench/_peers.py's Service(web=True)
       does; the CSV uploaded as `POST /contact_imports` (multipart `file`) with an API
-      key against its gunicorn, then `GET /contact_imports/:id` polled every
+      key against its web server, then `GET /contact_imports/:id` polled every
       --poll seconds; the clock runs from the upload request until the answer that says
       `completed`. The polls rotate over --keys API keys of the account, each key's rate
       limit being 60 requests a minute.)

@@ -8,11 +8,11 @@
 - LOG_FORMAT=json: one JSON object per line.
 - A line written while a request runs names it: `request_id=<id>` at the end of a plain
   line, `"request_id"` in a JSON one (the response's `X-Request-Id`, config.request_id);
-  gunicorn's access line ends with it too.
+  the web's access line (config/wsgi.py) ends with it too.
 
-Celery and gunicorn use this too: the Celery app leaves logging to Django's LOGGING
-(config.celery), and gunicorn's logger class (config/gunicorn.py) puts the same filter and
-formatter on its error and access logs.
+Celery and the web server use this too: the Celery app leaves logging to Django's LOGGING
+(config.celery), the access line is written through it, and granian's own lines get the
+same filter and formatter (config/web.py).
 """
 
 import json
@@ -121,11 +121,6 @@ class JsonFormatter(logging.Formatter):
 
 
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-# gunicorn's access line without its own timestamp (the formatter adds one), ending with
-# the response's X-Request-Id.
-ACCESS_LOG_FORMAT = (
-    '%(h)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms request_id=%({x-request-id}o)s'
-)
 
 
 class PlainFormatter(logging.Formatter):

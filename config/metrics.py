@@ -6,7 +6,7 @@ Two kinds of numbers, each kept where it is cheapest (bench/README.md, "Metrics"
 - Events the database does not keep (an SMTP reply that deferred a send, how late a
   message left, an HTTP request, an IMAP poll) are counted in the process where they
   happen, with the Prometheus client library in its multi-process mode: every process
-  (gunicorn workers, Celery workers, beat) writes its values to files in one folder of
+  (web workers, Celery workers, beat) writes its values to files in one folder of
   the host, and a scrape adds them up. The settings choose the folder at each start
   (`PROMETHEUS_MULTIPROC_DIR`, or the service's own under VAR_DIR:
   config/metrics_folder.py).

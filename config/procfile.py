@@ -28,8 +28,8 @@ from honcho.command import main
 
 from config.metrics_folder import folder_default, var_dir
 
-# Longer than any process's clean stop (gunicorn's graceful timeout is 30 s, but idle
-# sync workers stop at once).
+# Longer than any process's clean stop (the web's graceful stop gives requests 30 s, but idle
+# workers stop at once).
 honcho.manager.KILL_WAIT = 30
 
 # honcho's exit status for a run it stopped on a signal to itself (set before it stops

@@ -4,7 +4,7 @@ A client's own id is kept when it is valid: 1 to 200 characters of `A-Z a-z 0-9 
 (enough for a UUID, a ULID or a tracing header's id, nothing a log line or a header could
 be broken with); anything else, or none, gets a new UUID. The id is `request.request_id`,
 the audit row's `request_id` (accounts.audit), and part of every log line written while
-the request runs (`RequestIdFilter`, config.logs); gunicorn's access line reads it from
+the request runs (`RequestIdFilter`, config.logs); the web's access line (config/wsgi.py) reads it from
 the response header.
 """
 

@@ -226,7 +226,7 @@ DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = not env.bool(
 # while it talks to the database and gives it back before it waits on a peer
 # (config.db.connection_release), so DB_POOL_MAX_SIZE bounds what a worker holds
 # however many sessions it has open. 0: every thread keeps its own persistent
-# connection. gunicorn's threads (WEB_THREADS per process, config/gunicorn.py) and beat
+# connection. The web's threads (WEB_THREADS per process, config/web.py) and beat
 # keep one persistent connection each: a pool would only add a check-out per request.
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 DB_POOL_MIN_SIZE = min(env.int("DB_POOL_MIN_SIZE", default=1), max(DB_POOL_MAX_SIZE, 1))

@@ -85,7 +85,7 @@ def exception_handler(exc, context):
     elif isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge()
     elif isinstance(exc, UnreadablePostError):
-        # The body stopped coming (gunicorn's read timeout, config/gunicorn_worker.py).
+        # The body ended before its Content-Length (the client went away).
         exc = BadRequest()
 
     if not isinstance(exc, exceptions.APIException):

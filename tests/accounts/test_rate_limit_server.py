@@ -1,7 +1,8 @@
-"""The per-key limit is exact across processes: a real gunicorn with several
+"""The per-key limit is exact across processes: the real web server with several
 workers, a burst of parallel requests on one key, exactly 60 pass."""
 
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -29,27 +30,18 @@ def _server_env(**overrides) -> dict:
     return env
 
 
-def _gunicorn(env: dict, embedded: bool = False):
-    """gunicorn with several workers; `embedded`: under the embedded PostgreSQL of the
-    environment's VAR_DIR, as make run runs it."""
+def _web(env: dict, embedded: bool = False):
+    """The Procfile's web line with several workers; `embedded`: under the embedded
+    PostgreSQL of the environment's VAR_DIR, as make run runs it."""
     port = free_port()
     wrapper = [sys.executable, "-m", "config.embedded_db", "run", "--"] if embedded else []
-    process = subprocess.Popen(
-        wrapper
-        + [
-            str(BIN / "gunicorn"),
-            "config.wsgi",
-            "-c",
-            "config/gunicorn.py",
-            "--workers",
-            str(WORKERS),
-        ]
-        + ["--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
-        cwd=ROOT,
-        env=env,
-    )
+    web_line = re.search(r"^web:\s*(.+)$", (ROOT / "Procfile").read_text(), re.MULTILINE)
+    env = env | {"BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": str(WORKERS)}
+    env.setdefault("LOG_LEVEL", "warning")
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    process = subprocess.Popen(wrapper + ["sh", "-c", web_line.group(1)], cwd=ROOT, env=env)
     try:
-        wait_for_port(port, timeout=30, process=process)
+        wait_for_port(port, timeout=60, process=process)
     except (TimeoutError, ChildProcessError):
         process.kill()
         raise
@@ -85,7 +77,7 @@ def test_exactly_60_of_a_burst_pass_across_workers_on_postgresql(store, settings
         REDIS_URL=redis_url,
         RATE_LIMIT_KEY_PREFIX=settings.RATE_LIMIT_KEY_PREFIX,
     )
-    process, url = _gunicorn(env)
+    process, url = _web(env)
     try:
         statuses = _burst(url, plaintext)
     finally:
@@ -105,7 +97,7 @@ def test_exactly_60_of_a_burst_pass_across_workers_in_embedded_mode(tmp_path):
         check=True,
         timeout=120,
     )
-    process, url = _gunicorn(env, embedded=True)
+    process, url = _web(env, embedded=True)
     try:
         signup = requests.post(f"{url}/signup", json={"email": "burst@example.com"}, timeout=30)
         assert signup.status_code == 201, signup.text

@@ -1,8 +1,8 @@
-"""The live service for the client tests: gunicorn on a free port, on this run's test
+"""The live service for the client tests: the web server (the Procfile's web line) on a free port, on this run's test
 database (PostgreSQL: the server processes must share it), with Celery tasks run eagerly
 inside the requests (contact imports are processed before their POST answers).
 
-`service_url`, the service with the test settings alone, is one gunicorn per test process
+`service_url`, the service with the test settings alone, is one web server per test process
 (started by the first test that asks for it): starting one per test was most of these
 tests' time. Each test still starts from nothing: the rows its test made are flushed
 when it ends (`live_db`), and so are the rate-limit buckets it filled (below).
@@ -20,9 +20,9 @@ from outreach_sdk.models import Mailbox
 from accounts.services import api_key_create
 from tests.accounts.factories import AccountFactory
 from tests.accounts.test_rate_limit_server import (
-    _gunicorn,
     _server_env,
     _stop,
+    _web,
 )
 from tests.clients.proxy import FaultyProxy
 from tests.support.database import live_database_url
@@ -30,11 +30,11 @@ from tests.support.database import live_database_url
 
 @pytest.fixture
 def service_server(live_db, settings):
-    """Factory: `service_server(**env)` starts gunicorn and returns its base URL."""
+    """Factory: `service_server(**env)` starts the web server and returns its base URL."""
     started = []
 
     def start(**env) -> str:
-        process, url = _gunicorn(
+        process, url = _web(
             _server_env(
                 DATABASE_URL=live_database_url(),
                 REDIS_URL=settings.REDIS_URL or None,
@@ -52,11 +52,11 @@ def service_server(live_db, settings):
 
 @pytest.fixture(scope="session")
 def _shared_service(django_db_setup):
-    """The gunicorn behind `service_url`, and its rate-limit namespace."""
+    """The web server behind `service_url`, and its rate-limit namespace."""
     from django.conf import settings
 
     prefix = f"rl-test-clients-{uuid.uuid4().hex}"
-    process, url = _gunicorn(
+    process, url = _web(
         _server_env(
             DATABASE_URL=live_database_url(),
             REDIS_URL=settings.REDIS_URL or None,

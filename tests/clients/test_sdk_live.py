@@ -1,4 +1,4 @@
-"""The SDK against the live service (gunicorn on a free port, this run's test database):
+"""The SDK against the live service (the web server on a free port, this run's test database):
 its methods, its errors, its paginating iterators, and its retries through a proxy that
 fails requests on purpose, with real HTTP on both sides."""
 

@@ -1,7 +1,7 @@
-"""The metrics of a live stack: gunicorn (two workers) and a Celery worker running beat,
+"""The metrics of a live stack: the web server (two workers) and a Celery worker running beat,
 sharing one multi-process metrics folder as `make run`'s processes do, an SMTP sink
 that defers one address once and rejects another, and a webhook receiver that fails
-twice. After the run, a scrape of gunicorn's GET /metrics shows the counters moved by
+twice. After the run, a scrape of the web's GET /metrics shows the counters moved by
 exactly what happened, whichever process counted it. And with no folder set at all,
 the production default, a worker's counter still reaches the web's scrape."""
 
@@ -15,7 +15,7 @@ from config.metrics_folder import folder_default, var_dir
 from config.procfile import multiprocess_dir_reset
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Enrollment
-from tests.accounts.test_rate_limit_server import _gunicorn, _server_env, _stop
+from tests.accounts.test_rate_limit_server import _server_env, _stop, _web
 from tests.e2e.test_sending_e2e import WORKER_ENV, _campaign_at, _wait_until
 from tests.foundation.test_metrics import TOKEN, families_of
 from tests.outreach.factories import ContactFactory, CredentialFactory, EnrollmentFactory
@@ -63,7 +63,7 @@ def test_counters_move_by_exactly_what_the_stack_did(
     sink.reject_rcpt(bounced, "550 5.1.1 User unknown")
     key = api_key_create(account=account, label="live").plaintext
 
-    process, url = _gunicorn(
+    process, url = _web(
         _server_env(
             DATABASE_URL=live_database_url(),
             REDIS_URL=settings.REDIS_URL or None,
@@ -181,7 +181,7 @@ def test_without_a_folder_set_the_web_shows_a_workers_counters(
         METRICS_TOKEN=TOKEN,
     )
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    process, url = _gunicorn(env)
+    process, url = _web(env)
     try:
         requests.get(f"{url}/health", timeout=120)
         before = _scrape(url)

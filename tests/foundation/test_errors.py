@@ -88,7 +88,7 @@ def test_body_too_large(anon_client):
 
 
 def test_a_body_that_stops_arriving_is_bad_request(anon_client):
-    class Stalled:  # gunicorn's body when the client's socket times out
+    class Stalled:  # a WSGI body whose client went away mid-body
         def read(self, size=-1):
             raise TimeoutError("timed out")
 

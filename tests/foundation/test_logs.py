@@ -130,7 +130,7 @@ def test_json_lines():
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", entry["time"])
 
 
-# --- gunicorn as the Procfile starts it ---
+# --- the web server as the Procfile starts it ---
 
 
 def _get(url: str) -> int:
@@ -142,17 +142,17 @@ def _get(url: str) -> int:
 
 
 @pytest.fixture
-def gunicorn(tmp_path):
+def web(tmp_path):
     started = []
 
     def start(**env):
         port = free_port()
-        log = tmp_path / f"gunicorn{len(started)}.log"
-        env = embedded_env(tmp_path / "var", f"127.0.0.1:{port}", env)
+        log = tmp_path / f"web{len(started)}.log"
+        env = embedded_env(tmp_path / "var", f"127.0.0.1:{port}", {"WEB_CONCURRENCY": "1"} | env)
         embedded_migrate(env)
+        web_line = re.search(r"^web:\s*(.+)$", (ROOT / "Procfile").read_text(), re.MULTILINE)
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn"]
-            + ["config.wsgi", "-c", "config/gunicorn.py", "--bind", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "config.embedded_db", "run", "--", "sh", "-c", web_line[1]],
             cwd=ROOT,
             env=env,
             stdout=log.open("wb"),
@@ -181,34 +181,31 @@ def _lines_after(log, marker: str, count: int, timeout: float = 10.0) -> list[st
     raise AssertionError(log.read_text())
 
 
-def test_gunicorn_logs_one_redacted_line_per_request(gunicorn):
-    url, log = gunicorn()
+def test_the_web_logs_one_redacted_line_per_request(web):
+    url, log = web()
     pixel = tokens.token_make(purpose=tokens.OPEN, enrollment_id=uuid.uuid4())
     unsubscribe = tokens.token_make(purpose=tokens.UNSUBSCRIBE, enrollment_id=uuid.uuid4())
     assert _get(f"{url}/nope") == 404
     assert _get(f"{url}/t/o/{pixel}.gif") == 200
     assert _get(f"{url}/u/{unsubscribe}") == 404  # signed with another key: not ours
-    lines = _lines_after(log, "Booting worker", 3)
-    lines = [line for line in lines if "Booting worker" not in line]
+    lines = _lines_after(log, "Started worker", 3)
     assert len(lines) == 3, lines  # one line each, no second line for the 404
-    assert re.fullmatch(
-        r'\S+ \S+ INFO gunicorn.access 127.0.0.1 "GET /nope HTTP/1.1" 404 .*', lines[0]
-    )
+    assert re.fullmatch(r'\S+ \S+ INFO web.access 127.0.0.1 "GET /nope HTTP/1.1" 404 .*', lines[0])
     assert '"GET /t/o/[redacted].gif HTTP/1.1" 200' in lines[1]
     assert '"GET /u/[redacted] HTTP/1.1"' in lines[2]
     assert pixel not in log.read_text() and unsubscribe not in log.read_text()
 
 
-def test_gunicorn_logs_json_with_log_format_json(gunicorn):
-    url, log = gunicorn(LOG_FORMAT="json")
+def test_the_web_logs_json_with_log_format_json(web):
+    url, log = web(LOG_FORMAT="json")
     assert _get(f"{url}/nope") == 404
-    lines = _lines_after(log, "Booting worker", 1)
-    access = [json.loads(line) for line in lines if "gunicorn.access" in line]
+    lines = _lines_after(log, "Started worker", 1)
+    access = [json.loads(line) for line in lines if "web.access" in line]
     assert len(access) == 1
     assert access[0]["level"] == "INFO"
     assert access[0]["message"].startswith('127.0.0.1 "GET /nope HTTP/1.1" 404 ')
     for line in log.read_text().splitlines():
-        json.loads(line)  # the master's lines too
+        json.loads(line)  # the server's own lines too
 
 
 # --- the whole service, as `make run` starts it ---

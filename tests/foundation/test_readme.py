@@ -1,5 +1,5 @@
-"""The README's configuration table is every variable the settings, gunicorn's
-configuration (config/gunicorn.py) and the Procfile read: no more, no fewer."""
+"""The README's configuration table is every variable the settings, the web server's
+configuration (config/web.py) and the Procfile read: no more, no fewer."""
 
 import json
 import os
@@ -10,16 +10,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Imports config/settings.py, then config/gunicorn.py, in a fresh process with os.environ
+# Imports config/settings.py, then config/web.py (and makes its server), in a fresh process with os.environ
 # (and django-environ's view of it) recording every name looked up, and prints them.
 RECORD = """
 import json, os, runpy, sys
 import environ
 
-# What the two import, imported first: their own reads are not the settings' (gunicorn's
-# reads its FORWARDED_ALLOW_IPS, WEB_CONCURRENCY... as it loads).
+# What the two import, imported first: their own reads are not the settings' (granian's
+# reads its GRANIAN_* variables as its command line loads).
 import config, config.logs, kombu
-import config.gunicorn_worker, gunicorn.config, gunicorn.glogging
+import granian.constants, granian.http, granian.server
 
 read = set()
 
@@ -40,7 +40,7 @@ recording = Recording(os.environ)
 environ.Env.ENVIRON = recording
 os.environ = recording
 runpy.run_path("config/settings.py")
-runpy.run_path("config/gunicorn.py")
+runpy.run_path("config/web.py")["server"]()
 print(json.dumps(sorted(read)))
 """
 
@@ -76,7 +76,7 @@ def _readme_table() -> set[str]:
     return names
 
 
-def test_the_readme_table_is_what_the_settings_gunicorn_and_the_procfile_read(tmp_path):
+def test_the_readme_table_is_what_the_settings_the_web_server_and_the_procfile_read(tmp_path):
     embedded = _settings_read(tmp_path)
     production = _settings_read(
         tmp_path,
@@ -103,5 +103,5 @@ def test_the_recording_sees_what_it_should(tmp_path):
     # Guards the test above: names read in either mode, and through each reader.
     read = _settings_read(tmp_path)
     assert {"DATABASE_URL", "VAR_DIR", "SECRET_KEY", "ALLOWED_HOSTS", "LOG_LEVEL"} <= read
-    assert {"WEB_THREADS", "WEB_KEEPALIVE_SECONDS", "WEB_CLIENT_TIMEOUT_SECONDS"} <= read
-    assert {"BIND", "WEB_CONCURRENCY", "VAR_DIR"} <= _procfile_read()
+    assert {"WEB_THREADS", "WEB_CLIENT_TIMEOUT_SECONDS", "BIND", "WEB_CONCURRENCY"} <= read
+    assert {"LOG_LEVEL", "VAR_DIR"} <= _procfile_read()

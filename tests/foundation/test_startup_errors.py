@@ -1,7 +1,8 @@
 """A service that cannot start says why in one line: a missing setting, a database that
-does not exist. No traceback, from manage.py, gunicorn or Celery."""
+does not exist. No traceback, from manage.py, the web server or Celery."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,14 +66,18 @@ def test_celery_without_secret_key_says_so_in_one_line(program):
     assert lines[0].startswith("celery: configuration error: SECRET_KEY must be set")
 
 
-def test_gunicorn_without_secret_key_stops_with_one_line_and_no_traceback():
+def test_the_web_without_secret_key_stops_with_one_line_and_no_traceback():
+    web_line = re.search(r"^web:\s*(.+)$", (ROOT / "Procfile").read_text(), re.MULTILINE)
     result = _run(
-        [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:0", "--workers", "1"],
+        ["sh", "-c", web_line[1]],
+        BIND="127.0.0.1:0",
+        WEB_CONCURRENCY="1",
+        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
         **PRODUCTION,
     )
-    assert result.returncode == 4  # gunicorn: "App failed to load", the master stops
+    assert result.returncode == 1  # the worker could not load: the server stops
     assert "Traceback" not in result.stderr
-    assert "gunicorn: configuration error: SECRET_KEY must be set" in result.stderr
+    assert "web: configuration error: SECRET_KEY must be set" in result.stderr
 
 
 def test_manage_py_with_an_unreachable_database_says_so_in_one_line():
