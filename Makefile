@@ -70,7 +70,7 @@ install: $(STAMP)
 # The project's own modules compiled to bytecode before a run, as the install compiles the
 # libraries' (uv's --compile-bytecode; pip does it by default): with PYTHONDONTWRITEBYTECODE
 # set (as on some CI machines), every process would otherwise compile every module it
-# imports from source, each time: 4-6 CPU seconds for each gunicorn worker, Celery worker
+# imports from source, each time: 4-6 CPU seconds for each web worker, Celery worker
 # or manage.py the service and its tests start, against 1.7 with the bytecode. Quick when
 # nothing changed (it compares each file's time with its bytecode's).
 PY_SOURCES := $(dir $(wildcard */__init__.py)) $(CLIENTS) manage.py

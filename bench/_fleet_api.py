@@ -1,5 +1,5 @@
 """The fleet's world made as an operator makes it at a platform's size: through the HTTP
-API of the Procfile's gunicorn (bench/bench_fleet.py's `--setup api`), from a small pool
+API of the Procfile's web server (bench/bench_fleet.py's `--setup api`), from a small pool
 of client threads, one API key each.
 
 * mailboxes: `POST /smtp_credentials`, one request each (each also checks the mailbox:

@@ -1,11 +1,13 @@
 """Idle and slow clients cost the web process connections, not its workers
-(config/gunicorn_worker.py): the Procfile's web line with 50 idle connections, 5
+(granian, config/web.py): the Procfile's web line with 50 idle connections, 5
 clients sending a byte a second (headers, or a body) and 2 that never close their end,
 each reconnecting whenever the server closes it, and `/health` answers every time,
 fast.
 
-On gunicorn's sync workers (the configuration before) every request timed out (5 s);
-on its stock gthread worker, with 8 threads as well, and with 64 the p99 was 3.5 s."""
+On gunicorn's sync workers (a configuration before) every request timed out (5 s);
+on its stock gthread worker, with 8 threads as well, and with 64 the p99 was 3.5 s. A
+body that stops arriving holds one of granian's threads until its client closes: the
+5 here leave threads free; README "Production" puts a buffering proxy in front."""
 
 import re
 import socket
@@ -54,7 +56,7 @@ def web(tmp_path):
     process = subprocess.Popen(
         # Under the embedded PostgreSQL, as make run runs the Procfile.
         [sys.executable, "-m", "config.embedded_db", "run", "--"]
-        + ["sh", "-c", _procfile_web_command()],  # exec: the shell becomes gunicorn
+        + ["sh", "-c", _procfile_web_command()],  # exec: the shell becomes the server
         cwd=ROOT,
         env=env,
         stdout=log.open("wb"),
