@@ -16,6 +16,7 @@ import os
 
 from granian.constants import HTTPModes, Interfaces
 from granian.http import HTTP1Settings
+from granian.log import LogLevels
 from granian.server import Server
 
 from config.logs import JsonFormatter, PlainFormatter, RedactFilter
@@ -36,7 +37,7 @@ def log_config() -> dict:
     }
 
 
-def server() -> Server:
+def server():  # granian's Server is MPServer or MTServer, chosen when it is imported
     host, _, port = os.environ.get("BIND", "127.0.0.1:8000").rpartition(":")
     client_timeout = float(os.environ.get("WEB_CLIENT_TIMEOUT_SECONDS", "10"))
     return Server(
@@ -56,7 +57,7 @@ def server() -> Server:
             # 45 KB may pass; docs/api.md "Limits of the server").
             max_buffer_size=HEAD_LIMIT,
         ),
-        log_level=os.environ.get("LOG_LEVEL", "info").lower(),
+        log_level=LogLevels(os.environ.get("LOG_LEVEL", "info").lower()),
         log_dictconfig=log_config(),
         # On SIGTERM: requests running get this long to finish (gunicorn's 30 s).
         workers_kill_timeout=30,

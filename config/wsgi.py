@@ -14,6 +14,8 @@ granian): Django's, with two things a server does not do the service's way.
 import logging
 import os
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.core.wsgi import get_wsgi_application
 
@@ -36,21 +38,21 @@ PROCESS_ENVIRONMENT = tuple(
 access_log = logging.getLogger("web.access")
 
 
-def _request_line(environ) -> str:
+def _request_line(environ: dict[str, Any]) -> str:
     query = environ.get("QUERY_STRING")
     path = environ.get("PATH_INFO", "") + (f"?{query}" if query else "")
     return f"{environ.get('REQUEST_METHOD')} {path} {environ.get('SERVER_PROTOCOL')}"
 
 
-def application(environ, start_response):
+def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     """Django's application on the request's own environ, and its access line."""
     for key, value in PROCESS_ENVIRONMENT:
         if environ.get(key) == value:
             del environ[key]
     started = time.perf_counter()
-    answered = {}
+    answered: dict[str, Any] = {}
 
-    def start(status, headers, exc_info=None):
+    def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         answered["status"], answered["headers"] = status, headers
         return start_response(status, headers, exc_info)
 
