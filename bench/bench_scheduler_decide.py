@@ -36,15 +36,9 @@ LABEL = "bench-sched"
 
 
 def _django(root: Path) -> None:
-    sys.path.insert(0, str(root))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-0000000000000000000000000000")
-    os.environ.setdefault("FIELD_ENCRYPTION_KEY", "YmVuY2gtb25seS1maWVsZC1rZXktMDAwMDAwMDAwMDA=")
-    os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
-    os.environ.setdefault("SMTP_REQUIRE_LOGIN", "false")
-    import django
-
-    django.setup()
+    """Django from `root`'s tree, set up as every benchmark is (its bench/_setup.py)."""
+    sys.path.insert(0, str(root / "bench"))
+    import _setup  # noqa: F401 - sets the environment up and Django with it
 
 
 def _account():
