@@ -116,22 +116,12 @@ def world_reset(account) -> None:
 
 
 def world_drop() -> None:
+    from _setup import account_drop
+
     from accounts.models import Account
-    from outreach.models.campaigns import Campaign
-    from outreach.models.contacts import Contact
-    from outreach.models.mailboxes import SmtpCredential
-    from outreach.models.sending import Enrollment, SendClaim
 
     for account in Account.objects.filter(email__startswith=f"{LABEL}-"):
-        for queryset in (
-            SendClaim.objects.filter(enrollment__campaign__account=account),
-            Enrollment.objects.filter(campaign__account=account),
-            Contact.objects.filter(account=account),
-        ):
-            queryset._raw_delete(queryset.db)
-        for model in (Campaign, SmtpCredential):
-            model.objects.filter(account=account).delete()
-        account.delete()
+        account_drop(account)
 
 
 def runs_time(runs: int) -> list[float]:
