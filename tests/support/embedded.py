@@ -125,7 +125,11 @@ class EmbeddedService:
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self, timeout: float = 90.0) -> "EmbeddedService":
-        wait_for_port(self.port, timeout=timeout, process=self.process)
+        try:
+            wait_for_port(self.port, timeout=timeout, process=self.process)
+        except (ChildProcessError, TimeoutError) as error:
+            # What the processes printed is the only clue to which one stopped and why.
+            raise RuntimeError(f"{error}; the service printed:\n{self.log[-6000:]}") from error
         deadline = time.monotonic() + timeout
         while not (
             self.log.count(" ready.") >= procfile_workers() and "beat: Starting" in self.log
