@@ -72,6 +72,7 @@ from django.db.models import BooleanField, Case, F, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from config.crypto import secrets_deferred
 from outreach.blocklist.selectors import blocked_addresses
 from outreach.campaigns.branch_moves import branch_deadlines_decide
 from outreach.campaigns.followups import completions_followup
@@ -443,9 +444,10 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     campaigns, positions, linked = _campaigns_read({e.campaign_id for e in enrollments})
     enabled_ids, unauthorized, credentials = _credentials_lock(linked, enrollments, view=view)
     account_of = {e.pk: campaigns[e.campaign_id].account_id for e in enrollments}
-    blocked = blocked_addresses((account_of[e.pk], e.contact_email) for e in enrollments)  # type: ignore[attr-defined]  # annotated
+    # Lists, not generators: the rules' modules read data and never run this one's code.
+    blocked = blocked_addresses([(account_of[e.pk], e.contact_email) for e in enrollments])  # type: ignore[attr-defined]  # annotated
     domain_caps = caps_lock(
-        ((e.pk, campaigns[e.campaign_id], e.contact_email) for e in enrollments),  # type: ignore[attr-defined]  # annotated
+        [(e.pk, campaigns[e.campaign_id], e.contact_email) for e in enrollments],  # type: ignore[attr-defined]  # annotated
         day=utc_day(now),
     )
     # Mailboxes held by require_authenticated_domain (read only when a campaign asks).
@@ -726,7 +728,8 @@ def _credentials_lock(linked: dict, enrollments: list, *, view: _RunView) -> tup
     free = SmtpCredential.objects.filter(pk__in=candidates).filter(
         _mailbox_free("", now=view.now, busy=())
     )
-    credentials = {c.pk: c for c in free.order_by("pk").select_for_update(skip_locked=True)}
+    locked = secrets_deferred(free.order_by("pk").select_for_update(skip_locked=True))
+    credentials = {c.pk: c for c in locked}
     return enabled, unauthorized, credentials
 
 

@@ -81,3 +81,25 @@ def test_a_runs_queries_do_not_grow_with_the_mailboxes_or_what_holds_them():
     # Each free mailbox takes its share of the run's new threads (_RunView.share).
     assert (claimed_few, claimed_many) == (2, 6)
     assert (few, many) == (RUN_QUERIES, RUN_QUERIES)
+
+
+def test_a_run_reads_no_secret_of_the_mailboxes_it_locks():
+    """The scheduler decides with the mailboxes' counters and pace; their passwords and
+    tokens stay in the database, neither sent to the worker nor decrypted there."""
+    campaign = CampaignFactory(status=Campaign.Status.ACTIVE, with_credential=False)
+    campaign.credentials.add(
+        CredentialFactory(account=campaign.account, smtp_password="hunter2", imap_password="pw")
+    )
+    EnrollmentFactory(campaign=campaign, status="scheduled", next_send_at=NOW)
+    with CaptureQueriesContext(connection) as queries:
+        batches = schedule_due(now=NOW)
+    assert sum(b.size for b in batches) == 1
+    secrets = [
+        f.column
+        for f in SmtpCredential._meta.concrete_fields
+        if "EncryptedText" in type(f).__name__
+    ]
+    assert {"smtp_password", "imap_password", "oauth_access_token"} <= set(secrets)
+    read = [q["sql"] for q in queries.captured_queries if "outreach_smtpcredential" in q["sql"]]
+    assert read, "the run locks its mailbox"
+    assert not [sql for sql in read for column in secrets if f'"{column}"' in sql]
