@@ -5,25 +5,16 @@ webhook POST of its `enrollment.sent` event, counted in files, functions and ret
 
 Not a timing. One mailbox on a local SMTP sink, one webhook on a local HTTP receiver,
 every task run inline (eager, as one process would run them one after another). A first
-contact warms the caches and imports; the second one's step is traced with
-sys.setprofile: every call into a function of the project's packages (accounts, billing,
-config, outreach, plans, webhooks; not tests, not libraries) and every return. Printed:
-
-- files: the project's files the step entered; functions: its distinct functions;
-  calls: how many times they were called;
-- comebacks: how often the walk came back into a file it had been in before, after
-  being in another (a call or a return into it; a straight route down the floors comes
-  back only by returning, once per floor);
-- climbs: calls into a file that is already lower on the stack, under a frame of
-  another file (a lower floor calling back up: the route climbing back);
-- the files with the most comebacks and every climb, caller and callee.
+contact warms the caches and imports; the second one's step is traced
+(tests/support/walk.py says what each count means). Printed: the files, functions,
+calls, comebacks and climbs, the files with the most comebacks, every climb, the files
+in the order of their first entry, and with `--route` the route itself.
 """
 
 import os
 import sys
 import tempfile
 import time
-from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,7 +23,6 @@ os.environ["OUTBOUND_ALLOW_PRIVATE_NETWORKS"] = "true"  # the peers are on loopb
 
 from _peers import process_stop, receiver_start, smtp_sink_start  # noqa: E402
 from _setup import (  # noqa: E402
-    ROOT,
     account_create,
     account_drop,
     contacts_create,
@@ -40,88 +30,7 @@ from _setup import (  # noqa: E402
     step_create,
 )
 
-PACKAGES = ("accounts", "billing", "config", "outreach", "plans", "webhooks")
-PREFIXES = tuple(str(ROOT / package) + os.sep for package in PACKAGES)
-
-
-def _ours(filename: str) -> str | None:
-    """The file's path from the project's root, if it is one of the project's modules."""
-    if filename.startswith(PREFIXES):
-        return str(Path(filename).relative_to(ROOT))
-    return None
-
-
-class Walk:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.functions: set[tuple[str, str]] = set()
-        self.visited: dict[str, None] = {}  # in order of first entry
-        self.comebacks: Counter[str] = Counter()
-        self.climbs: Counter[tuple[str, str]] = Counter()
-        self.current: str | None = None
-        self.route: list[str] = []  # each call into another file: "depth file:function"
-
-    def _into(self, name: str) -> None:
-        if name != self.current:
-            if name in self.visited:
-                self.comebacks[name] += 1
-            self.visited.setdefault(name)
-            self.current = name
-
-    def profile(self, frame, event: str, _arg) -> None:
-        if event == "call":
-            name = _ours(frame.f_code.co_filename)
-            if name is None:
-                return
-            self.calls += 1
-            self.functions.add((name, frame.f_code.co_qualname))
-            caller = self._caller(frame.f_back)
-            if caller != name:
-                depth = self._depth(frame.f_back)
-                self.route.append(f"{'  ' * depth}{name}:{frame.f_code.co_qualname}")
-            if caller is not None and caller != name and self._on_stack(frame.f_back, name):
-                self.climbs[(f"{caller}", f"{name}:{frame.f_code.co_qualname}")] += 1
-            self._into(name)
-        elif event == "return":
-            if _ours(frame.f_code.co_filename) is None:
-                return
-            back = self._caller(frame.f_back)
-            if back is not None:
-                self._into(back)
-
-    @staticmethod
-    def _caller(frame) -> str | None:
-        """The nearest project frame at or above `frame`."""
-        while frame is not None:
-            name = _ours(frame.f_code.co_filename)
-            if name is not None:
-                return name
-            frame = frame.f_back
-        return None
-
-    @staticmethod
-    def _depth(frame) -> int:
-        """How many changes of project file the stack under `frame` holds."""
-        depth, last = 0, None
-        while frame is not None:
-            here = _ours(frame.f_code.co_filename)
-            if here is not None and here != last:
-                depth, last = depth + 1, here
-            frame = frame.f_back
-        return depth
-
-    @staticmethod
-    def _on_stack(frame, name: str) -> bool:
-        """Whether a frame of `name` is on the stack under a frame of another file."""
-        left = False
-        while frame is not None:
-            here = _ours(frame.f_code.co_filename)
-            if here is not None and here != name:
-                left = True
-            elif here == name and left:
-                return True
-            frame = frame.f_back
-        return False
+from tests.support.walk import Walk  # noqa: E402
 
 
 def _step(enrollment_pk, log: Path, posts_before: int) -> None:
@@ -199,11 +108,8 @@ def main() -> None:
         time.sleep(max(0.0, (enrollments[1].next_send_at - timezone.now()).total_seconds()))
         walk = Walk()
         posts = _posts(log)
-        sys.setprofile(walk.profile)
-        try:
+        with walk.tracing():
             _step(enrollments[1].pk, log, posts)
-        finally:
-            sys.setprofile(None)
         _report(walk)
     finally:
         process_stop(sink)
