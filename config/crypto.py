@@ -10,7 +10,7 @@ installed model with the first key), then drop the old key.
 """
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.apps import apps
@@ -83,6 +83,9 @@ class EncryptedTextField(_TextField):
         return super().to_python(value)
 
 
+_M = TypeVar("_M", bound=models.Model)
+
+
 def encrypted_fields() -> dict[type[models.Model], list[str]]:
     """Every installed model with an EncryptedTextField, and the names of those fields."""
     found: dict[type[models.Model], list[str]] = {}
@@ -93,7 +96,7 @@ def encrypted_fields() -> dict[type[models.Model], list[str]]:
     return found
 
 
-def secrets_deferred(queryset: models.QuerySet) -> models.QuerySet:
+def secrets_deferred(queryset: models.QuerySet[_M]) -> models.QuerySet[_M]:
     """`queryset` without its model's encrypted fields: code that never reads a secret
     (the scheduler locking mailboxes) neither loads nor decrypts one. Reading one of them
     from a row anyway costs a query of its own, which query-count tests see."""
