@@ -1,3 +1,35 @@
 """Sending: the scheduler, the batch sender, the SMTP transaction, MIME message building
 with the signed tokens its links carry (`tokens`), the record of a send, and the bounce
-rule every bounce source shares (`bounces`)."""
+rule every bounce source shares (`bounces`).
+
+The route of one step, from due to its webhook POST, in order. Each floor calls the
+floors below it and only returns upward: no module below calls back into one above
+(tests/outreach/test_route.py traces a step and holds it to that; bench/walk_one_step.py
+prints the route and its counts).
+
+1. beat.schedule_sends (Celery beat) -> scheduler.schedule_due, one run:
+   recovery (claims of dead workers, suppressed contacts' ends),
+   campaigns.branch_moves (branches whose deadline passed), then the run's view
+   (_RunView: the free mailboxes, pace, breaker pauses, the new threads' shares), then
+   claim transactions: the due scan, _decide with the rules' modules, which read data
+   and return answers (mailboxes.blockers, mailboxes.pace, rotation, blocklist,
+   domain_cap, domains, campaigns.windows, mailboxes.simulator_day), and _write: the
+   SendClaim rows. On commit, the claimed batches go to the broker.
+2. tasks.send_mailboxes -> send.mailboxes_send: each mailbox's claims, in a thread of
+   its own: its row (with its secrets, decrypted here and nowhere earlier), the
+   variants and the thread's earlier messages (message.thread_messages).
+3. batch.MailboxBatch.run, per mailbox: breaker.held_until, simulator (the sandbox's
+   mailboxes), mailboxes.smtp.smtp_connect through config.outbound's guard; then per
+   message: message.message_build (campaigns.variants, campaigns.rendering, tokens,
+   campaigns.tracking, mime), record.claim_mark_started, smtp.smtp_transaction, and the
+   record of the answer (record.sent_record; a refusal: refusals, bounces).
+4. record.sent_record: one transaction: the enrollment's move (campaigns.branch_moves),
+   then record_sql's statement (the Message, the enrollment, the mailbox's counters,
+   the stats and analytics rows, billing's usage, the event and its delivery jobs
+   through webhooks' own SQL), then campaigns.followups; on commit,
+   webhooks.events.drains_publish.
+5. webhooks.tasks.webhook_drain -> webhooks.delivery: the webhook's due jobs claimed,
+   posting (the signed envelope, the POST), the answers recorded, metrics observed.
+6. Back in send.mailboxes_send, its batches done: campaigns.state (a campaign whose
+   every enrollment is done completes).
+"""
