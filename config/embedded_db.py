@@ -23,6 +23,7 @@ import platform
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,8 @@ from typing import Any
 # The database the service uses on the embedded server (test runs make test_<name>).
 DATABASE_NAME = "outreach"
 USER = "postgres"
+# How long a server the wheel started too slowly for its own limit may take to be ready.
+START_SECONDS = 120
 
 
 class EmbeddedDatabaseError(Exception):
@@ -183,10 +186,16 @@ def server_start(data: Path, name: str = DATABASE_NAME) -> bool:
         # back without looking: one for a server stopped since would start nothing.
         wheel.PostgresServer._instances.pop(data.resolve(), None)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # cleanup_mode=None: the wheel stops nothing at exit; server_stop does.
-            wheel.get_server(data, cleanup_mode=None)
+        try:
+            _server_get(wheel, data)
+        except subprocess.TimeoutExpired:
+            # The wheel gives `pg_ctl start` 10 s, which a loaded machine can exceed (a
+            # recovery after a kill, a busy disk); the server it started goes on
+            # starting. Once it says it is ready, the wheel takes it as running.
+            if not _ready_wait(data, seconds=START_SECONDS):
+                raise
+            wheel.PostgresServer._instances.pop(data.resolve(), None)
+            _server_get(wheel, data)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         log = data / "log"
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
@@ -196,6 +205,27 @@ def server_start(data: Path, name: str = DATABASE_NAME) -> bool:
         ) from None
     database_create(data, name)
     return started
+
+
+def _server_get(wheel: Any, data: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # cleanup_mode=None: the wheel stops nothing at exit; server_stop does.
+        wheel.get_server(data, cleanup_mode=None)
+
+
+def _ready_wait(data: Path, *, seconds: float) -> bool:
+    """Whether the server of `data` says it is ready (postmaster.pid's status line)
+    within `seconds`; False as soon as no server of it runs."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lines = _postmaster_lines(data)
+        if server_pid(data) is None and len(lines) >= 1:
+            return False
+        if len(lines) >= 8 and lines[7].strip() == "ready":
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def database_create(data: Path, name: str) -> None:

