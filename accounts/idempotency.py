@@ -23,6 +23,7 @@ A claim whose request died (a killed worker) would block its key; after
 IDEMPOTENCY_LEASE it is taken over by the next request with the same key.
 """
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -37,7 +38,7 @@ from django.utils import timezone
 from accounts.errors import IdempotencyConflict, IdempotencyInProgress
 from accounts.models import IdempotencyRecord
 from accounts.services import IDEMPOTENCY_WINDOW
-from config.api.audit import audit_response, audited_call
+from config.api.audit import audit_response, audited_call, is_network_first
 from config.api.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,17 @@ def _validated_key(request) -> str | None:
     return key
 
 
+def _response(view, handler, request, args, kwargs, *, savepoint: bool):
+    """The handler's response, or its error rendered (re-raised when nothing renders it).
+    In a savepoint: a handler that raises leaves no writes behind, and its rendered
+    error can still be stored."""
+    try:
+        with transaction.atomic() if savepoint else contextlib.nullcontext():
+            return handler(view, request, *args, **kwargs)
+    except Exception as exc:
+        return view.handle_exception(exc)
+
+
 def idempotent(handler):
     @functools.wraps(handler)
     def wrapper(self, request, *args, **kwargs):
@@ -212,15 +224,15 @@ def idempotent(handler):
         )
         if record.status == IdempotencyRecord.Status.COMPLETED:
             return _replay(record)
+        network = is_network_first(handler)
         try:
+            # A network_first handler waits on its peer outside the transaction below.
+            response = None
+            if network:
+                response = _response(self, handler, request, args, kwargs, savepoint=False)
             with transaction.atomic():
-                try:
-                    # A savepoint: a handler that raises leaves no writes behind,
-                    # and its rendered error can still be stored.
-                    with transaction.atomic():
-                        response = handler(self, request, *args, **kwargs)
-                except Exception as exc:
-                    response = self.handle_exception(exc)  # Re-raises what nothing renders.
+                if response is None:
+                    response = _response(self, handler, request, args, kwargs, savepoint=True)
                 if response.status_code >= 500:
                     raise _Release(response)
                 request.idempotency_key = key  # the audit row names it

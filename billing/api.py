@@ -25,6 +25,7 @@ from billing.serializers import (
     UsageSerializer,
 )
 from billing.usage import usage_record_current
+from config.api.audit import network_first
 from config.api.errors import InvalidJson
 from config.api.parsers import JSONParser, json_problems
 from config.api.viewsets import ServiceAPIView, no_request_body
@@ -81,6 +82,7 @@ class CheckoutView(ServiceAPIView):
         responses={200: SessionUrlSerializer},
     )
     @idempotent
+    @network_first
     def post(self, request):
         serializer = CheckoutRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -102,6 +104,7 @@ class PortalView(ServiceAPIView):
         responses={200: SessionUrlSerializer},
     )
     @idempotent
+    @network_first
     def post(self, request):
         url = portal_session_start(
             account=request.user, client_key=request.headers.get("Idempotency-Key")

@@ -4,7 +4,9 @@ Every request that changes an account's data through the API writes one row, in 
 change's own transaction: the handler of a POST, PUT, PATCH or DELETE runs inside
 `transaction.atomic()` (`audited_call`), and its 2xx response writes the row before the
 transaction commits. An error, raised anywhere in the handler, rolls back the change and
-writes nothing; a 4xx writes nothing. An `@idempotent` handler (accounts.idempotency)
+writes nothing; a 4xx writes nothing. A handler marked `@network_first` waits on a
+peer before it writes: it runs outside a transaction, and its row is written after it,
+in a transaction of its own. An `@idempotent` handler (accounts.idempotency)
 writes its row in the transaction that stores its response, so a replay, which runs no
 handler, writes none.
 
@@ -89,8 +91,29 @@ def model_resource_type(model) -> str:
     return _CAMEL.sub("_", model._meta.object_name).lower()
 
 
+def network_first(handler):
+    """Marks a write handler that waits on a peer (an SMTP or IMAP login, DNS lookups,
+    Stripe) before it writes. It runs outside a transaction: no database connection sits
+    idle in one, holding its snapshot (and, behind PgBouncer in transaction mode, a server
+    connection) for as long as the peer takes to answer. Its writes are transactions of
+    its own, made after the peer has answered, and its audit row follows them in one of
+    its own. Under `@idempotent`, put it below (nearer the function)."""
+    handler.network_first = True
+    return handler
+
+
+def is_network_first(handler) -> bool:
+    return bool(getattr(handler, "network_first", False))
+
+
 def audited_call(view, handler, request, *args, **kwargs):
-    """Runs a handler that writes in one transaction with its audit row."""
+    """Runs a handler that writes in one transaction with its audit row (a network_first
+    handler: before the transaction of its row)."""
+    if is_network_first(handler):
+        response = handler(request, *args, **kwargs)
+        with transaction.atomic():
+            audit_response(view, request, response)
+        return response
     with transaction.atomic():
         response = handler(request, *args, **kwargs)
         audit_response(view, request, response)

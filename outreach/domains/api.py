@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from config.api.audit import AuditMixin
+from config.api.audit import AuditMixin, network_first
 from config.api.viewsets import AccountScopedMixin, RateLimitHeadersMixin, ServiceAPIView
 from outreach.domains import services, tracking
 from outreach.domains.serializers import (
@@ -70,6 +70,7 @@ class DomainCheckView(AuditMixin, AccountScopedMixin, RateLimitHeadersMixin, Gen
         "usual ones), DMARC and MX of the From domain now, stores and answers the result. "
         "A lookup that times out is a warning, not an error.",
     )
+    @network_first
     def post(self, request, pk=None):
         credential = self.get_object()
         serializer = self.get_serializer(data=request.data)

@@ -5,6 +5,7 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from config.api.audit import network_first
 from config.api.viewsets import AccountScopedViewSet, no_request_body
 from outreach.errors import CredentialNotFound
 from outreach.mailboxes import oauth as mailboxes_oauth
@@ -105,6 +106,7 @@ class CredentialViewSet(
         "Answers within MAILBOX_VERIFY_TIMEOUT_SECONDS (15 s by default).",
     )
     @action(detail=True, methods=["post"])
+    @network_first
     def verify(self, request, pk=None):
         return Response(credential_verify(credential=self.get_object()))
 
