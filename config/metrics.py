@@ -115,7 +115,7 @@ def send_observe(*, outcome: str, auth_method: str, due_at: datetime | None, now
 
 
 def webhook_outcomes_observe(outcomes: Iterable[tuple]) -> None:
-    """The recorded outcomes of a drain's wake-up (webhooks.jobs.jobs_record):
+    """The recorded outcomes of a drain's wake-up (webhooks.answers.answers_record):
     (ClaimedJob, AttemptResult | None, outcome) each."""
     for item, result, outcome in outcomes:
         if result is not None:  # a request was made

@@ -44,19 +44,13 @@ from django.utils import timezone
 
 from config.db import connection_release
 from config.worker import stopping
+from webhooks.answers import answers_record, outcome_of
 from webhooks.events import drains_enqueue
-from webhooks.jobs import (
-    ClaimedJob,
-    attempt_failing,
-    claimable,
-    jobs_record,
-    outcome_of,
-)
+from webhooks.jobs import ClaimedJob, jobs_claim, jobs_claimable
 from webhooks.models import Webhook
 from webhooks.posting import envelope_bytes, http_post_signed
 from webhooks.sql import DRAIN_LEAVE_SQL, LEASE_TAKE_SQL
-from webhooks.statements import answers_record, jobs_claim_fresh
-from webhooks.watch import watch, webhooks_with_due_jobs
+from webhooks.watch import watch
 
 DRAIN_TIME_BUDGET_SECONDS = 60  # then the drain hands over to a fresh message
 # The drain's lease on its webhook (30 s, or the claim lease when that is shorter);
@@ -167,15 +161,6 @@ def _lease_leave(webhook_id, token: uuid.UUID) -> bool:
         return cursor.fetchone() is not None
 
 
-def _due_exists(webhook_id) -> bool:
-    """Whether the webhook has a job a claim would take now."""
-    now = timezone.now()
-    if not webhooks_with_due_jobs([webhook_id], now=now):
-        return False  # nothing due at all: the common case, one query
-    webhook = Webhook.objects.filter(id=webhook_id).first()
-    return webhook is not None and bool(claimable(webhook, now=now, limit=1))
-
-
 # ---------------------------------------------------------------- the drain
 
 
@@ -224,7 +209,7 @@ def _webhook_drain(webhook_id, token: uuid.UUID, *, lanes: int | None, linger: f
         # The lease is given back. A job committed before it was, and rung after its
         # commit (the sweep, a redelivery), found the lease held and rang no drain:
         # look once more.
-        if not _due_exists(webhook_id):
+        if not jobs_claimable(webhook_id):
             break
         if handing_over:
             # Time budget spent, or the worker is stopping: a fresh message takes
@@ -278,7 +263,7 @@ def _answers_wait(
 def _may_linger(webhook: Webhook | None, attempt_failed: bool | None) -> bool:
     """Whether a drain that ran out of jobs waits for new ones: only for a healthy
     webhook, whose every due job it may claim at once. A failing one's new jobs wait
-    for its retries (jobs.claimable), so a job showing up would not be work."""
+    for its retries (webhooks.jobs), so a job showing up would not be work."""
     return (
         webhook is not None
         and webhook.is_enabled
@@ -316,8 +301,8 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
     webhook = None
     worked = 0
     # Only this drain makes attempts while it holds the lease: once it knows no attempt
-    # failed, it needs to ask again only after one of its own fails.
-    attempt_failed: bool | None = None if attempt_failing(webhook_id) else False
+    # failed (its first claim asks), it needs to ask again only after one of its own fails.
+    attempt_failed: bool | None = None
     handing_over = False
     # Whether jobs may be due that this drain has not claimed: then it claims. After a
     # claim that found fewer than it asked for it waits to hear of new ones (the watch)
@@ -336,12 +321,14 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             # The webhook read with each claim: a rotated secret, a new URL or a disable
             # applies to the very next request.
             limit = lanes - len(in_flight)
-            webhook, claimed = jobs_claim_fresh(
+            webhook, claimed, failing = jobs_claim(
                 webhook_id=webhook_id,
                 limit=limit,
                 attempt_failed=attempt_failed,
                 in_flight={item.job.id for item in in_flight.values()},
             )
+            if not failing:
+                attempt_failed = False
             # A failing webhook's jobs come due by its retries' times: it looks each time.
             look = len(claimed) >= limit or not _may_linger(webhook, attempt_failed)
         worked += len(claimed)
@@ -349,7 +336,7 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             attempt_failed = None
         unsent = _requests_start(claimed, webhook, in_flight)
         if unsent:
-            jobs_record(webhook_id=webhook_id, outcomes=unsent)
+            answers_record(webhook_id=webhook_id, outcomes=unsent)
         if claimed or in_flight:
             idle_since = time.monotonic()
         if not in_flight:

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
+from webhooks.answers import LOST_ATTEMPT_ERROR
 from webhooks.delivery import webhook_drain
 from webhooks.events import event_emit, jobs_sweep
-from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Event, Webhook, WebhookDelivery
 from webhooks.posting import http_post_signed, retry_delay
 
@@ -352,10 +352,10 @@ def test_a_drain_costs_a_statement_per_claim_and_per_record(
 ):
     for n in range(3):
         emit(account, data={"n": n}, after_commit=False)
-    # One lane: each delivery its claim (the webhook read with it) and its record.
-    # Besides: the lease taken, the failing attempts looked for, the claim that finds
-    # nothing left, the lease given back and the look once more.
-    with django_assert_num_queries(3 * 2 + 5):
+    # One lane: each delivery its claim (the webhook read with it; the first also looks
+    # for failing attempts) and its record. Besides: the lease taken, the claim that
+    # finds nothing left, the lease given back and the look once more.
+    with django_assert_num_queries(3 * 2 + 4):
         assert webhook_drain(webhook_id=webhook.id, lanes=1, linger=0) == 3
     assert [json.loads(r.body)["data"]["n"] for r in receiver.requests] == [0, 1, 2]
     assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
@@ -572,12 +572,13 @@ def test_a_lease_shorter_than_the_longest_attempt_is_a_system_check_warning(sett
 def _came_back(account, webhook, emit, statuses):
     """Claim one job per status and pretend their answers came back together, in this
     order (each one's `ended_at` a second after the previous)."""
-    from webhooks.jobs import jobs_claim, outcome_of
+    from webhooks.answers import outcome_of
+    from webhooks.jobs import jobs_claim
     from webhooks.posting import AttemptResult
 
     for _ in statuses:
         emit(account, after_commit=False)
-    claimed = jobs_claim(webhook_id=webhook.id, limit=len(statuses))
+    claimed = jobs_claim(webhook_id=webhook.id, limit=len(statuses)).jobs
     assert len(claimed) == len(statuses)
     start = timezone.now()
     outcomes = []
@@ -590,18 +591,18 @@ def _came_back(account, webhook, emit, statuses):
     return outcomes
 
 
-def test_answers_that_came_back_together_are_recorded_in_one_transaction(
+def test_answers_that_came_back_together_are_recorded_in_one_statement(
     emit, account, webhook, django_assert_num_queries, settings
 ):
-    from webhooks.jobs import jobs_record
+    from webhooks.answers import answers_record
 
     settings.WEBHOOK_RETRY_SCHEDULE = []  # the default: a first retry after 60 s
 
     outcomes = _came_back(account, webhook, emit, [200, 200, 503, 200])
-    # SAVEPOINT, the attempt rows, one UPDATE per next state (succeeded, retry), one
-    # reset of the failure count, RELEASE: the same for 4 answers as for 40.
-    with django_assert_num_queries(6):
-        jobs_record(webhook_id=webhook.id, outcomes=outcomes)
+    # The attempt rows, each job's next state (succeeded, retry) and the reset of the
+    # failure count: one statement, the same for 4 answers as for 40.
+    with django_assert_num_queries(1):
+        answers_record(webhook_id=webhook.id, outcomes=outcomes)
 
     states = {
         item.job.id: state
@@ -624,22 +625,22 @@ def test_answers_that_came_back_together_are_recorded_in_one_transaction(
 def test_a_batch_counts_failures_in_the_order_the_answers_ended(
     emit, account, webhook, statuses, failures
 ):
-    from webhooks.jobs import jobs_record
+    from webhooks.answers import answers_record
 
     outcomes = _came_back(account, webhook, emit, statuses)
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=2)
-    jobs_record(webhook_id=webhook.id, outcomes=outcomes)
+    answers_record(webhook_id=webhook.id, outcomes=outcomes)
     webhook.refresh_from_db()
     assert webhook.consecutive_failures == failures
     assert webhook.disabled_at is None
 
 
 def test_the_fifth_failure_in_a_batch_disables_the_webhook(emit, account, webhook):
-    from webhooks.jobs import jobs_record
+    from webhooks.answers import answers_record
 
     outcomes = _came_back(account, webhook, emit, [400, 400, 200])
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=3)
-    jobs_record(webhook_id=webhook.id, outcomes=outcomes)
+    answers_record(webhook_id=webhook.id, outcomes=outcomes)
     webhook.refresh_from_db()
     # 3 + 2 reached 5 before the 2xx ended: disabled, and the 2xx then reset the count.
     assert webhook.disabled_at is not None

@@ -15,7 +15,7 @@ from tests.support.database import live_database_url
 from tests.support.ports import free_port
 from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
-from webhooks.jobs import LOST_ATTEMPT_ERROR
+from webhooks.answers import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, WebhookDelivery
 
 pytestmark = [

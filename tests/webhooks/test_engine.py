@@ -13,9 +13,9 @@ from tests.support.receiver import Reply
 from tests.webhooks.factories import WebhookFactory
 from tests.webhooks.test_e2e_delivery import wait_until
 from webhooks import events
+from webhooks.answers import LOST_ATTEMPT_ERROR
 from webhooks.delivery import webhook_drain
 from webhooks.events import event_emit
-from webhooks.jobs import LOST_ATTEMPT_ERROR
 from webhooks.models import DeliveryJob, Webhook, WebhookDelivery
 
 pytestmark = pytest.mark.synthetic_events  # made-up payloads (tests/support/event_schemas.py)

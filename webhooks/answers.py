@@ -1,0 +1,189 @@
+"""The record of what came back (webhooks.delivery's drains call it; module docstring
+there): the attempts that came back together, their attempt rows, each job's next state
+and the webhook's failure count, in one statement. The claim is webhooks.jobs."""
+
+import logging
+from datetime import timedelta
+
+from django.db import IntegrityError, connection
+from django.utils import timezone
+
+from config.metrics import webhook_outcomes_observe
+from webhooks.jobs import FAILURES_BEFORE_DISABLE, MAX_ATTEMPTS, ClaimedJob
+from webhooks.models import DeliveryJob, Webhook
+from webhooks.posting import AttemptResult, retry_delay
+
+logger = logging.getLogger(__name__)
+
+LOST_ATTEMPT_ERROR = "interrupted: the worker was lost during this attempt; outcome unknown"
+
+
+def outcome_of(item: ClaimedJob, result: AttemptResult | None, webhook: Webhook | None) -> str:
+    if webhook is None:
+        return "dropped"  # deleted meanwhile (its jobs went with it)
+    if item.attempt is None:
+        return "failed"  # a lost fifth attempt: nothing left to try
+    if result is None:
+        return "dropped"  # the webhook was disabled before the request left
+    if result.ok:
+        return "succeeded"
+    if result.retryable and item.attempt < MAX_ATTEMPTS:
+        return "retry"
+    return "failed"
+
+
+# The answers that came back together:
+# - `attempt`: their attempt rows (a lost attempt's, then the one just made);
+# - `moved`: each job's next state (each by its claim token): finished (succeeded,
+#   failed, dropped; a failed job whose claim counted an attempt never made gives it
+#   back), or pending again for a retry at its time;
+# - `counted`: the webhook's failure count, as the deliveries that ended did it in the
+#   order they ended (a delivery that ends without a 2xx is one failure, a 2xx resets
+#   the count, and the webhook is disabled once a count reaches FAILURES_BEFORE_DISABLE):
+#   `before` the failures before the first 2xx, added to the count as it is now
+#   (including a failure recorded meanwhile); with a 2xx (`reset`), `after` the failures
+#   after the last one and `peak` the most in a row after one. A webhook with nothing to
+#   change is not written.
+RECORD_SQL = f"""
+WITH attempt AS (
+    INSERT INTO webhooks_webhookdelivery (id, webhook_id, job_id, event_type, attempt,
+        status_code, error, response_excerpt, duration_ms, delivered_at, test, created_at)
+    SELECT gen_random_uuid(), %(webhook)s, r.job_id, r.event_type, r.attempt, r.status_code,
+        r.error, r.excerpt, r.duration_ms, r.delivered_at, false, r.started_at
+    FROM unnest(%(row_jobs)s::uuid[], %(row_types)s::text[], %(row_attempts)s::integer[],
+        %(codes)s::integer[], %(errors)s::text[], %(excerpts)s::text[],
+        %(durations)s::integer[], %(delivered)s::timestamptz[], %(started)s::timestamptz[])
+        AS r(job_id, event_type, attempt, status_code, error, excerpt, duration_ms,
+            delivered_at, started_at)
+    RETURNING 1
+),
+moved AS (
+    UPDATE webhooks_deliveryjob AS j
+    SET state = t.state, claim_token = NULL, attempts = j.attempts - t.unmade,
+        next_attempt_at = COALESCE(t.next_at, j.next_attempt_at),
+        finished_at = CASE WHEN t.state = 'pending' THEN j.finished_at ELSE %(now)s END
+    FROM unnest(%(jobs)s::uuid[], %(tokens)s::uuid[], %(states)s::text[],
+        %(next_at)s::timestamptz[], %(unmade)s::integer[]) AS t(id, token, state, next_at, unmade)
+    WHERE j.id = t.id AND j.claim_token = t.token
+    RETURNING 1
+),
+counted AS (
+    UPDATE webhooks_webhook
+    SET consecutive_failures = CASE WHEN %(reset)s::boolean THEN %(after)s::integer
+            ELSE consecutive_failures + %(before)s::integer END,
+        disabled_at = CASE WHEN disabled_at IS NULL AND (%(peak)s::integer >= {FAILURES_BEFORE_DISABLE}
+            OR (%(before)s::integer > 0
+                AND consecutive_failures + %(before)s::integer >= {FAILURES_BEFORE_DISABLE}))
+            THEN %(now)s ELSE disabled_at END
+    WHERE id = %(webhook)s AND (%(before)s::integer + %(after)s::integer > 0
+        OR %(reset)s::boolean AND consecutive_failures > 0)
+    RETURNING disabled_at = %(now)s AS disabled
+)
+SELECT (SELECT count(*) FROM attempt), (SELECT count(*) FROM moved),
+    COALESCE((SELECT bool_or(disabled) FROM counted), false)
+"""  # noqa: S608 - a constant of the code; every value is a parameter
+
+
+def answers_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | None, str]]):
+    """Record the attempts that came back together (the module docstring; RECORD_SQL),
+    `outcomes` as (the claimed job, its answer or None when no request was made,
+    outcome_of's outcome). Nothing is written when the webhook is gone."""
+    if not outcomes:
+        return
+    now = timezone.now()
+    params = {
+        "webhook": webhook_id,
+        "now": now,
+        **_attempt_rows(outcomes, now=now),
+        **_next_states(outcomes, now=now),
+        **_failure_count(outcomes, now=now),
+    }
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(RECORD_SQL, params)
+            _rows, _moved, disabled = cursor.fetchone()
+    except IntegrityError:
+        return  # the webhook was deleted meanwhile: nothing left to record
+    if disabled:
+        logger.info(
+            "webhook %s disabled after %s failed deliveries", webhook_id, FAILURES_BEFORE_DISABLE
+        )
+    webhook_outcomes_observe(outcomes)
+
+
+def _attempt_rows(outcomes, *, now) -> dict:
+    """RECORD_SQL's attempt rows, column by column: a lost attempt's (its claim lapsed),
+    then the answer's."""
+    rows = []
+    for item, result, _ in outcomes:
+        job = item.job
+        if item.lost_attempt is not None:
+            started = min(item.lost_at or now, now)
+            rows.append((job, item.lost_attempt, None, LOST_ATTEMPT_ERROR, "", None, None, started))
+        if result is not None:
+            assert item.attempt is not None  # a request was made: for this attempt
+            row = result.row_fields()
+            rows.append(
+                (
+                    job,
+                    item.attempt,
+                    row["status_code"],
+                    row["error"],
+                    row["response_excerpt"],
+                    row["duration_ms"],
+                    row["delivered_at"],
+                    row["created_at"],
+                )
+            )
+    names = ("codes", "errors", "excerpts", "durations", "delivered", "started")
+    return {
+        "row_jobs": [row[0].id for row in rows],
+        "row_types": [row[0].event.type for row in rows],
+        "row_attempts": [row[1] for row in rows],
+        **{name: [row[n] for row in rows] for n, name in enumerate(names, start=2)},
+    }
+
+
+def _next_states(outcomes, *, now) -> dict:
+    """Each job's next state after its outcome (RECORD_SQL's `moved`): its state, its
+    next attempt's time (a retry), and the attempt its claim counted but never made (1
+    for a failed job without an attempt: a lost fifth attempt)."""
+    states, next_at, unmade = [], [], []
+    for item, _, outcome in outcomes:
+        if outcome == "retry":
+            assert item.attempt is not None
+            states.append(DeliveryJob.State.PENDING.value)
+            next_at.append(now + timedelta(seconds=retry_delay(item.attempt)))
+        else:
+            states.append(outcome)  # succeeded, failed, dropped: the states' own names
+            next_at.append(None)
+        unmade.append(1 if outcome == "failed" and item.attempt is None else 0)
+    return {
+        "jobs": [item.job.id for item, _, _ in outcomes],
+        "tokens": [item.job.claim_token for item, _, _ in outcomes],
+        "states": states,
+        "next_at": next_at,
+        "unmade": unmade,
+    }
+
+
+def _failure_count(outcomes, *, now) -> dict:
+    """RECORD_SQL's `counted`: the deliveries that ended, in the order they ended, as
+    runs of failures between 2xx answers."""
+    ended = sorted(
+        (result.ended_at if result else now, outcome == "succeeded")
+        for _, result, outcome in outcomes
+        if outcome in ("succeeded", "failed")
+    )
+    runs = [0]  # failures in a row: before the first 2xx, then after each
+    for _, succeeded in ended:
+        if succeeded:
+            runs.append(0)
+        else:
+            runs[-1] += 1
+    return {
+        "reset": len(runs) > 1,
+        "before": runs[0],
+        "after": runs[-1] if len(runs) > 1 else 0,
+        "peak": max(runs[1:], default=0),
+    }
