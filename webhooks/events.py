@@ -4,37 +4,36 @@
     event_emit(account, "enrollment.sent", {...})  # inside the state change's transaction
 
 `event_emit` writes an Event and one DeliveryJob per matching enabled webhook in
-the caller's transaction, and rings those webhooks' drains in it (webhooks.sql); the
-drain messages go out after commit (`drains_publish`). The drains themselves are in
+the caller's transaction, and rings those webhooks' drains in it (webhooks.sql: the
+statement and its parameters, which a producer writing its change in one statement of
+its own splices into it); the drain messages go out after commit
+(`drains_publish_on_commit`). The drains themselves are in
 webhooks.delivery. The beat sweep (`jobs_sweep`) rings the drain of any webhook with
 due jobs the fast path missed, after the fact (`drains_enqueue`), as redeliveries do.
 """
 
-import json
 import logging
-import uuid
-from datetime import timedelta
 
 from celery import current_app
-from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES, DeliveryJob, Event, Webhook
-from webhooks.sql import EVENT_EMIT_CTES
+from webhooks.models import EVENT_TYPES, DeliveryJob, Event, Webhook
+from webhooks.sql import EVENT_EMIT_SQL, event_params, ring_stale
 
 logger = logging.getLogger(__name__)
 
 DRAIN_TASK = "webhooks.tasks.webhook_drain"
 
-# event_emit's one statement: the event, its jobs, the ring (webhooks.sql).
-EVENT_EMIT_SQL = (
-    "WITH" + EVENT_EMIT_CTES.rstrip(",") + "\nSELECT ARRAY(SELECT id FROM rung)"  # noqa: S608
-)
-
-__all__ = ["EVENT_TYPES", "drains_enqueue", "drains_publish", "event_emit", "jobs_sweep"]
+__all__ = [
+    "EVENT_TYPES",
+    "drains_enqueue",
+    "drains_publish",
+    "drains_publish_on_commit",
+    "event_emit",
+    "jobs_sweep",
+]
 
 
 def event_emit(account, event_type: str, data: dict) -> Event:
@@ -50,31 +49,24 @@ def event_emit(account, event_type: str, data: dict) -> Event:
     ring marked (the fast path); if that fails (broker down, process killed), the beat
     sweep finds the due jobs anyway.
     """
-    if event_type not in EVENT_TYPES and event_type not in OPT_IN_EVENT_TYPES:
-        raise ValueError(f"unknown event type {event_type!r}")
-    account_id = getattr(account, "pk", account)
-    now = timezone.now()
-    event = Event(id=uuid.uuid4(), account_id=account_id, type=event_type, data=data)
-    event.created_at = now
+    params = event_params(account, event_type, data)
     with connection.cursor() as cursor:
-        cursor.execute(
-            EVENT_EMIT_SQL,
-            {
-                "event_pk": event.id,
-                "account": account_id,
-                "event_type": event_type,
-                "data": json.dumps(data, cls=DjangoJSONEncoder),
-                "created": now,
-                "stale": now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
-            },
-        )
+        cursor.execute(EVENT_EMIT_SQL, params)
         (rung,) = cursor.fetchone()
+    event = Event(id=params["event_pk"], account_id=params["account"], type=event_type, data=data)
+    event.created_at = params["created"]
     event._state.adding = False  # as if read back: it is in the database
     event._state.db = connection.alias
+    drains_publish_on_commit(rung)
+    return event
+
+
+def drains_publish_on_commit(rung) -> None:
+    """After the caller's commit, a drain message for each webhook its statement's ring
+    returned (`rung`: webhooks.sql); nothing if it rolls back."""
     if rung:
         webhook_ids = [str(pk) for pk in rung]
         transaction.on_commit(lambda: drains_publish(webhook_ids=webhook_ids), robust=True)
-    return event
 
 
 def drains_enqueue(*, webhook_ids: list[str]) -> int:
@@ -88,7 +80,7 @@ def drains_enqueue(*, webhook_ids: list[str]) -> int:
     a message the broker refused clears the mark, so the next sweep rings again.
     """
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+    stale = ring_stale(now)
     rung = []
     for webhook_id in dict.fromkeys(webhook_ids):
         if Webhook.objects.filter(

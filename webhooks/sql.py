@@ -1,14 +1,16 @@
-"""The outbox's writes as SQL: event_emit's one statement (webhooks.events), and the
-same writes as fragments for the one statement that records an accepted message
-(outreach/sending/record_sql.py).
+"""The outbox's writes as SQL. An event is written by one fragment with its parameters,
+both defined here: EVENT_EMIT_CTES and `event_params`. webhooks.events.event_emit runs
+them as its one statement (EVENT_EMIT_SQL); a producer that writes its state change in
+one statement of its own splices the same fragment into it and passes the same
+parameters (outreach/sending/record_sql.py, outreach/enrollments/opens.py). No module
+outside webhooks names the outbox's tables (tests/foundation/test_outbox_tables.py).
 
-EVENT_EMIT_CTES is the whole of webhooks.events.event_emit (tests/outreach/
-test_sending_record.py compares the sending engine's two paths row for row): the Event
-row; one pending DeliveryJob per enabled webhook of the account whose filters name the
-type, or hold `*` and the type is not opt-in (Webhook.wants); and the ring of those
-webhooks' drains, `webhooks_drain_ring` (migration 0008), whose ids (`rung`) the caller
-publishes a drain message for after its commit (webhooks.events.drains_publish).
-Parameters: event_pk, account, event_type, data (JSON text), created, stale.
+EVENT_EMIT_CTES: the Event row; one pending DeliveryJob per enabled webhook of the
+account whose filters name the type, or hold `*` and the type is not opt-in
+(Webhook.wants); and the ring of those webhooks' drains, `webhooks_drain_ring`
+(migration 0008), whose ids (`rung`) the caller publishes a drain message for after its
+commit (webhooks.events.drains_publish_on_commit). Parameters (`event_params`):
+event_pk, account, event_type, data (JSON text), created, stale.
 
 The ring, inside the producer's transaction (docs/webhooks.md, "At least once"):
 
@@ -25,7 +27,19 @@ they commit. Producers never wait for each other: the lock is shared among them,
 the mark skips a row held by another.
 """
 
-from webhooks.models import EVENT_TYPES
+import json
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import timezone
+
+from webhooks.models import EVENT_TYPES, OPT_IN_EVENT_TYPES
+
+if TYPE_CHECKING:
+    from accounts.models import Account
 
 # Class (first key) of the drains' advisory locks; the second is hashtext(webhook id).
 # "WHDR" in ASCII. Also a literal in webhooks_drain_ring (migration 0008), which cannot
@@ -54,6 +68,40 @@ rung AS (
     SELECT id FROM webhooks_drain_ring(
         ARRAY(SELECT webhook_id FROM jobs), %(created)s, %(stale)s) AS id
 ),"""  # noqa: S608 - constants of the code (the event types); every value is a parameter
+
+# event_emit's one statement: the event, its jobs, the ring.
+EVENT_EMIT_SQL = "WITH" + EVENT_EMIT_CTES.rstrip(",") + "\nSELECT ARRAY(SELECT id FROM rung)"  # noqa: S608
+
+
+def event_params(
+    account: "Account | uuid.UUID",
+    event_type: str,
+    data: dict[str, Any],
+    *,
+    created: datetime | None = None,
+) -> dict[str, Any]:
+    """EVENT_EMIT_CTES's parameters for one event: `account` an Account or its id, `data`
+    a JSON-serialisable dict (datetimes, UUIDs and Decimals allowed), `created` its time
+    (now). Raises ValueError for a type outside EVENT_TYPES and OPT_IN_EVENT_TYPES."""
+    if event_type not in EVENT_TYPES and event_type not in OPT_IN_EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    if created is None:
+        created = timezone.now()
+    return {
+        "event_pk": uuid.uuid4(),
+        "account": getattr(account, "pk", account),
+        "event_type": event_type,
+        "data": json.dumps(data, cls=DjangoJSONEncoder),
+        "created": created,
+        "stale": ring_stale(created),
+    }
+
+
+def ring_stale(now: datetime) -> datetime:
+    """A ring's mark (`drain_enqueued_at`) this old or older is taken for a lost drain
+    message: the webhook is rung again (the ring, webhooks.events.drains_enqueue)."""
+    return now - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+
 
 # The drain leaves: its lease given back, if no producer holds the drain's lock (a
 # transaction that rang while the lease was held and has not committed). The lock is

@@ -14,7 +14,8 @@ writes the rest:
   and that step's variant, outreach.enrollments.stats.answered), only if nobody opened it
   meanwhile and the columns the event and the answer were built from are still what the
   read saw (the UPDATE re-checks them on the row it locks);
-- the event, its delivery jobs and the ring of their drains (webhooks.sql, as event_emit);
+- the event, its delivery jobs and the ring of their drains (webhooks.sql's fragment and
+  parameters, event_emit's own);
 - the campaign's `opened` count, then its variant's (the stats' lock order: last, after
   the ring).
 
@@ -27,13 +28,10 @@ COMMIT); bench/README.md ("the last step to 0.8") measures the difference.
 
 import contextlib
 import json
-import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, connection, transaction
 from django.utils import timezone
 
@@ -44,9 +42,9 @@ from outreach.events import enrollment_event_data
 from outreach.models.campaigns import Campaign
 from outreach.models.contacts import Contact
 from outreach.models.sending import Enrollment
-from webhooks.events import drains_publish
+from webhooks.events import drains_publish_on_commit
 from webhooks.models import ENROLLMENT_OPENED
-from webhooks.sql import EVENT_EMIT_CTES
+from webhooks.sql import EVENT_EMIT_CTES, event_params
 
 # What the read returns, in order: the enrollment's fields (attribute names), then its
 # contact's email and its campaign's account.
@@ -192,8 +190,7 @@ def _open(enrollment_id, at) -> bool:
             if enrollment is None:
                 return False
             rung = _write(enrollment, at)
-    if rung:
-        transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+    drains_publish_on_commit(rung)
     return True
 
 
@@ -236,7 +233,6 @@ def _write(enrollment: Enrollment, at) -> list[str]:
     letter = (enrollment.variants or {}).get(str(answered_position(enrollment)), "A")
     # The data as every producer of the event builds it, from the state the UPDATE re-checks.
     data = enrollment_event_data(enrollment, event_type=ENROLLMENT_OPENED)
-    created = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(
             OPEN_SQL,
@@ -257,12 +253,7 @@ def _write(enrollment: Enrollment, at) -> list[str]:
                 "campaign": enrollment.campaign_id,
                 "counted": bool(code),
                 "variant": letter,
-                "event_pk": uuid.uuid4(),
-                "account": enrollment.campaign.account_id,
-                "event_type": ENROLLMENT_OPENED,
-                "data": json.dumps(data, cls=DjangoJSONEncoder),
-                "created": created,
-                "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
+                **event_params(enrollment.campaign.account_id, ENROLLMENT_OPENED, data),
                 "marker": f"{MARKER}:",
                 # The counter rows' shard this statement adds to (config/db/counters.py).
                 "shard": counter_shard(),
