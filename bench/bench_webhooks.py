@@ -65,8 +65,11 @@ def start_worker(log_path: Path) -> subprocess.Popen:
         "--without-heartbeat",
     ]
     log = open(log_path, "wb")  # noqa: SIM115 (lives as long as the worker)
+    # The worker says " ready." at INFO, which the project's LOG_LEVEL (this process's
+    # WARNING) would drop: the worker keeps the level its command asks for.
+    env = {**os.environ, "LOG_LEVEL": "INFO"}
     process = subprocess.Popen(
-        command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

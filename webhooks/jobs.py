@@ -66,16 +66,25 @@ mode AS MATERIALIZED (
         SELECT FROM webhooks_deliveryjob AS f
         WHERE f.webhook_id = h.id AND f.state IN ('pending', 'delivering')
           AND (f.state = 'pending' AND f.attempts > 0 OR f.attempts > 1)
-    )) AS failed) AS a
+    )) AS failed OFFSET 0) AS a  -- OFFSET 0: looked for once, not once per use
 ),
 first AS (
-    -- Every due job (healthy, or disabled: to be dropped); a failing webhook's retries.
-    SELECT j.id, j.next_attempt_at FROM webhooks_deliveryjob AS j
+    -- Every due job (healthy, or disabled: to be dropped), or a failing webhook's due
+    -- retries. Two scans, each gated as a whole, so each stays one walk of the index in
+    -- due order that stops at the limit.
+    (SELECT j.id, j.next_attempt_at FROM webhooks_deliveryjob AS j
     WHERE j.webhook_id = %(webhook)s AND j.state IN ('pending', 'delivering')
       AND j.next_attempt_at <= %(now)s AND j.id <> ALL(%(in_flight)s::uuid[])
-      AND (j.attempts > 0 OR NOT (SELECT failing FROM mode))
+      AND NOT (SELECT failing FROM mode)
     ORDER BY j.next_attempt_at
-    LIMIT %(limit)s::integer
+    LIMIT %(limit)s::integer)
+    UNION ALL
+    (SELECT j.id, j.next_attempt_at FROM webhooks_deliveryjob AS j
+    WHERE j.webhook_id = %(webhook)s AND j.state IN ('pending', 'delivering')
+      AND j.next_attempt_at <= %(now)s AND j.id <> ALL(%(in_flight)s::uuid[])
+      AND j.attempts > 0 AND (SELECT failing FROM mode)
+    ORDER BY j.next_attempt_at
+    LIMIT %(limit)s::integer)
 ),
 room AS (
     -- The new deliveries a failing webhook may start besides its retries.

@@ -179,7 +179,10 @@ def http_post_signed(*, url: str, body: bytes, secret: str, message_id: str) -> 
 
 def _answer_fields(code: int, raw: bytes) -> dict:
     """What an answer (its status and the start of its body) makes of the attempt."""
-    excerpt = raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace")
+    # PostgreSQL text holds no NUL: shown as U+FFFD, as an undecodable byte is.
+    excerpt = (
+        raw[:RESPONSE_EXCERPT_CHARS].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    )
     if 200 <= code < 300:
         return {"status_code": code, "excerpt": excerpt}
     retryable = _is_retryable_status(code)

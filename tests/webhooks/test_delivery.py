@@ -202,6 +202,16 @@ def test_response_bodies_are_read_capped(emit, account, webhook, receiver):
     assert len(row.response_excerpt) == 1024
 
 
+def test_an_answer_with_a_nul_byte_is_recorded(emit, account, webhook, receiver):
+    """PostgreSQL's text holds no NUL: the excerpt shows it as U+FFFD, the delivery counts."""
+    receiver.script(Reply(200, body=b"ok\x00done"))
+    emit(account)
+
+    (row,) = rows(webhook)
+    assert (row.status_code, row.response_excerpt) == (200, "ok\ufffddone")
+    assert DeliveryJob.objects.get().state == "succeeded"
+
+
 def test_five_failed_deliveries_disable_and_patch_re_enables(
     emit, account, webhook, receiver, api_client
 ):
