@@ -49,6 +49,11 @@ class Claim(NamedTuple):
     attempt_failing: bool
 
 
+# A due job of the webhook that the caller has no request in flight for (the partial
+# index deliveryjob_webhook_due_idx: the same states, as literals).
+_DUE = """j.webhook_id = %(webhook)s AND j.state IN ('pending', 'delivering')
+      AND j.next_attempt_at <= %(now)s AND j.id <> ALL(%(in_flight)s::uuid[])"""
+
 # The jobs a claim takes now (`picked`: id and due time), by the module docstring's
 # rules. `attempt_failed`: whether a delivery failed an attempt and is not finished,
 # when the caller knows (a drain that has seen no failed attempt since it looked);
@@ -73,15 +78,13 @@ first AS (
     -- retries. Two scans, each gated as a whole, so each stays one walk of the index in
     -- due order that stops at the limit.
     (SELECT j.id, j.next_attempt_at FROM webhooks_deliveryjob AS j
-    WHERE j.webhook_id = %(webhook)s AND j.state IN ('pending', 'delivering')
-      AND j.next_attempt_at <= %(now)s AND j.id <> ALL(%(in_flight)s::uuid[])
+    WHERE {_DUE}
       AND NOT (SELECT failing FROM mode)
     ORDER BY j.next_attempt_at
     LIMIT %(limit)s::integer)
     UNION ALL
     (SELECT j.id, j.next_attempt_at FROM webhooks_deliveryjob AS j
-    WHERE j.webhook_id = %(webhook)s AND j.state IN ('pending', 'delivering')
-      AND j.next_attempt_at <= %(now)s AND j.id <> ALL(%(in_flight)s::uuid[])
+    WHERE {_DUE}
       AND j.attempts > 0 AND (SELECT failing FROM mode)
     ORDER BY j.next_attempt_at
     LIMIT %(limit)s::integer)
@@ -99,8 +102,7 @@ room AS (
 ),
 fresh AS (
     SELECT j.id, j.next_attempt_at FROM webhooks_deliveryjob AS j
-    WHERE j.webhook_id = %(webhook)s AND j.state IN ('pending', 'delivering')
-      AND j.next_attempt_at <= %(now)s AND j.id <> ALL(%(in_flight)s::uuid[])
+    WHERE {_DUE}
       AND j.attempts = 0
     ORDER BY j.next_attempt_at
     LIMIT (SELECT COALESCE(max(n), 0) FROM room)
