@@ -70,7 +70,7 @@ _KEYS = {
 # use of `begins`, `ends`, `lo` and `hi` (44 per day row) computed its zone conversion
 # again. A period of n local dates spans at most n + 3 UTC days (offsets are under a day),
 # so the pieces join a series of a known few numbers (`_SPAN`) rather than calling a
-# series per period: the planner then sees a year's ~400 pieces as few and hashes them,
+# series per period: the planner then sees a year's 366-730 pieces as few and hashes them,
 # not the 1.3 kB day rows.
 _ORIGIN = "(%(start)s::date - 1 - date '1970-01-01') * 24"  # its hours since 1970
 _SPAN = "CASE %(interval)s WHEN 'day' THEN 3 WHEN 'week' THEN 9 ELSE 33 END"
