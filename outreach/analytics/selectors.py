@@ -59,50 +59,65 @@ _KEYS = {
 }
 
 
-# The periods of the local dates asked for; the UTC hours each spans, from its first local
-# midnight rounded up to the UTC hour (its edges); and the pieces of UTC days between the
-# edges: (period, day, lo, hi), the day's hours [lo, hi). The pieces are MATERIALIZED:
-# inlined, each of the 44 reads of `lo` and `hi` per day row would compute its zone
-# conversion and `extract` again (a year's query took twice as long).
-_PERIODS = """
+# The periods of the local dates asked for (each as days after `start`: first, after);
+# the UTC hours each spans, from its first local midnight rounded up to the UTC hour (its
+# edges); and the pieces of UTC days between the edges: (period, day, lo, hi), the day's
+# hours [lo, hi). Every hour of the range falls on a UTC day from the day before `start`
+# to the day after `end` (no zone is a day away from UTC), so an edge is counted in hours
+# from the midnight UTC that starts the day before `start` (`_ORIGIN`): a small positive
+# integer whose day and hour are a division and a remainder, where a zone conversion and
+# an `extract` each took twice as long. Edges and pieces are MATERIALIZED: inlined, each
+# use of `begins`, `ends`, `lo` and `hi` (44 per day row) computed its zone conversion
+# again. A period of n local dates spans at most n + 3 UTC days (offsets are under a day),
+# so the pieces join a series of a known few numbers (`_SPAN`) rather than calling a
+# series per period: the planner then sees a year's 366-730 pieces as few and hashes them,
+# not the 1.3 kB day rows.
+_ORIGIN = "(%(start)s::date - 1 - date '1970-01-01') * 24"  # its hours since 1970
+_SPAN = "CASE %(interval)s WHEN 'day' THEN 3 WHEN 'week' THEN 9 ELSE 33 END"
+_PERIODS = f"""
 WITH periods AS (
-    SELECT date_trunc(%(interval)s, d)::date AS period, min(d)::date AS first,
-        max(d)::date + 1 AS after
-    FROM generate_series(%(start)s::timestamp, %(end)s::timestamp, interval '1 day') AS d
+    SELECT date_trunc(%(interval)s, (%(start)s::date + i)::timestamp)::date AS period,
+        min(i) AS first, max(i) + 1 AS after
+    FROM generate_series(0, %(end)s::date - %(start)s::date) AS i
     GROUP BY 1
 ),
-edges AS (
+edges AS MATERIALIZED (
     SELECT period,
-        date_trunc('hour', (first::timestamp AT TIME ZONE %(zone)s)
-            + interval '1 hour' - interval '1 microsecond', 'UTC') AS begins,
-        date_trunc('hour', (after::timestamp AT TIME ZONE %(zone)s)
-            + interval '1 hour' - interval '1 microsecond', 'UTC') AS ends
+        ceil(date_part('epoch', (%(start)s::date + first)::timestamp AT TIME ZONE %(zone)s)
+            / 3600)::integer - {_ORIGIN} AS begins,
+        ceil(date_part('epoch', (%(start)s::date + after)::timestamp AT TIME ZONE %(zone)s)
+            / 3600)::integer - {_ORIGIN} AS ends
     FROM periods
 ),
 pieces AS MATERIALIZED (
-    SELECT e.period, g::date AS day,
-        CASE WHEN g::date = (e.begins AT TIME ZONE 'UTC')::date
-            THEN extract(hour FROM e.begins AT TIME ZONE 'UTC')::integer ELSE 0 END AS lo,
-        CASE WHEN g::date = (e.ends AT TIME ZONE 'UTC')::date
-            THEN extract(hour FROM e.ends AT TIME ZONE 'UTC')::integer ELSE 24 END AS hi
-    FROM edges AS e, generate_series(
-        (e.begins AT TIME ZONE 'UTC')::date,
-        ((e.ends - interval '1 hour') AT TIME ZONE 'UTC')::date,
-        interval '1 day'
-    ) AS g
-)"""
+    SELECT e.period, %(start)s::date - 1 + e.begins / 24 + k AS day,
+        CASE WHEN k = 0 THEN e.begins %% 24 ELSE 0 END AS lo,
+        CASE WHEN e.begins / 24 + k = e.ends / 24 THEN e.ends %% 24 ELSE 24 END AS hi
+    FROM edges AS e JOIN generate_series(0, {_SPAN}) AS k
+        ON e.begins / 24 + k <= (e.ends - 1) / 24
+)"""  # noqa: S608 - the code's own expressions
+# Both tables are read on the UTC days the range can touch (the comment above), so a
+# day's series reads a few rows of its key, not every day it has; an hour row counts in
+# the piece of its UTC day that holds its hour, as a day row's hours do.
 _SERIES = {
     grain: f"""{_PERIODS}
 SELECT p.period, {_FILLED}
 FROM periods AS p LEFT JOIN (SELECT period, {_SUMS} FROM (
-    SELECT e.period, {_HOUR}
-    FROM outreach_analyticshour AS h JOIN edges AS e ON h.hour >= e.begins AND h.hour < e.ends
-    WHERE h.account_id = %(account)s AND h.grain = %(grain)s AND {key}
-        AND h.hour >= (SELECT min(begins) FROM edges) AND h.hour < (SELECT max(ends) FROM edges)
+    SELECT m.period, {_HOUR}
+    FROM (
+        SELECT *, (date_part('epoch', hour) / 3600)::integer - {_ORIGIN} AS n
+        FROM outreach_analyticshour
+        WHERE account_id = %(account)s AND grain = %(grain)s AND {key}
+            AND hour >= (%(start)s::date - 1)::timestamp AT TIME ZONE 'UTC'
+            AND hour < (%(end)s::date + 2)::timestamp AT TIME ZONE 'UTC'
+    ) AS h
+    JOIN pieces AS m ON m.day = %(start)s::date - 1 + h.n / 24
+        AND h.n %% 24 >= m.lo AND h.n %% 24 < m.hi
     UNION ALL
     SELECT m.period, {_PIECE}
     FROM pieces AS m JOIN outreach_analyticsday AS d ON d.day = m.day
     WHERE d.account_id = %(account)s AND d.grain = %(grain)s AND {key}
+        AND d.day >= %(start)s::date - 1 AND d.day <= %(end)s::date + 1
 ) AS x
 GROUP BY period) AS s USING (period)
 ORDER BY p.period

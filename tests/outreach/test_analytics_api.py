@@ -280,3 +280,45 @@ def test_every_zone_and_interval_reads_the_same_series_from_hours_as_from_days(a
     hours_fold(before=datetime(2026, 6, 1, tzinfo=UTC))
     assert not AnalyticsHour.objects.exists()
     assert [_series(api_client, **query) for query in queries] == hours
+
+
+def _both(client, before: str, **query) -> dict[str, int]:
+    """The series read from the hour rows, then (equal) from the day rows once beat's
+    fold has moved every hour before `before` (ISO 8601, UTC)."""
+    hours = _series(client, **query)
+    hours_fold(before=datetime.fromisoformat(before).replace(tzinfo=UTC))
+    assert not AnalyticsHour.objects.exists()
+    assert _series(client, **query) == hours
+    return hours
+
+
+def test_a_date_far_from_utc_reads_the_utc_days_on_both_sides(api_client, message):
+    # The 10th in Kiritimati (UTC+14) is 10:00 UTC on the 9th to 10:00 on the 10th; in
+    # Pago Pago (UTC-11), 11:00 UTC on the 10th to 11:00 on the 11th. A send just inside
+    # and just outside each end of both.
+    _sent(message, "2026-06-09T09:59", "2026-06-09T10:00", "2026-06-10T09:59", "2026-06-10T10:00")
+    _sent(message, "2026-06-10T10:59", "2026-06-10T11:00", "2026-06-11T10:59", "2026-06-11T11:00")
+    day = {"from": "2026-06-10", "to": "2026-06-10"}
+    east = _series(api_client, timezone="Pacific/Kiritimati", **day)
+    west = _series(api_client, timezone="Pacific/Pago_Pago", **day)
+    assert (east, west) == ({"2026-06-10": 2}, {"2026-06-10": 2})
+    hours_fold(before=datetime(2026, 6, 12, tzinfo=UTC))
+    assert _series(api_client, timezone="Pacific/Kiritimati", **day) == east
+    assert _series(api_client, timezone="Pacific/Pago_Pago", **day) == west
+
+
+def test_hours_before_1970_count_on_their_local_dates(api_client, message):
+    # Kolkata was UTC+05:30 then too: the hour from 18:00 UTC on 31 December 1969 starts
+    # at 23:30 local, so counts on the 31st (approximated to the hour); the next, the 1st.
+    _sent(message, "1969-12-31T17:59", "1969-12-31T18:40", "1969-12-31T19:05")
+    query = {"from": "1969-12-31", "to": "1970-01-01", "timezone": "Asia/Kolkata"}
+    assert _both(api_client, "1970-01-02T00:00", **query) == {"1969-12-31": 2, "1970-01-01": 1}
+
+
+def test_a_date_a_zone_skipped_is_a_row_of_zeros(api_client, message):
+    # Samoa moved across the date line: 30 December 2011 never began in Apia, its
+    # 29th (UTC-10) ending at 10:00 UTC, where the 31st (UTC+14) began.
+    _sent(message, "2011-12-30T09:30", "2011-12-30T10:30")
+    query = {"from": "2011-12-29", "to": "2011-12-31", "timezone": "Pacific/Apia"}
+    series = _both(api_client, "2012-01-01T00:00", **query)
+    assert series == {"2011-12-29": 1, "2011-12-30": 0, "2011-12-31": 1}
