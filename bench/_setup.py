@@ -67,13 +67,20 @@ def api_keys_create(account, count: int = 1) -> list[str]:
 
 def account_drop(account) -> None:
     """Delete the bench rows fast (raw deletes, children first)."""
+    from django.db import connection
+
     from outreach.models.campaigns import Campaign
     from outreach.models.contacts import Contact, ContactImport
     from outreach.models.mailboxes import SmtpCredential
-    from outreach.models.sending import Enrollment, SendClaim
+    from outreach.models.sending import Enrollment, Message, SendClaim
 
+    # Statistics first: taken after a setup (claims and messages none yet), they made the
+    # claims' DELETE a nested loop over every claim per claim (minutes at 10,000).
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE outreach_sendclaim, outreach_message, outreach_enrollment")
     for queryset in (
         SendClaim.objects.filter(enrollment__campaign__account=account),
+        Message.objects.filter(enrollment__campaign__account=account),
         Enrollment.objects.filter(campaign__account=account),
         Contact.objects.filter(account=account),
         ContactImport.objects.filter(account=account),

@@ -68,7 +68,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
-from django.db.models import BooleanField, Case, F, Q, Value, When
+from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -157,6 +157,18 @@ def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
 _ROTATING = Q(credential__isnull=True) | Q(credential__disabled_at__isnull=False)
 
 
+# What the run's view reads of each free mailbox: its pace and its day's room.
+_VIEW_FIELDS = (
+    "id",
+    "max_interval_seconds",
+    "daily_limit",
+    "daily_sent_count",
+    "daily_sent_on",
+    "ramp_up",
+    "ramp_started_on",
+)
+
+
 @dataclass
 class _RunView:
     """What a scheduler run reads once, before its claim transactions, to choose what
@@ -192,21 +204,33 @@ class _RunView:
     unpaced: set = field(default_factory=set)  # the free mailboxes that are not paced
     # campaign served -> its disabled mailboxes (their threads rotate), read once
     disabled_of: dict = field(default_factory=dict)
+    # the free mailboxes with a due thread of their own at the run's start: the only ones
+    # whose threads the scan looks up by mailbox (`examinable`)
+    threaded: set = field(default_factory=set)
+    # campaign served -> [its paced, its unpaced] free mailboxes, kept as they leave `free`
+    free_of: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for pk in self.free:
+            for campaign_id in self.serving.get(pk, ()):
+                self.free_of.setdefault(campaign_id, [0, 0])[pk in self.unpaced] += 1
+
+    def leave(self, mailboxes) -> None:
+        """Mailboxes that take no other claim in this run (paced by a claim, or their share
+        taken)."""
+        for pk in set(mailboxes) & self.free:
+            self.free.discard(pk)
+            for campaign_id in self.serving.get(pk, ()):
+                self.free_of[campaign_id][pk in self.unpaced] -= 1
 
     @classmethod
     def read(cls, *, now: datetime, busy: set) -> "_RunView":
         today = utc_day(now)
         mailboxes = [
             mailbox
-            for mailbox in SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=())).only(
-                "id",
-                "max_interval_seconds",
-                "daily_limit",
-                "daily_sent_count",
-                "daily_sent_on",
-                "ramp_up",
-                "ramp_started_on",
-            )
+            for mailbox in SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=()))
+            .only(*_VIEW_FIELDS)
+            .annotate(threaded=_due_thread_exists(now))
             if mailbox.pk not in busy
         ]
         free = {mailbox.pk for mailbox in mailboxes}
@@ -251,6 +275,7 @@ class _RunView:
             pauses=pauses,
             unpaced=unpaced,
             disabled_of=_disabled_links({c for ids in serving.values() for c in ids}),
+            threaded={m.pk for m in mailboxes if m.threaded},
         )
 
     def share(self, campaign_id, enabled: int) -> int:
@@ -282,7 +307,7 @@ class _RunView:
         100 mailboxes (the most a campaign names through the API) made one transaction
         per claim, each reading every due row (bench/README.md, "The fleet at platform
         size")."""
-        examinable = Q(credential_id__in=list(self.free))
+        examinable = Q(credential_id__in=list(self.free & self.threaded))
         wanted = self._new_threads(batch_size)
         if wanted:
             examinable |= Q(_new_threads_first(wanted, now=self.now, batch_size=batch_size))
@@ -296,14 +321,13 @@ class _RunView:
         due new threads a transaction examines, and its disabled mailboxes (whose threads
         rotate too): {campaign: (count, [disabled mailbox, ...])}. One per free paced
         mailbox (a paced mailbox takes one claim a run), the batch for an unpaced one."""
-        counts: Counter = Counter()
-        for pk in self.free:
-            for campaign_id in self.serving.get(pk, ()):
-                counts[campaign_id] += batch_size if pk in self.unpaced else 1
         return {
-            campaign_id: (min(count, batch_size), list(self.disabled_of.get(campaign_id, ())))
-            for campaign_id, count in counts.items()
-            if campaign_id not in self.capped
+            campaign_id: (
+                min(paced + unpaced * batch_size, batch_size),
+                list(self.disabled_of.get(campaign_id, ())),
+            )
+            for campaign_id, (paced, unpaced) in self.free_of.items()
+            if (paced or unpaced) and campaign_id not in self.capped
         }
 
     def enabled_read(self, linked: dict) -> None:
@@ -318,6 +342,20 @@ class _RunView:
             )
 
 
+def _due_thread_exists(now: datetime) -> Exists:
+    """Whether the mailbox (the outer row) has a due thread of its own. Asked once a run of
+    the free mailboxes: at a fleet's dispatch 10,000 mailboxes are free and none has a
+    thread yet, and their list in each transaction's scan made it read every due row
+    (a sequential scan) twenty times a run."""
+    return Exists(
+        Enrollment.objects.filter(
+            credential_id=OuterRef("pk"),
+            status__in=Enrollment.DUE_STATUSES,
+            next_send_at__lte=now,
+        )
+    )
+
+
 def _disabled_links(campaign_ids: set) -> dict:
     """The disabled mailboxes of these campaigns: {campaign: {mailbox, ...}}."""
     disabled: dict = defaultdict(set)
@@ -329,45 +367,58 @@ def _disabled_links(campaign_ids: set) -> dict:
     return disabled
 
 
-# A campaign's first due new threads (no mailbox yet, or a disabled one), per campaign
-# as many as asked: through enrollment_new_thread_idx, (campaign, next_send_at) of the
-# due rows without a mailbox, so each campaign reads its own first rows and no other
-# campaign's. An array (an InitPlan computed once), so the scan can fetch its rows by
-# primary key, beside the free mailboxes' threads by credential. "Not in flight" is a
-# probe of the open claims' unique index per row (OFFSET 0 keeps the subquery from
-# becoming an anti-join): planned as an anti-join from statistics taken with few claims
-# open, each row was compared with every open claim, and a fleet's first run (2,000
-# claims) spent seconds a transaction there.
-_NEW_THREADS_SQL = """
+# One campaign's (`wanted`'s) first due new threads (no mailbox yet, or a disabled one),
+# at most {limit}: through enrollment_new_thread_idx, (campaign, next_send_at) of the due
+# rows without a mailbox, so each campaign reads its own first rows and no other
+# campaign's. "Not in flight" is a probe of the open claims' unique index per row (OFFSET
+# 0 keeps the subquery from becoming an anti-join): planned as an anti-join from
+# statistics taken with few claims open, each row was compared with every open claim, and
+# a fleet's first run (2,000 claims) spent seconds a transaction there.
+_CAMPAIGN_NEW_THREADS = """
+    (SELECT e.id, e.next_send_at FROM outreach_enrollment e
+     WHERE e.campaign_id = wanted.campaign_id AND e.status IN ('scheduled', 'sent')
+       AND e.credential_id IS NULL AND e.next_send_at <= %s
+       AND NOT EXISTS (SELECT 1 FROM outreach_sendclaim c
+                       WHERE c.enrollment_id = e.id AND c.finished_at IS NULL OFFSET 0)
+     ORDER BY e.next_send_at LIMIT {limit})
+    UNION ALL
+    (SELECT e.id, e.next_send_at FROM outreach_enrollment e
+     WHERE wanted.disabled <> '' AND e.campaign_id = wanted.campaign_id
+       AND e.credential_id = ANY(string_to_array(wanted.disabled, ',')::uuid[])
+       AND e.status IN ('scheduled', 'sent') AND e.next_send_at <= %s
+       AND NOT EXISTS (SELECT 1 FROM outreach_sendclaim c
+                       WHERE c.enrollment_id = e.id AND c.finished_at IS NULL OFFSET 0)
+     ORDER BY e.next_send_at LIMIT {limit})
+    ORDER BY next_send_at LIMIT {limit}
+"""
+
+# The transaction's new threads: the campaigns in the order of their first due new thread
+# (one row read each), then each campaign's first rows, as many as it asked, until the
+# batch is full. An array (an InitPlan computed once), so the scan can fetch its rows by
+# primary key, beside the free mailboxes' threads by credential. The Limit over the
+# campaigns in that order stops reading at the batch (an incremental sort per campaign):
+# at a fleet's first run, 100 campaigns of 100 free mailboxes, each of the run's 20
+# transactions read each campaign's 100 first rows, 10,000 rows and their claim probes to
+# keep 100 (bench/README.md, "The fleet at platform size").
+_NEW_THREADS_SQL = f"""
 "outreach_enrollment"."id" = ANY(ARRAY(
     SELECT picked.id
-    FROM unnest(%s::uuid[], %s::int[], %s::text[]) AS wanted(campaign_id, n, disabled)
-    CROSS JOIN LATERAL (
-        (SELECT e.id, e.next_send_at FROM outreach_enrollment e
-         WHERE e.campaign_id = wanted.campaign_id AND e.status IN ('scheduled', 'sent')
-           AND e.credential_id IS NULL AND e.next_send_at <= %s
-           AND NOT EXISTS (SELECT 1 FROM outreach_sendclaim c
-                           WHERE c.enrollment_id = e.id AND c.finished_at IS NULL OFFSET 0)
-         ORDER BY e.next_send_at LIMIT wanted.n)
-        UNION ALL
-        (SELECT e.id, e.next_send_at FROM outreach_enrollment e
-         WHERE wanted.disabled <> '' AND e.campaign_id = wanted.campaign_id
-           AND e.credential_id = ANY(string_to_array(wanted.disabled, ',')::uuid[])
-           AND e.status IN ('scheduled', 'sent') AND e.next_send_at <= %s
-           AND NOT EXISTS (SELECT 1 FROM outreach_sendclaim c
-                           WHERE c.enrollment_id = e.id AND c.finished_at IS NULL OFFSET 0)
-         ORDER BY e.next_send_at LIMIT wanted.n)
-        ORDER BY next_send_at LIMIT wanted.n
-    ) picked
-    ORDER BY picked.next_send_at LIMIT %s
+    FROM (
+        SELECT wanted.campaign_id, wanted.n, wanted.disabled, first.next_send_at AS first_at
+        FROM unnest(%s::uuid[], %s::int[], %s::text[]) AS wanted(campaign_id, n, disabled)
+        CROSS JOIN LATERAL ({_CAMPAIGN_NEW_THREADS.format(limit=1)}) first
+        ORDER BY first.next_send_at, wanted.campaign_id
+    ) wanted
+    CROSS JOIN LATERAL ({_CAMPAIGN_NEW_THREADS.format(limit="wanted.n")}) picked
+    ORDER BY wanted.first_at, wanted.campaign_id, picked.next_send_at LIMIT %s
 ))
-"""
+"""  # noqa: S608 (constant SQL: the one template twice)
 
 
 def _new_threads_first(wanted: dict, *, now: datetime, batch_size: int) -> RawSQL:
-    """The due new threads `wanted` names ({campaign: (count, [disabled mailbox, ...])}),
-    each campaign's first `count` by next_send_at, and of those the first `batch_size`
-    (what the scan may take), as a condition of the scan."""
+    """The due new threads `wanted` names ({campaign: (count, [disabled mailbox, ...])}):
+    the campaigns by their first due new thread, each campaign's first `count` by
+    next_send_at, until `batch_size` (what the scan may take), as a condition of the scan."""
     campaigns = list(wanted)
     return RawSQL(  # noqa: S611 (constant SQL, the values as parameters)
         _NEW_THREADS_SQL,
@@ -375,6 +426,8 @@ def _new_threads_first(wanted: dict, *, now: datetime, batch_size: int) -> RawSQ
             campaigns,
             [wanted[c][0] for c in campaigns],
             [",".join(str(pk) for pk in wanted[c][1]) for c in campaigns],
+            now,
+            now,
             now,
             now,
             batch_size,
@@ -430,8 +483,8 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
         batches = _write(plan, now=now)
     # Paced, they take no more claims in this run; a campaign whose mailboxes took their
     # share gives its new threads no more (a rolled back transaction raised).
-    view.free.difference_update(plan.paced)
-    view.free.difference_update(plan.full)
+    view.leave(plan.paced)
+    view.leave(plan.full)
     view.capped.update(plan.capped)
     return batches, len(enrollments)
 

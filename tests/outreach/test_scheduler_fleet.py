@@ -92,3 +92,43 @@ def test_waiting_mailboxes_and_their_campaigns_add_no_statement_to_a_run(account
     statements_then, batches = _run()
     assert sorted(b.credential_id for b in batches) == sorted(m.pk for m in second)
     assert statements_then == statements
+
+
+def _entries_read(index: str) -> int:
+    """Entries read from `index` in this transaction so far (the test's: its statistics are
+    not flushed yet)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_tuples_returned(%s::regclass)", [index])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
+def test_a_dispatchs_first_run_reads_new_threads_only_as_far_as_its_batch(account, settings):
+    # A dispatch of five campaigns of eight paced mailboxes, all free, none with a thread
+    # yet, twelve due new threads each (the first campaign's due first), and a run of one
+    # transaction of eight rows. Each campaign's eight first threads were read (each may
+    # claim eight), 40 rows and their claim probes to keep eight: at a fleet's dispatch
+    # (100 campaigns of 100) 10,000 rows a transaction (bench/README.md).
+    settings.SENDING_BATCH_SIZE = 8
+    settings.SENDING_MAX_PER_TICK = 8
+    first = _fleet(account, 5, waiting=7, threads=12)
+    SmtpCredential.objects.update(next_send_earliest_at=None)
+    campaign_of = dict(
+        Campaign.credentials.through.objects.values_list("smtpcredential_id", "campaign_id")
+    )
+
+    with connection.cursor() as cursor:
+        # A fleet's plan (index scans, in the index's order), which a table of a few rows
+        # analyzed empty does not get: the planner then scans the table.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+    before = _entries_read("enrollment_new_thread_idx")
+    batches = schedule_due(now=NOW)
+    read = _entries_read("enrollment_new_thread_idx") - before
+
+    # The batch: the first campaign's, one thread for each of its eight mailboxes.
+    assert {campaign_of[b.credential_id] for b in batches} == {campaign_of[first[0].pk]}
+    assert [b.size for b in batches] == [1] * 8
+    # Read: each campaign's first due thread (their order), the first campaign's eight
+    # and the next campaign's first (where the first one's end is seen).
+    assert 0 < read <= 5 + 8 + 1
