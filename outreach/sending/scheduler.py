@@ -927,23 +927,26 @@ def _schedule_due(*, now: datetime, enqueue: bool) -> list[Batch]:
     )
     view = _RunView.read(now=now, busy=busy)
     pending: dict = defaultdict(list)  # mailbox -> its batches of this run not queued yet
-    while examined_total < settings.SENDING_MAX_PER_TICK:
-        try:
-            claimed, examined = _claim_once(view, batch_size=batch_size)
-        except _LostRace:
-            logger.info("send scheduler lost a claim race; the next tick retries")
-            break
-        batches += claimed
-        examined_total += examined
-        if enqueue:
-            _queue_last(claimed, pending)
-        if examined < batch_size:
-            break
-    if enqueue and pending:
-        # The other mailboxes' batches of the whole run, queued once every transaction
-        # of the run has committed.
-        for group in _groups(list(pending.values()), claims_per_task=batch_size):
-            transaction.on_commit(functools.partial(batches_enqueue, group))
+    try:
+        while examined_total < settings.SENDING_MAX_PER_TICK:
+            try:
+                claimed, examined = _claim_once(view, batch_size=batch_size)
+            except _LostRace:
+                logger.info("send scheduler lost a claim race; the next tick retries")
+                break
+            batches += claimed
+            examined_total += examined
+            if enqueue:
+                _queue_last(claimed, pending)
+            if examined < batch_size:
+                break
+    finally:
+        if enqueue and pending:
+            # The other mailboxes' batches of the whole run, queued once every
+            # transaction of the run has committed; also when a later one failed: the
+            # batches committed before it do not wait for their lease to lapse.
+            for group in _groups(list(pending.values()), claims_per_task=batch_size):
+                transaction.on_commit(functools.partial(batches_enqueue, group))
     return batches
 
 

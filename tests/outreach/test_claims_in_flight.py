@@ -6,6 +6,7 @@ with its worker leaves it due at once, in its place."""
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import SendClaim
@@ -177,3 +178,35 @@ def test_a_worker_back_after_its_claim_was_recovered_records_nothing_twice(
     assert [e["enrollment_id"] for e in _events("enrollment.sent")] == [str(enrollment.pk)]
     enrollment.refresh_from_db()
     assert enrollment.status == "completed" and "never seen" in enrollment.last_error
+
+
+def test_a_run_that_fails_after_a_claim_still_queues_what_it_committed(
+    sink, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    """An unpaced mailbox's batches of a run wait for the run's end to go in one task.
+    When a later claim transaction of the run fails (the database went away, a timeout),
+    the batches committed before it are queued all the same, not left to lapse with
+    their lease."""
+    settings.SENDING_BATCH_SIZE = 1
+    campaign = _campaign(sink)
+    SmtpCredential.objects.filter(campaigns=campaign).update(
+        min_interval_seconds=0, max_interval_seconds=0
+    )
+    for _ in range(3):
+        _enroll(campaign)
+    real_claim_once = scheduler._claim_once
+    calls = []
+
+    def claim_once_then_fail(view, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_claim_once(view, **kwargs)
+
+    monkeypatch.setattr(scheduler, "_claim_once", claim_once_then_fail)
+    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(OperationalError):
+        schedule_due(now=NOW, enqueue=True)
+
+    [claim] = SendClaim.objects.all()
+    queued = [mailbox for callback in callbacks for mailbox in callback.args[0]]
+    assert queued == [(claim.credential_id, [str(claim.batch_id)])]
