@@ -7,11 +7,16 @@ import contextlib
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from billing.usage import usage_record_current
-from outreach.enrollments import stats_read, variant_stats_read
+from outreach.enrollments import stats_check, stats_read, variant_stats_read
+from outreach.enrollments.branching import branch_stats_read
+from outreach.intake.services import enrollment_mark_opened
+from outreach.models.branches import BranchDecision
 from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending import batch, record_sql, smtp
+from tests.outreach.branching import branch, email, enrolled, graph_campaign, run
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
@@ -340,3 +345,44 @@ def test_the_text_as_sent_is_kept_cut_on_every_record_path(sink, settings, monke
     }
     # What went out is the whole text.
     assert "Step 1 for Acme" in sink.to("ok@example.org")[0].message.get_content()
+
+
+def test_a_send_that_decides_a_branch_records_the_decision_then_the_statement(sink, statements):
+    """The intro opened before the nudge went out: the nudge's send decides the branch
+    after it at once. The decision (its row, its count, enrollment.branched) is written
+    first, then the statement, in one transaction: one run, which applies."""
+    elements = [
+        email("intro", "nudge"),
+        email("nudge", "wait", delay=60),
+        branch("wait", of="intro", then="case_study", else_="bump"),
+        email("case_study", "end"),
+        email("bump", "end"),
+    ]
+    campaign = graph_campaign(sink, elements)
+    start = timezone.now() - timedelta(hours=2)
+    enrollment = enrolled(campaign, at=start)
+    run(start)
+    assert enrollment_mark_opened(enrollment_id=enrollment.pk, step=1)
+    statements.clear()
+
+    run(timezone.now())
+
+    assert statements == ["recorded"]
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.current_key, enrollment.path) == (
+        "sent",
+        "case_study",
+        ["intro", "nudge", "wait"],
+    )
+    [decision] = BranchDecision.objects.filter(enrollment=enrollment)
+    assert (decision.key, decision.outcome, decision.next_key) == ("wait", "then", "case_study")
+    [counts] = branch_stats_read(campaign_id=campaign.pk, keys=["wait"])
+    assert (counts["then_count"], counts["else_count"]) == (1, 0)
+    events = Event.objects.filter(type__in=["enrollment.branched", "enrollment.sent"])
+    assert [(e.type, e.data.get("next_key")) for e in events.order_by("created_at")] == [
+        ("enrollment.sent", None),  # the intro
+        ("enrollment.branched", "case_study"),
+        ("enrollment.sent", None),  # the nudge
+    ]
+    assert Message.objects.filter(enrollment=enrollment).count() == 2
+    assert stats_check(campaign_id=campaign.pk) == {}
