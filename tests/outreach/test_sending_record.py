@@ -16,7 +16,7 @@ from outreach.intake.services import enrollment_mark_opened
 from outreach.models.branches import BranchDecision
 from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending import batch, record_sql, smtp
-from tests.outreach.branching import branch, email, enrolled, graph_campaign, run
+from tests.outreach.branching import NUDGE_THEN_BRANCH, enrolled, graph_campaign, run
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
@@ -351,14 +351,7 @@ def test_a_send_that_decides_a_branch_records_the_decision_then_the_statement(si
     """The intro opened before the nudge went out: the nudge's send decides the branch
     after it at once. The decision (its row, its count, enrollment.branched) is written
     first, then the statement, in one transaction: one run, which applies."""
-    elements = [
-        email("intro", "nudge"),
-        email("nudge", "wait", delay=60),
-        branch("wait", of="intro", then="case_study", else_="bump"),
-        email("case_study", "end"),
-        email("bump", "end"),
-    ]
-    campaign = graph_campaign(sink, elements)
+    campaign = graph_campaign(sink, NUDGE_THEN_BRANCH)
     start = timezone.now() - timedelta(hours=2)
     enrollment = enrolled(campaign, at=start)
     run(start)
