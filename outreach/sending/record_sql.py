@@ -28,8 +28,9 @@ more (the recovery recorded the send) records nothing.
 
 Lock order: the statement's writes wait for each other through their conditions, in the
 order every writer of these rows keeps (outreach.enrollments.stats, "Lock order"): the
-enrollment and the claim, the mailbox, its campaign row, the usage; the outbox; then the
-campaign's stats, the step variant's, and the hour's analytics last. The enrollment's
+claim (first, as the recovery locks it), the enrollment, the mailbox, its campaign row,
+the usage; the outbox; then the campaign's stats, the step variant's, and the hour's
+analytics last. The enrollment's
 move, billing's, the outbox's and the stats' writes are their modules' fragments
 (outreach/enrollments/transitions.py and stats.py, billing/sql.py, webhooks/sql.py).
 """
