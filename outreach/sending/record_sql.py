@@ -40,10 +40,8 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -52,7 +50,7 @@ from config.db.counters import counter_shard
 from outreach.analytics import SENT_CTE
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
 from outreach.models.sending import Enrollment
-from webhooks.sql import EVENT_EMIT_CTES
+from webhooks.sql import EVENT_EMIT_CTES, event_params
 
 MARKER = "outreach-record-missing"
 
@@ -246,11 +244,8 @@ def record_sent(
         "simulated": not metered,
         "period_start": period[0],
         "period_end": period[1],
-        "event_pk": uuid.uuid4(),
-        "event_type": event_type,
-        "data": json.dumps(event_data, cls=DjangoJSONEncoder),
-        "created": created,
-        "stale": created - timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS),
+        # The event's (webhooks' own: event_pk, account, event_type, data, created, stale).
+        **event_params(account_id, event_type, event_data, created=created),
         "marker": f"{MARKER}:",
         # The shard of each counter this statement adds to (config/db/counters.py): the
         # period's usage (billing/sql.py), the campaign's and the step variant's stats.
