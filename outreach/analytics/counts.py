@@ -17,8 +17,9 @@ the same source, so both attribute alike.
 Lock order: the analytics rows come last in a transaction. Inside a `deferred()` block
 (outreach.enrollments.counting() opens one, after its stats rows) the hits are gathered
 and written when the block ends, in one statement; the rows of one statement are
-written in one order (grain, then key). The statements of the open, the click and the
-send carry a CTE of their own (`message_cte`, `SENT_CTE`) as their last write.
+written in one order (grain, then key). The statements of the open and the send carry
+a CTE of their own (`message_cte`, `SENT_CTE`) as their last write; a click's goes
+through `hits_add` (after its stats: the lock order, outreach.enrollments.stats).
 """
 
 import threading
@@ -72,10 +73,11 @@ def _hour(expression: str) -> str:
     return f"date_trunc('hour', {expression}, 'UTC')"
 
 
-# A send recorded by outreach.sending.record_sql's statement (a real mailbox's: the
-# simulator's go through the ORM path): its last write, after `{after}`.
+# A send recorded by outreach.sending.record_sql's statement (`simulated`: the simulator's
+# mailbox sent it): its last write, after `{after}`.
 _SENT_SOURCE = """SELECT %(account)s::uuid AS account_id, %(campaign)s::uuid AS campaign_id,
-    %(credential)s::uuid AS credential_id, %(step_key)s::text AS step_key, false AS simulated,
+    %(credential)s::uuid AS credential_id, %(step_key)s::text AS step_key,
+    %(simulated)s::boolean AS simulated,
     date_trunc('hour', %(now)s::timestamptz, 'UTC') AS hour, 'sent' AS counter, 1 AS n
 FROM msg WHERE {after}"""
 SENT_CTE = "\nanalytics AS (\n" + upsert_sql(_SENT_SOURCE) + "\n    RETURNING 1\n),"

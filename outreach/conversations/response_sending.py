@@ -252,14 +252,16 @@ def sent_record(response: ReplyResponse, *, now: datetime, reply_seen: bool) -> 
         )
         if not recorded:
             return False
-        usage_record_increment(account=response.account, at=now)
-        hits_add([Hit("responses", response.enrollment_id, now)])
+        # The mailbox, the usage, the analytics last: the lock order of a send's record
+        # (outreach.enrollments.stats, "Lock order").
         if response.credential_id is not None:
             SmtpCredential.objects.filter(pk=response.credential_id).update(
                 sent_count=F("sent_count") + 1,
                 daily_sent_count=daily_used(today) + 1,
                 daily_sent_on=today,
             )
+        usage_record_increment(account=response.account, at=now)
+        hits_add([Hit("responses", response.enrollment_id, now)])
     return True
 
 

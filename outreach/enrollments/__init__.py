@@ -16,7 +16,7 @@ status; tests/outreach/test_enrollment_transitions.py checks it.
 |---|---|---|
 | enrolled (pending) | `enroll`, `enrollment_enroll` | enrolled |
 | dispatched (scheduled) | `enrollments_schedule`, `enrollment_schedule` | |
-| a step sent (sent / completed) | `after_step` + `enrollment_sent` (ORM), `SENT_MOVE_CTE` (one statement, outreach.sending.record_sql) | sent (first step), the variant's sent |
+| a step sent (sent / completed) | `after_step` and `SENT_MOVE_CTE` (in the one statement of outreach.sending.record_sql) | sent (first step), the variant's sent |
 | no step left (completed) | `enrollments_complete`, `enrollments_complete_rows` (a live edit) | |
 | moved by a live edit (not a status change; `sent` when it waits at a branch) | `edit_moves`: `enrollments_move_to_step`, `enrollments_wait_at_branch` | |
 | failed | `enrollments_fail` | |
@@ -64,7 +64,6 @@ from outreach.enrollments.transitions import (
     enrollment_postpone,
     enrollment_reply,
     enrollment_schedule,
-    enrollment_sent,
     enrollments_complete,
     enrollments_complete_rows,
     enrollments_fail,
@@ -95,7 +94,6 @@ __all__ = [
     "enrollment_postpone",
     "enrollment_reply",
     "enrollment_schedule",
-    "enrollment_sent",
     "enrollments_complete",
     "enrollments_complete_rows",
     "enrollments_delete",

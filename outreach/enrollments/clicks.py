@@ -1,13 +1,14 @@
 """A click's record (the click redirect, outreach.intake.clicks): the enrollment's first
-click and the first click of the link's message (API.md 17), in one statement, which
-counts the message's first click in the hour's analytics (outreach.analytics)."""
+click and the first click of the link's message (API.md 17), in one statement. The
+message's first click is counted in the hour's analytics (outreach.analytics) by the
+caller, after the click's stats: the lock order of those rows
+(outreach.enrollments.stats)."""
 
+from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 from django.db import connection
-
-from config.db.counters import counter_shard
-from outreach.analytics import message_cte
 
 # The message's first click and the enrollment's, and the branch it waits at, in one
 # statement: a repeat click is one UPDATE of each that matches nothing.
@@ -19,28 +20,36 @@ WITH m AS (
         WHERE enrollment_id = %(enrollment)s AND step = %(step)s
         ORDER BY sent_at DESC LIMIT 1
     ) AND clicked_at IS NULL
-    RETURNING id, account_id, enrollment_id, credential_id, step_key
+    RETURNING id, step_key
 ),
 e AS (
     UPDATE outreach_enrollment SET clicked_at = %(at)s, clicked_on = %(on)s,
         updated_at = %(at)s
     WHERE id = %(enrollment)s AND clicked_at IS NULL
     RETURNING 1
-),{analytics}
-SELECT (SELECT count(*) FROM e), (SELECT step_key FROM m), (
+)
+SELECT (SELECT count(*) FROM e), (SELECT id FROM m), (SELECT step_key FROM m), (
     SELECT current_key FROM outreach_enrollment
     WHERE id = %(enrollment)s AND status = 'sent' AND branch_deadline IS NOT NULL
 )
-""".replace("{analytics}", message_cte("clicked", source="m", at="%(at)s::timestamptz"))
+"""
 
 
-def click_record(
-    *, enrollment_id, step: int, variant: str, at: datetime
-) -> tuple[bool, str | None, str | None]:
+@dataclass(frozen=True)
+class Click:
+    """What a click's statement recorded: whether it was the enrollment's first click;
+    the message it was the first click of (its id and step key), if any; the branch the
+    enrollment waits at."""
+
+    first: bool
+    message_id: UUID | None
+    step_key: str | None
+    waiting_key: str | None
+
+
+def click_record(*, enrollment_id, step: int, variant: str, at: datetime) -> Click:
     """Record the click of a link of the message of position `step` (`variant`, its
-    A/B letter): (whether it was the enrollment's first click, the message's step key
-    when it was the message's first, the branch the enrollment waits at). A repeat is
-    the one statement, changing nothing."""
+    A/B letter). A repeat is the one statement, changing nothing."""
     with connection.cursor() as cursor:
         cursor.execute(
             CLICK_SQL,
@@ -49,9 +58,7 @@ def click_record(
                 "enrollment": enrollment_id,
                 "step": step,
                 "on": f"{step}{variant}",
-                # The analytics rows' shard (config/db/counters.py).
-                "shard": counter_shard(),
             },
         )
-        first, step_key, waiting_key = cursor.fetchone()
-    return bool(first), step_key, waiting_key
+        first, message_id, step_key, waiting_key = cursor.fetchone()
+    return Click(bool(first), message_id, step_key, waiting_key)

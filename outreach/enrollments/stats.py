@@ -14,11 +14,28 @@ after the enrollment UPDATE that made the change, and only when that UPDATE matc
 its row, so a change counts once however many workers race for it. The record of a sent
 message does the same in SQL (outreach.sending.record_sql, with STATS_SENT_CTE below).
 
-Lock order: a transaction writes its stats rows last, in campaign id order. `counting()`
-gathers a transaction's counts and writes them when its block ends (inside the
-transaction), so a transition that changes several enrollments (an unsubscribe in
-every campaign, a deleted contact) cannot hold one stats row while it waits for an
-enrollment row that a sender holds while waiting for that stats row.
+Lock order: the counter rows come last in a transaction, after the rows it changes (the
+claim, the enrollment, the contact, the mailbox), and every writer takes them in this one
+order, so no two transactions wait on each other's counter rows:
+
+1. the branches' counts (BranchStats, outreach.enrollments.branching.branch_counts_write:
+   a decision is recorded before what follows it is counted);
+2. the mailbox's row of the campaign (CredentialCampaignStats: a send, a bounce);
+3. the period's usage (billing: a send, a response);
+4. the campaigns' stats (CampaignStats), in campaign id order;
+5. each campaign's step variants (StepVariantStats), after its campaign's row;
+6. the hour's analytics rows (AnalyticsHour, outreach.analytics), last of all.
+
+`counting()` gathers a transaction's counts and writes them when its block ends (inside
+the transaction), 4 and 5, then its analytics hits (6): a transition that changes
+several enrollments (an unsubscribe in every campaign, a deleted contact) cannot hold one
+stats row while it waits for an enrollment row that a sender holds while waiting for that
+stats row. The one statement of a send's record (outreach.sending.record_sql) and of a
+first open (outreach.enrollments.opens) keep the same order through their CTEs'
+conditions (an open's message is counted in the hour's analytics by its read, a
+statement of its own committed before); a click counts its message's analytics through
+`hits_add`, so its row comes after the click's stats. tests/outreach/test_campaign_stats.py
+runs them all at once.
 """
 
 import threading

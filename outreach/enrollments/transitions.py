@@ -14,10 +14,10 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from outreach.analytics import Hit, bounce_counter, hits_add
-from outreach.enrollments.branching import held, path_appended
+from outreach.enrollments.branching import held
 from outreach.enrollments.stats import (
     answer_count,
     count,
@@ -119,9 +119,13 @@ def after_step(*, next_send_at: datetime | None, now: datetime) -> dict:
     return {"status": Status.COMPLETED, "next_send_at": None, "completed_at": now}
 
 
-# The same move as `enrollment_sent`, as a CTE of the one-statement record of a sent
-# message (outreach.sending.record_sql), its values from `after_step` (or a graph move,
-# outreach.enrollments.branching.Move.columns).
+# A step sent, as a CTE of the one statement that records a sent message
+# (outreach.sending.record_sql): a still-due enrollment moves on (`moves`), its values from
+# `after_step` (or a graph move, outreach.enrollments.branching.Move.columns): one more
+# email step sent, `step` the position of the last, `path` (JSON: the step's key and the
+# branches the move decided) appended to its path, `note` its last_error (why a reply
+# went unseen). Intake may have ended it since the claim (a reply, an unsubscribe): then
+# nothing moves. The statement counts a first step as sent when it moved.
 SENT_MOVE_CTE = """
 moved AS (
     UPDATE outreach_enrollment SET status = %(status)s, current_step = current_step + 1,
@@ -129,44 +133,11 @@ moved AS (
         path = path || %(path)s::jsonb, branch_deadline = %(branch_deadline)s,
         held_until = NULL,
         sent_at = %(now)s, next_send_at = %(next_send_at)s, completed_at = %(completed_at)s,
-        credential_id = %(credential)s, send_attempts = 0, last_error = '',
+        credential_id = %(credential)s, send_attempts = 0, last_error = %(note)s,
         updated_at = %(now)s
-    WHERE id = %(enrollment)s AND status = ANY(%(due)s)
+    WHERE id = %(enrollment)s AND status = ANY(%(due)s) AND %(moves)s
     RETURNING 1
 ),"""
-
-
-def enrollment_sent(
-    *,
-    enrollment_id,
-    campaign_id,
-    step: int,
-    credential_id,
-    move: dict,
-    now,
-    note: str = "",
-    keys: list[str] | None = None,
-) -> bool:
-    """A step sent moves a still-due enrollment on (`move`: after_step's columns, or a
-    graph move's, outreach.enrollments.branching): one more email step sent, `step` the
-    position of the last, `keys` appended to its path (the step's key and the branches
-    the move decided); the first step counts it as sent. Intake may have ended it since
-    the claim (a reply, an unsubscribe): then nothing moves. `note`: its last_error (why
-    a reply went unseen). Returns whether it moved."""
-    moved = Enrollment.objects.filter(pk=enrollment_id, status__in=Enrollment.DUE_STATUSES).update(
-        **{"current_key": None, "branch_deadline": None, "held_until": None, **move},
-        current_step=F("current_step") + 1,
-        last_step=step,
-        path=path_appended(keys or []),
-        sent_at=now,
-        credential_id=credential_id,
-        send_attempts=0,
-        last_error=note,
-        updated_at=now,
-    )
-    if moved and step == 1:
-        count(campaign_id, sent=1)
-    return bool(moved)
 
 
 def enrollments_complete(*, enrollment_ids: Iterable[UUID], now: datetime) -> int:

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from outreach.analytics import Hit, hits_add
 from outreach.campaigns.branch_moves import branch_event
 from outreach.campaigns.clicks import ClickTarget
 from outreach.enrollments import count, counting, variant_count
@@ -29,22 +30,25 @@ def enrollment_mark_clicked(*, target: ClickTarget, at: datetime | None = None) 
     at = at or timezone.now()
     # Outside any transaction (the redirect view): BEGIN/statement/COMMIT for a repeat.
     with transaction.atomic(savepoint=False), counting():
-        first, step_key, waiting_key = click_record(
+        click = click_record(
             enrollment_id=target.enrollment_id, step=target.step, variant=target.variant, at=at
         )
-        if first:
+        if click.message_id is not None:
+            # Written when counting() ends, after the stats: the rows' lock order.
+            hits_add([Hit("clicked", target.enrollment_id, at, message_id=click.message_id)])
+        if click.first:
             enrollment = Enrollment.objects.select_related("contact", "campaign").get(
                 pk=target.enrollment_id
             )
             enrollment_clicked_emit(enrollment=enrollment, url=target.url)
             count(enrollment.campaign_id, clicked=1)
             variant_count(enrollment.campaign_id, target.step, target.variant, clicked=1)
-        if step_key is not None and waiting_key is not None:
+        if click.step_key is not None and click.waiting_key is not None:
             branch_event(
                 enrollment_id=target.enrollment_id,
-                branch_key=waiting_key,
+                branch_key=click.waiting_key,
                 kind="clicked",
-                step_key=step_key,
+                step_key=click.step_key,
                 at=at,
             )
-    return bool(first)
+    return click.first

@@ -1,36 +1,34 @@
 """Recording a send's outcome: sent, retried (outreach.sending.refusals), undeliverable, bounced, interrupted, the
 mailbox's failure. Each finishes the claim's row as the record of its SMTP attempt
-(`attempt_finish`) in the transaction that records the outcome; the enrollment's or the
+(`attempt_finish`; a sent one in its one statement, outreach.sending.record_sql) in the
+transaction that records the outcome; the enrollment's or the
 mailbox's `last_error` is that attempt's text (`AttemptOutcome.text`)."""
 
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce, Greatest, Now
+from django.db.models.functions import Now
 
 from billing.periods import period_bounds
-from billing.usage import usage_record_increment
+from billing.usage import usage_record_current
 from config.retry import schedule_delay
-from outreach.analytics import Hit, hits_add
 from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.followups import completed_followups_enqueue
 from outreach.campaigns.variants import stored_letter
 from outreach.domain_cap.counts import counts_release
-from outreach.enrollments import counting, enrollment_sent, enrollments_fail, variant_count
+from outreach.enrollments import enrollments_fail
 from outreach.enrollments.branching import Move, decisions_record
-from outreach.events import ENROLLMENT_SENT, enrollment_emit, enrollment_event_data
+from outreach.events import ENROLLMENT_SENT, enrollment_event_data
 from outreach.mailboxes.pace import reservation_release
 from outreach.models.campaigns import Campaign, CampaignStep
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment, Message, SendClaim
+from outreach.models.sending import Enrollment, SendClaim
 from outreach.sending import record_sql
 from outreach.sending.attempts import AttemptOutcome, Outcome, attempt_finish
-from outreach.sending.bounces import enrollment_mark_bounced, stats_increment
+from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.message import Outgoing
 from webhooks.events import drains_publish
 
@@ -136,11 +134,7 @@ def sent_record(
             else None
         ),
     )
-    # One statement (record_sql) in the common case; the ORM path when it did not apply,
-    # or for a simulated send (not metered) or a move that decided branches. Nothing
-    # recorded (the claim was recovered meanwhile): nothing more to do.
-    fast = reply_seen and sent.metered and not move.decisions and _sent_statement(sent)
-    if not fast and not _sent_orm(sent):
+    if not _sent_statement(sent):
         return False
     if move.waiting and move.current_key is not None:
         branch_recheck_on_commit(enrollment_id=enrollment.pk, branch_key=move.current_key)
@@ -161,9 +155,65 @@ def _sent_moved(sent: _Sent) -> None:
 
 
 def _sent_statement(sent: _Sent) -> bool:
-    """The record as one statement (outreach.sending.record_sql); whether it applied."""
+    """The record: the one statement (outreach.sending.record_sql), run again after
+    making what it lacked: the period's usage record, or the enrollment read under its
+    row lock when it was not due any more (or the move decided branches, which are
+    recorded first). False when the claim was not open any more and nothing was
+    recorded: its worker was cut off past the lease, and the scheduler's recovery
+    recorded the send meanwhile (docs/sending.md)."""
+    locked = bool(sent.move.decisions)
+    # At most: the period's record made, then the enrollment read again.
+    for _ in range(3):
+        if locked:
+            missing = _sent_locked(sent)
+        else:
+            _sent_moved(sent)
+            missing = _sent_run(sent, moves=True)
+        if missing is None:
+            return True
+        if missing == record_sql.CLAIM:
+            logger.warning(
+                "enrollment %s: its claim was recovered while this worker was away; "
+                "the send is recorded once, by the recovery",
+                sent.enrollment.pk,
+            )
+            return False
+        if missing == record_sql.USAGE:
+            usage_record_current(account=sent.campaign.account, at=sent.now)
+        locked = locked or missing == record_sql.MOVED
+    raise RuntimeError(f"the record of enrollment {sent.enrollment.pk}'s send did not apply")
+
+
+def _sent_locked(sent: _Sent) -> str | None:
+    """The statement in a transaction that holds the claim's row, then the enrollment's
+    (the recovery's lock order): a due enrollment moves and its branch decisions are
+    recorded before the statement (their counts' place in the lock order,
+    outreach.enrollments.stats); one intake changed is left as it is, its event carries
+    its state as read. What the statement lacked, or None."""
+    with transaction.atomic():
+        if not SendClaim.objects.open().select_for_update().filter(pk=sent.claim.pk).exists():
+            return record_sql.CLAIM
+        due = (
+            Enrollment.objects.select_for_update(of=("self",), no_key=True)
+            .filter(pk=sent.enrollment.pk, status__in=Enrollment.DUE_STATUSES)
+            .exists()
+        )
+        if due:
+            _sent_moved(sent)
+            decisions_record(sent.enrollment, sent.move.decisions, at=sent.now)
+        else:
+            sent.enrollment.refresh_from_db()
+            sent.enrollment.campaign = sent.campaign
+        missing = _sent_run(sent, moves=due)
+        if missing is not None:
+            transaction.set_rollback(True)
+    return missing
+
+
+def _sent_run(sent: _Sent, *, moves: bool) -> str | None:
+    """The one statement (outreach.sending.record_sql), the enrollment moved by it
+    (`moves`: in memory already, as the event reads it) or not. What it lacked, or None."""
     campaign, outgoing, now = sent.campaign, sent.outgoing, sent.now
-    _sent_moved(sent)
     rung = record_sql.record_sent(
         claim_id=sent.claim.pk,
         attempt=sent.attempt,
@@ -178,84 +228,22 @@ def _sent_statement(sent: _Sent) -> bool:
         text=outgoing.text,
         variant=outgoing.variant,
         now=now,
+        reply_seen=sent.reply_seen,
+        moves=moves,
         move=sent.move.columns(),
         keys=sent.move.path,
+        note="" if sent.reply_seen else sent.attempt.text,
         pace_floor=sent.pace_floor,
+        metered=sent.metered,
         period=period_bounds(campaign.account, now),
         event_type=ENROLLMENT_SENT,
         event_data=enrollment_event_data(sent.enrollment, event_type=ENROLLMENT_SENT),
     )
-    if rung is None:
-        return False
+    if isinstance(rung, record_sql.Missing):
+        return rung.what
     if rung:
         transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
-    return True
-
-
-def _credential_sent(credential_id, pace_floor) -> None:
-    """The mailbox's send count, and the earliest time it may send next."""
-    changes: dict[str, Any] = {"sent_count": F("sent_count") + 1}
-    if pace_floor is not None:
-        floor = Value(pace_floor)
-        changes["next_send_earliest_at"] = Greatest(Coalesce("next_send_earliest_at", floor), floor)
-    SmtpCredential.objects.filter(pk=credential_id).update(**changes)
-
-
-def _sent_orm(sent: _Sent) -> bool:
-    """The record through the ORM, in one transaction; False when the claim was not open
-    any more and nothing was recorded: its worker was cut off past the lease, and the
-    scheduler's recovery recorded the send meanwhile (docs/sending.md)."""
-    claim, campaign = sent.claim, sent.campaign
-    credential, outgoing = sent.credential, sent.outgoing
-    with transaction.atomic(), counting():
-        # First: the claim's row is what a recovery locks too (its lock order).
-        if not attempt_finish(claim, sent.attempt, now=sent.now):
-            logger.warning(
-                "enrollment %s: its claim was recovered while this worker was away; "
-                "the send is recorded once, by the recovery",
-                sent.enrollment.pk,
-            )
-            return False
-        message = Message.objects.create(
-            account_id=campaign.account_id,
-            enrollment_id=sent.enrollment.pk,
-            credential_id=credential.pk,
-            step=claim.step,
-            step_key=sent.move.path[0],
-            message_id=outgoing.message_id,
-            to_email=outgoing.to_email,
-            subject=outgoing.subject,
-            text=outgoing.text,
-            variant=outgoing.variant,
-            sent_at=sent.now,
-            reply_seen=sent.reply_seen,
-        )
-        variant_count(campaign.pk, claim.step, outgoing.variant, sent=1)
-        hits_add([Hit("sent", sent.enrollment.pk, sent.now, message_id=message.pk)])
-        # Intake may have changed the enrollment since the claim (a reply, an
-        # unsubscribe): then the message is recorded, the sequence is not moved.
-        moved = enrollment_sent(
-            enrollment_id=sent.enrollment.pk,
-            campaign_id=campaign.pk,
-            step=claim.step,
-            credential_id=credential.pk,
-            move=sent.move.columns(),
-            now=sent.now,
-            note="" if sent.reply_seen else sent.attempt.text,
-            keys=sent.move.path,
-        )
-        _credential_sent(credential.pk, sent.pace_floor)
-        stats_increment(credential_id=credential.pk, campaign_id=campaign.pk, sends=1)
-        if sent.metered:
-            usage_record_increment(account=campaign.account, at=sent.now)
-        if moved:
-            _sent_moved(sent)
-            decisions_record(sent.enrollment, sent.move.decisions, at=sent.now)
-        else:
-            sent.enrollment.refresh_from_db()
-            sent.enrollment.campaign = campaign
-        enrollment_emit(enrollment=sent.enrollment, event_type=ENROLLMENT_SENT)
-    return True
+    return None
 
 
 def undeliverable_record(*, claim: SendClaim, enrollment, attempt: AttemptOutcome, now) -> None:

@@ -26,6 +26,17 @@ def branch(key: str, *, on="opened", of="any", within=DAY, then="end", else_="en
     }
 
 
+# intro, then nudge an hour later, then a branch on opens of the intro: the case study,
+# or a bump. An intro opened before the nudge goes out is decided by the nudge's send.
+NUDGE_THEN_BRANCH = [
+    email("intro", "nudge"),
+    email("nudge", "wait", delay=60),
+    branch("wait", of="intro", then="case_study", else_="bump"),
+    email("case_study", "end"),
+    email("bump", "end"),
+]
+
+
 def graph_campaign(sink, elements: list[dict], **fields) -> Campaign:
     """An active campaign of `elements` (email() and branch() above, in order), its one
     mailbox sending to `sink`; emails carry an HTML part (the open pixel) and a link."""

@@ -17,6 +17,7 @@ from outreach.models.sending import Enrollment, Message
 from outreach.sending import tokens
 from tests.outreach.branching import (
     DAY,
+    NUDGE_THEN_BRANCH,
     branch,
     branched_events,
     email,
@@ -119,14 +120,7 @@ def test_an_open_after_reaching_the_branch_moves_it_to_then_at_once(sink, settin
 
 
 def test_an_open_before_reaching_the_branch_decides_it_on_arrival(sink):
-    elements = [
-        email("intro", "nudge"),
-        email("nudge", "wait", delay=60),
-        branch("wait", of="intro", then="case_study", else_="bump"),
-        email("case_study", "end"),
-        email("bump", "end"),
-    ]
-    campaign = graph_campaign(sink, elements)
+    campaign = graph_campaign(sink, NUDGE_THEN_BRANCH)
     now = timezone.now() - timedelta(hours=2)
     enrollment = enrolled(campaign, at=now)
     run(now)

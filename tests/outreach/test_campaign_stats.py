@@ -206,9 +206,9 @@ def test_an_unknown_stat_is_refused():
 
 
 class _Record:
-    """A first step recorded the way the sender records it (the one statement, the ORM
-    path when the enrollment moved since), under its claim's row as the scheduler leaves
-    it (a record whose claim is not open any more records nothing)."""
+    """A first step recorded the way the sender records it (the one statement; again
+    under the enrollment's row lock when it changed since), under its claim's row as the
+    scheduler leaves it (a record whose claim is not open any more records nothing)."""
 
     def __init__(self, campaign):
         self.campaign = campaign
@@ -244,7 +244,7 @@ class _Record:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_thousand_concurrent_changes_keep_the_counts_exact():
-    """Sends (both record paths), opens, replies (one campaign stopping the replier's
+    """Sends (the statement, and its run again for an enrollment changed since), opens, replies (one campaign stopping the replier's
     colleagues), bounces, unsubscribes, stops, enrollments and deleted contacts, 1,000 in all on 8 threads over three campaigns sharing contacts:
     no deadlock, and every campaign's kept stats equal a recount."""
     # The mix of operations is drawn from a fixed seed (the threads' interleaving is not).

@@ -1,17 +1,22 @@
-"""The record of an accepted message is one statement (outreach.sending.record_sql);
-whenever that statement does not apply (a campaign's first send, a new period, an
-enrollment changed since its claim), and for a message whose reply was never seen, the
-ORM path. Both must leave exactly the same rows, events and delivery jobs."""
+"""The record of an accepted message is one statement (outreach.sending.record_sql), its
+only form: it makes the counter rows a first send needs; when it lacks the period's
+usage record or the enrollment changed since its claim, it writes nothing and runs
+again once the record is made, or the enrollment read."""
 
 import contextlib
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from billing.usage import usage_record_current
-from outreach.enrollments import stats_read, variant_stats_read
+from outreach.enrollments import stats_check, stats_read, variant_stats_read
+from outreach.enrollments.branching import branch_stats_read
+from outreach.intake.services import enrollment_mark_opened
+from outreach.models.branches import BranchDecision
 from outreach.models.sending import CredentialCampaignStats, Enrollment, Message, SendClaim
 from outreach.sending import batch, record_sql, smtp
+from tests.outreach.branching import NUDGE_THEN_BRANCH, enrolled, graph_campaign, run
 from tests.outreach.factories import CampaignFactory
 from tests.outreach.test_sending import NOW, _campaign, _enroll, _run
 from webhooks.models import DeliveryJob, Event, Webhook
@@ -28,13 +33,15 @@ def sink(smtp_sink, db):
 
 @pytest.fixture
 def statements(monkeypatch):
-    """How the statement path answered: True (recorded), False (fell back to the ORM)."""
+    """How each run of the statement answered: "recorded", or what it lacked (nothing
+    written)."""
     answers = []
     real = record_sql.record_sent
 
     def counting(**kwargs):
         recorded = real(**kwargs)
-        answers.append(recorded is not None)
+        missing = isinstance(recorded, record_sql.Missing)
+        answers.append(recorded.what if missing else "recorded")
         return recorded
 
     monkeypatch.setattr(record_sql, "record_sent", counting)
@@ -167,43 +174,45 @@ def _snapshot(campaign, hooks, enrollments) -> dict:
     }
 
 
-def test_the_statement_leaves_the_same_rows_as_the_orm_path(
-    sink, statements, drains, monkeypatch, django_capture_on_commit_callbacks
+def test_the_statement_records_the_rows_events_and_delivery_jobs(
+    sink, statements, drains, django_capture_on_commit_callbacks
 ):
     campaign, hooks, enrollments = _scenario(sink, django_capture_on_commit_callbacks)
-    fast = _snapshot(campaign, hooks, enrollments)
-    # The first send of the campaign creates its stats row: the ORM path; then statements.
-    assert statements == [False, True, True]
+    rows = _snapshot(campaign, hooks, enrollments)
+    # The period's first send makes its usage record, then the same statement applies.
+    assert statements == ["usage", "recorded", "recorded", "recorded"]
     # One drain message per webhook that wants the event, not one per event.
     assert sorted(drains) == sorted([str(hooks["all"].pk), str(hooks["sent"].pk)])
 
-    # The same scenario again with the statement never applying: the ORM path each time.
-    Event.objects.all().delete()
-    monkeypatch.setattr(record_sql, "record_sent", lambda **kwargs: None)
-    drains.clear()
-    slow = _snapshot(*_scenario(sink, django_capture_on_commit_callbacks))
-    assert len(drains) == 2
+    assert (rows["usage"], rows["sent_count"], rows["stats"]) == (3, 3, [(3, 0)])
+    assert (rows["campaign_stats"]["enrolled"], rows["campaign_stats"]["sent"]) == (3, 3)
+    assert len(rows["jobs"]) == 6  # three events, two webhooks want them
+    assert {name for _, name, _ in rows["jobs"]} == {"all", "sent"}
+    assert {state for *_, state in rows["jobs"]} == {"pending"}
+    assert rows["rung"] == ["all", "sent"]
+    assert rows["jobs_due_when_emitted"]
+    assert [e["status"] for e in rows["enrollments"]] == ["sent"] * 3
+    assert {e["current_step"] for e in rows["enrollments"]} == {1}
+    assert {e["credential_id"] for e in rows["enrollments"]} == {"credential"}
+    assert {(e["send_attempts"], e["last_error"]) for e in rows["enrollments"]} == {(0, "")}
+    assert rows["message_credentials"] == {"credential"}
+    assert [(i, step) for i, step, *_ in rows["messages"]] == [(0, 1), (1, 1), (2, 1)]
+    # The text as sent.
+    assert {text for *_, text, _sent_at in rows["messages"]} == {"Step 1 for Acme"}
+    assert {(a[2], a[5], a[8]) for a in rows["attempts"]} == {("sent", False, "")}
+    assert {dict(data)["status"] for *_, data in rows["events"]} == {"sent"}
+    assert [(t, i) for t, i, _ in rows["events"]] == [("enrollment.sent", i) for i in range(3)]
 
-    assert fast == slow
-    assert (fast["usage"], fast["sent_count"], fast["stats"]) == (3, 3, [(3, 0)])
-    assert (fast["campaign_stats"]["enrolled"], fast["campaign_stats"]["sent"]) == (3, 3)
-    assert len(fast["jobs"]) == 6  # three events, two webhooks want them
-    assert {name for _, name, _ in fast["jobs"]} == {"all", "sent"}
-    assert fast["rung"] == ["all", "sent"]
-    assert fast["jobs_due_when_emitted"]
-    assert [e["status"] for e in fast["enrollments"]] == ["sent"] * 3
-    # The text as sent, on both paths.
-    assert {text for *_, text, _sent_at in fast["messages"]} == {"Step 1 for Acme"}
 
-
-def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
+def test_an_enrollment_changed_since_its_claim_is_recorded_as_it_is_once(
     sink, statements, drains, monkeypatch
 ):
     """A reply between the claim and the record: the statement does not apply (nothing
-    half written); the ORM path records the message and emits the enrollment as it is."""
+    half written); run again with the enrollment read under its lock, it records the
+    message and emits the enrollment as it is."""
     campaign = _campaign(sink, steps=2)
     warm = _enroll(campaign, email="warm@example.org")
-    _run()  # creates the per-campaign stats row: later sends can use the statement
+    _run()  # the period's usage record
     replied = _enroll(campaign, email="replied@example.org")
     real_transaction = smtp.smtp_transaction
 
@@ -215,7 +224,7 @@ def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
     statements.clear()
     _run()
 
-    assert statements == [False]
+    assert statements == ["moved", "recorded"]
     replied.refresh_from_db()
     assert replied.status == "replied"  # the sequence is not moved
     assert Message.objects.filter(enrollment=replied).count() == 1
@@ -234,7 +243,7 @@ def test_an_enrollment_changed_since_its_claim_falls_back_and_writes_once(
     assert warm.status == "sent"
 
 
-def test_a_send_of_a_new_period_falls_back_to_create_its_usage_record(sink, statements):
+def test_a_send_of_a_new_period_makes_its_usage_record_first(sink, statements):
     campaign = _campaign(sink, steps=1)
     later = NOW + timedelta(days=31)  # April: no usage record yet
     first = _enroll(campaign, email="a@example.org")
@@ -243,7 +252,7 @@ def test_a_send_of_a_new_period_falls_back_to_create_its_usage_record(sink, stat
     statements.clear()
     _run(now=later)
 
-    assert statements == [False]
+    assert statements == ["usage", "recorded"]
     assert usage_record_current(account=campaign.account, at=NOW).sends_count == 1
     assert usage_record_current(account=campaign.account, at=later).sends_count == 1
     assert Message.objects.filter(enrollment__in=[first, second]).count() == 2
@@ -253,12 +262,11 @@ def test_the_statement_makes_the_counters_a_first_send_needs_and_adds_to_them_af
     sink, statements
 ):
     """A mailbox's first send in a campaign (its per-campaign row) and a step variant's
-    first (its row) are made by the statement, as the ORM path would; later sends add
-    to those rows."""
+    first (its row) are made by the statement; later sends add to those rows."""
     first = _campaign(sink, steps=1)
     credential = first.credentials.get()
     _enroll(first, email="warm@example.org")
-    _run()  # the account's usage row, through the ORM path
+    _run()  # the account's usage record
     second = CampaignFactory(
         account=first.account, status="active", with_steps=1, with_credential=False
     )
@@ -269,7 +277,7 @@ def test_the_statement_makes_the_counters_a_first_send_needs_and_adds_to_them_af
 
     _run()
 
-    assert statements == [True, True]
+    assert statements == ["recorded", "recorded"]
     stats = CredentialCampaignStats.objects.get(credential=credential, campaign=second)
     assert (stats.sends, stats.bounces) == (2, 0)
     assert stats_read(campaign_ids=[second.pk])[second.pk]["sent"] == 2
@@ -285,7 +293,7 @@ def test_the_statement_keeps_non_ascii_values(smtp_sink, live_db, statements, dr
     zoe = _enroll(campaign, email="zoe@bücher.example", first_name="Zoë „Ω“")
     _run()
 
-    assert sorted(statements) == [False, True]
+    assert statements == ["usage", "recorded", "recorded"]
     subjects = dict(Message.objects.values_list("enrollment_id", "subject"))
     assert subjects == {first.pk: "Hello Ann 1", zoe.pk: "Hello Zoë „Ω“ 1"}
     assert Message.objects.get(enrollment=zoe).text == "Step 1 for Acme"
@@ -302,13 +310,13 @@ class _WorkerLost(BaseException):
 
 
 def test_the_text_as_sent_is_kept_cut_on_every_record_path(sink, settings, monkeypatch):
-    """The statement, the ORM path (a reply never seen) and the record of a send whose
-    worker was lost (from its claim) each keep the step's text as sent, cut at
-    REPLY_BODY_MAX_CHARS."""
+    """The statement keeps the step's text as sent, cut at REPLY_BODY_MAX_CHARS, for an
+    accepted message, a reply never seen and a send whose worker was lost (recorded
+    from its claim)."""
     settings.REPLY_BODY_MAX_CHARS = 12
     settings.SENDING_LEASE_SECONDS = 60
     campaign = _campaign(sink, steps=1)
-    _run()  # a first send: the stats row exists, later records can be the statement
+    _run()  # a first send: the period's usage record exists
     accepted = _enroll(campaign, email="ok@example.org", at=NOW + timedelta(seconds=1))
     unseen = _enroll(campaign, email="cut@example.org", at=NOW + timedelta(seconds=1))
     lost = _enroll(campaign, email="lost@example.org", at=NOW + timedelta(seconds=1))
@@ -337,3 +345,37 @@ def test_the_text_as_sent_is_kept_cut_on_every_record_path(sink, settings, monke
     }
     # What went out is the whole text.
     assert "Step 1 for Acme" in sink.to("ok@example.org")[0].message.get_content()
+
+
+def test_a_send_that_decides_a_branch_records_the_decision_then_the_statement(sink, statements):
+    """The intro opened before the nudge went out: the nudge's send decides the branch
+    after it at once. The decision (its row, its count, enrollment.branched) is written
+    first, then the statement, in one transaction: one run, which applies."""
+    campaign = graph_campaign(sink, NUDGE_THEN_BRANCH)
+    start = timezone.now() - timedelta(hours=2)
+    enrollment = enrolled(campaign, at=start)
+    run(start)
+    assert enrollment_mark_opened(enrollment_id=enrollment.pk, step=1)
+    statements.clear()
+
+    run(timezone.now())
+
+    assert statements == ["recorded"]
+    enrollment.refresh_from_db()
+    assert (enrollment.status, enrollment.current_key, enrollment.path) == (
+        "sent",
+        "case_study",
+        ["intro", "nudge", "wait"],
+    )
+    [decision] = BranchDecision.objects.filter(enrollment=enrollment)
+    assert (decision.key, decision.outcome, decision.next_key) == ("wait", "then", "case_study")
+    [counts] = branch_stats_read(campaign_id=campaign.pk, keys=["wait"])
+    assert (counts["then_count"], counts["else_count"]) == (1, 0)
+    events = Event.objects.filter(type__in=["enrollment.branched", "enrollment.sent"])
+    assert [(e.type, e.data.get("next_key")) for e in events.order_by("created_at")] == [
+        ("enrollment.sent", None),  # the intro
+        ("enrollment.branched", "case_study"),
+        ("enrollment.sent", None),  # the nudge
+    ]
+    assert Message.objects.filter(enrollment=enrollment).count() == 2
+    assert stats_check(campaign_id=campaign.pk) == {}
