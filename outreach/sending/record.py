@@ -30,7 +30,7 @@ from outreach.sending import record_sql
 from outreach.sending.attempts import AttemptOutcome, Outcome, attempt_finish
 from outreach.sending.bounces import enrollment_mark_bounced
 from outreach.sending.message import Outgoing
-from webhooks.events import drains_publish
+from webhooks.events import drains_publish_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -241,8 +241,7 @@ def _sent_run(sent: _Sent, *, moves: bool) -> str | None:
     )
     if isinstance(rung, record_sql.Missing):
         return rung.what
-    if rung:
-        transaction.on_commit(lambda: drains_publish(webhook_ids=rung), robust=True)
+    drains_publish_on_commit(rung)
     return None
 
 
