@@ -23,13 +23,17 @@ prints the route and its counts).
    message: message.message_build (campaigns.variants, campaigns.rendering, tokens,
    campaigns.tracking, mime), record.claim_mark_started, smtp.smtp_transaction, and the
    record of the answer (record.sent_record; a refusal: refusals, bounces).
-4. record.sent_record: one transaction: the enrollment's move (campaigns.branch_moves),
-   then record_sql's statement (the Message, the enrollment, the mailbox's counters,
-   the stats and analytics rows, billing's usage, the event and its delivery jobs
-   through webhooks' own SQL), then campaigns.followups; on commit,
-   webhooks.events.drains_publish.
-5. webhooks.tasks.webhook_drain -> webhooks.delivery: the webhook's due jobs claimed,
-   posting (the signed envelope, the POST), the answers recorded, metrics observed.
+4. record.sent_record: the enrollment's move (campaigns.branch_moves), then, in one
+   transaction, record_sql's one statement (its only form): the claim finished, the
+   Message, the enrollment, the mailbox's counters, the stats and analytics rows (in
+   the lock order of outreach.enrollments.stats), billing's usage, the event and its
+   delivery jobs through webhooks' own SQL (webhooks.sql). A row it needs that is
+   missing (the period's usage record, once a period) is made and the same statement
+   runs again. Then campaigns.followups; on commit,
+   webhooks.events.drains_publish_on_commit.
+5. webhooks.tasks.webhook_drain -> webhooks.delivery: the webhook's due jobs claimed
+   (webhooks.jobs, one statement), posting (the signed envelope, the POST), the answers
+   recorded (webhooks.answers, one statement), metrics observed.
 6. Back in send.mailboxes_send, its batches done: campaigns.state (a campaign whose
    every enrollment is done completes).
 """
