@@ -283,6 +283,7 @@ class Service:
         self.workers = [name for name, command in self.commands.items() if " worker" in command]
         self.processes: dict[str, subprocess.Popen] = {}
         self.stopped_cleanly: dict[str, bool] = {}
+        self.stop_seconds: dict[str, float] = {}  # SIGTERM to exit (or to the SIGKILL)
 
     def log_path(self, name: str) -> Path:
         return self.directory / f"{name}.log"
@@ -355,7 +356,9 @@ class Service:
 
     def stop(self) -> None:
         for name, process in self.processes.items():
+            started = time.monotonic()
             self.stopped_cleanly[name] = process_stop(process, timeout=15)
+            self.stop_seconds[name] = round(time.monotonic() - started, 1)
 
     def __enter__(self) -> "Service":
         return self

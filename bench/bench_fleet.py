@@ -343,6 +343,7 @@ class Run:
     load_after: str = ""
     statuses: dict = field(default_factory=dict)
     stopped_cleanly: dict = field(default_factory=dict)
+    stop_seconds: dict = field(default_factory=dict)
     logs: Path | None = None
     setup_seconds: dict = field(default_factory=dict)  # what -> seconds
     api_calls: fleet_api.Calls = field(default_factory=fleet_api.Calls)
@@ -605,6 +606,7 @@ def measure(args, run: Run, port: int, sink_log: LineLog, workdir: Path, sink_pg
                 .annotate(n=Count("id"))
             )
         run.stopped_cleanly = service.stopped_cleanly
+        run.stop_seconds = service.stop_seconds
     finally:
         started = time.time()
         if account is not None:
@@ -736,7 +738,9 @@ def report(run: Run) -> dict:
             f"  statement running over 1 s ({seen} samples, longest {longest:.1f} s): {statement}"
         )
     print(f"  enrollments at the end: {run.statuses}")
-    print(f"  stopped on SIGTERM: {run.stopped_cleanly}; logs: {run.logs}")
+    print(
+        f"  stopped on SIGTERM: {run.stopped_cleanly}, in s: {run.stop_seconds}; logs: {run.logs}"
+    )
     return {"gaps": gaps, "ratio": ratio}
 
 
