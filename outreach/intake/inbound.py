@@ -1,8 +1,10 @@
 """One inbound message of a mailbox: what it is and what it changes (docs/intake.md).
 
-`message_match` reads a message's headers and says what it is: a delivery status report
-(read whole and applied here: a permanent failure for the recipient of the message it
-names bounces that enrollment), our own copy, a mail system notice, unrelated mail, or
+`message_match` reads a message's headers and says what it is: a feedback report (read
+whole and applied here: a spam complaint about the recipient of the message it names
+unsubscribes that contact, outreach.intake.feedback), a delivery status report (read
+whole and applied here: a permanent failure for the recipient of the message it names
+bounces that enrollment), our own copy, a mail system notice, unrelated mail, or
 a message of a contact we wrote to (a `Match`: found by the thread headers of a
 message the service sent, or by its From, which counts as verified only with the
 receiving server's aligned DMARC pass, outreach.intake.authentication). `reply_keep`
@@ -21,6 +23,8 @@ from django.utils import timezone
 from outreach.conversations import labels
 from outreach.conversations.parse import message_from_bytes_bounded
 from outreach.intake.authentication import dmarc_aligned_pass, mailbox_authserv_id
+from outreach.intake.complaints import complaint_apply
+from outreach.intake.feedback import feedback_report_parse, is_feedback_report
 from outreach.intake.replies import received_at_of, reply_record
 from outreach.intake.reports import DeliveryReport, delivery_report_parse, is_delivery_report
 from outreach.intake.selectors import (
@@ -42,8 +46,21 @@ AUTO_REPLY = "auto_reply"  # an auto-reply or out-of-office notice, kept, not a 
 UNVERIFIED = "unverified"  # matched by its From alone, not authenticated: kept, changes nothing
 UNMATCHED = "unmatched"  # also: a delivery report about another recipient than our message's
 IGNORED = "ignored"  # our own copies, temporary delivery reports, other reports, repeats
+COMPLAINED = "complained"  # a feedback report's spam complaint: the contact unsubscribed
+UNSUBSCRIBED = "unsubscribed"  # a feedback report's opt-out
 UNREADABLE = "unreadable"  # raised while read (the detail says what); the poll went past it
-KINDS = (REPLIED, KEPT, BOUNCED, AUTO_REPLY, UNVERIFIED, UNMATCHED, IGNORED, UNREADABLE)
+KINDS = (
+    REPLIED,
+    KEPT,
+    BOUNCED,
+    COMPLAINED,
+    UNSUBSCRIBED,
+    AUTO_REPLY,
+    UNVERIFIED,
+    UNMATCHED,
+    IGNORED,
+    UNREADABLE,
+)
 
 
 @dataclass
@@ -124,6 +141,8 @@ def message_match(
     message, _ = message_from_bytes_bounded(raw)
     account_id = credential.account_id
 
+    if is_feedback_report(message):
+        return _feedback_read(credential, uid, fetch_full)
     if message.get_content_type() == "multipart/report":
         if not is_delivery_report(message):
             return Outcome(uid, IGNORED, detail="report that is not a delivery status")
@@ -168,6 +187,35 @@ def _report_read(credential: SmtpCredential, uid: int, fetch_full) -> Outcome:
             credential=credential, uid=uid, message=full, report=report, outcome=outcome
         )
     return outcome
+
+
+def _feedback_read(credential: SmtpCredential, uid: int, fetch_full) -> Outcome:
+    """A feedback report read whole: a complaint (or an opt-out) about the recipient of
+    the message it names unsubscribes that contact (outreach.intake.complaints); a report
+    of another type, about a message we did not send, or about someone else (another
+    domain than the recipient's) changes nothing."""
+    full, _ = message_from_bytes_bounded(fetch_full())
+    report = feedback_report_parse(full)
+    if not (report.is_complaint or report.is_opt_out):
+        kind = report.feedback_type or "none given"
+        return Outcome(uid, IGNORED, detail=f"feedback report of type {kind}: not a complaint")
+    sent = message_find(account_id=credential.account_id, message_ids=report.original_message_ids)
+    if sent is None or not same_kind(credential, sent):
+        return Outcome(uid, UNMATCHED, detail="feedback report for an unknown message")
+    if not report.names_recipient_of(sent.to_email):
+        named = ", ".join(report.recipients)
+        detail = f"feedback report names {named}, not the message's recipient: not counted"
+        return Outcome(uid, UNMATCHED, str(sent.enrollment_id), detail)
+    moved = complaint_apply(
+        contact_id=sent.enrollment.contact_id,
+        message=sent,
+        mailbox_id=credential.pk,
+        opt_out=report.is_opt_out,
+    )
+    if moved < 0:
+        return Outcome(uid, IGNORED, str(sent.enrollment_id), "contact already unsubscribed")
+    kind = UNSUBSCRIBED if report.is_opt_out else COMPLAINED
+    return Outcome(uid, kind, str(sent.enrollment_id), f"feedback report ({report.feedback_type})")
 
 
 def unmatched_report_keep(

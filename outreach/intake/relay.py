@@ -29,17 +29,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.api.ids import is_uuid
-from outreach.analytics import Hit, hits_add
 from outreach.bounce_types import BLOCK, BounceClass, classify
 from outreach.contacts.suppression import suppression_record
+from outreach.intake.complaints import complaint_apply
 from outreach.intake.selectors import message_find
-from outreach.intake.services import contact_unsubscribe
 from outreach.models.contacts import Contact, Suppression
 from outreach.models.intake import RelayWebhookToken
 from outreach.models.mailboxes import SmtpCredential
-from outreach.models.sending import Enrollment, Message
 from outreach.sending.bounces import enrollment_mark_bounced
-from outreach.sending.complaints import complaint_record
 
 logger = logging.getLogger(__name__)
 
@@ -336,34 +333,9 @@ def relay_event_apply(
             )
         outcome.ignored += 1
         return
-    with transaction.atomic():
-        moved = contact_unsubscribe(contact_id=contact_id, reason=Suppression.Reason.COMPLAINED)
-        _complaint_count(contact_id=contact_id, message=message)
-        if moved:
-            # Counted once per contact it unsubscribes (a provider's repeated report of it
-            # is not a second complaint), against the mailbox that sent the message.
-            sender = message.credential_id if message is not None else None
-            complaint_record(credential_id=sender or credential.pk, at=timezone.now())
-    outcome.unsubscribed += len(moved)
-    outcome.ignored += 0 if moved else 1
-
-
-def _complaint_count(*, contact_id, message: Message | None) -> None:
-    """The complaint in the hour's analytics (docs/analytics.md): for the message it
-    names, or else the contact's latest enrollment (its last message)."""
-    if message is not None:
-        hit = Hit("complaints", message.enrollment_id, timezone.now(), message_id=message.pk)
-    else:
-        enrollment_id = (
-            Enrollment.objects.filter(contact_id=contact_id)
-            .order_by("-created_at")
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if enrollment_id is None:
-            return
-        hit = Hit("complaints", enrollment_id, timezone.now())
-    hits_add([hit])
+    moved = complaint_apply(contact_id=contact_id, message=message, mailbox_id=credential.pk)
+    outcome.unsubscribed += max(moved, 0)
+    outcome.ignored += 1 if moved < 0 else 0
 
 
 def relay_tokens_prune(*, older_than: timedelta = timedelta(minutes=15)) -> int:

@@ -396,8 +396,8 @@ def test_the_command_polls_one_mailbox_and_prints_the_matches(thread):
     assert f"uid 1: replied enrollment {enrollment.pk}" in text
     assert "uid 2: unmatched (from stranger@else.example)" in text
     assert (
-        "2 new message(s): 1 replied, 0 kept, 0 bounced, 0 auto_reply, 0 unverified, "
-        "1 unmatched, 0 ignored, 0 unreadable." in text
+        "2 new message(s): 1 replied, 0 kept, 0 bounced, 0 complained, 0 unsubscribed, "
+        "0 auto_reply, 0 unverified, 1 unmatched, 0 ignored, 0 unreadable." in text
     )
 
 

@@ -222,3 +222,24 @@ def test_a_new_ramp_counts_its_days_from_its_own_first_send(api_client, account)
     )
     credential.refresh_from_db()
     assert credential.ramp_started_on is None
+
+
+def test_a_complaint_about_a_finished_sequence_counts_once(mailbox):
+    # Most complaints come after the last step: the contact has no active enrollment
+    # left to move, and is still unsubscribed and counted, once.
+    enrollment, credential = mailbox
+    enrollment.status = "completed"
+    enrollment.save(update_fields=["status"])
+    message = Message.objects.filter(enrollment=enrollment).get()
+    body = mailgun_body(mailgun_complained(message.message_id))
+    again = mailgun_body(mailgun_complained(message.message_id))
+
+    for sent in (body, again):
+        response = Client().post(
+            f"/inbound/relay/{credential.pk}", data=sent, content_type="application/json"
+        )
+        assert response.status_code == 200
+
+    enrollment.contact.refresh_from_db()
+    assert enrollment.contact.unsubscribed_at is not None
+    assert MailboxComplaint.objects.filter(credential=credential).count() == 1
