@@ -298,7 +298,7 @@ class _RunView:
         over a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)
 
         A campaign's new threads are taken as far as its free mailboxes can claim in this
-        run (`_new_threads`): one each for a paced mailbox. Taken in the order of the due
+        run (`wanted`): one each for a paced mailbox. Taken in the order of the due
         rows of every campaign served, one transaction's 100 rows were one campaign's, of
         which it claimed as many as that campaign had free mailboxes (often one), and
         each row read the due rows of the campaigns before it: a fleet of campaigns of
@@ -306,20 +306,11 @@ class _RunView:
         per claim, each reading every due row (bench/README.md, "The fleet at platform
         size")."""
         examinable = Q(credential_id__in=list(self.free & self.threaded))
-        wanted = self._new_threads(batch_size)
-        if wanted:
-            examinable |= Q(_new_threads_first(wanted, now=self.now, batch_size=batch_size))
-        if self.unsendable:
-            # (No mailbox enabled: every thread of theirs rotates.)
-            examinable |= Q(campaign_id__in=self.unsendable)
-        return examinable
-
-    def _new_threads(self, batch_size: int) -> dict:
-        """Per campaign served by a free mailbox (its share not taken): how many of its
-        due new threads a transaction examines, and its disabled mailboxes (whose threads
-        rotate too): {campaign: (count, [disabled mailbox, ...])}. One per free paced
-        mailbox (a paced mailbox takes one claim a run), the batch for an unpaced one."""
-        return {
+        # Per campaign served by a free mailbox (its share not taken): how many of its due
+        # new threads a transaction examines, one per free paced mailbox (a paced mailbox
+        # takes one claim a run), the batch for an unpaced one, and its disabled mailboxes
+        # (whose threads rotate too).
+        wanted = {
             campaign_id: (
                 min(paced + unpaced * batch_size, batch_size),
                 list(self.disabled_of.get(campaign_id, ())),
@@ -327,6 +318,12 @@ class _RunView:
             for campaign_id, (paced, unpaced) in self.free_of.items()
             if (paced or unpaced) and campaign_id not in self.capped
         }
+        if wanted:
+            examinable |= Q(_new_threads_first(wanted, now=self.now, batch_size=batch_size))
+        if self.unsendable:
+            # (No mailbox enabled: every thread of theirs rotates.)
+            examinable |= Q(campaign_id__in=self.unsendable)
+        return examinable
 
     def enabled_read(self, linked: dict) -> None:
         """The enabled ones of the mailboxes of campaigns not met yet in this run."""
@@ -423,7 +420,7 @@ def _new_threads_first(wanted: dict, *, now: datetime, batch_size: int) -> RawSQ
         [
             campaigns,
             [wanted[c][0] for c in campaigns],
-            [",".join(str(pk) for pk in wanted[c][1]) for c in campaigns],
+            [",".join(map(str, wanted[c][1])) for c in campaigns],
             now,
             now,
             now,
@@ -607,7 +604,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             chosen = thread if thread in usable_of[campaign.pk] and thread not in paced else None
         else:
             chosen = rotation.best(held)
-            if rotation.shares_taken:
+            if chosen is None and rotation.shares_taken:  # (all taken: best() gives none)
                 plan.capped.add(campaign.pk)
             takers = takers_of[campaign.pk]
             if chosen is None and held and takers and all(pk in held for pk in takers):
@@ -686,13 +683,15 @@ def _held_by_breaker(enrollments: list, linked: dict, view: _RunView) -> dict:
     }
 
 
-def _reauthorization_only(candidates: list, campaign, unauthenticated, unauthorized) -> bool:
+def _reauthorization_only(
+    candidates: list, campaign, unauthenticated: set, unauthorized: set
+) -> bool:
     """Whether no mailbox is left for the enrollment but ones waiting to be
     re-authorized (or none at all once require_authenticated_domain holds some back):
     it then waits SENDING_CREDENTIAL_RETRY_SECONDS."""
     if campaign.require_authenticated_domain:
         candidates = [pk for pk in candidates if pk not in unauthenticated]
-    return not candidates or all(pk in unauthorized for pk in candidates)
+    return not candidates or unauthorized.issuperset(candidates)
 
 
 def _step_due(enrollment: Enrollment, positions: dict) -> int | None:
@@ -766,7 +765,7 @@ def _credentials_lock(linked: dict, enrollments: list, *, view: _RunView) -> tup
     # A new thread, or one whose mailbox is gone (disabled, or no longer the campaign's).
     kept = {cid: enabled.intersection(ids) for cid, ids in linked.items()}
     new_threads = Counter(
-        e.campaign_id for e in enrollments if e.credential_id not in kept[e.campaign_id]
+        [e.campaign_id for e in enrollments if e.credential_id not in kept[e.campaign_id]]
     )
     for campaign_id, count in new_threads.items():
         wanted.update(
