@@ -208,29 +208,33 @@ def branch_deadlines_decide(*, now: datetime | None = None) -> int:
 
 
 def _deadlines_once(now: datetime, limit: int) -> tuple[int, int]:
-    """One transaction of branch_deadlines_decide: (examined, moved)."""
-    with transaction.atomic(), counting():
+    """One transaction of branch_deadlines_decide: (examined, moved). Its counts are
+    gathered (`counting`) only when a deadline passed: a run usually finds none."""
+    with transaction.atomic():
         rows = (
             Enrollment.objects.filter(waiting_at(), branch_deadline__lte=now)
             .order_by("branch_deadline")
             .select_for_update(of=("self",), no_key=True, skip_locked=True)
         )
         due = list(rows.select_related("contact", "campaign")[:limit])
-        graphs: dict = {}
-        decided = 0
-        tally: Counter = Counter()
-        completed: set = set()
-        for enrollment in due:
-            if enrollment.campaign_id not in graphs:
-                graphs[enrollment.campaign_id] = Graph.of_campaign(enrollment.campaign_id)
-            graph = graphs[enrollment.campaign_id]
-            decided += _decide_one(
-                enrollment, graph, outcome=None, now=now, tally=tally, completed=completed
-            )
-        # The lock order of every decision: the branches' counts, then the campaigns.
-        branch_counts_write(tally)
-        if completed:
-            campaigns_complete_if_done(campaign_ids=completed, at=now)
+        if not due:
+            return 0, 0
+        with counting():
+            graphs: dict = {}
+            decided = 0
+            tally: Counter = Counter()
+            completed: set = set()
+            for enrollment in due:
+                if enrollment.campaign_id not in graphs:
+                    graphs[enrollment.campaign_id] = Graph.of_campaign(enrollment.campaign_id)
+                graph = graphs[enrollment.campaign_id]
+                decided += _decide_one(
+                    enrollment, graph, outcome=None, now=now, tally=tally, completed=completed
+                )
+            # The lock order of every decision: the branches' counts, then the campaigns.
+            branch_counts_write(tally)
+            if completed:
+                campaigns_complete_if_done(campaign_ids=completed, at=now)
     return len(due), decided
 
 

@@ -61,16 +61,16 @@ def caps_lock(rows: Iterable[tuple], *, day: date) -> dict:
         domain = capped_domain(email_lower) if cap is not None else None
         if domain is not None:
             wanted[enrollment_id] = (cap, (campaign.account_id, domain))
-    counts = counts_lock((key for _, key in wanted.values()), day)
+    if not wanted:
+        return {}
+    counts = counts_lock([key for _, key in wanted.values()], day)
     return {pk: (cap, counts.get(key)) for pk, (cap, key) in wanted.items()}
 
 
-def cap_turn(capped: tuple | None) -> bool | int | None:
-    """Whether a send under `capped` (a value of caps_lock) may be claimed now: True (no
-    cap), the count row's id (a unit taken from it), False (the day is full), or None
-    (the row is held elsewhere: a later run)."""
-    if capped is None:
-        return True
+def cap_turn(capped: tuple) -> bool | int | None:
+    """Whether a send under `capped` (a value of caps_lock: a send without one is under
+    no cap) may be claimed now: the count row's id (a unit taken from it), False (the day
+    is full), or None (the row is held elsewhere: a later run)."""
     cap, counted = capped
     if counted is None:
         return None

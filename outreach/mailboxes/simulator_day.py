@@ -42,12 +42,11 @@ class SimulatorDay:
         self.now = now
         self.left: dict = {}
 
-    def take(self, credential: SmtpCredential, account_id) -> bool | None:
-        """For a claim of `credential`: True (a simulator's send counted, or a real
-        mailbox's, which is not), False when the account's simulator day is full, None
-        when another transaction is counting it (a later run)."""
-        if not credential.is_simulator:
-            return True
+    def take(self, account_id) -> bool | None:
+        """For a claim of one of the account's simulator mailboxes (a real mailbox's send
+        is not counted: the caller asks only for a simulator's): True (the send counted),
+        False when the account's simulator day is full, None when another transaction is
+        counting it (a later run)."""
         if account_id not in self.left:
             held = _day_lock(account_id)
             self.left[account_id] = (

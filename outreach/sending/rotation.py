@@ -2,6 +2,7 @@
 of the scheduler (outreach.sending.scheduler): a thread without a mailbox to keep (new,
 or its mailbox disabled) rotates over the campaign's mailboxes."""
 
+import functools
 import heapq
 from collections import Counter
 
@@ -16,15 +17,11 @@ def rank(pk, *, campaign_id, room: dict, claimed: Counter) -> tuple:
 def rotation_first(usable: list, count: int, *, campaign_id, room: dict, claimed: Counter) -> list:
     """The `count` best of `usable` (in link order) as the rotation ranks them now: the
     mailboxes a claim transaction locks for up to `count` new threads."""
-    best = heapq.nsmallest(
-        count,
-        enumerate(usable),
-        key=lambda item: (
-            rank(item[1], campaign_id=campaign_id, room=room, claimed=claimed),
-            item[0],
-        ),
-    )
-    return [pk for _, pk in best]
+    ranked = [
+        (rank(pk, campaign_id=campaign_id, room=room, claimed=claimed), order, pk)
+        for order, pk in enumerate(usable)
+    ]
+    return [pk for _, _, pk in heapq.nsmallest(count, ranked)]
 
 
 class Rotation:
@@ -64,9 +61,10 @@ class Rotation:
     ):
         self._campaign_id = campaign_id
         self._share = share
-        self._room = room
         self._claimed = claimed
         self._paced = paced
+        # A mailbox's place now (`rank`), with the transaction's room and claims.
+        self._key = functools.partial(rank, campaign_id=campaign_id, room=room, claimed=claimed)
         open_ = [pk for pk in usable if claimed[pk, campaign_id] < share]
         # Mailboxes that have not taken their share of the run, paced ones included.
         self._open = len(open_)
@@ -74,9 +72,6 @@ class Rotation:
             (self._key(pk), order, pk) for order, pk in enumerate(open_) if pk not in paced
         ]
         heapq.heapify(self._heap)
-
-    def _key(self, pk) -> tuple:
-        return rank(pk, campaign_id=self._campaign_id, room=self._room, claimed=self._claimed)
 
     @property
     def shares_taken(self) -> bool:

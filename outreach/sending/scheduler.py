@@ -64,11 +64,11 @@ import uuid
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
-from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, Value, When
+from django.db.models import BooleanField, Case, Exists, F, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -122,19 +122,8 @@ class _LostRace(Exception):
 _OPEN_CLAIM_UNIQUE = "sendclaim_open_unique"
 
 
-def _due_queryset(now: datetime):
-    return Enrollment.objects.not_in_flight().filter(
-        status__in=Enrollment.DUE_STATUSES,
-        next_send_at__lte=now,
-        campaign__status=Campaign.Status.ACTIVE,
-        contact__unsubscribed_at__isnull=True,
-        contact__bounced_at__isnull=True,
-    )
-
-
-def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
-    """The mailbox at `prefix` (a path to an SmtpCredential) is enabled, not paused by the
-    complaint guard, not paced past `now` and not still sending an earlier run's claims.
+def _mailbox_free(now: datetime) -> Q:
+    """The mailbox is enabled, not paused by the complaint guard and not paced past `now`.
 
     The rules `mailbox_disabled`, `complaint_rate` and `paced` of
     outreach.mailboxes.blockers, said in SQL: the scan must leave out, in the database,
@@ -143,14 +132,11 @@ def _mailbox_free(prefix: str, *, now: datetime, busy) -> Q:
     transaction locks only the mailboxes that can. The rules decide (mailbox_usable, on
     the rows locked) and sending_status reports them;
     tests/outreach/test_mailbox_blockers.py holds this filter to them."""
-    free = Q(**{f"{prefix}disabled_at__isnull": True, f"{prefix}paused_at__isnull": True}) & (
-        Q(**{f"{prefix}next_send_earliest_at__isnull": True})
-        | Q(**{f"{prefix}next_send_earliest_at__lte": now})
-        | Q(**{f"{prefix}max_interval_seconds": 0})
+    return Q(disabled_at__isnull=True, paused_at__isnull=True) & (
+        Q(next_send_earliest_at__isnull=True)
+        | Q(next_send_earliest_at__lte=now)
+        | Q(max_interval_seconds=0)
     )
-    if busy:
-        free &= ~Q(**{f"{prefix}id__in": busy})
-    return free
 
 
 # A due enrollment whose thread has no mailbox to keep (new, or its mailbox disabled).
@@ -183,6 +169,12 @@ class _RunView:
     and parsed again and again (bench/README.md, "One task per claim transaction")."""
 
     now: datetime
+    today: date  # the run's UTC day (outreach.mailboxes.pace): its counters' day
+    # The run's due enrollments (step 3 above; a query not run): each scan filters it.
+    due: QuerySet
+    # The free mailboxes' rows (`_mailbox_free`, a query not run), without their secrets,
+    # as a claim transaction locks them: each locks those it may claim for.
+    lockable: QuerySet
     busy: set
     free: set
     serving: dict  # free mailbox -> the campaigns it serves
@@ -225,12 +217,10 @@ class _RunView:
 
     @classmethod
     def read(cls, *, now: datetime, busy: set) -> "_RunView":
-        today = utc_day(now)
+        free_rows = SmtpCredential.objects.filter(_mailbox_free(now))
         mailboxes = [
             mailbox
-            for mailbox in SmtpCredential.objects.filter(_mailbox_free("", now=now, busy=()))
-            .only(*_VIEW_FIELDS)
-            .annotate(threaded=_due_thread_exists(now))
+            for mailbox in free_rows.only(*_VIEW_FIELDS).annotate(threaded=_due_thread_exists(now))
             if mailbox.pk not in busy
         ]
         free = {mailbox.pk for mailbox in mailboxes}
@@ -252,27 +242,35 @@ class _RunView:
         # new threads are counted for campaigns that one of them serves, and only among
         # the first SENDING_MAX_PER_TICK due, what a run may examine (a count of a whole
         # backlog read tens of thousands of rows a run, seconds at a fleet's size).
-        unpaced = {c for m in mailboxes if not m.is_paced for c in serving.get(m.pk, ())}
+        unpaced = {m.pk for m in mailboxes if not m.is_paced}
+        unpaced_serve = {c for pk in unpaced for c in serving.get(pk, ())}
+        due = Enrollment.objects.not_in_flight().filter(
+            status__in=Enrollment.DUE_STATUSES,
+            next_send_at__lte=now,
+            campaign__status=Campaign.Status.ACTIVE,
+            contact__unsubscribed_at__isnull=True,
+            contact__bounced_at__isnull=True,
+        )
         rotating_due: Counter = Counter()
-        if unpaced:
+        if unpaced_serve:
             rotating_due.update(
-                _due_queryset(now)
-                .filter(_ROTATING, campaign_id__in=list(unpaced))
+                due.filter(_ROTATING, campaign_id__in=list(unpaced_serve))
                 .order_by("next_send_at")
                 .values_list("campaign_id", flat=True)[: settings.SENDING_MAX_PER_TICK]
             )
-        room = {m.pk: room_today(m, today) for m in mailboxes}
-        pauses = pauses_in_force(now=now)
-        unpaced = {m.pk for m in mailboxes if not m.is_paced}
+        today = utc_day(now)
         return cls(
             now,
+            today,
+            due,
+            secrets_deferred(free_rows.order_by("pk").select_for_update(skip_locked=True)),
             busy,
             free,
             serving,
             unsendable,
-            room,
+            {m.pk: room_today(m, today) for m in mailboxes},
             rotating_due,
-            pauses=pauses,
+            pauses=pauses_in_force(now=now),
             unpaced=unpaced,
             disabled_of=_disabled_links({c for ids in serving.values() for c in ids}),
             threaded={m.pk for m in mailboxes if m.threaded},
@@ -300,7 +298,7 @@ class _RunView:
         over a fleet of thousands of mailboxes took minutes: bench/README.md, "Fleet".)
 
         A campaign's new threads are taken as far as its free mailboxes can claim in this
-        run (`_new_threads`): one each for a paced mailbox. Taken in the order of the due
+        run (`wanted`): one each for a paced mailbox. Taken in the order of the due
         rows of every campaign served, one transaction's 100 rows were one campaign's, of
         which it claimed as many as that campaign had free mailboxes (often one), and
         each row read the due rows of the campaigns before it: a fleet of campaigns of
@@ -308,20 +306,11 @@ class _RunView:
         per claim, each reading every due row (bench/README.md, "The fleet at platform
         size")."""
         examinable = Q(credential_id__in=list(self.free & self.threaded))
-        wanted = self._new_threads(batch_size)
-        if wanted:
-            examinable |= Q(_new_threads_first(wanted, now=self.now, batch_size=batch_size))
-        if self.unsendable:
-            # (No mailbox enabled: every thread of theirs rotates.)
-            examinable |= Q(campaign_id__in=self.unsendable)
-        return examinable
-
-    def _new_threads(self, batch_size: int) -> dict:
-        """Per campaign served by a free mailbox (its share not taken): how many of its
-        due new threads a transaction examines, and its disabled mailboxes (whose threads
-        rotate too): {campaign: (count, [disabled mailbox, ...])}. One per free paced
-        mailbox (a paced mailbox takes one claim a run), the batch for an unpaced one."""
-        return {
+        # Per campaign served by a free mailbox (its share not taken): how many of its due
+        # new threads a transaction examines, one per free paced mailbox (a paced mailbox
+        # takes one claim a run), the batch for an unpaced one, and its disabled mailboxes
+        # (whose threads rotate too).
+        wanted = {
             campaign_id: (
                 min(paced + unpaced * batch_size, batch_size),
                 list(self.disabled_of.get(campaign_id, ())),
@@ -329,6 +318,12 @@ class _RunView:
             for campaign_id, (paced, unpaced) in self.free_of.items()
             if (paced or unpaced) and campaign_id not in self.capped
         }
+        if wanted:
+            examinable |= Q(_new_threads_first(wanted, now=self.now, batch_size=batch_size))
+        if self.unsendable:
+            # (No mailbox enabled: every thread of theirs rotates.)
+            examinable |= Q(campaign_id__in=self.unsendable)
+        return examinable
 
     def enabled_read(self, linked: dict) -> None:
         """The enabled ones of the mailboxes of campaigns not met yet in this run."""
@@ -425,7 +420,7 @@ def _new_threads_first(wanted: dict, *, now: datetime, batch_size: int) -> RawSQ
         [
             campaigns,
             [wanted[c][0] for c in campaigns],
-            [",".join(str(pk) for pk in wanted[c][1]) for c in campaigns],
+            [",".join(map(str, wanted[c][1])) for c in campaigns],
             now,
             now,
             now,
@@ -458,8 +453,7 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
     now = view.now
     with transaction.atomic():
         due = (
-            _due_queryset(now)
-            .filter(view.examinable(batch_size=batch_size))
+            view.due.filter(view.examinable(batch_size=batch_size))
             .annotate(
                 contact_timezone=F("contact__timezone"), contact_email=F("contact__email_lower")
             )
@@ -480,11 +474,10 @@ def _claim_once(view: _RunView, *, batch_size: int) -> tuple[list[Batch], int]:
         if not enrollments:
             return [], 0
         plan = _decide(enrollments, view=view)
-        batches = _write(plan, now=now)
+        batches = _write(plan, now=now, today=view.today)
     # Paced, they take no more claims in this run; a campaign whose mailboxes took their
     # share gives its new threads no more (a rolled back transaction raised).
-    view.leave(plan.paced)
-    view.leave(plan.full)
+    view.leave(plan.paced.keys() | plan.full)
     view.capped.update(plan.capped)
     return batches, len(enrollments)
 
@@ -501,22 +494,24 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     blocked = blocked_addresses([(account_of[e.pk], e.contact_email) for e in enrollments])  # type: ignore[attr-defined]  # annotated
     domain_caps = caps_lock(
         [(e.pk, campaigns[e.campaign_id], e.contact_email) for e in enrollments],  # type: ignore[attr-defined]  # annotated
-        day=utc_day(now),
+        day=view.today,
     )
     # Mailboxes held by require_authenticated_domain (read only when a campaign asks).
-    unauthenticated = credentials_unauthenticated(
-        credential_ids=[
-            pk for c in campaigns.values() if c.require_authenticated_domain for pk in linked[c.pk]
-        ]
-    )
-    today = utc_day(now)
-    room = {pk: room_today(c, today) for pk, c in credentials.items()}
-    simulator_day = SimulatorDay(now)  # SIMULATOR_DAILY_LIMIT (docs/sandbox.md)
+    required = [
+        pk for c in campaigns.values() if c.require_authenticated_domain for pk in linked[c.pk]
+    ]
+    unauthenticated = credentials_unauthenticated(credential_ids=required) if required else set()
+    room = {pk: room_today(c, view.today) for pk, c in credentials.items()}
+    # SIMULATOR_DAILY_LIMIT (docs/sandbox.md): the account's day is read only for a claim
+    # of one of its simulator mailboxes, and only when one is among those locked.
+    simulators = {pk for pk, c in credentials.items() if c.is_simulator}
+    simulator_day = SimulatorDay(now) if simulators else None
     # Paced by a claim of this transaction: no other claim. (A mailbox paced already, by
     # another run, is not usable: the `paced` rule, read under the rows' locks.)
     paced: set = set()
-    held_of = _held_by_breaker(enrollments, linked, view)
+    held_of = _held_by_breaker(enrollments, linked, view) if view.pauses else {}
     window_open_at: dict = {}
+    window_of: dict = {}  # campaign -> its send window
     # Looked at again then (a re-authorization does not wake them; they wait this long).
     reauthorization_wait = now + timedelta(seconds=settings.SENDING_CREDENTIAL_RETRY_SECONDS)
     # Per campaign, once: its enabled mailboxes (link order), and those of them a claim
@@ -530,6 +525,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
     stuck_of: dict = {}
     takers_of: dict = {}
     for campaign in campaigns.values():
+        window_of[campaign.pk] = SendWindow.from_json(campaign.send_window)
         enabled = [pk for pk in linked[campaign.pk] if pk in enabled_ids]
         enabled_of[campaign.pk] = (enabled, set(enabled))
         # Its new threads' share per mailbox: over the mailboxes that may take claims
@@ -576,7 +572,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         if step is None:
             plan.complete.append(enrollment)
             continue
-        window = SendWindow.from_json(campaign.send_window)
+        window = window_of[campaign.pk]
         zone = window_timezone(campaign=campaign, contact_timezone=enrollment.contact_timezone)  # type: ignore[attr-defined]  # annotated
         key = (campaign.pk, zone)
         if key not in window_open_at:
@@ -608,7 +604,7 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
             chosen = thread if thread in usable_of[campaign.pk] and thread not in paced else None
         else:
             chosen = rotation.best(held)
-            if rotation.shares_taken:
+            if chosen is None and rotation.shares_taken:  # (all taken: best() gives none)
                 plan.capped.add(campaign.pk)
             takers = takers_of[campaign.pk]
             if chosen is None and held and takers and all(pk in held for pk in takers):
@@ -623,11 +619,14 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
         # read only when the one before leaves room (a count taken is a unit reserved).
         has_room = room[chosen] > 0
         simulated = (
-            simulator_day.take(credentials[chosen], campaign.account_id) if has_room else True
+            simulator_day.take(campaign.account_id)
+            if has_room and simulator_day is not None and chosen in simulators
+            else True
         )
         if simulated is None:  # the account's simulator day is being counted: a later run
             continue
-        turn = cap_turn(domain_caps.get(enrollment.pk)) if has_room and simulated else True
+        capped = domain_caps.get(enrollment.pk)  # None: no cap in force for its domain
+        turn = cap_turn(capped) if capped is not None and has_room and simulated else True
         if turn is None:  # its domain's count is held by another transaction: a later run
             continue
         blocker = deferral(
@@ -665,9 +664,9 @@ def _decide(enrollments: list[Enrollment], *, view: _RunView) -> _Plan:
 
 def _held_by_breaker(enrollments: list, linked: dict, view: _RunView) -> dict:
     """Per enrollment whose recipient's provider a mailbox of its campaign is paused
-    toward (outreach.sending.breaker): {mailbox: until}. Without a pause in force for
-    one of these campaigns' mailboxes (the usual case) it reads nothing: no provider is
-    looked up, and the claim query stays the one query it was."""
+    toward (outreach.sending.breaker): {mailbox: until}. Asked only with a pause in force
+    (`view.pauses`); without one for these campaigns' mailboxes (the usual case) it reads
+    nothing: no provider is looked up, and the claim query stays the one query it was."""
     mailboxes = {pk for ids in linked.values() for pk in ids}
     paused: dict = defaultdict(dict)  # provider -> {mailbox: until}
     for (pk, provider), pause in view.pauses.items():
@@ -684,13 +683,15 @@ def _held_by_breaker(enrollments: list, linked: dict, view: _RunView) -> dict:
     }
 
 
-def _reauthorization_only(candidates: list, campaign, unauthenticated, unauthorized) -> bool:
+def _reauthorization_only(
+    candidates: list, campaign, unauthenticated: set, unauthorized: set
+) -> bool:
     """Whether no mailbox is left for the enrollment but ones waiting to be
     re-authorized (or none at all once require_authenticated_domain holds some back):
     it then waits SENDING_CREDENTIAL_RETRY_SECONDS."""
     if campaign.require_authenticated_domain:
         candidates = [pk for pk in candidates if pk not in unauthenticated]
-    return not candidates or all(pk in unauthorized for pk in candidates)
+    return not candidates or unauthorized.issuperset(candidates)
 
 
 def _step_due(enrollment: Enrollment, positions: dict) -> int | None:
@@ -764,7 +765,7 @@ def _credentials_lock(linked: dict, enrollments: list, *, view: _RunView) -> tup
     # A new thread, or one whose mailbox is gone (disabled, or no longer the campaign's).
     kept = {cid: enabled.intersection(ids) for cid, ids in linked.items()}
     new_threads = Counter(
-        e.campaign_id for e in enrollments if e.credential_id not in kept[e.campaign_id]
+        [e.campaign_id for e in enrollments if e.credential_id not in kept[e.campaign_id]]
     )
     for campaign_id, count in new_threads.items():
         wanted.update(
@@ -776,17 +777,12 @@ def _credentials_lock(linked: dict, enrollments: list, *, view: _RunView) -> tup
                 claimed=view.claimed,
             )
         )
-    candidates = sorted(wanted)
     # (Not busy: the view's free ones are not.)
-    free = SmtpCredential.objects.filter(pk__in=candidates).filter(
-        _mailbox_free("", now=view.now, busy=())
-    )
-    locked = secrets_deferred(free.order_by("pk").select_for_update(skip_locked=True))
-    credentials = {c.pk: c for c in locked}
+    credentials = {c.pk: c for c in view.lockable.filter(pk__in=sorted(wanted))}
     return enabled, unauthorized, credentials
 
 
-def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
+def _write(plan: _Plan, *, now: datetime, today: date) -> list[Batch]:
     if plan.blocked:
         blocked_stop(enrollments=plan.blocked, at=now)
     if plan.complete:
@@ -825,14 +821,14 @@ def _write(plan: _Plan, *, now: datetime) -> list[Batch]:
     _claims_insert(rows)
     if plan.domain_counts:
         counts_reserve(Counter(plan.domain_counts.values()))
-    today = utc_day(now)
     # One UPDATE per distinct claim count (usually one or two), not one per mailbox. The
     # rows are locked (_decide): the reservation is computed from what was read.
     by_count = defaultdict(list)
     for credential_id, items in by_credential.items():
         by_count[len(items)].append(credential_id)
+    used = daily_used(today)
     for count, credential_ids in by_count.items():
-        changes = {"daily_sent_count": daily_used(today) + count, "daily_sent_on": today}
+        changes = {"daily_sent_count": used + count, "daily_sent_on": today}
         pace = [
             When(pk=pk, then=Value(plan.paced[pk])) for pk in credential_ids if pk in plan.paced
         ]
