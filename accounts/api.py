@@ -19,7 +19,7 @@ from accounts.serializers import (
     SignupResultSerializer,
     SignupSerializer,
 )
-from accounts.services import account_signup, api_key_create, api_key_revoke
+from accounts.services import Signup, account_signup, api_key_create, api_key_revoke
 from accounts.tasks import verification_email_queue
 from accounts.throttling import (
     ApiKeyRateThrottle,
@@ -27,6 +27,7 @@ from accounts.throttling import (
     VerificationEmailRateThrottle,
 )
 from accounts.verification import LINK_MAX_AGE
+from config.api.audit import audit_now, network_first
 from config.api.pagination import StartingAfterPagination
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request_body
 
@@ -57,23 +58,33 @@ class SignupView(ServiceAPIView):
         responses={201: SignupResultSerializer},
         auth=[],
     )
+    @network_first
     def post(self, request):
         serializer = SignupSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        signup = account_signup(**serializer.validated_data)
+
+        def written(signup: Signup) -> None:  # the row, in the signup's transaction
+            audit_now(self, request, _signup_response(signup))
+
+        # Stripe's customer is made before the signup's transaction (accounts.services).
+        signup = account_signup(**serializer.validated_data, written=written)
         if settings.SIGNUP_EMAIL_VERIFICATION:
             verification_email_queue(account=signup.account)
-        key = signup.issued_key
-        body = {
-            "account_id": signup.account.pk,
-            "plan_slug": signup.account.plan.slug,
-            "api_key": {
-                "id": key.api_key.pk,
-                "prefix": key.api_key.prefix,
-                "plaintext": key.plaintext,
-            },
-        }
-        return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
+        return _signup_response(signup)
+
+
+def _signup_response(signup: Signup) -> Response:
+    key = signup.issued_key
+    body = {
+        "account_id": signup.account.pk,
+        "plan_slug": signup.account.plan.slug,
+        "api_key": {
+            "id": key.api_key.pk,
+            "prefix": key.api_key.prefix,
+            "plaintext": key.plaintext,
+        },
+    }
+    return Response(SignupResultSerializer(body).data, status=status.HTTP_201_CREATED)
 
 
 def _verification_body(account) -> dict:

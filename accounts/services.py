@@ -20,9 +20,10 @@ DUPLICATE_EMAIL_MESSAGE = "An account with this email already exists."
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
 # What other apps add to a signup, registered by their AppConfig.ready (billing: the
-# payment provider's customer, billing.customers). A step runs inside the signup's
-# transaction with the new account and returns an undo callable, run if the signup
-# fails after it, or None.
+# payment provider's customer, billing.customers). A step runs before the signup's
+# transaction, with no transaction open (it may wait on a peer), with the new account
+# not saved yet: its id is chosen, and the fields the step sets on it are saved with it.
+# It returns an undo callable, run if the signup fails after it, or None.
 SignupStep = Callable[[Account], Callable[[], None] | None]
 _signup_steps: list[SignupStep] = []
 
@@ -116,32 +117,38 @@ class Signup:
     issued_key: IssuedKey
 
 
-def account_signup(*, email: str, name: str = "") -> Signup:
+def account_signup(
+    *, email: str, name: str = "", written: Callable[[Signup], object] | None = None
+) -> Signup:
     """Create an account on the free plan with its first key.
 
-    The registered signup steps run inside the same transaction (billing's creates
-    the payment provider's customer when the provider is configured): if a step
-    fails (PspUnavailable), nothing remains. If the database fails after a step
-    acted outside it, the step's undo runs before the error goes on (billing's
-    deletes the customer at the provider, best effort: if that fails too, a warning
-    names it; its metadata names the account id that never committed).
+    The registered signup steps run first, with no transaction open (billing's creates
+    the payment provider's customer when the provider is configured, and sets its id on
+    the account): if a step fails (PspUnavailable), nothing is written. The account, its
+    key and the step's fields are then inserted in one short transaction, with
+    `written(signup)` (the API's audit row). If that fails, the steps' undos run before
+    the error goes on (billing's deletes the customer at the provider, best effort: if
+    that fails too, a warning names it; its metadata names the account id that never
+    committed). An account is never committed without what its steps set.
     """
     email = email.strip()
     if Account.objects.filter(email__iexact=email).exists():
         raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]})
+    account = Account(email=email, name=name, plan=Plan.objects.get(slug="free"))
     undo: list[Callable[[], None]] = []
     try:
+        for step in _signup_steps:
+            step_undo = step(account)
+            if step_undo is not None:
+                undo.append(step_undo)
         with transaction.atomic():
-            account = Account.objects.create(
-                email=email, name=name, plan=Plan.objects.get(slug="free")
-            )
+            account.save(force_insert=True)
             issued = api_key_create(
                 account=account, label=SIGNUP_KEY_LABEL, client_kind=ApiKey.ClientKind.DIRECT
             )
-            for step in _signup_steps:
-                step_undo = step(account)
-                if step_undo is not None:
-                    undo.append(step_undo)
+            signup = Signup(account=account, issued_key=issued)
+            if written is not None:
+                written(signup)
     except Exception as exc:
         for step_undo in reversed(undo):
             step_undo()
@@ -150,7 +157,7 @@ def account_signup(*, email: str, name: str = "") -> Signup:
             raise ValidationFailed({"email": [DUPLICATE_EMAIL_MESSAGE]}) from None
         raise
     logger.info("signup account=%s key prefix=%s", account.pk, issued.api_key.prefix)
-    return Signup(account=account, issued_key=issued)
+    return signup
 
 
 def idempotency_records_prune(*, now: datetime | None = None, batch_size: int = 5000) -> int:

@@ -6,7 +6,8 @@ change's own transaction: the handler of a POST, PUT, PATCH or DELETE runs insid
 transaction commits. An error, raised anywhere in the handler, rolls back the change and
 writes nothing; a 4xx writes nothing. A handler marked `@network_first` waits on a
 peer before it writes: it runs outside a transaction, and its row is written after it,
-in a transaction of its own. An `@idempotent` handler (accounts.idempotency)
+in a transaction of its own, or by the handler in the transaction of its write
+(`audit_now`). An `@idempotent` handler (accounts.idempotency)
 writes its row in the transaction that stores its response, so a replay, which runs no
 handler, writes none.
 
@@ -96,8 +97,10 @@ def network_first(handler):
     Stripe) before it writes. It runs outside a transaction: no database connection sits
     idle in one, holding its snapshot (and, behind PgBouncer in transaction mode, a server
     connection) for as long as the peer takes to answer. Its writes are transactions of
-    its own, made after the peer has answered, and its audit row follows them in one of
-    its own. Under `@idempotent`, put it below (nearer the function)."""
+    its own, short ones, none open while the peer is asked; its audit row follows them in
+    one of its own, or is written by the handler in its write's transaction (`audit_now`:
+    a change never commits without its row). Under `@idempotent`, put it below (nearer
+    the function)."""
     handler.network_first = True
     return handler
 
@@ -106,13 +109,24 @@ def is_network_first(handler) -> bool:
     return bool(getattr(handler, "network_first", False))
 
 
+def audit_now(view, request, response) -> None:
+    """A network_first handler writes its row itself, in the transaction of the write the
+    row describes (the caller's), so the two commit together: a handler that writes
+    before it waits on its peer (a mailbox stored, then checked) or after (a signup,
+    once its Stripe customer exists). `response` is what the request will answer as far
+    as the row reads it (its status, and a create's `id`). No row is written after the
+    handler then."""
+    audit_response(view, request, response)
+
+
 def audited_call(view, handler, request, *args, **kwargs):
     """Runs a handler that writes in one transaction with its audit row (a network_first
-    handler: before the transaction of its row)."""
+    handler: before the transaction of its row, unless it wrote its row itself)."""
     if is_network_first(handler):
         response = handler(request, *args, **kwargs)
-        with transaction.atomic():
-            audit_response(view, request, response)
+        if not getattr(request, "audit_written", False):
+            with transaction.atomic():
+                audit_response(view, request, response)
         return response
     with transaction.atomic():
         response = handler(request, *args, **kwargs)
@@ -121,13 +135,17 @@ def audited_call(view, handler, request, *args, **kwargs):
 
 
 def audit_response(view, request, response) -> None:
-    """Writes the row of a successful write request (in the caller's transaction)."""
+    """Writes the row of a successful write request (in the caller's transaction), once:
+    a request whose row is written (`audit_now`) writes no second one."""
     if not _writer or not 200 <= response.status_code < 300:
+        return
+    if getattr(request, "audit_written", False):
         return
     describe = getattr(view, "audit_describe", None)
     record = describe(request, response) if describe is not None else None
     if record is not None:
         _writer[0](request, record)
+        request.audit_written = True
 
 
 def staff_audit(request, obj, *, verb: str, changes: list[str] = ()) -> None:  # type: ignore[assignment]

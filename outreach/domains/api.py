@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 
-from config.api.audit import AuditMixin, network_first
+from config.api.audit import AuditMixin, audit_now, network_first
 from config.api.viewsets import AccountScopedMixin, RateLimitHeadersMixin, ServiceAPIView
 from outreach.domains import services, tracking
 from outreach.domains.serializers import (
@@ -113,10 +113,16 @@ class TrackingDomainView(ServiceAPIView):
         "is taken over once this account's TXT record is there and, if that account's "
         "domain is verified, its own TXT record is not; until then: 422.",
     )
+    @network_first
     def put(self, request):
         serializer = TrackingDomainSetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+
+        def written(account) -> None:  # the row, in the change's transaction
+            body = TrackingDomainSerializer(_tracking_body(account)).data
+            audit_now(self, request, Response(body))
+
         account = services.tracking_domain_set(
-            account=request.user, domain=serializer.validated_data["domain"]
+            account=request.user, domain=serializer.validated_data["domain"], written=written
         )
         return Response(TrackingDomainSerializer(_tracking_body(account)).data)

@@ -2,10 +2,13 @@
 account's tracking domain (set, verified)."""
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
@@ -107,6 +110,10 @@ def sender_domains_check_due(*, now: datetime | None = None, budget_seconds: flo
 # --- tracking domain -----------------------------------------------------------------------
 
 
+def _nothing(account: Account) -> None:
+    return None
+
+
 def _taken(domain: str, account_id) -> ValidationFailed:
     name, value = tracking.verification_record(account_id, domain)
     return ValidationFailed(
@@ -122,7 +129,35 @@ def _taken(domain: str, account_id) -> ValidationFailed:
     )
 
 
-def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
+class _Unasked(Exception):
+    """A decision under the locks needs a DNS answer not asked yet."""
+
+
+class _Answers:
+    """The DNS answers of one tracking domain set, each asked once and only while no
+    transaction is open: under the locks, a question not asked yet raises _Unasked."""
+
+    def __init__(self) -> None:
+        self.known: dict[tuple, Any] = {}
+        self.locked = False
+
+    def __call__(self, lookup: Callable[..., Any], *args: Any) -> Any:
+        key = (lookup.__name__, *args)
+        if key not in self.known:
+            if self.locked:
+                raise _Unasked(key)
+            self.known[key] = lookup(*args)
+        return self.known[key]
+
+
+# Rounds of lookups and locked checks before a set gives up: each round but the last
+# found the domain's claim changed under it (another account's PUT, beat's check).
+TRACKING_SET_ROUNDS = 3
+
+
+def tracking_domain_set(
+    *, account: Account, domain: str | None, written: Callable[[Account], object] = _nothing
+) -> Account:
     """Set (and verify at once) or clear the account's tracking domain.
 
     A domain is taken with both its records (outreach.domains.tracking): the CNAME, and
@@ -137,30 +172,75 @@ def tracking_domain_set(*, account: Account, domain: str | None) -> Account:
       names this account and not that one (a domain verified by its CNAME alone, before
       the TXT record was asked for, or whose record that account removed); else 422,
       until that account removes it, or beat finds its CNAME gone.
+
+    The DNS lookups are made first, with no transaction open, for the claim as it is
+    read then. The change is then made in a short transaction that locks the account's
+    row and the row of the domain's holder, and decides again on the claim as the locks
+    hold it: if it needs an answer not asked yet (the claim changed meanwhile), the
+    transaction ends, the lookup is made, and the round starts again. `written(account)`
+    runs in the change's transaction (the API's audit row).
     """
     domain = (domain or "").strip().lower().rstrip(".")
     if not domain:
-        return _tracking_domain_clear(account)
-    current = Account.objects.filter(tracking_domain=domain).first()
-    holder = current if current is not None and current.pk != account.pk else None
-    status = _tracking_domain_status(account, domain, current)
-    _tracking_domain_contest(account, domain, holder, status)
-    now = timezone.now()
-    try:
         with transaction.atomic():
-            if holder is not None:
-                _holder_claim_clear(holder, domain, account)
-            Account.objects.filter(pk=account.pk).update(
-                tracking_domain=domain,
-                tracking_domain_status=status,
-                tracking_domain_checked_at=now,
-            )
-    except IntegrityError:  # another account took it meanwhile
-        raise _taken(domain, account.pk) from None
-    account.tracking_domain = domain
-    account.tracking_domain_status = status
-    account.tracking_domain_checked_at = now
-    return account
+            _tracking_domain_clear(account)
+            written(account)
+        return account
+    ask = _Answers()
+    for _ in range(TRACKING_SET_ROUNDS):
+        ask.locked = False
+        # Unlocked: the lookups the claim as read now needs (a 422 needs no write).
+        _tracking_domain_decide(account, domain, _claim_holder(domain), ask)
+        ask.locked = True
+        try:
+            with transaction.atomic():
+                holder, status = _tracking_domain_decide(
+                    account, domain, _claim_holder(domain, lock_also=account), ask
+                )
+                now = timezone.now()
+                if holder is not None:
+                    _tracking_domain_clear(holder)
+                Account.objects.filter(pk=account.pk).update(
+                    tracking_domain=domain,
+                    tracking_domain_status=status,
+                    tracking_domain_checked_at=now,
+                )
+                account.tracking_domain = domain
+                account.tracking_domain_status = status
+                account.tracking_domain_checked_at = now
+                written(account)
+            return account
+        except _Unasked:
+            continue  # the claim changed since its lookups: ask what it needs now
+        except IntegrityError:  # an account that held nothing under the locks took it
+            raise _taken(domain, account.pk) from None
+    raise _taken(domain, account.pk)
+
+
+def _claim_holder(domain: str, *, lock_also: Account | None = None) -> Account | None:
+    """The account whose claim `domain` is, or None. With `lock_also`, its row and that
+    account's are locked (FOR NO KEY UPDATE, in id order: two sets never wait on each
+    other in turn); beat's re-check of either waits for the change, then finds it."""
+    claims = Account.objects.filter(tracking_domain=domain)
+    if lock_also is not None:
+        claims = (
+            Account.objects.select_for_update(no_key=True)
+            .filter(Q(pk=lock_also.pk) | Q(tracking_domain=domain))
+            .order_by("pk")
+        )
+    fields = ("id", "tracking_domain", "tracking_domain_status")
+    return next((row for row in claims.only(*fields) if row.tracking_domain == domain), None)
+
+
+def _tracking_domain_decide(
+    account: Account, domain: str, current: Account | None, ask: _Answers
+) -> tuple[Account | None, str]:
+    """(the other account whose claim is cleared, or None; the account's new status), or
+    the 422 of the contest."""
+    holder = current if current is not None and current.pk != account.pk else None
+    status = _tracking_domain_status(account, domain, current, ask)
+    _tracking_domain_contest(account, domain, holder, status, ask)
+    return holder, status
 
 
 def _tracking_domain_clear(account: Account) -> Account:
@@ -173,7 +253,9 @@ def _tracking_domain_clear(account: Account) -> Account:
     return account
 
 
-def _tracking_domain_status(account: Account, domain: str, current: Account | None) -> str:
+def _tracking_domain_status(
+    account: Account, domain: str, current: Account | None, ask: _Answers
+) -> str:
     """The status `domain` gets as the account's (tracking_domain_set's docstring)."""
     verified = Account.TrackingDomainStatus.VERIFIED
     if (
@@ -182,20 +264,24 @@ def _tracking_domain_status(account: Account, domain: str, current: Account | No
         and current.tracking_domain_status == verified
     ):
         # Already this account's: what keeps it is the CNAME; a failed lookup keeps it.
-        return tracking.tracking_domain_reached(domain) or verified
+        return ask(tracking.tracking_domain_reached, domain) or verified
     return (
-        tracking.tracking_domain_verify(domain, account.pk) or Account.TrackingDomainStatus.PENDING
+        ask(tracking.tracking_domain_verify, domain, account.pk)
+        or Account.TrackingDomainStatus.PENDING
     )
 
 
 def _tracking_domain_contest(
-    account: Account, domain: str, holder: Account | None, status: str
+    account: Account, domain: str, holder: Account | None, status: str, ask: _Answers
 ) -> None:
     """422 when another account's claim stands against this one's `status`."""
     verified = Account.TrackingDomainStatus.VERIFIED
     if holder is not None and holder.tracking_domain_status == verified:
         # Its proof, once published, stands; so does a lookup that could not tell.
-        if status != verified or tracking.tracking_domain_proven(domain, holder.pk) is not False:
+        if (
+            status != verified
+            or ask(tracking.tracking_domain_proven, domain, holder.pk) is not False
+        ):
             raise _taken(domain, account.pk)
     elif holder is not None and status != verified:
         name, value = tracking.verification_record(account.pk, domain)
@@ -208,21 +294,6 @@ def _tracking_domain_contest(
                 ]
             }
         )
-
-
-def _holder_claim_clear(holder: Account, domain: str, account: Account) -> None:
-    """Proven here, unproven there: the other account's claim is cleared, unless it
-    changed meanwhile (an unverified claim verified since proved itself: beat verifies
-    those with both records)."""
-    verified = Account.TrackingDomainStatus.VERIFIED
-    claim = Account.objects.filter(pk=holder.pk, tracking_domain=domain)
-    if holder.tracking_domain_status != verified:
-        claim = claim.exclude(tracking_domain_status=verified)
-    cleared = claim.update(
-        tracking_domain="", tracking_domain_status="", tracking_domain_checked_at=None
-    )
-    if not cleared and Account.objects.filter(pk=holder.pk, tracking_domain=domain).exists():
-        raise _taken(domain, account.pk)
 
 
 def tracking_domains_check_due(*, now: datetime | None = None, limit: int = 1000) -> int:

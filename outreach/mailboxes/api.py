@@ -1,11 +1,12 @@
 """API: SMTP credentials (mailboxes), their check and the OAuth start."""
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from config.api.audit import network_first
+from config.api.audit import audit_now, network_first
 from config.api.viewsets import AccountScopedViewSet, no_request_body
 from outreach.errors import CredentialNotFound
 from outreach.mailboxes import oauth as mailboxes_oauth
@@ -45,13 +46,18 @@ class CredentialViewSet(
         )
 
     @extend_schema(responses={201: CredentialCreatedSerializer})
+    @network_first
     def create(self, request):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        credential = services.credential_create(
-            account=request.user, data=serializer.validated_data
-        )
-        body = self.get_serializer(credential).data
+        # The mailbox commits with its audit row first; the check then logs in with no
+        # transaction open, and records nothing (docs/outreach.md, docs/audit.md).
+        with transaction.atomic():
+            credential = services.credential_create(
+                account=request.user, data=serializer.validated_data
+            )
+            body = self.get_serializer(credential).data
+            audit_now(self, request, Response(body, status=status.HTTP_201_CREATED))
         body["verification"] = credential_verify(credential=credential)
         return Response(body, status=status.HTTP_201_CREATED)
 

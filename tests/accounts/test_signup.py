@@ -111,10 +111,11 @@ def test_provider_failure_leaves_nothing_and_is_502(anon_client, settings):
 
 
 def _database_fails_when_saving_the_customer(then=None):
-    """An execute wrapper: the UPDATE that stores the provider customer id fails."""
+    """An execute wrapper: the INSERT of the account, which stores the provider customer
+    id made before it, fails."""
 
     def wrapper(execute, sql, params, many, context):
-        if sql.startswith("UPDATE") and "psp_customer_id" in sql:
+        if sql.startswith('INSERT INTO "accounts_account"') and "psp_customer_id" in sql:
             if then is not None:
                 then()
             raise OperationalError("the database went away")

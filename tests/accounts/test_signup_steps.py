@@ -1,4 +1,5 @@
-"""The seam through which other apps add to a signup (billing: the Stripe customer)."""
+"""The seam through which other apps add to a signup (billing: the Stripe customer): its
+steps run before the signup's transaction, with the account not saved yet."""
 
 import pytest
 
@@ -13,11 +14,20 @@ def test_billing_registers_its_customer_step():
     assert signup_customer_create in services._signup_steps
 
 
-def test_a_step_runs_in_the_signup_with_the_new_account(monkeypatch):
+def test_a_step_runs_before_the_signup_with_the_new_account_and_what_it_sets_is_saved(
+    monkeypatch,
+):
     seen = []
-    monkeypatch.setattr(services, "_signup_steps", [lambda account: seen.append(account)])
+
+    def step(account):
+        # Its id is chosen, nothing is written yet; what it sets is inserted with it.
+        seen.append((account.pk, Account.objects.filter(pk=account.pk).exists()))
+        account.psp_customer_id = "cus_from_the_step"
+
+    monkeypatch.setattr(services, "_signup_steps", [step])
     signup = services.account_signup(email="steps@example.com")
-    assert seen == [signup.account]
+    assert seen == [(signup.account.pk, False)]
+    assert Account.objects.get(pk=signup.account.pk).psp_customer_id == "cus_from_the_step"
 
 
 def test_a_failed_signup_runs_the_undos_and_leaves_nothing(monkeypatch):

@@ -5,12 +5,15 @@ peer is asked, this test database has no session `idle in transaction`."""
 
 import socket
 import threading
+from collections.abc import Callable
 
 import psycopg
 import pytest
 from django.db import connection
 
-from accounts.models import AuditEvent
+from accounts.models import Account, AuditEvent
+from outreach.domains.tracking import verification_record
+from outreach.models.mailboxes import SmtpCredential
 from plans.models import Plan
 from tests.billing.conftest import recorded, recorded_stripe
 from tests.outreach.factories import CredentialFactory
@@ -28,6 +31,7 @@ class Sessions:
     def __init__(self) -> None:
         self.seen: list[int] = []
         self.database = connection.settings_dict["NAME"]
+        self.then: Callable[[], object] | None = None  # run after each look
 
     def look(self) -> None:
         with psycopg.connect(live_database_url(), autocommit=True) as conn:
@@ -37,6 +41,19 @@ class Sessions:
                 [self.database],
             ).fetchone()
         self.seen.append(count)
+        if self.then is not None:
+            self.then()
+
+    def committed(self, model, **where) -> int:
+        """How many rows of `model` matching `where` another session sees now: what is
+        committed, and what a process killed at this moment would leave."""
+        columns = " AND ".join(f"{name} = %s" for name in where) or "true"
+        with psycopg.connect(live_database_url(), autocommit=True) as conn:
+            (count,) = conn.execute(
+                f"SELECT count(*) FROM {model._meta.db_table} WHERE {columns}",  # noqa: S608
+                [str(value) for value in where.values()],
+            ).fetchone()
+        return count
 
 
 def _actions(account) -> list[str]:
@@ -67,6 +84,47 @@ def test_a_mailbox_check_logs_in_outside_a_transaction(api_client, account):
     assert _actions(account) == ["smtp_credential.verify"]
 
 
+def test_a_new_mailbox_commits_with_its_row_before_its_check_logs_in(api_client, account):
+    sessions = Sessions()
+    server = socket.create_server(("127.0.0.1", 0))
+    seen_then: list[tuple[int, int]] = []
+
+    def smtp_server() -> None:  # looks, then hangs up: the check fails at once
+        conn, _ = server.accept()
+        sessions.look()
+        seen_then.append(
+            (
+                sessions.committed(SmtpCredential, account_id=account.pk),
+                sessions.committed(AuditEvent, account_id=account.pk),
+            )
+        )
+        conn.close()
+
+    thread = threading.Thread(target=smtp_server, daemon=True)
+    thread.start()
+    body = {
+        "from_email": "ada@example.com",
+        "smtp_host": "127.0.0.1",
+        "smtp_port": server.getsockname()[1],
+        "smtp_security": "none",
+        "smtp_username": "ada",
+        "smtp_password": "secret",
+    }
+    response = api_client.post("/smtp_credentials", body, format="json")
+    thread.join(timeout=10)
+    server.close()
+
+    assert response.status_code == 201, response.content
+    assert response.json()["verification"]["smtp"]["ok"] is False
+    assert sessions.seen == [0]
+    # While the check logged in, the mailbox and its row were already committed: a
+    # process killed then leaves a mailbox that `verify` checks, and its row.
+    assert seen_then == [(1, 1)]
+    assert _actions(account) == ["smtp_credential.create"]
+    event = AuditEvent.objects.get(account=account)
+    assert event.resource_id == response.json()["id"]
+
+
 def test_a_domain_check_asks_dns_outside_a_transaction(api_client, account, dns_server):
     sessions = Sessions()
     asked = dns_server.asked
@@ -82,6 +140,69 @@ def test_a_domain_check_asks_dns_outside_a_transaction(api_client, account, dns_
     assert response.status_code == 200, response.content
     assert sessions.seen and set(sessions.seen) == {0}
     assert _actions(account) == ["smtp_credential.domain_check"]
+
+
+def _looking(sessions: Sessions, dns_server, then=None) -> None:
+    """Each DNS question looks at the sessions first (and runs `then` at the first)."""
+    asked = dns_server.asked
+
+    def asked_and_looked(request) -> None:
+        sessions.look()
+        if then is not None and len(sessions.seen) == 1:
+            then()
+        asked(request)
+
+    dns_server.asked = asked_and_looked  # this server's own hook, on this instance
+
+
+def _txt(dns_server, account, domain: str) -> None:
+    name, value = verification_record(account.pk, domain)
+    dns_server.add(name, "TXT", value)
+
+
+def test_a_tracking_domain_asks_dns_before_it_locks_and_writes(api_client, account, dns_server):
+    dns_server.add("track.acme.test", "CNAME", "testserver.")
+    _txt(dns_server, account, "track.acme.test")
+    sessions = Sessions()
+    _looking(sessions, dns_server)
+
+    response = api_client.put("/tracking_domain", {"domain": "track.acme.test"}, format="json")
+    cleared = api_client.put("/tracking_domain", {"domain": None}, format="json")
+
+    assert (response.status_code, cleared.status_code) == (200, 200), response.content
+    assert response.json()["status"] == "verified"
+    assert len(sessions.seen) == 2 and set(sessions.seen) == {0}  # its CNAME, its TXT record
+    assert _actions(account) == ["tracking_domain.update"] * 2
+
+
+def test_a_tracking_domain_claimed_meanwhile_is_decided_again_under_the_locks(
+    api_client, account, other_account, dns_server
+):
+    """Another account's verified claim committed while this PUT asked DNS: under the
+    locks the PUT finds it, asks what that claim needs (that account's TXT record, not
+    there), and takes the domain as the rules say."""
+    dns_server.add("track.acme.test", "CNAME", "testserver.")
+    _txt(dns_server, account, "track.acme.test")
+    sessions = Sessions()
+
+    def claimed_meanwhile() -> None:
+        with psycopg.connect(live_database_url(), autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE {Account._meta.db_table} SET tracking_domain = 'track.acme.test',"  # noqa: S608
+                " tracking_domain_status = 'verified' WHERE id = %s",
+                [str(other_account.pk)],
+            )
+
+    _looking(sessions, dns_server, then=claimed_meanwhile)
+    response = api_client.put("/tracking_domain", {"domain": "track.acme.test"}, format="json")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "verified"
+    other_account.refresh_from_db()
+    assert (other_account.tracking_domain, other_account.tracking_domain_status) == ("", "")
+    # CNAME and TXT for this account, then the TXT record again for the other's claim.
+    assert len(sessions.seen) == 3 and set(sessions.seen) == {0}
+    assert _actions(account) == ["tracking_domain.update"]
 
 
 class _LookingList(list):
@@ -118,3 +239,24 @@ def test_checkout_and_portal_ask_stripe_outside_a_transaction(api_client, accoun
     assert again["Idempotent-Replay"] == "true"
     assert again.json() == checkout.json()
     assert sorted(_actions(account)) == ["billing.checkout", "billing.portal"]
+
+
+def test_a_signup_asks_stripe_for_its_customer_before_its_transaction(anon_client, recorded_stripe):
+    customer = {"id": "cus_Ts8fQ2LmZ0aXkP", "object": "customer", "email": "ada@example.com"}
+    recorded_stripe.answer("POST", "/v1/customers", customer)
+    sessions = Sessions()
+    recorded_stripe.requests = _LookingList(sessions)
+    accounts_then: list[int] = []
+    # While Stripe is asked: no account yet, nothing a killed process would leave.
+    sessions.then = lambda: accounts_then.append(
+        sessions.committed(Account, email="ada@example.com")
+    )
+
+    response = anon_client.post("/signup", {"email": "ada@example.com"}, format="json")
+
+    assert response.status_code == 201, response.content
+    assert (sessions.seen, accounts_then) == ([0], [0])
+    account = Account.objects.get(pk=response.json()["account_id"])
+    # The account was committed with its customer, and with its row.
+    assert account.psp_customer_id == "cus_Ts8fQ2LmZ0aXkP"
+    assert _actions(account) == ["account.signup"]
