@@ -34,12 +34,6 @@ _ENROLLMENT_STATE_EVENTS = (
 )
 
 
-def timestamp(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return utc_timestamp(value)
-
-
 def enrollment_event_data(enrollment, *, event_type: str) -> dict:
     """`data` of an enrollment.* event, from the enrollment's state after the change.
 
@@ -52,14 +46,14 @@ def enrollment_event_data(enrollment, *, event_type: str) -> dict:
         "campaign_id": str(enrollment.campaign_id),
     }
     if event_type == ENROLLMENT_UNSUBSCRIBED:
-        return {**base, "unsubscribed_at": timestamp(enrollment.unsubscribed_at)}
+        return {**base, "unsubscribed_at": utc_timestamp(enrollment.unsubscribed_at)}
     if event_type not in _ENROLLMENT_STATE_EVENTS:
         raise ValueError(f"not an enrollment event: {event_type!r}")
     data = {
         **base,
         "status": enrollment.status,
-        "sent_at": timestamp(enrollment.sent_at),
-        "replied_at": timestamp(enrollment.replied_at),
+        "sent_at": utc_timestamp(enrollment.sent_at),
+        "replied_at": utc_timestamp(enrollment.replied_at),
         "bounce_reason": enrollment.bounce_reason or None,
     }
     if event_type == ENROLLMENT_BOUNCED:
@@ -131,7 +125,7 @@ def enrollment_clicked_emit(*, enrollment, url: str):
     data = {
         **enrollment_event_data(enrollment, event_type=ENROLLMENT_OPENED),
         "url": url,
-        "clicked_at": timestamp(enrollment.clicked_at),
+        "clicked_at": utc_timestamp(enrollment.clicked_at),
     }
     return event_emit(enrollment.campaign.account_id, ENROLLMENT_CLICKED, data)
 
@@ -189,7 +183,7 @@ def credential_throttled_emit(
             "from_email": credential.from_email,
             "provider": provider,
             "reason": reason,
-            "until": timestamp(until),
+            "until": utc_timestamp(until),
             "detail": detail,
         },
     )

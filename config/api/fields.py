@@ -23,8 +23,6 @@ class TimestampField(serializers.DateTimeField):
     drops the zeros of a year before 1000)."""
 
     def to_representation(self, value):
-        if value is None:
-            return None
         return utc_timestamp(value)
 
 

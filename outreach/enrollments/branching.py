@@ -32,7 +32,8 @@ from django.db import connection
 from django.db.models import Count, F, Func, JSONField, Q, QuerySet, Sum, Value
 
 from config.db.counters import counter_shard
-from outreach.events import enrollment_branched_emit, timestamp
+from config.timestamps import utc_timestamp
+from outreach.events import enrollment_branched_emit
 from outreach.models.branches import BranchDecision
 from outreach.models.campaigns import BranchStats, CampaignStep
 from outreach.models.sending import Enrollment, Message
@@ -376,4 +377,4 @@ def branch_stats_read(*, campaign_id: UUID, keys: list[str]) -> list[dict]:
 
 def deadline_text(enrollment: Enrollment) -> str | None:
     """The deadline of a waiting enrollment, as the API writes times."""
-    return timestamp(enrollment.branch_deadline)
+    return utc_timestamp(enrollment.branch_deadline)
