@@ -12,8 +12,13 @@ _SECRET_FIELDS = ("smtp_password", "imap_password", "oauth_refresh_token", "oaut
 
 def secrets_hidden(text: str, credential: SmtpCredential) -> str:
     """`text` (a recorded error) without the mailbox's secrets, as sent or as AUTH sends
-    them (base64): what the API, the clients and the logs may show of it."""
+    them (base64): what the API, the clients and the logs may show of it. A secret not
+    loaded with `credential` (a send loads only what it logs in with) was not sent, so
+    nothing can echo it: it is not read for this."""
+    unloaded = credential.get_deferred_fields()
     for name in _SECRET_FIELDS:
+        if name in unloaded:
+            continue
         secret = getattr(credential, name, "")
         if not secret or len(secret) < 4:
             continue

@@ -14,6 +14,7 @@ from django.db.models.functions import Now
 
 from billing.periods import period_bounds
 from billing.usage import usage_record_current
+from config.crypto import secrets_deferred
 from config.retry import schedule_delay
 from outreach.campaigns.branch_moves import branch_recheck_on_commit, sent_move
 from outreach.campaigns.followups import completed_followups_enqueue
@@ -339,7 +340,10 @@ def claims_interrupted_record(*, claims: list[SendClaim], now: datetime) -> int:
     steps: dict = {cid: {} for cid in campaign_ids}
     for step in CampaignStep.objects.filter(campaign_id__in=campaign_ids):
         steps[step.campaign_id][step.position] = step
-    credentials = SmtpCredential.objects.in_bulk({c.credential_id for c in claims})
+    # No secret: nothing is sent here.
+    credentials = secrets_deferred(SmtpCredential.objects.all()).in_bulk(
+        {c.credential_id for c in claims}
+    )
     for claim in claims:
         assert claim.sending_at is not None  # started claims only
         enrollment = enrollments[claim.enrollment_id]

@@ -11,10 +11,12 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from config.crypto import EncryptedTextField
 from config.db import connection_release
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.campaigns.variants import variants_assign
 from outreach.models.campaigns import Campaign, CampaignStep
+from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import SendClaim
 from outreach.sending.attempts import BatchResult
 from outreach.sending.batch import MailboxBatch
@@ -102,6 +104,18 @@ def sending_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+# What a send logs in with (outreach.mailboxes.smtp.smtp_connect): the password, or the
+# OAuth access token. The mailbox's other secrets are neither loaded nor decrypted for a
+# send (a refresh of the token reads its refresh token itself, and a recorded error
+# hides only the secrets that were sent: outreach.mailboxes.secrets).
+LOGIN_SECRETS = frozenset({"smtp_password", "oauth_access_token"})
+_SECRETS_UNREAD = [
+    f"credential__{field.name}"
+    for field in SmtpCredential._meta.concrete_fields
+    if isinstance(field, EncryptedTextField) and field.name not in LOGIN_SECRETS
+]
+
+
 def batches_load(groups) -> list[MailboxBatch]:
     """The mailboxes' unstarted claims, each mailbox's in order, with what they
     need; mailboxes without any are left out."""
@@ -118,6 +132,7 @@ def batches_load(groups) -> list[MailboxBatch]:
             sending_at=None,
         )
         .select_related("enrollment__contact", "enrollment__campaign__account", "credential")
+        .defer(*_SECRETS_UNREAD)
         .order_by("claimed_at", "pk")
         if (str(claim.credential_id), str(claim.batch_id)) in wanted
     ]

@@ -346,6 +346,39 @@ def test_it_logs_in_with_the_decrypted_password(smtp_sink):
     assert len(sink.messages) == 1
 
 
+def test_a_send_loads_only_the_secret_it_logs_in_with(smtp_sink):
+    """Its password (an OAuth mailbox: its access token, test_oauth_sending.py): the
+    mailbox's other secrets are neither read nor decrypted for a send, and nothing
+    fetches them afterwards."""
+    from django.test.utils import CaptureQueriesContext
+
+    sink = smtp_sink(username="mailbox@example.com", password="s3cret pass")
+    campaign = _campaign(sink)
+    _point_at(
+        campaign.credentials.get(),
+        sink,
+        smtp_username="mailbox@example.com",
+        smtp_password="s3cret pass",
+        imap_password="imap pass",
+        relay_signing_key="relay key",
+        oauth_refresh_token="refresh token",
+    )
+    _enroll(campaign)
+    [claimed] = schedule_due(now=NOW)
+
+    with CaptureQueriesContext(connection) as queries:
+        result = batch_send(
+            batch_id=claimed.batch_id, credential_id=claimed.credential_id, clock=lambda: NOW
+        )
+
+    assert result.sent == 1
+    assert len(sink.messages) == 1
+    statements = " ".join(q["sql"] for q in queries.captured_queries)
+    assert '"smtp_password"' in statements
+    for unread in ("imap_password", "relay_signing_key", "oauth_refresh_token"):
+        assert unread not in statements
+
+
 @pytest.mark.parametrize("security", ["starttls", "ssl"])
 def test_it_speaks_tls_per_security_mode(smtp_sink, settings, security):
     sink = smtp_sink(tls=security, username="u", password="p")

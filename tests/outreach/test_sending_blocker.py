@@ -15,7 +15,7 @@ from outreach.campaigns.sending_status import sending_status
 from outreach.models.mailboxes import SmtpCredential
 from outreach.sending.scheduler import schedule_due
 from outreach.sending.tasks import send_mailboxes
-from tests.outreach.factories import CampaignFactory
+from tests.outreach.factories import CampaignFactory, CredentialFactory
 from tests.outreach.test_sending import _enroll, _point_at, _run
 from tests.support.ports import free_port
 
@@ -206,3 +206,16 @@ def test_every_form_of_a_mailboxs_secret_is_hidden():
     assert secrets_hidden(text, credential) == (
         "535 [redacted] [redacted] [redacted] [redacted] other words"
     )
+
+
+def test_a_secret_a_send_did_not_load_is_not_read_to_hide_it(django_assert_num_queries):
+    """A send loads only what it logs in with (outreach.sending.send): the others were
+    never sent, so nothing can echo them, and hiding them costs no query."""
+    from outreach.mailboxes.secrets import secrets_hidden
+
+    credential = CredentialFactory(smtp_username="ada", smtp_password=PASSWORD)
+    loaded = SmtpCredential.objects.defer("imap_password", "oauth_refresh_token").get(
+        pk=credential.pk
+    )
+    with django_assert_num_queries(0):
+        assert secrets_hidden(f"535 {PASSWORD} other words", loaded) == "535 [redacted] other words"
