@@ -53,13 +53,16 @@ logger = logging.getLogger(__name__)
 
 def send_at_of(campaign: Campaign, contact_timezone: str, now: datetime) -> SendAt:
     """When an email step reached now goes out: its delay from now, then the next
-    opening of the campaign's send window (in the contact's zone when it sends so)."""
-    zone = window_timezone(campaign=campaign, contact_timezone=contact_timezone)
-    window = SendWindow.from_json(campaign.send_window)
+    opening of the campaign's send window (in the contact's zone when it sends so). Read
+    only when a walk reaches an email step (once at most): one to a branch or to the
+    end needs neither."""
 
     def send_at(step: CampaignStep) -> datetime:
         return step_send_at(
-            after=now, delay_minutes=step.delay_minutes, timezone=zone, window=window
+            after=now,
+            delay_minutes=step.delay_minutes,
+            timezone=window_timezone(campaign=campaign, contact_timezone=contact_timezone),
+            window=SendWindow.from_json(campaign.send_window),
         )
 
     return send_at

@@ -16,13 +16,16 @@ prints the route and its counts).
    domain_cap, domains, campaigns.windows, mailboxes.simulator_day), and _write: the
    SendClaim rows. On commit, the claimed batches go to the broker.
 2. tasks.send_mailboxes -> send.mailboxes_send: each mailbox's claims, in a thread of
-   its own: its row (with its secrets, decrypted here and nowhere earlier), the
-   variants and the thread's earlier messages (message.thread_messages).
-3. batch.MailboxBatch.run, per mailbox: breaker.held_until, simulator (the sandbox's
-   mailboxes), mailboxes.smtp.smtp_connect through config.outbound's guard; then per
-   message: message.message_build (campaigns.variants, campaigns.rendering, tokens,
-   campaigns.tracking, mime), record.claim_mark_started, smtp.smtp_transaction, and the
-   record of the answer (record.sent_record; a refusal: refusals, bounces).
+   its own: its row (with the secret it logs in with, decrypted here and nowhere
+   earlier; its other secrets are not loaded), the variants and the replies' earlier
+   messages (message.thread_messages).
+3. batch.MailboxBatch.run, per mailbox, its transport decided once: the mailbox's
+   server (mailboxes.smtp.smtp_connect through config.outbound's guard), or for a
+   sandbox mailbox the simulator's in memory (simulator, never entered by a real
+   mailbox's batch); then per message: breaker.held_until, message.message_build
+   (campaigns.variants, campaigns.rendering, tokens, campaigns.tracking, mime),
+   record_sql.mark_started, smtp.smtp_transaction, and the record of the answer
+   (record.sent_record; a refusal: refusals, bounces).
 4. record.sent_record: the enrollment's move (campaigns.branch_moves), then, in one
    transaction, record_sql's one statement (its only form): the claim finished, the
    Message, the enrollment, the mailbox's counters, the stats and analytics rows (in

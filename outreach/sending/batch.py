@@ -38,27 +38,28 @@ from django.utils import timezone
 from config.db import connection_release
 from config.metrics import send_observe, smtp_sessions
 from config.worker import stopping
+from outreach.emails import SIMULATOR_DOMAIN
 from outreach.enrollments.branching import leads_to_email
 from outreach.mailboxes.secrets import secrets_hidden
-from outreach.mailboxes.smtp import smtp_close
+from outreach.mailboxes.smtp import smtp_close, smtp_connect
 from outreach.models.campaigns import CampaignStep
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message, SendClaim
-from outreach.sending import simulator
 from outreach.sending.attempts import BatchResult
 from outreach.sending.breaker import held_until, pauses_of, strike_reason
-from outreach.sending.message import Outgoing, first_subject, is_reply, message_build
+from outreach.sending.message import Outgoing, first_subject, message_build
 from outreach.sending.record import (
     AttemptOutcome,
     Outcome,
     bounce_record,
-    claim_mark_started,
     claim_release,
     credential_error_record,
     sent_record,
     undeliverable_record,
 )
+from outreach.sending.record_sql import mark_started
 from outreach.sending.refusals import temporary_record
+from outreach.sending.simulator import SIMULATOR_ADDRESS_REFUSED, SimulatedSMTP, outcome_on_commit
 from outreach.sending.smtp import (
     ERROR_MAX_CHARS,
     MailboxError,
@@ -75,10 +76,6 @@ logger = logging.getLogger(__name__)
 # A batch stops taking new messages this long before its claims' lease ends (60 s, or a
 # quarter of a shorter lease), so no message is in flight when the scheduler may reclaim.
 LEASE_MARGIN_SECONDS = 60
-
-
-def _lease_margin() -> timedelta:
-    return timedelta(seconds=min(LEASE_MARGIN_SECONDS, settings.SENDING_LEASE_SECONDS / 4))
 
 
 # Which count of BatchResult each outcome of config.metrics.SEND_OUTCOMES adds to.
@@ -101,13 +98,18 @@ class MailboxBatch:
     credential: SmtpCredential
     steps: dict[UUID, dict[int, CampaignStep]]  # campaign -> position -> step
     variants: dict[UUID, str]  # enrollment -> variant letter
-    threads: dict[UUID, list[Message]]  # enrollment -> earlier messages, for a reply
+    threads: dict[UUID, list[Message]]  # a reply's enrollment -> its earlier messages
     result: BatchResult = field(default_factory=BatchResult)
     conn: smtplib.SMTP | None = None
     clock: Callable[[], datetime] = timezone.now
     # Campaigns of which a message of this batch may have ended an enrollment.
     ended: set[UUID] = field(default_factory=set)
     held: dict[str, datetime] = field(default_factory=dict)  # paused providers (breaker)
+    simulated: bool = field(init=False)  # the transport, decided once (docs/sandbox.md)
+
+    def __post_init__(self) -> None:
+        # The simulator's answers in memory (outreach.sending.simulator), or the server's.
+        self.simulated = self.credential.is_simulator
 
     def run(self) -> BatchResult:
         """Send the claims in order over one connection; the result."""
@@ -124,22 +126,26 @@ class MailboxBatch:
         """Send the batch's claim at `index` and record its outcome; False when the rest
         of the batch was given back (the batch ends)."""
         step = self.steps[claim.enrollment.campaign_id].get(claim.step)
-        if stopping.is_set() or now >= claim.lease_until - _lease_margin():
+        margin = min(LEASE_MARGIN_SECONDS, settings.SENDING_LEASE_SECONDS / 4)
+        if stopping.is_set() or now >= claim.lease_until - timedelta(seconds=margin):
             # The worker is shutting down, or the lease is nearly over (the scheduler
             # may hand these claims to another batch any moment): give the rest back,
             # due at once, rather than race it.
             for rest in self.claims[index:]:
                 self._skip(rest, now)
             return False
-        held = held_until(self.held, claim.enrollment.contact.email)
+        email = claim.enrollment.contact.email
+        held = held_until(self.held, email)
         if held or self.credential.disabled_at is not None or step is None:
             # Held toward a provider paused meanwhile (due after the pause, no attempt
             # counted), disabled by this batch's bounces, or the step was removed: the
             # scheduler decides again (another mailbox, or completion).
             self._skip(claim, now, held)
             return True
-        if refusal := simulator.address_refusal(self.credential, claim.enrollment.contact.email):
-            self._undeliverable(claim, refusal, now)  # never asked of a server
+        if not self.simulated and email.lower().endswith(f"@{SIMULATOR_DOMAIN}"):
+            # The last guard (every way in refuses them): a real mailbox never sends to
+            # the simulator's addresses (outreach.emails); failed, never asked of a server.
+            self._undeliverable(claim, SIMULATOR_ADDRESS_REFUSED, now)
             return True
         if self.conn is None and not self._connect(index, now):
             return False
@@ -180,7 +186,8 @@ class MailboxBatch:
         connection_release()  # no database connection held while connecting
         started = time.monotonic()
         try:
-            self.conn = simulator.mailbox_connect(self.credential)
+            connect = SimulatedSMTP if self.simulated else smtp_connect
+            self.conn = connect(self.credential)
         except MailboxError as exc:
             self._abandon(index, exc, now, started)
             return False
@@ -216,9 +223,23 @@ class MailboxBatch:
     def _prepare(self, claim: SendClaim, step: CampaignStep, now) -> Outgoing | None:
         """The claim's message, its claim marked started; None when it is not to be
         sent (it could not be built, or the enrollment is no longer due)."""
-        outgoing = self._build(claim, step, now)
-        if isinstance(outgoing, Exception):
-            exc = outgoing
+        enrollment = claim.enrollment
+        thread = self.threads.get(claim.enrollment_id)  # None: not a reply
+        try:
+            outgoing = message_build(
+                credential=self.credential,
+                campaign=enrollment.campaign,
+                step=step,
+                enrollment=enrollment,
+                thread=thread or [],
+                # Only a reply without an earlier message (an empty thread) needs it.
+                first_subject=first_subject(self.steps[enrollment.campaign_id], enrollment)
+                if thread == []
+                else "",
+                now=now,
+                variant=self.variants[claim.enrollment_id],
+            )
+        except Exception as exc:  # noqa: BLE001 - one bad row must not stop the batch
             # Retrying cannot fix it, and it must not crash every batch it lands in.
             logger.error(
                 "cannot build the message of enrollment %s", claim.enrollment_id, exc_info=exc
@@ -229,33 +250,10 @@ class MailboxBatch:
                 now,
             )
             return None
-        if not claim_mark_started(claim, outgoing, now):
+        if not mark_started(claim, outgoing, now):
             self._skip(claim, now)
             return None
         return outgoing
-
-    def _build(self, claim: SendClaim, step: CampaignStep, now) -> Outgoing | Exception:
-        """The claim's message, or what prevented building it (one bad row must not stop
-        the batch)."""
-        thread = self.threads[claim.enrollment_id]
-        enrollment = claim.enrollment
-        variant = self.variants[claim.enrollment_id]
-        try:
-            return message_build(
-                credential=self.credential,
-                campaign=enrollment.campaign,
-                step=step,
-                enrollment=enrollment,
-                thread=thread,
-                # Only a reply without an earlier message needs it.
-                first_subject=first_subject(self.steps[enrollment.campaign_id], enrollment)
-                if is_reply(step, variant) and not thread
-                else "",
-                now=now,
-                variant=variant,
-            )
-        except Exception as exc:  # noqa: BLE001 - reported by the caller, per claim
-            return exc
 
     def _options(self, claim: SendClaim, outgoing: Outgoing, now) -> tuple | None:
         """The MAIL FROM options the message needs; None when the server lacks one (the
@@ -293,7 +291,8 @@ class MailboxBatch:
         assert self.conn is not None
         connection_release()  # the SMTP transaction holds no database connection
         reply_seen, reply, started = True, None, time.monotonic()
-        simulator.attempt_tell(self.conn, claim.enrollment.send_attempts + 1)
+        if isinstance(self.conn, SimulatedSMTP):  # it answers a `softbounce` by the attempt
+            self.conn.attempt = claim.enrollment.send_attempts + 1
         try:
             reply = smtp_transaction(
                 self.conn, self.credential.from_email, outgoing.to_email, outgoing.data, options
@@ -328,7 +327,8 @@ class MailboxBatch:
         )
         if recorded:  # else the scheduler's recovery recorded and counted it
             self._counted("accepted" if reply_seen else "unknown", claim, now)
-        simulator.outcome_after_commit(self.credential, outgoing.message_id, outgoing.to_email)
+        if self.simulated:  # what follows the SMTP stage, once the record commits
+            outcome_on_commit(message_id=outgoing.message_id, to_email=outgoing.to_email)
         return True
 
     def _failed(self, index: int, claim: SendClaim, exc: Exception, now, started: float) -> bool:

@@ -1,5 +1,6 @@
 """Message building: the MIME message of one step for one enrollment."""
 
+import contextlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -75,14 +76,6 @@ def ascii_address(address: str) -> str | None:
     return f"{local}@{domain}"
 
 
-def _domain(address: str) -> str:
-    domain = address.rsplit("@", 1)[-1]
-    try:
-        return domain.encode("idna").decode("ascii")
-    except UnicodeError:
-        return domain
-
-
 def _before_body_end(html: str, fragment: str) -> str:
     """The HTML with `fragment` inserted before its closing body tag (or at its end)."""
     index = html.lower().rfind("</body>")
@@ -100,10 +93,6 @@ PIXEL_HTML = (
     '<table role="presentation" width="1" height="1" cellpadding="0" cellspacing="0"'
     ' border="0" background="{url}"><tr><td></td></tr></table>'
 )
-
-
-def _with_pixel(html: str, pixel_url: str) -> str:
-    return _before_body_end(html, PIXEL_HTML.format(url=escape(pixel_url, quote=True)))
 
 
 def message_build(
@@ -169,8 +158,12 @@ def message_build(
 
 
 def message_id_make(credential: SmtpCredential) -> str:
-    """A new Message-ID (without brackets) on the mailbox's domain."""
-    return f"{uuid.uuid4().hex}@{_domain(credential.from_email)}"
+    """A new Message-ID (without brackets) on the mailbox's domain (in IDNA form when it
+    has one)."""
+    domain = credential.from_email.rsplit("@", 1)[-1]
+    with contextlib.suppress(UnicodeError):
+        domain = domain.encode("idna").decode("ascii")
+    return f"{uuid.uuid4().hex}@{domain}"
 
 
 def address_headers(
@@ -256,7 +249,8 @@ def _bodies(
             enrollment_id=enrollment.pk,
             step=getattr(step, "position", None),
         )
-        html = _with_pixel(html, f"{tracking_base_url(campaign.account)}/t/o/{token}.gif")
+        pixel_url = f"{tracking_base_url(campaign.account)}/t/o/{token}.gif"
+        html = _before_body_end(html, PIXEL_HTML.format(url=escape(pixel_url, quote=True)))
     return text, html
 
 
@@ -307,26 +301,24 @@ def message_data(headers: list, text: str, html: str | None, *, smtputf8: bool) 
 
 
 def thread_messages(claims: list, steps: dict, variants: dict) -> dict[UUID, list[Message]]:
-    """Each claim's (SendClaim) earlier messages by enrollment, oldest first; loaded only
-    for replies (a variant with an empty subject), the only messages they matter to."""
-    threads: dict[UUID, list[Message]] = {c.enrollment_id: [] for c in claims}
-    replies = [
-        c.enrollment_id
-        for c in claims
-        if is_reply(steps[c.enrollment.campaign_id].get(c.step), variants[c.enrollment_id])
-    ]
-    if replies:
-        for message in Message.objects.filter(enrollment_id__in=replies).order_by(
+    """The earlier messages, oldest first, of each claim (SendClaim) whose message is a
+    reply (its step variant's subject is empty: message_build), by enrollment; loaded
+    for replies alone, the only messages they matter to. A claim of any other message
+    has no entry."""
+    threads: dict[UUID, list[Message]] = {}
+    for claim in claims:
+        step = steps[claim.enrollment.campaign_id].get(claim.step)
+        if (
+            step is not None
+            and not step_content(step, variants[claim.enrollment_id]).subject.strip()
+        ):
+            threads[claim.enrollment_id] = []
+    if threads:
+        for message in Message.objects.filter(enrollment_id__in=list(threads)).order_by(
             "step", "sent_at"
         ):
             threads[message.enrollment_id].append(message)
     return threads
-
-
-def is_reply(step: CampaignStep | None, variant: str) -> bool:
-    """Whether the step variant's message replies in the thread (message_build: empty
-    subject)."""
-    return step is not None and not step_content(step, variant).subject.strip()
 
 
 def first_subject(steps: dict[int, CampaignStep], enrollment: Enrollment) -> str:

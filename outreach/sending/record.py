@@ -82,6 +82,7 @@ class _Sent:
     reply_seen: bool
     attempt: AttemptOutcome
     move: Move  # outreach.campaigns.branch_moves.sent_move
+    columns: dict  # the enrollment's columns after the move (Move.columns)
     # The claim drew the mailbox's gap from the claim's time; a send that left late must
     # still keep the minimum before the next one.
     pace_floor: datetime | None
@@ -116,7 +117,6 @@ def sent_record(
     move = sent_move(
         position=claim.step, enrollment=enrollment, campaign=campaign, steps=steps, now=now
     )
-    paced = credential.is_paced
     attempt = AttemptOutcome.sent(reply_seen, reply, duration_ms, finished_at or accepted_at or now)
     sent = _Sent(
         claim=claim,
@@ -128,10 +128,11 @@ def sent_record(
         reply_seen=reply_seen,
         attempt=attempt,
         move=move,
+        columns=move.columns(),
         metered=not credential.is_simulator,  # it never leaves (docs/sandbox.md)
         pace_floor=(
             (accepted_at or now) + timedelta(seconds=credential.min_interval_seconds)
-            if paced
+            if credential.is_paced
             else None
         ),
     )
@@ -147,7 +148,7 @@ def sent_record(
 def _sent_moved(sent: _Sent) -> None:
     """The enrollment in memory as the record moved it (the event reads it)."""
     enrollment = sent.enrollment
-    for name, value in sent.move.columns().items():
+    for name, value in sent.columns.items():
         setattr(enrollment, name, value)
     enrollment.current_step, enrollment.sent_at = sent.claim.step, sent.now
     enrollment.last_step = sent.claim.step
@@ -231,7 +232,7 @@ def _sent_run(sent: _Sent, *, moves: bool) -> str | None:
         now=now,
         reply_seen=sent.reply_seen,
         moves=moves,
-        move=sent.move.columns(),
+        move=sent.columns,
         keys=sent.move.path,
         note="" if sent.reply_seen else sent.attempt.text,
         pace_floor=sent.pace_floor,
@@ -292,23 +293,6 @@ def credential_error_record(
         if claim is not None and attempt_finish(claim, attempt, now=now):
             reservations_release(claim, now=now, next_send_at=retry_at)
     credential.last_error, credential.last_error_at = attempt.text, now
-
-
-# --- starting a claim -----------------------------------------------------------------------
-
-
-def claim_mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
-    """Mark the claim started, with the message it is about to send, if its enrollment
-    is still due, its contact not suppressed and its campaign active."""
-    return record_sql.mark_started(
-        claim_id=claim.pk,
-        batch_id=claim.batch_id,
-        now=now,
-        message_id=outgoing.message_id,
-        subject=outgoing.subject[:998],
-        to_email=outgoing.to_email[:254],
-        text=outgoing.text,
-    )
 
 
 def claims_interrupted_record(*, claims: list[SendClaim], now: datetime) -> int:

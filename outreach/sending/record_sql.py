@@ -49,7 +49,8 @@ from billing.sql import USAGE_INCREMENT_CTE
 from config.db.counters import counter_shard
 from outreach.analytics import SENT_CTE
 from outreach.enrollments import SENT_MOVE_CTE, STATS_SENT_CTE, VARIANT_SENT_CTE
-from outreach.models.sending import Enrollment
+from outreach.models.sending import Enrollment, SendClaim
+from outreach.sending.message import Outgoing
 from webhooks.sql import EVENT_EMIT_CTES, event_params
 
 MARKER = "outreach-record-missing"
@@ -128,9 +129,8 @@ SQL = (
 )
 
 
-# A claim's start mark (outreach.sending.record.claim_mark_started) as one prepared
-# statement: the ORM's UPDATE with a joined subquery cost a message about as much as the
-# whole record.
+# A claim's start mark (mark_started) as one prepared statement: the ORM's UPDATE with a
+# joined subquery cost a message about as much as the whole record.
 MARK_STARTED = """
 UPDATE outreach_sendclaim AS c
 SET sending_at = %(now)s, message_id = %(message_id)s, subject = %(subject)s,
@@ -143,19 +143,21 @@ WHERE c.id = %(claim)s AND c.batch_id = %(batch)s AND c.sending_at IS NULL
 """
 
 
-def mark_started(*, claim_id, batch_id, now, message_id, subject, to_email, text) -> bool:
-    """Mark a claim started (see outreach.sending.record.claim_mark_started); whether it was."""
+def mark_started(claim: SendClaim, outgoing: Outgoing, now: datetime) -> bool:
+    """Mark the claim started, with the message it is about to send (the recovery
+    records it from these if the worker is lost), if its enrollment is still due, its
+    contact not suppressed and its campaign active; whether it was."""
     with connection.cursor() as cursor:
         cursor.execute(
             MARK_STARTED,
             {
                 "now": now,
-                "message_id": message_id,
-                "subject": subject,
-                "to_email": to_email,
-                "text": text,
-                "claim": claim_id,
-                "batch": batch_id,
+                "message_id": outgoing.message_id,
+                "subject": outgoing.subject[:998],
+                "to_email": outgoing.to_email[:254],
+                "text": outgoing.text,
+                "claim": claim.pk,
+                "batch": claim.batch_id,
                 "due": [str(s) for s in Enrollment.DUE_STATUSES],
             },
         )

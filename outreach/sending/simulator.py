@@ -1,7 +1,9 @@
 """The mailbox simulator's SMTP server: what a simulator mailbox's batch talks to instead
-of a connection (docs/sandbox.md). It speaks smtplib's client interface, so the real
-transaction (outreach.sending.smtp.smtp_transaction) and the real handling of its
-outcomes run unchanged; only the server's answers are made here, by recipient
+of a connection (docs/sandbox.md). The batch decides once, from its mailbox, which one
+it talks to (outreach.sending.batch); a real mailbox's batch never comes here. It speaks
+smtplib's client interface, so the real transaction
+(outreach.sending.smtp.smtp_transaction) and the real handling of its outcomes run
+unchanged; only the server's answers are made here, by recipient
 (outreach.emails.simulator_outcome):
 
 - `bounce`: 550 5.1.1 at RCPT; `block`: 550 5.7.1 at RCPT;
@@ -11,8 +13,9 @@ outcomes run unchanged; only the server's answers are made here, by recipient
 
 Nothing here opens a socket: smtplib's own methods that would (connect, starttls,
 login) are refused, and the ones the transaction uses are answered in memory. After a
-message is accepted and recorded, `outcome_enqueue` hands the outcomes that happen after
-the SMTP stage (an open, a reply, a delivery report...) to the task that plays them."""
+message is accepted and recorded, `outcome_on_commit` hands the outcomes that happen
+after the SMTP stage (an open, a reply, a delivery report...) to the task that plays
+them."""
 
 import functools
 import logging
@@ -21,8 +24,7 @@ import smtplib
 from celery import current_app
 from django.db import transaction
 
-from outreach.emails import simulator_address, simulator_outcome
-from outreach.mailboxes.smtp import smtp_connect
+from outreach.emails import simulator_outcome
 from outreach.models.mailboxes import SmtpCredential
 from outreach.models.sending import Message
 
@@ -37,8 +39,8 @@ ACCEPTED_REPLY = (250, b"2.0.0 Ok: queued by the mailbox simulator")
 # Outcomes complete at the SMTP stage: nothing follows the accepted (or refused) send.
 SMTP_STAGE_OUTCOMES = frozenset({"delivered", "bounce", "softbounce", "block", "unknown"})
 
-# A real mailbox's message to a simulator address (every way in refuses one; this is
-# the last guard): failed, never handed to the mailbox's server.
+# A real mailbox's message to a simulator address (every way in refuses one; the
+# batch's check is the last guard): failed, never handed to the mailbox's server.
 SIMULATOR_ADDRESS_REFUSED = (
     "The address is the mailbox simulator's (simulator.test): a real mailbox never sends to it."
 )
@@ -134,37 +136,13 @@ class SimulatedSMTP(smtplib.SMTP):
         raise smtplib.SMTPNotSupportedError("a simulator mailbox never connects")
 
 
-def mailbox_connect(credential: SmtpCredential) -> smtplib.SMTP:
-    """The connection a mailbox's batch sends over: the simulator's for a simulator
-    mailbox (nothing is opened), else the mailbox's server (outreach.mailboxes.smtp)."""
-    if credential.is_simulator:
-        return SimulatedSMTP(credential)
-    return smtp_connect(credential)
-
-
-def address_refusal(credential: SmtpCredential, email: str) -> str | None:
-    """Why a real mailbox may not send to `email`: the simulator's address (every way
-    in refuses one; this is the last guard). None for a simulator, or a real address."""
-    if not credential.is_simulator and simulator_address(email):
-        return SIMULATOR_ADDRESS_REFUSED
-    return None
-
-
-def attempt_tell(conn: smtplib.SMTP | None, attempt: int) -> None:
-    """Before a message: which attempt of its step it is (the simulator answers a
-    `softbounce` by it; a real server needs no telling)."""
-    if isinstance(conn, SimulatedSMTP):
-        conn.attempt = attempt
-
-
-def outcome_after_commit(credential: SmtpCredential, message_id: str, to_email: str) -> None:
+def outcome_on_commit(*, message_id: str, to_email: str) -> None:
     """After a simulator mailbox's message was recorded: its later outcome queued once
     the record commits (outcome_enqueue)."""
-    if credential.is_simulator:
-        transaction.on_commit(
-            functools.partial(outcome_enqueue, message_id=message_id, to_email=to_email),
-            robust=True,
-        )
+    transaction.on_commit(
+        functools.partial(outcome_enqueue, message_id=message_id, to_email=to_email),
+        robust=True,
+    )
 
 
 def outcome_enqueue(*, message_id: str, to_email: str) -> None:

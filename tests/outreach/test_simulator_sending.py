@@ -309,16 +309,26 @@ def test_the_simulator_day_does_not_hold_a_real_mailbox(sink, settings):
     assert (real_one.status, simulated_one.status) == ("completed", "scheduled")
 
 
-def test_a_real_mailbox_never_sends_to_a_simulator_address(sink):
+@pytest.mark.parametrize("address", ["ada@simulator.test", "Ada+Open@Simulator.TEST"])
+def test_a_real_mailbox_never_sends_to_a_simulator_address(sink, address):
     """Every way in refuses one (test_simulator_api.py); were one there all the same,
     the send fails without a word to the server."""
     real = _real_campaign(sink)
-    one = enroll(real, "ada@simulator.test")
+    one = enroll(real, address)
     run()
     one.refresh_from_db()
     assert one.status == "failed"
     assert "simulator" in one.last_error
     assert sink.messages == []
+
+
+@pytest.mark.parametrize("address", ["ada@simulator.test.example.org", "ada@notsimulator.test"])
+def test_an_address_only_like_the_simulators_goes_to_the_real_server(sink, address):
+    one = enroll(_real_campaign(sink), address)
+    run()
+    one.refresh_from_db()
+    assert one.status == "completed"
+    assert [m.rcpt_tos for m in sink.messages] == [[address]]
 
 
 def test_its_own_bounces_disable_it_and_pause_the_campaign(settings):
