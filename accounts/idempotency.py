@@ -17,7 +17,9 @@ With the header, on an authenticated request:
    stored in the same transaction, so side effects and the stored response
    commit together or not at all. A 5xx response, or an exception nothing
    renders, rolls everything back and releases the claim so the client may
-   retry.
+   retry. A `@network_first` handler (config.api.audit) runs outside it, and its
+   response is stored after it; one that writes stores it with its write instead
+   (`audit_now`), so the change and the answer its key replays commit together.
 
 A claim whose request died (a killed worker) would block its key; after
 IDEMPOTENCY_LEASE it is taken over by the next request with the same key.
@@ -28,6 +30,7 @@ import functools
 import hashlib
 import json
 import logging
+import types
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -190,6 +193,24 @@ def _store(record: IdempotencyRecord, *, status: int, content: bytes, headers: d
     )
 
 
+def _store_now(view, request, record: IdempotencyRecord, response) -> None:
+    """A network_first handler's answer, stored in the transaction of its write
+    (config.api.audit.audit_now): the change and the answer its key replays commit
+    together. A 5xx is not stored (the claim is released)."""
+    if response.status_code >= 500:
+        return
+    content, headers = _rendered(view, request, response)
+    _store(record, status=response.status_code, content=content, headers=headers)
+    request.idempotency_stored = True
+
+
+def _release(record: IdempotencyRecord) -> None:
+    """Frees the key for a retry; an answer stored already (`_store_now`) stays."""
+    IdempotencyRecord.objects.filter(
+        pk=record.pk, status=IdempotencyRecord.Status.IN_PROGRESS
+    ).delete()
+
+
 def _validated_key(request) -> str | None:
     key = request.headers.get(HEADER)
     if key is None:
@@ -218,7 +239,9 @@ def idempotent(handler):
         key = _validated_key(request)
         account = request.user
         if key is None or account is None:
-            return audited_call(self, functools.partial(handler, self), request, *args, **kwargs)
+            # A bound method: audited_call reads the handler's network_first through it.
+            bound = types.MethodType(handler, self)
+            return audited_call(self, bound, request, *args, **kwargs)
         record = _claim(
             account=account, key=key, fingerprint=request_fingerprint(request), request=request
         )
@@ -226,10 +249,15 @@ def idempotent(handler):
             return _replay(record)
         network = is_network_first(handler)
         try:
-            # A network_first handler waits on its peer outside the transaction below.
+            # A network_first handler waits on its peer outside the transaction below;
+            # one that writes stores its answer with its write (audit_now).
             response = None
             if network:
+                request.idempotency_key = key  # the audit row names it
+                request.idempotency_store = functools.partial(_store_now, self, request, record)
                 response = _response(self, handler, request, args, kwargs, savepoint=False)
+                if getattr(request, "idempotency_stored", False):
+                    return response
             with transaction.atomic():
                 if response is None:
                     response = _response(self, handler, request, args, kwargs, savepoint=True)
@@ -240,10 +268,10 @@ def idempotent(handler):
                 content, headers = _rendered(self, request, response)
                 _store(record, status=response.status_code, content=content, headers=headers)
         except _Release as release:
-            IdempotencyRecord.objects.filter(pk=record.pk).delete()
+            _release(record)
             return release.response
         except BaseException:
-            IdempotencyRecord.objects.filter(pk=record.pk).delete()
+            _release(record)
             raise
         return response
 

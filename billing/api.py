@@ -141,6 +141,7 @@ class PspWebhookView(ServiceAPIView):
         },
         auth=[],
     )
+    @network_first  # Stripe is re-read with no transaction open, no lock held (psp_events)
     def post(self, request):
         payload = request.body
         try:

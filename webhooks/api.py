@@ -1,11 +1,13 @@
 """/webhooks: thin views over webhooks.services and webhooks.selectors."""
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.idempotency import idempotent
+from config.api.audit import audit_now, network_first
 from config.api.pagination import parse_limit
 from config.api.viewsets import AccountScopedViewSet, ServiceAPIView, no_request_body
 from webhooks import operations, selectors, services
@@ -44,12 +46,21 @@ class WebhookViewSet(AccountScopedViewSet):
         responses={201: WebhookWithSecretSerializer},
     )
     @idempotent
+    @network_first
     def create(self, request):
+        # The URL's host is resolved (the outbound guard's check) with no transaction
+        # open; the webhook, its audit row and the answer its Idempotency-Key replays
+        # commit in one short transaction (docs/audit.md).
         payload = WebhookCreateRequest(data=request.data)
         payload.is_valid(raise_exception=True)
-        issued = services.webhook_create(account=request.user, **payload.validated_data["webhook"])
-        body = WebhookWithSecretSerializer(issued.webhook).data | {"secret": issued.secret}
-        return Response(body, status=status.HTTP_201_CREATED)
+        with transaction.atomic():
+            issued = services.webhook_create(
+                account=request.user, **payload.validated_data["webhook"]
+            )
+            body = WebhookWithSecretSerializer(issued.webhook).data | {"secret": issued.secret}
+            response = Response(body, status=status.HTTP_201_CREATED)
+            audit_now(self, request, response)
+        return response
 
     @extend_schema(summary="Show a webhook", responses=WebhookSerializer)
     def retrieve(self, request, pk=None):
@@ -58,12 +69,18 @@ class WebhookViewSet(AccountScopedViewSet):
     @extend_schema(
         summary="Update a webhook", request=WebhookUpdateRequest, responses=WebhookSerializer
     )
+    @network_first
     def partial_update(self, request, pk=None):
         webhook = self.get_object()
+        # A new URL's host is resolved with no transaction open; the change (made on the
+        # row as it is then) and its audit row commit in one short transaction.
         payload = WebhookUpdateRequest(data=request.data)
         payload.is_valid(raise_exception=True)
-        webhook = services.webhook_update(webhook=webhook, **payload.validated_data["webhook"])
-        return Response(WebhookSerializer(webhook).data)
+        with transaction.atomic():
+            webhook = services.webhook_update(webhook=webhook, **payload.validated_data["webhook"])
+            response = Response(WebhookSerializer(webhook).data)
+            audit_now(self, request, response)
+        return response
 
     @extend_schema(summary="Delete a webhook and its deliveries", responses={204: None})
     def destroy(self, request, pk=None):

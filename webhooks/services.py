@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from config.api.errors import ValidationFailed
+from config.db.rows import row_change
+from webhooks.errors import WebhookNotFound
 from webhooks.models import Webhook
 from webhooks.secrets import secret_generate
 
@@ -50,27 +52,24 @@ _UNSET = object()
 def webhook_update(
     *, webhook: Webhook, url=_UNSET, event_filters=_UNSET, disabled_at=_UNSET
 ) -> Webhook:
-    """Changes what is given. `disabled_at=None` re-enables and clears the failure
-    count; any timestamp disables (recording the server's time, not the one given).
-    The secret never changes here."""
-    fields: list[str] = []
-    if url is not _UNSET:
-        webhook.url = url
-        fields.append("url")
-    if event_filters is not _UNSET:
-        webhook.event_filters = event_filters
-        fields.append("event_filters")
-    if disabled_at is not _UNSET:
+    """Changes what is given, on the row as it is now (config.db.rows.row_change: the
+    deliveries write its failure count and may disable it meanwhile; a webhook deleted
+    since it was read is WebhookNotFound). `disabled_at=None` re-enables and clears the
+    failure count; any timestamp disables (recording the server's time, not the one
+    given). The secret never changes here."""
+
+    def change(current: Webhook) -> None:
+        if url is not _UNSET:
+            current.url = url
+        if event_filters is not _UNSET:
+            current.event_filters = event_filters
         if disabled_at is None:
-            webhook.disabled_at = None
-            webhook.consecutive_failures = 0
-            fields += ["disabled_at", "consecutive_failures"]
-        elif webhook.disabled_at is None:
-            webhook.disabled_at = timezone.now()
-            fields.append("disabled_at")
-    if fields:
-        webhook.save(update_fields=fields)
-    return webhook
+            current.disabled_at = None
+            current.consecutive_failures = 0
+        elif disabled_at is not _UNSET and current.disabled_at is None:
+            current.disabled_at = timezone.now()
+
+    return row_change(webhook, change, missing=WebhookNotFound)
 
 
 def webhook_rotate_secret(*, webhook: Webhook) -> IssuedSecret:

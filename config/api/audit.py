@@ -115,8 +115,14 @@ def audit_now(view, request, response) -> None:
     before it waits on its peer (a mailbox stored, then checked) or after (a signup,
     once its Stripe customer exists). `response` is what the request will answer as far
     as the row reads it (its status, and a create's `id`). No row is written after the
-    handler then."""
+    handler then. Under `@idempotent` with a key, the answer the key replays is stored
+    in that transaction too (`response` is then the answer itself, and the handler
+    does nothing after its write): a retried key finds the change made, never makes
+    it twice."""
     audit_response(view, request, response)
+    store = getattr(request, "idempotency_store", None)
+    if store is not None:
+        store(response)
 
 
 def audited_call(view, handler, request, *args, **kwargs):

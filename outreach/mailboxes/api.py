@@ -116,11 +116,18 @@ class CredentialViewSet(
     def verify(self, request, pk=None):
         return Response(credential_verify(credential=self.get_object()))
 
+    @network_first
     def partial_update(self, request, pk=None):
         credential = self.get_object()
+        # A new smtp_host or imap_host is resolved (the outbound guard's check) with no
+        # transaction open; the change, made on the row as it is then, commits with its
+        # audit row in one short transaction (docs/audit.md).
         serializer = self.get_serializer(credential, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        credential = services.credential_update(
-            credential=credential, data=serializer.validated_data
-        )
-        return Response(self.get_serializer(credential).data)
+        with transaction.atomic():
+            credential = services.credential_update(
+                credential=credential, data=serializer.validated_data
+            )
+            response = Response(self.get_serializer(credential).data)
+            audit_now(self, request, response)
+        return response
