@@ -116,3 +116,16 @@ def test_claimable_says_whether_a_claim_would_take_a_job(account, webhook):
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=4)
     assert jobs_claimable(webhook.id) is False
     assert DeliveryJob.objects.filter(state="delivering").count() == 0  # it claimed nothing
+
+
+def test_a_lost_attempt_claimed_again_makes_the_next_claim_look(account, webhook):
+    jobs = emit(account, 1)
+    first = jobs_claim(webhook_id=webhook.id, limit=1, attempt_failed=False)
+    assert first.attempt_failed is False
+    # Its worker was lost: the claim's lease lapsed with the attempt's outcome unknown.
+    DeliveryJob.objects.filter(id=jobs[0]).update(next_attempt_at=timezone.now())
+    claim = jobs_claim(webhook_id=webhook.id, limit=1, attempt_failed=False)
+    assert [(item.job.id, item.lost_attempt, item.attempt) for item in claim.jobs] == [
+        (jobs[0], 1, 2)
+    ]
+    assert claim.attempt_failed is None  # a lost attempt is a failed one
