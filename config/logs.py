@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from config.request_id import NO_REQUEST, RequestIdFilter
+from config.request_id import NO_REQUEST, REQUEST_ID
 
 REDACTED = "[redacted]"
 _REDACTIONS = [
@@ -48,17 +48,6 @@ def redact(text: str) -> str:
     return text
 
 
-class RedactFilter(logging.Filter):
-    """Rewrites a record whose message carries a token or a secret."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        clean = redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        return True
-
-
 # What a periodic task returns when it found nothing to do (Celery logs its repr).
 _IDLE_RESULTS = {"0", "None", "[]", "{}", "()"}
 _RECEIVED = "Task %(name)s[%(id)s] received"
@@ -67,8 +56,11 @@ _BEAT_SENDS = "Scheduler: Sending due task %s (%s)"
 _NO_HOSTNAME = "No hostname was supplied."
 
 
-class QuietIdleFilter(logging.Filter):
-    """Demotes the lines of idle periodic work to DEBUG (dropped unless LOG_LEVEL=DEBUG)."""
+class LineFilter(logging.Filter):
+    """What every line goes through before it is written, in one pass: the lines of idle
+    periodic work demoted to DEBUG (dropped unless LOG_LEVEL=DEBUG), a token or a secret
+    in the message redacted, and the id of the request it was written in put on the
+    record (`%(request_id)s`; `-` outside a request)."""
 
     def __init__(self, periodic_tasks: Iterable[str] = (), filesystem_broker: bool = False):
         super().__init__()
@@ -93,10 +85,17 @@ class QuietIdleFilter(logging.Filter):
         return False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self._idle(record):
-            return True
-        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        if self._idle(record):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+                return False
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if not hasattr(record, "request_id"):  # the web's access line brings its own
+            record.request_id = REQUEST_ID.get()
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -148,10 +147,8 @@ def logging_config(
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {
-            "redact": {"()": RedactFilter},
-            "request_id": {"()": RequestIdFilter},
-            "quiet_idle": {
-                "()": QuietIdleFilter,
+            "line": {
+                "()": LineFilter,
                 "periodic_tasks": list(periodic_tasks),
                 "filesystem_broker": filesystem_broker,
             },
@@ -161,7 +158,7 @@ def logging_config(
             "console": {
                 "class": "logging.StreamHandler",
                 "formatter": "default",
-                "filters": ["quiet_idle", "redact", "request_id"],
+                "filters": ["line"],
             }
         },
         "root": {"handlers": ["console"], "level": level},

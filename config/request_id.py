@@ -4,12 +4,11 @@ A client's own id is kept when it is valid: 1 to 200 characters of `A-Z a-z 0-9 
 (enough for a UUID, a ULID or a tracing header's id, nothing a log line or a header could
 be broken with); anything else, or none, gets a new UUID. The id is `request.request_id`,
 the audit row's `request_id` (accounts.audit), and part of every log line written while
-the request runs (`RequestIdFilter`, config.logs); the web's access line (config/wsgi.py) reads it from
-the response header.
+the request runs (config.logs.LineFilter puts it on the record); the web's access line
+(config/wsgi.py) reads it from the response header.
 """
 
 import contextvars
-import logging
 import re
 import uuid
 
@@ -17,7 +16,8 @@ HEADER = "X-Request-Id"
 VALID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 NO_REQUEST = "-"
 
-_current: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default=NO_REQUEST)
+# The id of the request this thread (or task) serves.
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default=NO_REQUEST)
 
 
 def request_id_of(raw: str | None) -> str:
@@ -29,7 +29,7 @@ def request_id_of(raw: str | None) -> str:
 
 def current_request_id() -> str:
     """The id of the request this thread serves, `-` outside a request."""
-    return _current.get()
+    return REQUEST_ID.get()
 
 
 class RequestIdMiddleware:
@@ -41,19 +41,10 @@ class RequestIdMiddleware:
     def __call__(self, request):
         request_id = request_id_of(request.META.get("HTTP_X_REQUEST_ID"))
         request.request_id = request_id
-        token = _current.set(request_id)
+        token = REQUEST_ID.set(request_id)
         try:
             response = self.get_response(request)
         finally:
-            _current.reset(token)
+            REQUEST_ID.reset(token)
         response[HEADER] = request_id
         return response
-
-
-class RequestIdFilter(logging.Filter):
-    """Puts the current request's id on every record (`%(request_id)s`)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not hasattr(record, "request_id"):
-            record.request_id = _current.get()
-        return True

@@ -19,7 +19,7 @@ from granian.http import HTTP1Settings
 from granian.log import LogLevels
 from granian.server import Server
 
-from config.logs import JsonFormatter, PlainFormatter, RedactFilter
+from config.logs import JsonFormatter, LineFilter, PlainFormatter
 
 HEAD_LIMIT = 36 * 1024
 
@@ -28,9 +28,9 @@ def log_config() -> dict:
     """granian's own log lines (start, stop, worker errors) in the service's format."""
     json_format = os.environ.get("LOG_FORMAT", "plain").lower() == "json"
     formatter = {"()": JsonFormatter if json_format else PlainFormatter}
-    handler = {"class": "logging.StreamHandler", "formatter": "service", "filters": ["redact"]}
+    handler = {"class": "logging.StreamHandler", "formatter": "service", "filters": ["line"]}
     return {
-        "filters": {"redact": {"()": RedactFilter}},
+        "filters": {"line": {"()": LineFilter}},
         "formatters": {"service": formatter},
         "handlers": {"service": handler},
         "loggers": {"_granian": {"handlers": ["service"], "propagate": False}},

@@ -4,6 +4,7 @@ and the webhook's failure count, in one statement. The claim is webhooks.jobs.""
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection
@@ -83,38 +84,48 @@ SELECT (SELECT count(*) FROM attempt), (SELECT count(*) FROM moved),
 """  # noqa: S608 - a constant of the code; every value is a parameter
 
 
-def answers_record(*, webhook_id, outcomes: list[tuple[ClaimedJob, AttemptResult | None, str]]):
+def answers_record(
+    *,
+    webhook_id,
+    webhook: Webhook | None,
+    answers: Sequence[tuple[ClaimedJob, AttemptResult | None]],
+) -> bool:
     """Record the attempts that came back together (the module docstring; RECORD_SQL),
-    `outcomes` as (the claimed job, its answer or None when no request was made,
-    outcome_of's outcome). Nothing is written when the webhook is gone."""
-    if not outcomes:
-        return
+    `answers` as (the claimed job, its answer or None when no request was made), each
+    with its outcome (outcome_of, `webhook` as the drain's last claim read it). Returns
+    whether a delivery failed an attempt (a retry, or failed). Nothing is written when
+    the webhook is gone."""
+    if not answers:
+        return False
     now = timezone.now()
-    params = {
-        "webhook": webhook_id,
-        "now": now,
-        **_attempt_rows(outcomes, now=now),
-        **_next_states(outcomes, now=now),
-        **_failure_count(outcomes, now=now),
-    }
+    outcomes = [(item, result, outcome_of(item, result, webhook)) for item, result in answers]
+    params, failed = _record_params(outcomes, now=now)
     try:
         with connection.cursor() as cursor:
-            cursor.execute(RECORD_SQL, params)
+            cursor.execute(RECORD_SQL, {"webhook": webhook_id, "now": now, **params})
             _rows, _moved, disabled = cursor.fetchone()
     except IntegrityError:
-        return  # the webhook was deleted meanwhile: nothing left to record
+        return failed  # the webhook was deleted meanwhile: nothing left to record
     if disabled:
         logger.info(
             "webhook %s disabled after %s failed deliveries", webhook_id, FAILURES_BEFORE_DISABLE
         )
     webhook_outcomes_observe(outcomes)
+    return failed
 
 
-def _attempt_rows(outcomes, *, now) -> dict:
-    """RECORD_SQL's attempt rows (JSON: one text parameter costs less to send than a
-    column each): a lost attempt's (its claim lapsed), then the answer's."""
-    rows = []
-    for item, result, _ in outcomes:
+def _record_params(outcomes, *, now) -> tuple[dict, bool]:
+    """RECORD_SQL's parameters for the outcomes (JSON: one text parameter costs less to
+    send than a column each), and whether a delivery failed an attempt:
+
+    - `rows`: the attempt rows, a lost attempt's (its claim lapsed), then the answer's;
+    - `moves`: each job's next state: its state, its next attempt's time (a retry), and
+      the attempt its claim counted but never made (1 for a failed job without an
+      attempt: a lost fifth attempt);
+    - the webhook's failure count (`_failure_count`), from the deliveries that ended."""
+    rows, moves, ended = [], [], []
+    failed = False
+    for item, result, outcome in outcomes:
         job = {"job": str(item.job.id), "type": item.job.event.type}
         if item.lost_attempt is not None:
             started = min(item.lost_at or now, now)
@@ -129,55 +140,38 @@ def _attempt_rows(outcomes, *, now) -> dict:
             )
         if result is not None:
             assert item.attempt is not None  # a request was made: for this attempt
-            row = result.row_fields()
             rows.append(
                 {
                     **job,
                     "attempt": item.attempt,
-                    "code": row["status_code"],
-                    "error": row["error"],
-                    "excerpt": row["response_excerpt"],
-                    "duration": row["duration_ms"],
-                    "delivered": _timestamp(row["delivered_at"]),
-                    "started": row["created_at"].isoformat(),
+                    "code": result.status_code,
+                    "error": result.error,
+                    "excerpt": result.excerpt,
+                    "duration": result.duration_ms,
+                    # When a 2xx came back (the webhook gone, nothing is recorded).
+                    "delivered": result.ended_at.isoformat() if outcome == "succeeded" else None,
+                    "started": result.started_at.isoformat(),
                 }
             )
-    return {"rows": json.dumps(rows)}
-
-
-def _next_states(outcomes, *, now) -> dict:
-    """Each job's next state after its outcome (RECORD_SQL's `moved`, JSON): its state,
-    its next attempt's time (a retry), and the attempt its claim counted but never made
-    (1 for a failed job without an attempt: a lost fifth attempt)."""
-    moves = []
-    for item, _, outcome in outcomes:
-        move = {"id": str(item.job.id), "token": str(item.job.claim_token), "unmade": 0}
+        # succeeded, failed, dropped: the states' own names
+        move = {"id": str(item.job.id), "token": str(item.job.claim_token), "state": outcome}
+        move["unmade"] = 1 if outcome == "failed" and item.attempt is None else 0
         if outcome == "retry":
             assert item.attempt is not None
             move["state"] = DeliveryJob.State.PENDING.value
             move["next"] = (now + timedelta(seconds=retry_delay(item.attempt))).isoformat()
-        else:
-            move["state"] = outcome  # succeeded, failed, dropped: the states' own names
-            if outcome == "failed" and item.attempt is None:
-                move["unmade"] = 1
         moves.append(move)
-    return {"moves": json.dumps(moves)}
+        if outcome in ("succeeded", "failed"):
+            ended.append((result.ended_at if result else now, outcome == "succeeded"))
+        failed = failed or outcome in ("retry", "failed")
+    return {"rows": json.dumps(rows), "moves": json.dumps(moves), **_failure_count(ended)}, failed
 
 
-def _timestamp(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _failure_count(outcomes, *, now) -> dict:
-    """RECORD_SQL's `counted`: the deliveries that ended, in the order they ended, as
-    runs of failures between 2xx answers."""
-    ended = sorted(
-        (result.ended_at if result else now, outcome == "succeeded")
-        for _, result, outcome in outcomes
-        if outcome in ("succeeded", "failed")
-    )
+def _failure_count(ended: list[tuple[datetime, bool]]) -> dict:
+    """RECORD_SQL's `counted`: the deliveries that ended, (when, whether with a 2xx) each,
+    in the order they ended, as runs of failures between 2xx answers."""
     runs = [0]  # failures in a row: before the first 2xx, then after each
-    for _, succeeded in ended:
+    for _, succeeded in sorted(ended):
         if succeeded:
             runs.append(0)
         else:

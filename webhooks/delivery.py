@@ -44,11 +44,11 @@ from django.utils import timezone
 
 from config.db import connection_release
 from config.worker import stopping
-from webhooks.answers import answers_record, outcome_of
+from webhooks.answers import answers_record
 from webhooks.events import drains_enqueue
 from webhooks.jobs import ClaimedJob, jobs_claim, jobs_claimable
 from webhooks.models import Webhook
-from webhooks.posting import envelope_bytes, http_post_signed
+from webhooks.posting import AttemptResult, envelope_bytes, http_post_signed
 from webhooks.sql import DRAIN_LEAVE_SQL, LEASE_TAKE_SQL
 from webhooks.watch import watch
 
@@ -120,26 +120,23 @@ account_drains = AccountDrains()
 
 
 # ---------------------------------------------------------------- the drain's lease
+# `lease`: how long it lasts (DRAIN_LEASE_SECONDS), worked out once per drain.
 
 
-def _drain_lease() -> timedelta:
-    return timedelta(seconds=min(DRAIN_LEASE_SECONDS, settings.WEBHOOK_CLAIM_LEASE_SECONDS))
-
-
-def _lease_take(webhook_id, token: uuid.UUID):
+def _lease_take(webhook_id, token: uuid.UUID, lease: timedelta):
     """Take (or keep) the drain's lease; the webhook's account id when it is taken, else
     None (another drain holds it, or the webhook is gone)."""
     now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(LEASE_TAKE_SQL, [token, now + _drain_lease(), webhook_id, now, token])
+        cursor.execute(LEASE_TAKE_SQL, [token, now + lease, webhook_id, now, token])
         row = cursor.fetchone()
     return row[0] if row else None
 
 
-def _lease_renew(webhook_id, token: uuid.UUID) -> bool:
+def _lease_renew(webhook_id, token: uuid.UUID, lease: timedelta) -> bool:
     return bool(
         Webhook.objects.filter(id=webhook_id, drain_token=token).update(
-            drain_until=timezone.now() + _drain_lease()
+            drain_until=timezone.now() + lease
         )
     )
 
@@ -169,7 +166,8 @@ def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None 
     were worked on. Returns 0 at once when another drain holds the webhook. `linger`:
     seconds to wait for new jobs once out of them (WEBHOOK_DRAIN_LINGER_SECONDS)."""
     token = uuid.uuid4()
-    account_id = _lease_take(webhook_id, token)
+    lease = timedelta(seconds=min(DRAIN_LEASE_SECONDS, settings.WEBHOOK_CLAIM_LEASE_SECONDS))
+    account_id = _lease_take(webhook_id, token, lease)
     if account_id is None:
         return 0
     if not account_drains.enter(account_id):
@@ -178,110 +176,79 @@ def webhook_drain(*, webhook_id, lanes: int | None = None, linger: float | None 
         # next sweep rings it again (by then one of the account's drains may be done).
         _lease_release(webhook_id, token)
         return 0
-    try:
-        return _webhook_drain(webhook_id, token, lanes=lanes, linger=linger)
-    finally:
-        account_drains.leave(account_id)
-
-
-def _webhook_drain(webhook_id, token: uuid.UUID, *, lanes: int | None, linger: float | None) -> int:
-    """webhook_drain's loop, the lease taken."""
-    worked = 0
+    lanes = lanes or settings.WEBHOOK_MAX_IN_FLIGHT
     if linger is None:
         linger = settings.WEBHOOK_DRAIN_LINGER_SECONDS
-    leased = True
-    while leased or _lease_take(webhook_id, token) is not None:
-        leased = False
-        try:
-            done, handing_over = _drain_leased(
-                webhook_id, token, lanes or settings.WEBHOOK_MAX_IN_FLIGHT, linger
-            )
-        except BaseException:
-            _lease_release(webhook_id, token)  # the sweep rings what is left
-            raise
-        worked += done
-        if handing_over and not _lease_leave(webhook_id, token):
-            # A producer that rang while the lease was held has not committed: a fresh
-            # drain takes its jobs (and the rest), on any worker.
-            _lease_release(webhook_id, token)
-            drains_enqueue(webhook_ids=[str(webhook_id)])
-            break
-        # The lease is given back. A job committed before it was, and rung after its
-        # commit (the sweep, a redelivery), found the lease held and rang no drain:
-        # look once more.
-        if not jobs_claimable(webhook_id):
-            break
-        if handing_over:
-            # Time budget spent, or the worker is stopping: a fresh message takes
-            # over the rest, on any worker.
-            drains_enqueue(webhook_ids=[str(webhook_id)])
-            break
+    worked = 0
+    try:
+        while True:
+            try:
+                done, handing_over = _drain_leased(webhook_id, token, lease, lanes, linger)
+            except BaseException:
+                _lease_release(webhook_id, token)  # the sweep rings what is left
+                raise
+            worked += done
+            if handing_over and not _lease_leave(webhook_id, token):
+                # A producer that rang while the lease was held has not committed: a
+                # fresh drain takes its jobs (and the rest), on any worker.
+                _lease_release(webhook_id, token)
+                drains_enqueue(webhook_ids=[str(webhook_id)])
+                break
+            # The lease is given back. A job committed before it was, and rung after its
+            # commit (the sweep, a redelivery), found the lease held and rang no drain:
+            # look once more.
+            if not jobs_claimable(webhook_id):
+                break
+            if handing_over:
+                # Time budget spent, or the worker is stopping: a fresh message takes
+                # over the rest, on any worker.
+                drains_enqueue(webhook_ids=[str(webhook_id)])
+                break
+            if _lease_take(webhook_id, token, lease) is None:
+                break  # another drain took the webhook meanwhile: those jobs are its
+    finally:
+        account_drains.leave(account_id)
     return worked
 
 
-def _jobs_wait(webhook_id, *, timeout: float) -> bool:
-    """Wait up to `timeout` for the watch to see due jobs of the webhook, without a
-    database connection; whether it did."""
-    connection_release()
-    wake = watch.watch(webhook_id)
-    try:
-        return bool(wait([wake], timeout=timeout).done)
-    finally:
-        watch.forget(webhook_id, wake)
-
-
-def _answers_wait(
-    webhook_id, webhook, in_flight: dict[Future, ClaimedJob], *, watching: bool
-) -> tuple[list, bool]:
-    """Wait for answers without holding a database connection (DRAIN_POLL_SECONDS at
-    most), and once one is back a moment more for the others (sent together, they tend
-    to come back together); `watching`: for the watch to see a new job due, too.
-    Returns the outcomes of those back (taken out of `in_flight`) and whether a new job
-    is due."""
+def _wait(
+    webhook_id, in_flight: dict[Future, ClaimedJob], *, timeout: float, watching: bool
+) -> tuple[list[tuple[ClaimedJob, AttemptResult]], bool]:
+    """Wait up to `timeout` without holding a database connection for the answers of the
+    requests in flight, and once one is back a moment more for the others (sent
+    together, they tend to come back together); `watching`: for the watch to see a new
+    job of the webhook due, too. Returns the answers back, (job, answer) each, taken out
+    of `in_flight`, and whether the watch saw a job due."""
     connection_release()
     waiting: set[Future] = set(in_flight)
     wake = watch.watch(webhook_id) if watching else None
     if wake is not None:
         waiting.add(wake)
     try:
-        done, pending = wait(waiting, timeout=DRAIN_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        done, pending = wait(waiting, timeout=timeout, return_when=FIRST_COMPLETED)
         if done and pending:
             done |= wait(pending, timeout=DRAIN_GATHER_SECONDS).done
     finally:
         if wake is not None:
-            watch.forget(webhook_id, wake)
-    outcomes = []
-    for future in done:
-        if future is wake:
-            continue
-        item = in_flight.pop(future)
-        result = future.result()
-        outcomes.append((item, result, outcome_of(item, result, webhook)))
-    return outcomes, wake is not None and wake in done
+            wake.cancel()  # waiting no more: the watch forgets it
+    answers = [(in_flight.pop(future), future.result()) for future in done if future is not wake]
+    return answers, wake is not None and wake in done
 
 
-def _may_linger(webhook: Webhook | None, attempt_failed: bool | None) -> bool:
-    """Whether a drain that ran out of jobs waits for new ones: only for a healthy
-    webhook, whose every due job it may claim at once. A failing one's new jobs wait
-    for its retries (webhooks.jobs), so a job showing up would not be work."""
-    return (
-        webhook is not None
-        and webhook.is_enabled
-        and webhook.consecutive_failures == 0
-        and attempt_failed is False
-    )
-
-
-def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list:
+def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict, *, enabled: bool):
     """Start the request of each claimed job that needs one (added to `in_flight`);
-    returns the outcomes of those that need none (an exhausted job, a disabled webhook)."""
+    returns the answers of those that need none (an exhausted job, a disabled webhook):
+    (job, None) each."""
+    if not enabled:
+        return [(item, None) for item in claimed]
     unsent = []
+    pool = http_pool()
     for item in claimed:
-        if item.attempt is None or not webhook.is_enabled:
-            unsent.append((item, None, outcome_of(item, None, webhook)))
+        if item.attempt is None:
+            unsent.append((item, None))
             continue
         body = envelope_bytes(job=item.job, event=item.job.event)
-        future = http_pool().submit(
+        future = pool.submit(
             http_post_signed,
             url=webhook.url,
             body=body,
@@ -292,17 +259,25 @@ def _requests_start(claimed: list[ClaimedJob], webhook, in_flight: dict) -> list
     return unsent
 
 
-def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tuple[int, bool]:
+def _drain_leased(
+    webhook_id, token: uuid.UUID, lease: timedelta, lanes: int, linger: float
+) -> tuple[int, bool]:
     """The drain's loop, under its lease. Returns (jobs worked on, handed over)."""
     # Long: one loop holds the drain's states (claim, answers, waiting for work, leaving);
     # split up, they would pass its half-dozen variables back and forth.
     started = renewed = idle_since = time.monotonic()
+    renew_every = lease.total_seconds() / 3
     in_flight: dict[Future, ClaimedJob] = {}
     webhook = None
     worked = 0
     # Only this drain makes attempts while it holds the lease: once it knows no attempt
     # failed (its first claim asks), it needs to ask again only after one of its own fails.
     attempt_failed: bool | None = None
+    # Whether a drain that ran out of jobs waits for new ones: only for a healthy webhook
+    # (as its last claim read it, with no attempt failed), whose every due job it may
+    # claim at once. A failing one's new jobs wait for its retries (webhooks.jobs), so a
+    # job showing up would not be work.
+    enabled = healthy = False
     handing_over = False
     # Whether jobs may be due that this drain has not claimed: then it claims. After a
     # claim that found fewer than it asked for it waits to hear of new ones (the watch)
@@ -310,8 +285,8 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
     look = True
     while True:
         now = time.monotonic()
-        if now - renewed > _drain_lease().total_seconds() / 3:
-            if not _lease_renew(webhook_id, token):
+        if now - renewed > renew_every:
+            if not _lease_renew(webhook_id, token, lease):
                 handing_over = True  # the lease lapsed and was taken: finish, leave
             renewed = now
         if now - started > DRAIN_TIME_BUDGET_SECONDS or stopping.is_set():
@@ -321,22 +296,23 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             # The webhook read with each claim: a rotated secret, a new URL or a disable
             # applies to the very next request.
             limit = lanes - len(in_flight)
-            webhook, claimed, failing = jobs_claim(
+            webhook, claimed, attempt_failed = jobs_claim(
                 webhook_id=webhook_id,
                 limit=limit,
                 attempt_failed=attempt_failed,
                 in_flight={item.job.id for item in in_flight.values()},
             )
-            if not failing:
-                attempt_failed = False
+            enabled = healthy = False
+            if webhook is not None:  # else deleted: nothing claimed
+                enabled = webhook.is_enabled
+                healthy = enabled and webhook.consecutive_failures == 0
             # A failing webhook's jobs come due by its retries' times: it looks each time.
-            look = len(claimed) >= limit or not _may_linger(webhook, attempt_failed)
-        worked += len(claimed)
-        if any(item.lost_attempt is not None for item in claimed):
-            attempt_failed = None
-        unsent = _requests_start(claimed, webhook, in_flight)
-        if unsent:
-            answers_record(webhook_id=webhook_id, outcomes=unsent)
+            look = len(claimed) >= limit or not (healthy and attempt_failed is False)
+        if claimed:
+            worked += len(claimed)
+            unsent = _requests_start(claimed, webhook, in_flight, enabled=enabled)
+            if unsent:
+                answers_record(webhook_id=webhook_id, webhook=webhook, answers=unsent)
         if claimed or in_flight:
             idle_since = time.monotonic()
         if not in_flight:
@@ -346,28 +322,28 @@ def _drain_leased(webhook_id, token: uuid.UUID, lanes: int, linger: float) -> tu
             if handing_over:
                 return worked, True
             left = linger - (time.monotonic() - idle_since)
-            if left > 0 and _may_linger(webhook, attempt_failed):
+            if left > 0 and healthy and attempt_failed is False:
                 # Nothing to do: wait a moment for new jobs (a trickle of events keeps
                 # one drain), woken by the watch.
-                look = _jobs_wait(webhook_id, timeout=min(left, DRAIN_POLL_SECONDS))
+                _, look = _wait(
+                    webhook_id, in_flight, timeout=min(left, DRAIN_POLL_SECONDS), watching=True
+                )
                 continue
             if _lease_leave(webhook_id, token):
                 return worked, False
-            if not _lease_renew(webhook_id, token):
+            if not _lease_renew(webhook_id, token, lease):
                 return worked, True  # the lease lapsed and was taken
             renewed = time.monotonic()
             # A producer that rang while the lease was held has not committed yet: its
             # jobs are this drain's. Wait for them, then try to leave again.
-            look = _jobs_wait(webhook_id, timeout=DRAIN_LEAVE_RETRY_SECONDS)
+            _, look = _wait(webhook_id, in_flight, timeout=DRAIN_LEAVE_RETRY_SECONDS, watching=True)
             continue
         # With a lane free and no job known due, the watch may tell of a new one meanwhile.
         watching = not (look or handing_over) and len(in_flight) < lanes
-        outcomes, woken = _answers_wait(webhook_id, webhook, in_flight, watching=watching)
+        answers, woken = _wait(webhook_id, in_flight, timeout=DRAIN_POLL_SECONDS, watching=watching)
         look = look or woken
         # Everything that came back meanwhile is recorded together, then claimed for
         # together: the drain's database work is per wake-up, not per request.
-        if outcomes:
-            answers_record(webhook_id=webhook_id, outcomes=outcomes)
-        if any(outcome in ("retry", "failed") for _, _, outcome in outcomes):
-            attempt_failed = None
+        if answers and answers_record(webhook_id=webhook_id, webhook=webhook, answers=answers):
+            attempt_failed = None  # a delivery failed an attempt: the next claim looks
             look = True

@@ -13,6 +13,7 @@ due jobs the fast path missed, after the fact (`drains_enqueue`), as redeliverie
 """
 
 import logging
+from functools import partial
 
 from celery import current_app
 from django.db import connection, transaction
@@ -66,7 +67,7 @@ def drains_publish_on_commit(rung) -> None:
     returned (`rung`: webhooks.sql); nothing if it rolls back."""
     if rung:
         webhook_ids = [str(pk) for pk in rung]
-        transaction.on_commit(lambda: drains_publish(webhook_ids=webhook_ids), robust=True)
+        transaction.on_commit(partial(drains_publish, webhook_ids=webhook_ids), robust=True)
 
 
 def drains_enqueue(*, webhook_ids: list[str]) -> int:

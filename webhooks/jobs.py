@@ -44,9 +44,11 @@ class ClaimedJob:
 class Claim(NamedTuple):
     webhook: Webhook | None  # as it is now; None once deleted
     jobs: list[ClaimedJob]
-    # Whether a delivery of the webhook had failed an attempt and was not finished, as
-    # the caller said (attempt_failed) or, when it did not know, as the database said.
-    attempt_failing: bool
+    # The caller's `attempt_failed` for its next claim: False when it is known that no
+    # delivery of the webhook has failed an attempt and is not finished (the caller said
+    # so, or the database did, and no lost attempt was claimed now: a lost attempt is
+    # a failed one), else None (the next claim looks).
+    attempt_failed: bool | None
 
 
 # A due job of the webhook that the caller has no request in flight for (the partial
@@ -149,7 +151,8 @@ def jobs_claim(
     `attempt_failed`: CLAIMABLE_CTES's; `in_flight`: ids of jobs the caller has requests
     in flight for."""
     now = timezone.now()
-    lease_end = now + _lease()
+    lease = timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)
+    lease_end = now + lease
     fresh_token, lost_token = uuid.uuid4(), uuid.uuid4()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -163,8 +166,8 @@ def jobs_claim(
         )
         rows = cursor.fetchall()
     if not rows:
-        return Claim(None, [], bool(attempt_failed))
-    pk, url, secret, failures, disabled_at, failing = rows[0][:6]
+        return Claim(None, [], attempt_failed)
+    pk, url, secret, failures, disabled_at, failed = rows[0][:6]
     webhook = Webhook(
         id=pk,
         url=url,
@@ -173,12 +176,14 @@ def jobs_claim(
         disabled_at=disabled_at,
     )
     webhook._state.adding = False
-    claimed = [
-        _claimed(row, webhook_id=pk, lease_end=lease_end, lost_token=lost_token)
-        for row in rows
-        if row[6] is not None  # else the webhook's row alone: nothing claimed
-    ]
-    return Claim(webhook, claimed, bool(failing))
+    claimed = []
+    for row in rows:
+        if row[6] is None:
+            continue  # the webhook's row alone: nothing claimed
+        item = _claimed(row, webhook_id=pk, lease=lease, lease_end=lease_end, lost_token=lost_token)
+        claimed.append(item)
+        failed = failed or item.lost_attempt is not None
+    return Claim(webhook, claimed, None if failed else False)
 
 
 def jobs_claimable(webhook_id) -> bool:
@@ -200,7 +205,7 @@ def _claimable_params(webhook_id, now, limit: int, attempt_failed, in_flight) ->
     }
 
 
-def _claimed(row, *, webhook_id, lease_end, lost_token) -> ClaimedJob:
+def _claimed(row, *, webhook_id, lease: timedelta, lease_end, lost_token) -> ClaimedJob:
     """A claimed job of CLAIM_SQL's row, with its event."""
     job_id, event_id, attempts, token, created_at, was_due = row[6:12]
     account_id, event_type, data, event_created_at = row[12:]
@@ -224,10 +229,6 @@ def _claimed(row, *, webhook_id, lease_end, lost_token) -> ClaimedJob:
     return ClaimedJob(
         job=job,
         lost_attempt=lost,
-        lost_at=was_due - _lease() if lost is not None else None,
+        lost_at=was_due - lease if lost is not None else None,
         attempt=None if lost is not None and lost >= MAX_ATTEMPTS else attempts,
     )
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.WEBHOOK_CLAIM_LEASE_SECONDS)

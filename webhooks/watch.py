@@ -42,9 +42,10 @@ def webhooks_with_due_jobs(webhook_ids: list[str], *, now: datetime) -> set[str]
 
 
 class Watch:
-    """Drains register a Future to be woken (`watch`), and forget it when they stop
-    waiting (`forget`); the watch sets the Future's result when the webhook has due jobs.
-    A Future, so a drain can wait for it together with its requests."""
+    """Drains register a Future to be woken (`watch`), and cancel it when they stop
+    waiting; the watch sets the Future's result when the webhook has due jobs, and
+    forgets the Futures done (set or cancelled) at its next look. A Future, so a drain
+    can wait for it together with its requests."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -60,14 +61,6 @@ class Watch:
                 self._thread.start()
         return wake
 
-    def forget(self, webhook_id, wake: Future) -> None:
-        with self._lock:
-            waiting = self._waiting.get(str(webhook_id))
-            if waiting is not None:
-                waiting.discard(wake)
-                if not waiting:
-                    del self._waiting[str(webhook_id)]
-
     def _run(self) -> None:
         try:
             while self._look():
@@ -81,6 +74,13 @@ class Watch:
     def _look(self) -> bool:
         """One look for every waiting drain; False when none waits (the thread ends)."""
         with self._lock:
+            # Forget the drains woken already or no longer waiting (their Future cancelled).
+            for pk, wakes in list(self._waiting.items()):
+                waiting = {wake for wake in wakes if not wake.done()}
+                if waiting:
+                    self._waiting[pk] = waiting
+                else:
+                    del self._waiting[pk]
             webhook_ids = list(self._waiting)
             if not webhook_ids:
                 self._thread = None

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from config.logs import JsonFormatter, PlainFormatter
-from config.request_id import RequestIdFilter, request_id_of
+from config.logs import JsonFormatter, LineFilter, PlainFormatter
+from config.request_id import request_id_of
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +62,7 @@ def test_log_lines_of_a_request_name_it(api_client):
             records.append(record)
 
     handler = Keep()
-    handler.addFilter(RequestIdFilter())
+    handler.addFilter(LineFilter())
     logger = logging.getLogger("accounts.services")
     logger.addHandler(handler)
     try:
@@ -77,6 +77,6 @@ def test_log_lines_of_a_request_name_it(api_client):
 
 def test_a_line_outside_a_request_names_none():
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "beat tick", None, None)
-    RequestIdFilter().filter(record)
+    LineFilter().filter(record)
     assert PlainFormatter().format(record).endswith("beat tick")
     assert "request_id" not in JsonFormatter().format(record)

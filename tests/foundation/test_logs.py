@@ -1,6 +1,7 @@
 """Logs a person can read: quiet when idle, one line per request, no token or secret in
 any line, a clean Ctrl-C, JSON with LOG_FORMAT=json."""
 
+import io
 import json
 import logging
 import os
@@ -16,7 +17,8 @@ import pytest
 from django.core import signing
 
 from config import embedded_db
-from config.logs import JsonFormatter, QuietIdleFilter, RedactFilter, redact
+from config.logs import JsonFormatter, LineFilter, logging_config, redact
+from config.request_id import REQUEST_ID
 from outreach.sending import tokens
 from tests.support.embedded import (
     ROOT,
@@ -42,7 +44,7 @@ def _record(msg, args=None, level=logging.INFO, name="celery.app.trace") -> logg
 @pytest.fixture
 def quiet():
     logging.getLogger("celery.app.trace").setLevel(logging.INFO)
-    yield QuietIdleFilter(periodic_tasks=["outreach.tasks.schedule_sends"], filesystem_broker=True)
+    yield LineFilter(periodic_tasks=["outreach.tasks.schedule_sends"], filesystem_broker=True)
     logging.getLogger("celery.app.trace").setLevel(logging.NOTSET)
 
 
@@ -117,8 +119,40 @@ def test_the_signup_verification_link_is_redacted():
 
 def test_the_filter_rewrites_the_formatted_message():
     record = _record("Not Found: %s", ("/u/abc.def",), name="django.request")
-    assert RedactFilter().filter(record) is True
+    assert LineFilter().filter(record) is True
     assert record.getMessage() == "Not Found: /u/[redacted]"
+
+
+def test_the_console_handler_of_every_process_redacts_demotes_and_names_the_request():
+    # The LOGGING setting's console handler, built from its entries as dictConfig does.
+    config = logging_config(
+        level="INFO",
+        json_format=False,
+        periodic_tasks=["outreach.tasks.schedule_sends"],
+        filesystem_broker=False,
+    )
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    for name in config["handlers"]["console"]["filters"]:
+        options = dict(config["filters"][name])
+        handler.addFilter(options.pop("()")(**options))
+    handler.setFormatter(config["formatters"]["default"]["()"]())
+    logging.getLogger("celery.app.trace").setLevel(logging.INFO)
+    try:
+        handler.handle(_record("Not Found: %s", ("/u/abc.def",), name="django.request"))
+        idle = {"name": "outreach.tasks.schedule_sends", "id": "1", "runtime": 0, "return_value": 0}
+        handler.handle(_record(SUCCEEDED, idle))
+    finally:
+        logging.getLogger("celery.app.trace").setLevel(logging.NOTSET)
+    token = REQUEST_ID.set("req-1")
+    try:
+        handler.handle(_record("whsec_abc rotated", name="webhooks.services"))
+    finally:
+        REQUEST_ID.reset(token)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2  # the idle task's line dropped
+    assert lines[0].endswith(" INFO django.request Not Found: /u/[redacted]")
+    assert lines[1].endswith(" webhooks.services whsec_[redacted] rotated request_id=req-1")
 
 
 def test_json_lines():

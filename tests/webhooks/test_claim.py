@@ -42,7 +42,7 @@ def test_a_healthy_webhook_s_due_jobs_are_claimed_oldest_first(account, webhook)
     claim = jobs_claim(webhook_id=webhook.id, limit=4, attempt_failed=False)
     assert [item.job.id for item in claim.jobs] == jobs[:4]
     assert [(item.attempt, item.lost_attempt) for item in claim.jobs] == [(1, None)] * 4
-    assert claim.webhook.id == webhook.id and claim.attempt_failing is False
+    assert claim.webhook.id == webhook.id and claim.attempt_failed is False
     job = DeliveryJob.objects.get(id=jobs[0])
     assert (job.state, job.attempts, job.claim_token) == (
         "delivering",
@@ -67,7 +67,7 @@ def test_a_failing_webhook_claims_its_retries_first_and_new_deliveries_within_th
     claim = jobs_claim(webhook_id=webhook.id, limit=10)
     # The two retries, then 5 - 1 failure - 2 under way = 2 new deliveries (the oldest).
     assert claimed_ids(claim) == {*jobs[8:], *jobs[:2]}
-    assert claim.attempt_failing is True
+    assert claim.attempt_failed is None  # failing: the next claim looks again
 
 
 def test_a_failing_webhook_with_its_budget_spent_claims_only_its_retries(account, webhook):
@@ -83,7 +83,7 @@ def test_a_failed_attempt_waiting_for_its_retry_makes_the_webhook_failing(accoun
     # Not told (attempt_failed None): the claim looks, and 5 - 0 - 1 under way = 4.
     claim = jobs_claim(webhook_id=webhook.id, limit=8)
     assert claimed_ids(claim) == set(jobs[1:5])
-    assert claim.attempt_failing is True
+    assert claim.attempt_failed is None  # failing: the next claim looks again
     # Told no attempt failed (a drain that knows it): every due job.
     DeliveryJob.objects.filter(id__in=jobs[1:5]).update(state="succeeded")
     claim = jobs_claim(webhook_id=webhook.id, limit=8, attempt_failed=False)
@@ -116,3 +116,16 @@ def test_claimable_says_whether_a_claim_would_take_a_job(account, webhook):
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=4)
     assert jobs_claimable(webhook.id) is False
     assert DeliveryJob.objects.filter(state="delivering").count() == 0  # it claimed nothing
+
+
+def test_a_lost_attempt_claimed_again_makes_the_next_claim_look(account, webhook):
+    jobs = emit(account, 1)
+    first = jobs_claim(webhook_id=webhook.id, limit=1, attempt_failed=False)
+    assert first.attempt_failed is False
+    # Its worker was lost: the claim's lease lapsed with the attempt's outcome unknown.
+    DeliveryJob.objects.filter(id=jobs[0]).update(next_attempt_at=timezone.now())
+    claim = jobs_claim(webhook_id=webhook.id, limit=1, attempt_failed=False)
+    assert [(item.job.id, item.lost_attempt, item.attempt) for item in claim.jobs] == [
+        (jobs[0], 1, 2)
+    ]
+    assert claim.attempt_failed is None  # a lost attempt is a failed one

@@ -498,9 +498,10 @@ def test_a_rotation_in_the_middle_of_a_drain_signs_the_next_attempt(
     real_record = delivery.answers_record
 
     def record_then_rotate(**kwargs):
-        real_record(**kwargs)
+        failed = real_record(**kwargs)
         if not new_secrets:  # right after the first attempt
             new_secrets.append(services.webhook_rotate_secret(webhook=webhook).secret)
+        return failed
 
     monkeypatch.setattr(delivery, "answers_record", record_then_rotate)
     for _ in range(2):
@@ -530,8 +531,9 @@ def test_a_disable_in_the_middle_of_a_drain_drops_the_rest(
     real_record = delivery.answers_record
 
     def record_then_disable(**kwargs):
-        real_record(**kwargs)
+        failed = real_record(**kwargs)
         services.webhook_update(webhook=webhook, disabled_at=timezone.now())
+        return failed
 
     monkeypatch.setattr(delivery, "answers_record", record_then_disable)
     for _ in range(3):
@@ -582,7 +584,6 @@ def test_a_lease_shorter_than_the_longest_attempt_is_a_system_check_warning(sett
 def _came_back(account, webhook, emit, statuses):
     """Claim one job per status and pretend their answers came back together, in this
     order (each one's `ended_at` a second after the previous)."""
-    from webhooks.answers import outcome_of
     from webhooks.jobs import jobs_claim
     from webhooks.posting import AttemptResult
 
@@ -591,14 +592,14 @@ def _came_back(account, webhook, emit, statuses):
     claimed = jobs_claim(webhook_id=webhook.id, limit=len(statuses)).jobs
     assert len(claimed) == len(statuses)
     start = timezone.now()
-    outcomes = []
+    answers = []
     for n, (item, status) in enumerate(zip(claimed, statuses, strict=True)):
         ended = start + timedelta(seconds=n + 1)
         result = AttemptResult(
             started_at=start, ended_at=ended, status_code=status, retryable=status >= 500
         )
-        outcomes.append((item, result, outcome_of(item, result, webhook)))
-    return outcomes
+        answers.append((item, result))
+    return answers
 
 
 def test_answers_that_came_back_together_are_recorded_in_one_statement(
@@ -608,15 +609,16 @@ def test_answers_that_came_back_together_are_recorded_in_one_statement(
 
     settings.WEBHOOK_RETRY_SCHEDULE = []  # the default: a first retry after 60 s
 
-    outcomes = _came_back(account, webhook, emit, [200, 200, 503, 200])
+    answers = _came_back(account, webhook, emit, [200, 200, 503, 200])
     # The attempt rows, each job's next state (succeeded, retry) and the reset of the
     # failure count: one statement, the same for 4 answers as for 40.
     with django_assert_num_queries(1):
-        answers_record(webhook_id=webhook.id, outcomes=outcomes)
+        failed = answers_record(webhook_id=webhook.id, webhook=webhook, answers=answers)
+    assert failed is True  # the 503: a delivery failed an attempt
 
     states = {
         item.job.id: state
-        for item, _, _ in outcomes
+        for item, _ in answers
         for state in DeliveryJob.objects.filter(id=item.job.id).values_list("state", flat=True)
     }
     assert sorted(states.values()) == ["pending", "succeeded", "succeeded", "succeeded"]
@@ -637,9 +639,10 @@ def test_a_batch_counts_failures_in_the_order_the_answers_ended(
 ):
     from webhooks.answers import answers_record
 
-    outcomes = _came_back(account, webhook, emit, statuses)
+    answers = _came_back(account, webhook, emit, statuses)
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=2)
-    answers_record(webhook_id=webhook.id, outcomes=outcomes)
+    failed = answers_record(webhook_id=webhook.id, webhook=webhook, answers=answers)
+    assert failed is (400 in statuses)
     webhook.refresh_from_db()
     assert webhook.consecutive_failures == failures
     assert webhook.disabled_at is None
@@ -648,9 +651,9 @@ def test_a_batch_counts_failures_in_the_order_the_answers_ended(
 def test_the_fifth_failure_in_a_batch_disables_the_webhook(emit, account, webhook):
     from webhooks.answers import answers_record
 
-    outcomes = _came_back(account, webhook, emit, [400, 400, 200])
+    answers = _came_back(account, webhook, emit, [400, 400, 200])
     Webhook.objects.filter(id=webhook.id).update(consecutive_failures=3)
-    answers_record(webhook_id=webhook.id, outcomes=outcomes)
+    answers_record(webhook_id=webhook.id, webhook=webhook, answers=answers)
     webhook.refresh_from_db()
     # 3 + 2 reached 5 before the 2xx ended: disabled, and the 2xx then reset the count.
     assert webhook.disabled_at is not None

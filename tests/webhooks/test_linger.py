@@ -179,3 +179,18 @@ def test_an_event_still_uncommitted_when_the_drain_would_leave_is_its_own(
     assert set(DeliveryJob.objects.values_list("state", flat=True)) == {"succeeded"}
     assert Webhook.objects.get().drain_token is None
     assert leaves[-1] is True
+
+
+def test_the_watch_wakes_a_waiting_drain_and_forgets_one_that_stopped_waiting(account, monkeypatch):
+    from webhooks.watch import Watch
+
+    webhook = WebhookFactory(account=account)
+    watch = Watch()
+    watch.watch(webhook.id).cancel()  # a drain that stopped waiting
+    wait_until(lambda: not watch._waiting and watch._thread is None)  # forgotten
+
+    waiting = watch.watch(webhook.id)
+    monkeypatch.setattr(events, "drains_publish", lambda **kwargs: 0)  # no drain takes it
+    emit_committed(account, 1)
+    assert waiting.result(timeout=10) is True  # woken: a job of its webhook is due
+    wait_until(lambda: not watch._waiting and watch._thread is None)
