@@ -80,12 +80,18 @@ def claims_recover(*, now: datetime) -> int:
 # in the last five minutes are looked at again at every run.
 SUPPRESSED_LOOK_MARGIN = timedelta(minutes=5)
 SUPPRESSED_SWEEP = "suppressed_end"
+# The mark moves once it is this far behind a look's start, not at every run: a run that
+# finds nothing new writes nothing (no transaction id, no commit to flush each second;
+# an upsert would lock the row even where it does not move it), and the window reaches
+# this much further back at most.
+SUPPRESSED_MARK_STEP = timedelta(minutes=1)
 
 # One statement, autocommit: the contacts looked at (the suppressed ones written since the
 # last look, by contact_suppressed_written_idx, and the watched ones), their active
 # enrollments (enrollment_unique leads with the contact), which of those are due and not
 # in flight (sendclaim_open_unique); the watch kept to those with an active enrollment
-# left, the mark moved to this look's start. Its result: the due ones to end.
+# left, the mark moved to this look's start (or made, at the first look). Its result:
+# the due ones to end.
 _LOOK_SQL = """
 WITH mark AS (
     SELECT COALESCE(
@@ -123,9 +129,14 @@ forgotten AS (
     DELETE FROM outreach_suppressedwatch w
     WHERE NOT EXISTS (SELECT 1 FROM active WHERE active.contact_id = w.contact_id)
 ),
-marked AS (
-    INSERT INTO outreach_sweepmark (name, at) VALUES (%(sweep)s, %(seen)s)
-    ON CONFLICT (name) DO UPDATE SET at = EXCLUDED.at
+moved AS (
+    UPDATE outreach_sweepmark SET at = %(seen)s
+    WHERE name = %(sweep)s AND at < %(seen)s::timestamptz - make_interval(secs => %(step)s)
+),
+first AS (
+    INSERT INTO outreach_sweepmark (name, at)
+    SELECT %(sweep)s, %(seen)s WHERE NOT EXISTS (SELECT 1 FROM mark WHERE at > '-infinity')
+    ON CONFLICT (name) DO NOTHING
 )
 SELECT DISTINCT campaign_id, contact_id FROM active WHERE due
 """
@@ -157,6 +168,7 @@ def suppressed_end(*, now: datetime) -> int:
                 "sweep": SUPPRESSED_SWEEP,
                 "margin": SUPPRESSED_LOOK_MARGIN.total_seconds(),
                 "seen": seen,
+                "step": SUPPRESSED_MARK_STEP.total_seconds(),
                 "now": now,
                 "due_statuses": list(Enrollment.DUE_STATUSES),
                 "active_statuses": list(Enrollment.ACTIVE_STATUSES),
