@@ -120,7 +120,11 @@ def contact_unsubscribe(
         if contact is None:
             return []
         if contact.unsubscribed_at is None:
-            Contact.objects.filter(pk=contact.pk).update(unsubscribed_at=at, updated_at=at)
+            # updated_at: the write's wall clock (`at` may be a reply's, hours old), which
+            # the scheduler's sweep of suppressed contacts reads.
+            Contact.objects.filter(pk=contact.pk).update(
+                unsubscribed_at=at, updated_at=timezone.now()
+            )
         suppression_record(
             account_id=contact.account_id, email=contact.email_lower, reason=reason, at=at
         )

@@ -7,6 +7,7 @@ finds them (the app label stays `outreach`, the tables `outreach_*`).
 - outreach.models.contacts: Contact, Suppression, ContactImport;
 - outreach.models.sending: Enrollment, Message, CredentialCampaignStats, SendClaim;
 - outreach.models.tombstones: DeletedEnrollment;
+- outreach.models.sweeps: SweepMark, SuppressedWatch;
 - outreach.models.intake: RelayWebhookToken, UnmatchedReport;
 - outreach.models.conversations: Reply, ReplyResponse;
 - outreach.models.domains: SenderDomainCheck;
@@ -44,6 +45,7 @@ from outreach.models.sending import (
     SendClaim,
 )
 from outreach.models.sequences import RuleFire
+from outreach.models.sweeps import SuppressedWatch, SweepMark
 from outreach.models.tombstones import DeletedEnrollment
 
 __all__ = [
@@ -78,5 +80,7 @@ __all__ = [
     "SmtpCredential",
     "StepVariantStats",
     "Suppression",
+    "SuppressedWatch",
+    "SweepMark",
     "UnmatchedReport",
 ]

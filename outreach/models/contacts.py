@@ -24,7 +24,10 @@ class Contact(models.Model):
     fields = models.JSONField(default=dict, blank=True)
     # IANA name (outreach.timezones.timezone_valid), or "": the campaign's zone applies.
     timezone = models.CharField(max_length=64, blank=True, default="")
-    # Either one suppresses the contact: never enrolled or sent to again.
+    # Either one suppresses the contact: never enrolled or sent to again. Each is the time
+    # of the event (a bounce, an unsubscribe, the address's first suppression copied from
+    # the suppression list), not of the write; every write that suppresses a contact
+    # stamps updated_at with the wall clock, which the scheduler's sweep reads.
     unsubscribed_at = models.DateTimeField(null=True, blank=True)
     bounced_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -37,9 +40,18 @@ class Contact(models.Model):
                 fields=["account", "email_lower"], name="contact_email_ci_unique"
             )
         ]
-        # Keyset pages (config.api.pagination): the order, tie-breaker included.
         indexes = [
-            models.Index(fields=["account", "created_at", "id"], name="contact_account_page_idx")
+            # Keyset pages (config.api.pagination): the order, tie-breaker included.
+            models.Index(fields=["account", "created_at", "id"], name="contact_account_page_idx"),
+            # The suppressed contacts by the time their row was last written: the
+            # scheduler's sweep reads those written since its last look
+            # (outreach.sending.recovery.suppressed_end). Only suppressed rows have an
+            # entry, and only their writes write one.
+            models.Index(
+                fields=["updated_at"],
+                name="contact_suppressed_written_idx",
+                condition=Q(unsubscribed_at__isnull=False) | Q(bounced_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -128,8 +128,10 @@ def enrollment_mark_bounced(
         if row is None:
             return False
         if klass.type == HARD:
+            # updated_at: the write's wall clock, which the scheduler's sweep of
+            # suppressed contacts reads (outreach.sending.recovery.suppressed_end).
             Contact.objects.filter(pk=row.contact_id, bounced_at__isnull=True).update(
-                bounced_at=at, updated_at=at
+                bounced_at=at, updated_at=timezone.now()
             )
             suppression_record(
                 account_id=row.contact.account_id,

@@ -1,10 +1,10 @@
 """Scheduler recovery: claims of dead workers, due enrollments of suppressed contacts."""
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.utils import timezone
 
 from outreach.campaigns.state import campaigns_complete_if_done
 from outreach.domain_cap.counts import counts_release
@@ -71,23 +71,121 @@ def claims_recover(*, now: datetime) -> int:
 
 # --- 2. suppressed contacts -----------------------------------------------------------------
 
+# How far before the last look's start each look reads: a suppression's transaction may
+# commit after a look that started later than its write (a row written at T, committed at
+# T + 5 s, is not seen by a look that starts at T + 1 s: the next look reads from T + 1 s
+# less this). It covers the longest transaction that suppresses a contact, or enrolls or
+# schedules one it read unsuppressed (each a request or one report's work: seconds),
+# and the clock difference between the hosts. Its cost: the suppressed contacts written
+# in the last five minutes are looked at again at every run.
+SUPPRESSED_LOOK_MARGIN = timedelta(minutes=5)
+SUPPRESSED_SWEEP = "suppressed_end"
+# The mark moves once it is this far behind a look's start, not at every run: a run that
+# finds nothing new writes nothing (no transaction id, no commit to flush each second;
+# an upsert would lock the row even where it does not move it), and the window reaches
+# this much further back at most.
+SUPPRESSED_MARK_STEP = timedelta(minutes=1)
+
+# One statement, autocommit: the contacts looked at (the suppressed ones written since the
+# last look, by contact_suppressed_written_idx, and the watched ones), their active
+# enrollments (enrollment_unique leads with the contact), which of those are due and not
+# in flight (sendclaim_open_unique); the watch kept to those with an active enrollment
+# left, the mark moved to this look's start (or made, at the first look). Its result:
+# the due ones to end.
+_LOOK_SQL = """
+WITH mark AS (
+    SELECT COALESCE(
+        (SELECT at FROM outreach_sweepmark WHERE name = %(sweep)s), '-infinity'
+    ) AS at
+),
+looked AS (
+    SELECT c.id AS contact_id FROM outreach_contact c
+    WHERE (c.unsubscribed_at IS NOT NULL OR c.bounced_at IS NOT NULL)
+      AND c.updated_at >= (SELECT at FROM mark) - make_interval(secs => %(margin)s)
+    UNION
+    SELECT contact_id FROM outreach_suppressedwatch
+),
+active AS (
+    SELECT e.* FROM looked CROSS JOIN LATERAL (
+        SELECT e.contact_id, e.campaign_id,
+               e.status = ANY(%(due_statuses)s) AND e.next_send_at <= %(now)s
+               AND NOT EXISTS (
+                   SELECT 1 FROM outreach_sendclaim s
+                   WHERE s.enrollment_id = e.id AND s.finished_at IS NULL
+               ) AS due
+        FROM outreach_enrollment e
+        WHERE e.contact_id = looked.contact_id AND e.status = ANY(%(active_statuses)s)
+        -- A fence (the subquery is not merged into the join): the enrollments are read
+        -- per contact looked at, never by a scan of them all.
+        OFFSET 0
+    ) e
+),
+watched AS (
+    INSERT INTO outreach_suppressedwatch (contact_id, since)
+    SELECT DISTINCT contact_id, %(seen)s::timestamptz FROM active
+    ON CONFLICT (contact_id) DO NOTHING
+),
+forgotten AS (
+    DELETE FROM outreach_suppressedwatch w
+    WHERE NOT EXISTS (SELECT 1 FROM active WHERE active.contact_id = w.contact_id)
+),
+moved AS (
+    UPDATE outreach_sweepmark SET at = %(seen)s
+    WHERE name = %(sweep)s AND at < %(seen)s::timestamptz - make_interval(secs => %(step)s)
+),
+first AS (
+    INSERT INTO outreach_sweepmark (name, at)
+    SELECT %(sweep)s, %(seen)s WHERE NOT EXISTS (SELECT 1 FROM mark WHERE at > '-infinity')
+    ON CONFLICT (name) DO NOTHING
+)
+SELECT DISTINCT campaign_id, contact_id FROM active WHERE due
+"""
+
 
 def suppressed_end(*, now: datetime) -> int:
     """Due enrollments of contacts suppressed since they were scheduled (an unsubscribe or
     a bounce elsewhere) end without a send: unsubscribed or bounced, like their contact.
     The events for those changes were emitted where the suppression happened. A campaign
-    left without an active enrollment is completed."""
-    # Not those in flight: their sender checks the contact right before sending, and
-    # gives the claim back (then they end here, on a later run).
-    due = Enrollment.objects.not_in_flight().filter(
-        status__in=Enrollment.DUE_STATUSES, next_send_at__lte=now
-    )
-    suppressed = Q(contact__unsubscribed_at__isnull=False) | Q(contact__bounced_at__isnull=False)
-    # One read per tick; the common case (nothing suppressed) stops here.
-    campaign_ids = set(due.filter(suppressed).values_list("campaign_id", flat=True).distinct())
-    if not campaign_ids:
+    left without an active enrollment is completed.
+
+    What it reads is what was suppressed since its last look, never the due backlog
+    (docs/sending.md, "Suppressed contacts"): the suppressed contacts whose row was
+    written since that look's start less SUPPRESSED_LOOK_MARGIN (the write's wall clock,
+    updated_at: the suppression's own time is the event's, which can be months old when
+    a new address brings its suppression with it), and the contacts it watches. A look
+    keeps watching each contact looked at that still has an active enrollment it cannot
+    end now (not due yet, in flight, pending): so a contact suppressed while its
+    enrollment was claimed ends once the claim is given back, and one whose next step is
+    days ahead ends when it is due, whatever the window by then. A persisted high-water
+    mark (SweepMark), not only an overlap: a scheduler stopped for an hour misses
+    nothing; the margin covers the transactions that commit after a later look started.
+    No mark (the first run): every suppressed contact is looked at once."""
+    seen = timezone.now()  # the wall clock, as updated_at; `now` may be a test's
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _LOOK_SQL,
+            {
+                "sweep": SUPPRESSED_SWEEP,
+                "margin": SUPPRESSED_LOOK_MARGIN.total_seconds(),
+                "seen": seen,
+                "step": SUPPRESSED_MARK_STEP.total_seconds(),
+                "now": now,
+                "due_statuses": list(Enrollment.DUE_STATUSES),
+                "active_statuses": list(Enrollment.ACTIVE_STATUSES),
+            },
+        )
+        found = cursor.fetchall()
+    # One statement per run; the common case (nothing suppressed) stops here.
+    if not found:
         return 0
+    # Not those in flight: their sender checks the contact right before sending, and
+    # gives the claim back (then they end here, on a later run: their contact is watched).
+    due = Enrollment.objects.not_in_flight().filter(
+        status__in=Enrollment.DUE_STATUSES,
+        next_send_at__lte=now,
+        contact_id__in={contact_id for _, contact_id in found},
+    )
     with transaction.atomic():
         ended = enrollments_suppressed_end(due, bounce_reason=SUPPRESSED_BOUNCE_REASON, now=now)
-        campaigns_complete_if_done(campaign_ids=campaign_ids, at=now)
+        campaigns_complete_if_done(campaign_ids={c for c, _ in found}, at=now)
     return ended
