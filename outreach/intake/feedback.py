@@ -111,7 +111,9 @@ def _jmrp_recipient(part: EmailMessage) -> str:
     inner = payload[0] if isinstance(payload, list) and payload else None
     if not isinstance(inner, EmailMessage):
         return ""
-    _, address = getaddresses([str(inner.get(JMRP_RECIPIENT) or "")])[0]
+    # An empty value gives no pair on Python 3.11 ([("", "")] on 3.13).
+    found = getaddresses([str(inner.get(JMRP_RECIPIENT) or "")])
+    address = found[0][1] if found else ""
     return address.strip().lower() if "@" in address else ""
 
 
